@@ -1,0 +1,44 @@
+"""chunkwise: find the best document-chunking configuration for your own documents.
+
+The public API is small:
+
+* :func:`load_corpus`, :func:`load_evaluation_set`: read documents and queries with
+  exact reference excerpts.
+* :func:`evaluate`: score one configuration (chunker, embedder, ``k``) with
+  token-level recall, precision, IoU and precision-Ω.
+* :func:`make_chunker`, :func:`chunker_names`: the chunker registry.
+* :class:`EvaluationConfig` and its parts: the configuration schema shared by the
+  command line, the Python API and exported configurations.
+"""
+
+from .chunkers import Chunk, Chunker, chunker_names, make_chunker
+from .config import ChunkerConfig, EmbedderConfig, EvaluationConfig, RetrievalConfig
+from .corpus import Corpus, load_corpus
+from .document import Document
+from .errors import ChunkwiseError
+from .evalset import EvaluationSet, Query, Reference, load_evaluation_set
+from .evaluation import EvaluationResult, evaluate
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Chunk",
+    "Chunker",
+    "ChunkerConfig",
+    "ChunkwiseError",
+    "Corpus",
+    "Document",
+    "EmbedderConfig",
+    "EvaluationConfig",
+    "EvaluationResult",
+    "EvaluationSet",
+    "Query",
+    "Reference",
+    "RetrievalConfig",
+    "__version__",
+    "chunker_names",
+    "evaluate",
+    "load_corpus",
+    "load_evaluation_set",
+    "make_chunker",
+]

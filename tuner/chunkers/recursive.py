@@ -1,0 +1,141 @@
+"""Recursive separator splitting, merged up to a token budget."""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..document import Document
+from ..errors import InvalidParameterError
+from ..tokens import count_tokens, count_tokens_batch
+from .base import Chunk, Chunker, make_chunk, param
+from .registry import register
+
+DEFAULT_SEPARATORS = ("\n\n", "\n", ".", "?", "!", " ", "")
+
+Span = tuple[int, int]
+
+
+@register
+@dataclass(frozen=True)
+class RecursiveChunker(Chunker):
+    """Split on the first separator that occurs, recurse into pieces that are still too
+    long with the next separators, then merge consecutive pieces into chunks of at most
+    ``size`` tokens, carrying up to ``overlap`` tokens of pieces into the next chunk.
+
+    This is the algorithm of LangChain's and Chroma's ``RecursiveTokenChunker``
+    (separator kept at the start of the following piece, whitespace stripped from chunk
+    ends) with two differences: offsets are exact by construction, and the size bound is
+    checked on each chunk's own token count, not on the sum of its pieces' counts. The
+    empty separator, the last resort, cuts between tokens rather than characters.
+    """
+
+    name = "recursive"
+    size: int = param(250, int, low=1, help="maximum tokens per chunk")
+    overlap: int = param(0, int, low=0, help="maximum tokens carried into the next chunk")
+    separators: tuple = param(DEFAULT_SEPARATORS, tuple, help="separators, coarsest first")
+
+    def _check(self) -> None:
+        if self.overlap >= self.size:
+            raise InvalidParameterError(
+                f"recursive: overlap={self.overlap} must be smaller than size={self.size} "
+                f"(allowed: 0 <= overlap <= {self.size - 1})"
+            )
+        if not self.separators or not all(isinstance(s, str) for s in self.separators):
+            raise InvalidParameterError(
+                f"recursive: separators={list(self.separators)!r} must be a non-empty list "
+                "of strings"
+            )
+
+    def split(self, document: Document) -> list[Chunk]:
+        chunks: list[Chunk] = []
+        self._split(document, 0, len(document.text), self.separators, chunks)
+        return chunks
+
+    def _split(self, document: Document, start: int, end: int,
+               separators: tuple[str, ...], out: list[Chunk]) -> None:
+        text = document.text
+        segment = text[start:end]
+        rest: tuple[str, ...] = ()
+        separator = ""
+        for i, candidate in enumerate(separators):
+            if candidate == "" or candidate in segment:
+                separator, rest = candidate, separators[i + 1 :]
+                break
+        if separator:
+            cuts = [start] + [start + m.start() for m in re.finditer(re.escape(separator), segment)]
+            pieces = [(a, b) for a, b in zip(cuts, cuts[1:] + [end]) if a < b]
+        else:
+            pieces = _token_atoms(document, start, end)
+        counts = count_tokens_batch([text[a:b] for a, b in pieces])
+        good: list[Span] = []
+        good_counts: list[int] = []
+        for piece, count in zip(pieces, counts):
+            if count < self.size:
+                good.append(piece)
+                good_counts.append(count)
+                continue
+            if good:
+                self._merge(document, good, good_counts, out)
+                good, good_counts = [], []
+            if rest:
+                self._split(document, piece[0], piece[1], rest, out)
+            else:
+                self._emit(document, [piece], out)
+        if good:
+            self._merge(document, good, good_counts, out)
+
+    def _merge(self, document: Document, pieces: list[Span], counts: list[int],
+               out: list[Chunk]) -> None:
+        window: deque[int] = deque()
+        total = 0
+        for i, count in enumerate(counts):
+            if window and total + count > self.size:
+                self._emit(document, [pieces[j] for j in window], out)
+                while window and (total > self.overlap or total + count > self.size):
+                    total -= counts[window.popleft()]
+            window.append(i)
+            total += count
+        if window:
+            self._emit(document, [pieces[j] for j in window], out)
+
+    def _emit(self, document: Document, pieces: list[Span], out: list[Chunk]) -> None:
+        """Append the chunk spanning ``pieces``; split it if its exact count is too big.
+
+        The pieces' summed counts only estimate the joined text's count (BPE can merge
+        or split differently across a piece boundary), so the bound is checked here.
+        """
+        while pieces:
+            for take in range(len(pieces), 0, -1):
+                span = _strip(document.text, pieces[0][0], pieces[take - 1][1])
+                if span is None:
+                    count = 0
+                    break
+                count = count_tokens(document.text[span[0] : span[1]])
+                if count <= self.size or take == 1:
+                    break
+            if span is not None:
+                out.append(make_chunk(document, span[0], span[1], count))
+            pieces = pieces[take:]
+
+
+def _strip(text: str, start: int, end: int) -> Span | None:
+    """``[start, end)`` without leading and trailing whitespace; None if nothing is left."""
+    segment = text[start:end]
+    stripped = segment.lstrip()
+    if not stripped:
+        return None
+    start += len(segment) - len(stripped)
+    return start, start + len(stripped.rstrip())
+
+
+def _token_atoms(document: Document, start: int, end: int) -> list[Span]:
+    """``[start, end)`` cut at every document token boundary that falls between characters."""
+    tokens = document.tokens
+    chars = tokens.boundary_chars[tokens.aligned]
+    inner = chars[(chars > start) & (chars < end)]
+    cuts = np.concatenate(([start], inner, [end])).tolist()
+    return [(a, b) for a, b in zip(cuts, cuts[1:]) if a < b]

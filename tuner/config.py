@@ -1,0 +1,175 @@
+"""The configuration schema shared by the command line, the Python API and exports.
+
+A configuration says how to chunk, embed and retrieve::
+
+    {"chunker": {"name": "recursive", "params": {"size": 250, "overlap": 0}},
+     "embedder": {"provider": "sentence-transformers", "model": "all-MiniLM-L6-v2"},
+     "retrieval": {"k": 5, "scope": "pooled", "index": "numpy"},
+     "unit": "tokens"}
+
+Every section is validated when built, with errors that name the bad key and the
+allowed values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .chunkers import Chunker, make_chunker
+from .embedding import PROVIDERS, Embedder, EmbeddingCache, make_embedder
+from .embedding.sentence_transformers import DEFAULT_MODEL
+from .errors import InvalidParameterError
+from .metrics import UNITS
+from .retrieval import BACKENDS
+
+SCOPES = ("pooled", "per-corpus")
+
+
+@dataclass(frozen=True)
+class ChunkerConfig:
+    """A registered chunker and its parameters (missing parameters take defaults)."""
+
+    name: str = "recursive"
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def build(self) -> Chunker:
+        return make_chunker(self.name, **self.params)
+
+    def resolved(self) -> ChunkerConfig:
+        """The same configuration with every parameter spelled out (validated)."""
+        return ChunkerConfig(self.name, self.build().get_params())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "params": dict(self.params)}
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = "chunker") -> ChunkerConfig:
+        data = _mapping(data, where, {"name", "params"})
+        name = data.get("name", "recursive")
+        params = data.get("params", {})
+        if not isinstance(params, dict):
+            raise InvalidParameterError(f"{where}.params must be a mapping, got {params!r}")
+        return cls(str(name), dict(params)).resolved()
+
+
+@dataclass(frozen=True)
+class EmbedderConfig:
+    """Which embedding model to use.
+
+    ``provider`` is ``"sentence-transformers"`` (``model``: ``"all-MiniLM-L6-v2"``,
+    bundled, or a local model folder) or ``"openai"`` (``model``, optional
+    ``base_url`` and ``dimensions``; the key comes from ``$OPENAI_API_KEY``).
+    """
+
+    provider: str = "sentence-transformers"
+    model: str = DEFAULT_MODEL
+    base_url: str | None = None
+    dimensions: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.provider not in PROVIDERS:
+            raise InvalidParameterError(
+                f"embedder.provider={self.provider!r} is invalid; allowed: {', '.join(PROVIDERS)}")
+        if self.dimensions is not None and (not isinstance(self.dimensions, int) or self.dimensions < 1):
+            raise InvalidParameterError(f"embedder.dimensions={self.dimensions!r} must be an integer >= 1")
+
+    def build(self, cache: EmbeddingCache | None = None) -> Embedder:
+        return make_embedder(self.provider, self.model, base_url=self.base_url,
+                             dimensions=self.dimensions, cache=cache)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"provider": self.provider, "model": self.model}
+        if self.base_url:
+            out["base_url"] = self.base_url
+        if self.dimensions:
+            out["dimensions"] = self.dimensions
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = "embedder") -> EmbedderConfig:
+        data = _mapping(data, where, {"provider", "model", "base_url", "dimensions"})
+        provider = data.get("provider", "sentence-transformers")
+        default_model = DEFAULT_MODEL if provider == "sentence-transformers" else "text-embedding-3-small"
+        return cls(provider, data.get("model") or default_model, data.get("base_url"),
+                   data.get("dimensions"))
+
+    @classmethod
+    def parse(cls, spec: str) -> EmbedderConfig:
+        """Parse ``"PROVIDER[:MODEL]"``, e.g. ``"openai:text-embedding-3-large"``."""
+        provider, _, model = spec.partition(":")
+        return cls.from_dict({"provider": provider, "model": model or None})
+
+
+@dataclass(frozen=True)
+class RetrievalConfig:
+    """How many chunks to retrieve, from which pool, with which index.
+
+    ``scope="pooled"`` searches one index holding the chunks of every corpus (a chunk
+    of another corpus counts as retrieved but irrelevant, as in Chroma's report);
+    ``"per-corpus"`` searches only the query's own corpus.
+    """
+
+    k: int = 5
+    scope: str = "pooled"
+    index: str = "numpy"
+
+    def __post_init__(self) -> None:
+        if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
+            raise InvalidParameterError(f"retrieval.k={self.k!r} is invalid; expected an integer >= 1")
+        if self.scope not in SCOPES:
+            raise InvalidParameterError(
+                f"retrieval.scope={self.scope!r} is invalid; allowed: {', '.join(SCOPES)}")
+        if self.index not in BACKENDS:
+            raise InvalidParameterError(
+                f"retrieval.index={self.index!r} is invalid; allowed: {', '.join(BACKENDS)}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"k": self.k, "scope": self.scope, "index": self.index}
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = "retrieval") -> RetrievalConfig:
+        data = _mapping(data, where, {"k", "scope", "index"})
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class EvaluationConfig:
+    """One complete configuration: chunker, embedder, retrieval and scoring unit."""
+
+    chunker: ChunkerConfig = field(default_factory=ChunkerConfig)
+    embedder: EmbedderConfig = field(default_factory=EmbedderConfig)
+    retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
+    unit: str = "tokens"
+
+    def __post_init__(self) -> None:
+        if self.unit not in UNITS:
+            raise InvalidParameterError(f"unit={self.unit!r} is invalid; allowed: {', '.join(UNITS)}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "chunker": self.chunker.to_dict(),
+            "embedder": self.embedder.to_dict(),
+            "retrieval": self.retrieval.to_dict(),
+            "unit": self.unit,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = "config") -> EvaluationConfig:
+        data = _mapping(data, where, {"chunker", "embedder", "retrieval", "unit"})
+        return cls(
+            ChunkerConfig.from_dict(data.get("chunker", {}), f"{where}.chunker"),
+            EmbedderConfig.from_dict(data.get("embedder", {}), f"{where}.embedder"),
+            RetrievalConfig.from_dict(data.get("retrieval", {}), f"{where}.retrieval"),
+            data.get("unit", "tokens"),
+        )
+
+
+def _mapping(data: Any, where: str, allowed: set[str]) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise InvalidParameterError(f"{where} must be a mapping, got {type(data).__name__}")
+    unknown = sorted(set(data) - allowed)
+    if unknown:
+        raise InvalidParameterError(
+            f"{where}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}")
+    return data

@@ -1,0 +1,111 @@
+"""The embedder interface: normalised float32 vectors, batched, cached."""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..tokens import count_tokens_batch
+from .cache import EmbeddingCache, text_key
+
+
+@dataclass
+class EmbeddingStats:
+    """Counters of one embedder since its creation (or the last :meth:`reset`).
+
+    ``texts``/``tokens`` count every text asked for, cached or not (what a cold index
+    would embed); ``computed``/``computed_tokens`` count those the model really embedded.
+    """
+
+    texts: int = 0
+    tokens: int = 0
+    computed: int = 0
+    computed_tokens: int = 0
+    model_seconds: float = 0.0
+
+    @property
+    def hit_rate(self) -> float:
+        """Share of requested texts served from the cache (1.0 when nothing was asked)."""
+        return 1.0 if self.texts == 0 else 1.0 - self.computed / self.texts
+
+    def reset(self) -> None:
+        self.__init__()
+
+
+class Embedder(ABC):
+    """Turns texts into L2-normalised float32 vectors.
+
+    Subclasses implement :meth:`_embed` (the model call on one batch) and
+    :attr:`identity` (a string that changes whenever the vectors would). :meth:`embed`
+    adds deduplication, the persistent cache and batching.
+
+    Args:
+        cache: where vectors persist; ``None`` disables caching.
+        batch_size: texts per model call.
+    """
+
+    def __init__(self, *, cache: EmbeddingCache | None = None, batch_size: int = 64) -> None:
+        self.cache = cache
+        self.batch_size = batch_size
+        self.stats = EmbeddingStats()
+
+    @property
+    @abstractmethod
+    def identity(self) -> str:
+        """Model identity for the cache key, e.g. ``"sentence-transformers:all-MiniLM-L6-v2:1a2b..."``."""
+
+    @abstractmethod
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        """Embed one batch; returns an array of shape ``(len(texts), dim)``."""
+
+    def embed(self, texts: Sequence[str],
+              progress: Callable[[int], None] | None = None) -> np.ndarray:
+        """Vectors of ``texts``, shape ``(len(texts), dim)``, float32, unit norm.
+
+        ``progress`` is called with the number of requested texts done so far each
+        time some are: once for the cache hits, then after each model batch.
+        """
+        texts = list(texts)
+        multiplicity = Counter(texts)
+        unique = list(multiplicity)
+        keys = [text_key(t) for t in unique]
+        cached = self.cache.get_many(self.identity, keys) if self.cache is not None else {}
+        missing = [i for i, key in enumerate(keys) if key not in cached]
+        vectors: dict[bytes, np.ndarray] = dict(cached)
+        if progress is not None:
+            progress(len(texts) - sum(multiplicity[unique[j]] for j in missing))
+        if missing:
+            started = time.perf_counter()
+            for i in range(0, len(missing), self.batch_size):
+                batch = missing[i : i + self.batch_size]
+                out = _normalise(np.asarray(self._embed([unique[j] for j in batch]), dtype=np.float32))
+                if self.cache is not None:
+                    self.cache.put_many(self.identity, [keys[j] for j in batch], out)
+                for j, vector in zip(batch, out):
+                    vectors[keys[j]] = vector
+                if progress is not None:
+                    progress(sum(multiplicity[unique[j]] for j in batch))
+            self.stats.model_seconds += time.perf_counter() - started
+            self.stats.computed += len(missing)
+            self.stats.computed_tokens += sum(count_tokens_batch([unique[j] for j in missing]))
+        self.stats.texts += len(texts)
+        self.stats.tokens += sum(count_tokens_batch(texts))
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        by_text = {t: vectors[k] for t, k in zip(unique, keys)}
+        return np.stack([by_text[t] for t in texts])
+
+    @property
+    def dimension(self) -> int:
+        """Vector dimension (may embed a probe text to find out)."""
+        return int(self._embed(["dimension probe"]).shape[1])
+
+
+def _normalise(vectors: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors / np.where(norms == 0, 1, norms)

@@ -1,0 +1,29 @@
+"""Errors that chunkwise reports to users.
+
+Every problem caused by input (a file, a parameter, a configuration) raises a
+:class:`ChunkwiseError` subclass whose message says what is wrong and how to fix it.
+The command line prints the message and exits non-zero without a traceback; anything
+else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+
+class ChunkwiseError(Exception):
+    """Base class of every user-facing chunkwise error."""
+
+
+class InvalidParameterError(ChunkwiseError, ValueError):
+    """A parameter value lies outside its allowed range or set."""
+
+
+class CorpusError(ChunkwiseError):
+    """A corpus could not be read: missing, empty, binary or not UTF-8."""
+
+
+class EvaluationSetError(ChunkwiseError):
+    """An evaluation set is malformed or does not match its corpus."""
+
+
+class EmbeddingError(ChunkwiseError):
+    """An embedding provider could not be loaded or reached."""

@@ -1,0 +1,304 @@
+"""Evaluation sets: queries with exact reference excerpts, in character offsets.
+
+Two formats are read:
+
+* **JSONL** (chunkwise's own, also written): one query per line::
+
+      {"id": "q1", "question": "How long is the warranty?", "corpus": "handbook",
+       "references": [{"document": "warranty.md", "start_index": 120,
+                       "end_index": 187, "content": "The warranty lasts two years..."}]}
+
+  ``corpus`` may be left out when one corpus is loaded; ``id`` defaults to
+  ``"line-N"``.
+* **Chroma CSV** (``question``, ``references`` as a JSON list of
+  ``{content, start_index, end_index}``, ``corpus_id``), as in Chroma's
+  ``chunking_evaluation``. ``corpus_id`` names a loaded corpus with one document, or a
+  document (by id or file stem) of the single loaded corpus.
+
+Loading always validates against the corpora: each reference must equal
+``document_text[start_index:end_index]``.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from .corpus import Corpus, _preview
+from .errors import EvaluationSetError
+
+#: How many offending queries an error message lists before summarising.
+MAX_LISTED = 10
+
+
+@dataclass(frozen=True, slots=True)
+class Reference:
+    """An exact excerpt of a document: ``text[start_index:end_index] == content``."""
+
+    document: str
+    start_index: int
+    end_index: int
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """A question and the excerpts that answer it, all in one corpus."""
+
+    id: str
+    question: str
+    corpus: str
+    references: tuple[Reference, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "question": self.question,
+            "corpus": self.corpus,
+            "references": [asdict(r) for r in self.references],
+        }
+
+
+@dataclass(frozen=True)
+class EvaluationSet:
+    """An ordered list of validated queries.
+
+    Attributes:
+        queries: the queries, in file order.
+        repaired: number of references whose offsets were re-located on load.
+    """
+
+    queries: tuple[Query, ...]
+    repaired: int = 0
+
+    def __iter__(self) -> Iterator[Query]:
+        return iter(self.queries)
+
+    def __len__(self) -> int:
+        return len(self.queries)
+
+    @property
+    def corpora(self) -> list[str]:
+        """Names of the corpora the queries refer to, in first-seen order."""
+        return list(dict.fromkeys(q.corpus for q in self.queries))
+
+    @property
+    def sha256(self) -> str:
+        """Content hash of the queries and references (canonical JSON)."""
+        payload = json.dumps([q.to_dict() for q in self.queries], sort_keys=True,
+                             ensure_ascii=False, separators=(",", ":"))
+        return hashlib.sha256(payload.encode()).hexdigest()
+
+    def write_jsonl(self, path: str | Path) -> None:
+        """Write the queries as chunkwise JSONL (atomically: a temporary file, renamed)."""
+        path = Path(path)
+        tmp = path.with_name(path.name + ".tmp")
+        with tmp.open("w", encoding="utf-8") as f:
+            for query in self.queries:
+                f.write(json.dumps(query.to_dict(), ensure_ascii=False) + "\n")
+        tmp.replace(path)
+
+
+def load_evaluation_set(path: str | Path, corpora: Corpus | Sequence[Corpus], *,
+                        repair: bool = False) -> EvaluationSet:
+    """Read an evaluation set (JSONL or Chroma CSV) and validate it against ``corpora``.
+
+    Args:
+        path: a ``.jsonl`` file (chunkwise format) or a ``.csv`` file (Chroma format).
+        corpora: the loaded corpus or corpora the queries refer to.
+        repair: re-locate a reference whose offsets do not match its content when the
+            content occurs exactly once in its document. Off by default: a mismatch
+            usually means the evaluation set was made for another version of the text.
+
+    Raises:
+        EvaluationSetError: the file is unreadable, malformed or empty, a query names
+            an unknown corpus or document, or references do not match the text (the
+            message lists the offending queries).
+    """
+    path = Path(path)
+    corpus_list = [corpora] if isinstance(corpora, Corpus) else list(corpora)
+    if not path.is_file():
+        raise EvaluationSetError(f"evaluation set {str(path)!r} does not exist")
+    if path.suffix.lower() == ".csv":
+        raw = list(_read_chroma_csv(path, corpus_list))
+    else:
+        raw = list(_read_jsonl(path, corpus_list))
+    if not raw:
+        raise EvaluationSetError(f"evaluation set {str(path)!r} holds no query")
+    return _validate(path, raw, {c.name: c for c in corpus_list}, repair)
+
+
+# A query as read, before validation: (location in the file, Query).
+_Raw = tuple[str, Query]
+
+
+def _read_jsonl(path: Path, corpora: list[Corpus]) -> Iterator[_Raw]:
+    default_corpus = corpora[0].name if len(corpora) == 1 else None
+    for line_number, line in enumerate(_read_text(path).split("\n"), start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{line_number}"
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise EvaluationSetError(f"{where}: not valid JSON ({exc.msg})") from None
+        if not isinstance(record, dict):
+            raise EvaluationSetError(f"{where}: expected a JSON object per line")
+        corpus = record.get("corpus", default_corpus)
+        if corpus is None:
+            raise EvaluationSetError(
+                f"{where}: query has no \"corpus\" and several corpora are loaded"
+            )
+        question = _field(record, "question", str, where)
+        references = _field(record, "references", list, where)
+        refs = tuple(
+            Reference(
+                _field(r, "document", str, f"{where} reference {i}"),
+                _field(r, "start_index", int, f"{where} reference {i}"),
+                _field(r, "end_index", int, f"{where} reference {i}"),
+                _field(r, "content", str, f"{where} reference {i}"),
+            )
+            for i, r in enumerate(references, start=1)
+        )
+        query_id = str(record.get("id", f"line-{line_number}"))
+        yield where, Query(query_id, question, str(corpus), refs)
+
+
+def _read_chroma_csv(path: Path, corpora: list[Corpus]) -> Iterator[_Raw]:
+    reader = csv.DictReader(io.StringIO(_read_text(path), newline=""))
+    missing = {"question", "references", "corpus_id"} - set(reader.fieldnames or ())
+    if missing:
+        raise EvaluationSetError(
+            f"{path}: not a Chroma evaluation CSV; missing column(s) "
+            f"{', '.join(sorted(missing))} (expected question, references, corpus_id)"
+        )
+    for row_number, row in enumerate(reader, start=1):
+        where = f"{path} row {row_number}"
+        try:
+            references = json.loads(row["references"])
+        except json.JSONDecodeError as exc:
+            raise EvaluationSetError(f"{where}: references are not valid JSON ({exc.msg})") from None
+        if not isinstance(references, list):
+            raise EvaluationSetError(f"{where}: references must be a JSON list")
+        corpus, document = _resolve_chroma_corpus(row["corpus_id"], corpora, where)
+        refs = tuple(
+            Reference(
+                document,
+                _field(r, "start_index", int, f"{where} reference {i}"),
+                _field(r, "end_index", int, f"{where} reference {i}"),
+                _field(r, "content", str, f"{where} reference {i}"),
+            )
+            for i, r in enumerate(references, start=1)
+        )
+        yield where, Query(f"row-{row_number}", row["question"], corpus, refs)
+
+
+def _resolve_chroma_corpus(corpus_id: str, corpora: list[Corpus], where: str) -> tuple[str, str]:
+    """Map a Chroma ``corpus_id`` to (corpus name, document id)."""
+    for corpus in corpora:
+        if corpus.name == corpus_id and len(corpus) == 1:
+            return corpus.name, corpus.documents[0].id
+    if len(corpora) == 1:
+        for doc in corpora[0]:
+            if doc.id == corpus_id or PurePosixPath(doc.id).stem == corpus_id:
+                return corpora[0].name, doc.id
+    raise EvaluationSetError(
+        f"{where}: corpus_id {corpus_id!r} matches no loaded corpus with one document "
+        f"(loaded: {_preview(c.name for c in corpora)})"
+    )
+
+
+def _validate(path: Path, raw: list[_Raw], corpora: dict[str, Corpus],
+              repair: bool) -> EvaluationSet:
+    problems: list[str] = []
+    queries: list[Query] = []
+    repaired = 0
+    seen_ids: set[str] = set()
+    for where, query in raw:
+        if query.id in seen_ids:
+            problems.append(f"{where}: duplicate query id {query.id!r}")
+        seen_ids.add(query.id)
+        label = f"{where} ({_shorten(query.question)})"
+        if not query.question.strip():
+            problems.append(f"{where}: empty question")
+        if not query.references:
+            problems.append(f"{label}: no references")
+        corpus = corpora.get(query.corpus)
+        if corpus is None:
+            problems.append(f"{label}: unknown corpus {query.corpus!r} "
+                            f"(loaded: {_preview(corpora)})")
+            continue
+        fixed = []
+        for i, ref in enumerate(query.references, start=1):
+            if ref.document not in corpus:
+                problems.append(f"{label}: reference {i} names unknown document "
+                                f"{ref.document!r} in corpus {corpus.name!r}")
+                continue
+            text = corpus.document(ref.document).text
+            ok = 0 <= ref.start_index < ref.end_index <= len(text)
+            if ok and text[ref.start_index : ref.end_index] == ref.content:
+                fixed.append(ref)
+                continue
+            occurrences = _count_occurrences(text, ref.content) if ref.content else 0
+            if repair and occurrences == 1:
+                start = text.find(ref.content)
+                fixed.append(replace(ref, start_index=start, end_index=start + len(ref.content)))
+                repaired += 1
+                continue
+            found = repr(_shorten(text[max(ref.start_index, 0) : max(ref.end_index, 0)])) if ok else "out of range"
+            hint = {0: "content not found in the document",
+                    1: "content occurs once: repairing would re-locate it"}.get(
+                occurrences, "content occurs more than once, cannot re-locate")
+            problems.append(
+                f"{label}: reference {i} [{ref.start_index}:{ref.end_index}] of "
+                f"{ref.document!r} does not match its content (text there: {found}; {hint})"
+            )
+        queries.append(replace(query, references=tuple(fixed)))
+    if problems:
+        listed = "\n  ".join(problems[:MAX_LISTED])
+        more = f"\n  ... and {len(problems) - MAX_LISTED} more" if len(problems) > MAX_LISTED else ""
+        raise EvaluationSetError(
+            f"evaluation set {str(path)!r} does not match its corpus: "
+            f"{len(problems)} problem(s)\n  {listed}{more}"
+        )
+    return EvaluationSet(tuple(queries), repaired)
+
+
+def _count_occurrences(text: str, needle: str) -> int:
+    """Occurrences of ``needle`` in ``text``, counted up to 2 (enough to tell "once")."""
+    count, start = 0, text.find(needle)
+    while start != -1 and count < 2:
+        count += 1
+        start = text.find(needle, start + 1)
+    return count
+
+
+def _field(record: Any, key: str, kind: type, where: str) -> Any:
+    if not isinstance(record, dict) or key not in record:
+        raise EvaluationSetError(f"{where}: missing field {key!r}")
+    value = record[key]
+    if kind is int and isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        value = int(value)
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise EvaluationSetError(f"{where}: field {key!r} must be {kind.__name__}, got {value!r}")
+    return value
+
+
+def _shorten(text: str, limit: int = 60) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        raise EvaluationSetError(f"{path} is not valid UTF-8") from None
+    except OSError as exc:
+        raise EvaluationSetError(f"cannot read {path}: {exc.strerror}") from None

@@ -1,0 +1,233 @@
+"""Score one configuration end to end: chunk, embed, index, retrieve, measure."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .chunkers import Chunk
+from .config import ChunkerConfig, EmbedderConfig, EvaluationConfig, RetrievalConfig
+from .corpus import Corpus
+from .embedding import Embedder, EmbeddingCache
+from .evalset import EvaluationSet
+from .metrics import ChunkIntervals, QueryScores, UnitSpace, query_references, score, summarise
+from .retrieval import make_index
+
+
+@dataclass
+class EvaluationResult:
+    """What :func:`evaluate` measured.
+
+    Attributes:
+        config: the configuration scored (every parameter spelled out).
+        metrics: ``{"overall": {metric: {"mean", "std"}}, "per_corpus": {...}}`` at
+            ``config.retrieval.k``, as fractions.
+        scores: per-query scores at every ``k`` up to the one searched.
+        chunks: every chunk, in corpus and document order; ``chunk_corpora`` gives
+            each chunk's corpus.
+        query_corpora: each query's corpus, in evaluation-set order.
+        timings: seconds per stage (``chunking``, ``embedding``, ``retrieval``,
+            ``scoring``, ``total``).
+        embedding: texts and tokens embedded, and the cache hit rate.
+    """
+
+    config: EvaluationConfig
+    metrics: dict[str, Any]
+    scores: QueryScores
+    chunks: list[Chunk]
+    chunk_corpora: list[str]
+    query_corpora: list[str]
+    timings: dict[str, float] = field(default_factory=dict)
+    embedding: dict[str, Any] = field(default_factory=dict)
+
+    def metrics_at(self, k: int) -> dict[str, Any]:
+        """The metric summary at another cut-off ``k`` (up to the searched one)."""
+        return summarise(self.scores.at(k), self.query_corpora)
+
+    @property
+    def chunk_stats(self) -> dict[str, float]:
+        counts = np.array([c.token_count for c in self.chunks], dtype=np.float64)
+        return {
+            "chunks": len(self.chunks),
+            "mean_chunk_tokens": float(counts.mean()) if len(counts) else 0.0,
+            "max_chunk_tokens": int(counts.max()) if len(counts) else 0,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready summary (no per-query arrays, no chunk texts)."""
+        return {
+            "config": self.config.to_dict(),
+            "queries": len(self.query_corpora),
+            "metrics": self.metrics,
+            "chunks": self.chunk_stats,
+            "embedding": self.embedding,
+            "timings": self.timings,
+        }
+
+
+def evaluate(corpora: Corpus | Sequence[Corpus], evaluation_set: EvaluationSet,
+             config: EvaluationConfig | None = None, *,
+             chunker: str | None = None, k: int | None = None, unit: str | None = None,
+             scope: str | None = None, index: str | None = None,
+             embedder: Embedder | EmbedderConfig | None = None,
+             cache: EmbeddingCache | None | bool = True,
+             index_path: str | None = None, progress: bool = False,
+             **chunker_params: Any) -> EvaluationResult:
+    """Score one chunking configuration on corpora and their evaluation set.
+
+    Either pass a complete :class:`~tuner.config.EvaluationConfig`, or build one from
+    keywords (keywords override the config's fields)::
+
+        result = tuner.evaluate(corpus, evalset, chunker="recursive", size=250, overlap=0, k=5)
+        result.metrics["overall"]["recall"]["mean"]
+
+    Args:
+        corpora: the corpus or corpora to chunk; with ``scope="pooled"`` the chunks of
+            all of them compete in one index.
+        evaluation_set: validated queries (see :func:`tuner.load_evaluation_set`).
+        config: the configuration; defaults to recursive 250/0, MiniLM, k=5, tokens.
+        chunker, **chunker_params: chunker name and its parameters.
+        k, unit, scope, index: retrieval cut-off, scoring unit (``"tokens"`` or
+            ``"chars"``), ``"pooled"`` or ``"per-corpus"``, ``"numpy"`` or ``"chroma"``.
+        embedder: an :class:`~tuner.embedding.Embedder` instance to reuse (keeps its
+            loaded model across calls) or an :class:`EmbedderConfig`.
+        cache: ``True`` for the default persistent cache, an
+            :class:`~tuner.embedding.EmbeddingCache`, or ``None``/``False`` for none.
+        index_path: folder of a persistent chromadb database (``index="chroma"``).
+        progress: show a progress bar while embedding.
+    """
+    corpus_list = [corpora] if isinstance(corpora, Corpus) else list(corpora)
+    config = _merge_config(config, chunker, chunker_params, k, unit, scope, index, embedder)
+    if cache is True:
+        cache = EmbeddingCache()
+    elif cache is False:
+        cache = None
+    if isinstance(embedder, Embedder):
+        model = embedder
+    else:
+        model = config.embedder.build(cache)
+    started = time.perf_counter()
+    timings: dict[str, float] = {}
+
+    t = time.perf_counter()
+    splitter = config.chunker.build()
+    chunks: list[Chunk] = []
+    chunk_corpora: list[str] = []
+    for corpus in corpus_list:
+        for doc in corpus:
+            pieces = splitter.split(doc)
+            chunks.extend(pieces)
+            chunk_corpora.extend([corpus.name] * len(pieces))
+    timings["chunking"] = time.perf_counter() - t
+
+    queries = list(evaluation_set)
+    t = time.perf_counter()
+    before = _stats_snapshot(model)
+    with _progress_bar(progress, len(chunks) + len(queries)) as bar:
+        chunk_vectors = model.embed([c.text for c in chunks], progress=bar)
+        query_vectors = model.embed([q.question for q in queries], progress=bar)
+    timings["embedding"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    ranking = _rank(config.retrieval, chunk_vectors, chunk_corpora, query_vectors,
+                    [q.corpus for q in queries], index_path)
+    timings["retrieval"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    space = UnitSpace(corpus_list, config.unit)
+    intervals = ChunkIntervals.from_spans(
+        [[space.interval(corpus, c.document, c.start_index, c.end_index)]
+         for c, corpus in zip(chunks, chunk_corpora)])
+    scores = score(query_references(space, queries), intervals, ranking, space.size)
+    query_corpora = [q.corpus for q in queries]
+    metrics = summarise(scores.at(config.retrieval.k), query_corpora)
+    timings["scoring"] = time.perf_counter() - t
+    timings["total"] = time.perf_counter() - started
+
+    return EvaluationResult(config, metrics, scores, chunks, chunk_corpora, query_corpora,
+                            timings, _stats_delta(model, before))
+
+
+def _merge_config(config, chunker, chunker_params, k, unit, scope, index, embedder) -> EvaluationConfig:
+    base = config or EvaluationConfig()
+    chunker_config = base.chunker
+    if chunker is not None or chunker_params:
+        name = chunker or base.chunker.name
+        params = dict(base.chunker.params) if name == base.chunker.name else {}
+        params.update(chunker_params)
+        chunker_config = ChunkerConfig(name, params)
+    embedder_config = embedder if isinstance(embedder, EmbedderConfig) else base.embedder
+    retrieval = RetrievalConfig(
+        k if k is not None else base.retrieval.k,
+        scope if scope is not None else base.retrieval.scope,
+        index if index is not None else base.retrieval.index,
+    )
+    return EvaluationConfig(chunker_config.resolved(), embedder_config, retrieval,
+                            unit if unit is not None else base.unit)
+
+
+def _rank(retrieval: RetrievalConfig, chunk_vectors: np.ndarray, chunk_corpora: list[str],
+          query_vectors: np.ndarray, query_corpora: list[str], index_path: str | None) -> np.ndarray:
+    """Top-k chunk indices per query (global chunk numbering), pooled or per corpus."""
+    k = retrieval.k
+    if retrieval.scope == "pooled":
+        index = make_index(chunk_vectors, retrieval.index, path=index_path)
+        try:
+            return index.search(query_vectors, k)
+        finally:
+            index.close()
+    ranking = np.full((len(query_vectors), k), -1, dtype=np.int64)
+    chunk_labels = np.asarray(chunk_corpora)
+    query_labels = np.asarray(query_corpora)
+    for corpus in dict.fromkeys(query_corpora):
+        members = np.flatnonzero(chunk_labels == corpus)
+        asking = np.flatnonzero(query_labels == corpus)
+        index = make_index(chunk_vectors[members], retrieval.index, path=index_path,
+                           collection=f"chunkwise-{corpus}" if index_path else None)
+        try:
+            local = index.search(query_vectors[asking], k)
+        finally:
+            index.close()
+        ranking[asking] = np.where(local >= 0, members[np.maximum(local, 0)], -1)
+    return ranking
+
+
+def _stats_snapshot(model: Embedder) -> tuple[int, int, int, int, float]:
+    s = model.stats
+    return s.texts, s.tokens, s.computed, s.computed_tokens, s.model_seconds
+
+
+def _stats_delta(model: Embedder, before: tuple) -> dict[str, Any]:
+    texts, tokens, computed, computed_tokens, seconds = (
+        a - b for a, b in zip(_stats_snapshot(model), before))
+    return {
+        "model": model.identity,
+        "texts": texts,
+        "tokens": tokens,
+        "computed_texts": computed,
+        "computed_tokens": computed_tokens,
+        "model_seconds": seconds,
+        "cache_hit_rate": 1.0 if texts == 0 else 1.0 - computed / texts,
+    }
+
+
+class _progress_bar:
+    """A tqdm bar on stderr when asked for and stderr is a terminal; else a no-op."""
+
+    def __init__(self, enabled: bool, total: int) -> None:
+        self.bar = None
+        if enabled:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, desc="embedding", unit="text", leave=False, disable=None)
+
+    def __enter__(self):
+        return None if self.bar is None else self.bar.update
+
+    def __exit__(self, *exc) -> None:
+        if self.bar is not None:
+            self.bar.close()
