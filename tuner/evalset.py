@@ -134,6 +134,22 @@ def load_evaluation_set(path: str | Path, corpora: Corpus | Sequence[Corpus], *,
     return _validate(path, raw, {c.name: c for c in corpus_list}, repair)
 
 
+def load_chroma_dataset(folder: str | Path) -> tuple[list[Corpus], EvaluationSet]:
+    """Read a dataset in the layout of Chroma's ``chunking_evaluation`` data.
+
+    ``folder/corpora/*.md`` (one corpus per file, named by its stem) and
+    ``folder/questions.csv``, as in ``shared/datasets/chroma-dev``.
+    """
+    from .corpus import load_corpus
+
+    folder = Path(folder)
+    files = sorted((folder / "corpora").glob("*.md"))
+    if not files:
+        raise EvaluationSetError(f"{folder}/corpora holds no .md corpus file")
+    corpora = [load_corpus(path) for path in files]
+    return corpora, load_evaluation_set(folder / "questions.csv", corpora)
+
+
 # A query as read, before validation: (location in the file, Query).
 _Raw = tuple[str, Query]
 
@@ -251,7 +267,7 @@ def _validate(path: Path, raw: list[_Raw], corpora: dict[str, Corpus],
                 fixed.append(replace(ref, start_index=start, end_index=start + len(ref.content)))
                 repaired += 1
                 continue
-            found = repr(_shorten(text[max(ref.start_index, 0) : max(ref.end_index, 0)])) if ok else "out of range"
+            found = repr(_shorten(text[ref.start_index : ref.end_index])) if ok else "out of range"
             hint = {0: "content not found in the document",
                     1: "content occurs once: repairing would re-locate it"}.get(
                 occurrences, "content occurs more than once, cannot re-locate")

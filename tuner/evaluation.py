@@ -74,7 +74,7 @@ def evaluate(corpora: Corpus | Sequence[Corpus], evaluation_set: EvaluationSet,
              chunker: str | None = None, k: int | None = None, unit: str | None = None,
              scope: str | None = None, index: str | None = None,
              embedder: Embedder | EmbedderConfig | None = None,
-             cache: EmbeddingCache | None | bool = True,
+             cache: EmbeddingCache | bool | None = True,
              index_path: str | None = None, progress: bool = False,
              **chunker_params: Any) -> EvaluationResult:
     """Score one chunking configuration on corpora and their evaluation set.
@@ -106,10 +106,7 @@ def evaluate(corpora: Corpus | Sequence[Corpus], evaluation_set: EvaluationSet,
         cache = EmbeddingCache()
     elif cache is False:
         cache = None
-    if isinstance(embedder, Embedder):
-        model = embedder
-    else:
-        model = config.embedder.build(cache)
+    model = embedder if isinstance(embedder, Embedder) else config.embedder.build(cache)
     started = time.perf_counter()
     timings: dict[str, float] = {}
 

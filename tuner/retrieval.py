@@ -7,6 +7,7 @@ smaller ``k`` (its prefix), so a study scores many ``k`` from one search.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from abc import ABC, abstractmethod
 from pathlib import Path
@@ -75,10 +76,9 @@ class ChromaIndex(VectorIndex):
         self.client = (chromadb.PersistentClient(path=str(path)) if path is not None
                        else chromadb.EphemeralClient())
         self.name = collection or f"chunkwise-{uuid.uuid4().hex[:12]}"
-        try:
+        # chromadb raises different exception types for "does not exist".
+        with contextlib.suppress(Exception):
             self.client.delete_collection(self.name)
-        except Exception:  # chromadb raises different types for "does not exist"
-            pass
         self.collection = self.client.create_collection(
             self.name,
             configuration={"hnsw": {"space": "cosine", "ef_search": ef_search}},
@@ -104,10 +104,8 @@ class ChromaIndex(VectorIndex):
 
     def close(self) -> None:
         if not self._persistent:
-            try:
+            with contextlib.suppress(Exception):
                 self.client.delete_collection(self.name)
-            except Exception:
-                pass
 
 
 def make_index(vectors: np.ndarray, backend: str = "numpy", *, path: str | Path | None = None,

@@ -65,7 +65,7 @@ class TextTokens:
             (meaningful where ``aligned`` is true).
     """
 
-    __slots__ = ("text", "ids", "starts", "ends", "anchors", "aligned", "boundary_chars")
+    __slots__ = ("aligned", "anchors", "boundary_chars", "ends", "ids", "starts", "text")
 
     def __init__(self, text: str) -> None:
         self.text = text

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections import deque
 from dataclasses import dataclass
+from itertools import pairwise
 
 import numpy as np
 
@@ -67,7 +68,7 @@ class RecursiveChunker(Chunker):
                 break
         if separator:
             cuts = [start] + [start + m.start() for m in re.finditer(re.escape(separator), segment)]
-            pieces = [(a, b) for a, b in zip(cuts, cuts[1:] + [end]) if a < b]
+            pieces = [(a, b) for a, b in pairwise([*cuts, end]) if a < b]
         else:
             pieces = _token_atoms(document, start, end)
         counts = count_tokens_batch([text[a:b] for a, b in pieces])
@@ -138,4 +139,4 @@ def _token_atoms(document: Document, start: int, end: int) -> list[Span]:
     chars = tokens.boundary_chars[tokens.aligned]
     inner = chars[(chars > start) & (chars < end)]
     cuts = np.concatenate(([start], inner, [end])).tolist()
-    return [(a, b) for a, b in zip(cuts, cuts[1:]) if a < b]
+    return [(a, b) for a, b in pairwise(cuts) if a < b]

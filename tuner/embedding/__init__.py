@@ -34,11 +34,11 @@ def make_embedder(provider: str = "sentence-transformers", model: str | None = N
 
 __all__ = [
     "DEFAULT_MODEL",
+    "PROVIDERS",
     "Embedder",
     "EmbeddingCache",
     "EmbeddingStats",
     "OpenAIEmbedder",
-    "PROVIDERS",
     "SentenceTransformerEmbedder",
     "default_cache_path",
     "make_embedder",

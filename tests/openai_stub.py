@@ -1,0 +1,446 @@
+"""A tiny OpenAI-compatible HTTP server for tests (standard library only).
+
+Tests must never reach the internet.  Product code that talks to OpenAI through the real ``openai``
+client is instead pointed at an :class:`OpenAIStub` listening on ``127.0.0.1``::
+
+    with OpenAIStub(api_key="test") as stub:
+        client = openai.OpenAI(api_key="test", base_url=stub.base_url)
+        client.embeddings.create(model="m", input=["a", "b"])
+        assert stub.requests[0].path == "/v1/embeddings"
+
+In pytest, use the ``openai_server`` fixture from ``tests/conftest.py`` instead.
+
+Endpoints
+---------
+``POST /v1/embeddings``
+    Deterministic, *un-normalised* vectors derived from the sha256 of each input text (see
+    :func:`deterministic_embedding`), ``embedding_dim`` long unless the request gives ``dimensions``.
+    ``encoding_format="base64"`` (which the ``openai`` client asks for by default) is honoured with
+    little-endian float32 bytes; every value is exactly representable in float32, so both formats decode
+    to the same numbers.  Replace ``stub.embedding_fn(text, dim)`` to return other vectors.
+``POST /v1/chat/completions``
+    The assistant message content is ``stub.chat_handler(body)`` (a ``str``; a list of strings gives one
+    choice each).
+``POST /v1/completions``
+    ``stub.completion_handler(body)`` returns the fields of one choice (``text``, optionally
+    ``logprobs`` and ``finish_reason``), or a list of such dicts for several choices.
+``GET /v1/models``
+    A one-model listing, so that clients which probe the server are happy.
+
+Anything else answers 404 in OpenAI's error shape.  Every request is recorded in ``stub.requests``
+before it is answered (also the rejected ones).
+
+Authentication
+    When ``stub.api_key`` is set, a request whose ``Authorization`` header is not exactly
+    ``Bearer <api_key>`` gets a 401 with ``code: "invalid_api_key"`` (the client raises
+    ``openai.AuthenticationError``).
+
+Scripted failures
+    ``stub.script("/v1/embeddings", [429, 500, 200])`` queues status codes for a path: each request to
+    it pops the next one.  200 (or an empty queue) answers normally; any other code answers OpenAI's
+    error JSON with that status.  Retryable codes (408, 409, 429, 5xx) carry ``retry-after-ms`` (see
+    ``retry_after_ms``) and 429 also ``retry-after: 0``, so the client's automatic retries take
+    milliseconds instead of its default 0.5 s+ backoff.
+
+Handler exceptions are answered with a 500 and kept in ``stub.errors`` so a test can assert on them.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import struct
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterable
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any, NamedTuple
+
+__all__ = ["OpenAIStub", "RecordedRequest", "deterministic_embedding", "error_body"]
+
+RETRYABLE_STATUSES = frozenset({408, 409, 429})
+
+_ERROR_DETAILS: dict[int, tuple[str, str | None]] = {
+    400: ("invalid_request_error", None),
+    401: ("invalid_request_error", "invalid_api_key"),
+    403: ("invalid_request_error", "unsupported_country_region_territory"),
+    404: ("invalid_request_error", "not_found"),
+    408: ("timeout", None),
+    409: ("conflict", None),
+    422: ("invalid_request_error", None),
+    429: ("requests", "rate_limit_exceeded"),
+}
+
+
+class RecordedRequest(NamedTuple):
+    """One request as the stub saw it; unpacks as ``(method, path, json_body, headers)``.
+
+    ``path`` has no query string; ``json_body`` is the decoded JSON (``None`` for an empty or
+    undecodable body); ``headers`` has lower-cased names.
+    """
+
+    method: str
+    path: str
+    json_body: Any
+    headers: dict[str, str]
+
+
+def deterministic_embedding(text: str, dim: int) -> list[float]:
+    """A reproducible, un-normalised vector for ``text``: ``dim`` values in ``[-1, 1)``.
+
+    Each value is a signed 16-bit integer from the sha256 stream of the text divided by 32768, so it is
+    exactly representable in float32 (base64 and float responses agree) and never all zero in practice.
+    """
+    raw = bytearray()
+    counter = 0
+    while len(raw) < 2 * dim:
+        raw += hashlib.sha256(f"{counter}:{text}".encode()).digest()
+        counter += 1
+    return [v / 32768.0 for v in struct.unpack(f"<{dim}h", bytes(raw[: 2 * dim]))]
+
+
+def error_body(status: int, message: str | None = None) -> dict[str, Any]:
+    """OpenAI's error JSON for ``status``: ``{"error": {"message", "type", "param", "code"}}``."""
+    if status >= 500:
+        err_type, code = "server_error", None
+    else:
+        err_type, code = _ERROR_DETAILS.get(status, ("invalid_request_error", None))
+    if message is None:
+        try:
+            phrase = HTTPStatus(status).phrase
+        except ValueError:
+            phrase = "Error"
+        message = f"Scripted stub error {status} ({phrase})."
+    return {"error": {"message": message, "type": err_type, "param": None, "code": code}}
+
+
+def _default_chat_handler(body: dict[str, Any]) -> str:
+    return "This is a stub reply."
+
+
+def _default_completion_handler(body: dict[str, Any]) -> dict[str, Any]:
+    return {"text": "", "finish_reason": "stop"}
+
+
+def _count_tokens(value: Any) -> int:
+    """A rough token count (whitespace words; token-id lists count their ids)."""
+    if isinstance(value, str):
+        return len(value.split())
+    if isinstance(value, int):
+        return 1
+    if isinstance(value, list):
+        return sum(_count_tokens(v) for v in value)
+    if isinstance(value, dict):
+        return _count_tokens(value.get("content", ""))
+    return 0
+
+
+class _ErrorReply(Exception):
+    """Raised inside a handler to answer an OpenAI-style error."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class OpenAIStub:
+    """An OpenAI-compatible server on ``127.0.0.1`` (free port), run in a background thread.
+
+    Attributes you may set at any time (also while the server runs):
+
+    * ``api_key`` -- expected bearer token; ``None`` accepts any (or no) ``Authorization``.
+    * ``embedding_dim`` -- vector length when a request gives no ``dimensions`` (default 8).
+    * ``embedding_fn(text, dim) -> list[float]`` -- the vectors (default :func:`deterministic_embedding`).
+    * ``chat_handler(body) -> str | list[str]`` -- assistant content for ``/v1/chat/completions``.
+    * ``completion_handler(body) -> dict | list[dict]`` -- choice fields for ``/v1/completions``.
+    * ``retry_after_ms`` -- ``retry-after-ms`` sent with retryable errors (``None`` sends none).
+
+    Read ``requests`` (a list of :class:`RecordedRequest`) and ``errors`` (exceptions raised by handlers).
+    """
+
+    def __init__(self, api_key: str | None = None, embedding_dim: int = 8) -> None:
+        self.api_key = api_key
+        self.embedding_dim = embedding_dim
+        self.embedding_fn: Callable[[str, int], list[float]] = deterministic_embedding
+        self.chat_handler: Callable[[dict[str, Any]], str | list[str]] = _default_chat_handler
+        self.completion_handler: Callable[[dict[str, Any]], dict[str, Any] | list[dict[str, Any]]] = (
+            _default_completion_handler
+        )
+        self.retry_after_ms: float | None = 1.0
+        self.requests: list[RecordedRequest] = []
+        self.errors: list[BaseException] = []
+        self._scripts: dict[str, deque[int]] = {}
+        self._lock = threading.Lock()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> OpenAIStub:
+        """Bind a free port on 127.0.0.1 and serve in a daemon thread; returns ``self``."""
+        if self._server is not None:
+            raise RuntimeError("OpenAIStub is already running")
+        server = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
+        server.daemon_threads = True
+        server.block_on_close = False
+        self._server = server
+        self._thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.02}, name="openai-stub", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and release the port (safe to call twice)."""
+        server, thread = self._server, self._thread
+        self._server = self._thread = None
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+        if thread is not None:
+            thread.join(timeout=5)
+
+    def __enter__(self) -> OpenAIStub:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        if self._server is None:
+            raise RuntimeError("OpenAIStub is not running")
+        return int(self._server.server_address[1])
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:PORT/v1`` -- pass it as ``base_url`` to ``openai.OpenAI``."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    # ------------------------------------------------------------------ test helpers
+
+    def script(self, path: str, statuses: Iterable[int]) -> None:
+        """Queue status codes for ``path`` (e.g. ``"/v1/embeddings"``); each request pops one."""
+        with self._lock:
+            self._scripts.setdefault(path, deque()).extend(int(s) for s in statuses)
+
+    def pending(self, path: str) -> list[int]:
+        """Scripted status codes not consumed yet for ``path``."""
+        with self._lock:
+            return list(self._scripts.get(path, ()))
+
+    def requests_to(self, path: str) -> list[RecordedRequest]:
+        """The recorded requests whose path is ``path``."""
+        with self._lock:
+            return [r for r in self.requests if r.path == path]
+
+    def reset(self) -> None:
+        """Forget recorded requests, handler errors and scripted statuses (handlers are kept)."""
+        with self._lock:
+            self.requests.clear()
+            self.errors.clear()
+            self._scripts.clear()
+
+    # ------------------------------------------------------------------ request handling
+
+    def _record(self, request: RecordedRequest) -> None:
+        with self._lock:
+            self.requests.append(request)
+
+    def _next_status(self, path: str) -> int:
+        with self._lock:
+            queue = self._scripts.get(path)
+            return queue.popleft() if queue else 200
+
+    def _authorized(self, headers: dict[str, str]) -> bool:
+        return self.api_key is None or headers.get("authorization") == f"Bearer {self.api_key}"
+
+    def _embeddings(self, body: dict[str, Any]) -> dict[str, Any]:
+        raw_input = body.get("input")
+        if isinstance(raw_input, str):
+            texts: list[Any] = [raw_input]
+        elif isinstance(raw_input, list) and raw_input and all(isinstance(x, int) for x in raw_input):
+            texts = [raw_input]  # a single pre-tokenised input
+        elif isinstance(raw_input, list) and raw_input:
+            texts = raw_input
+        else:
+            raise _ErrorReply(400, "'input' must be a non-empty string or list.")
+        dim = body.get("dimensions") or self.embedding_dim
+        if not isinstance(dim, int) or dim <= 0:
+            raise _ErrorReply(400, "'dimensions' must be a positive integer.")
+        as_base64 = body.get("encoding_format") == "base64"
+        data = []
+        for i, text in enumerate(texts):
+            key = text if isinstance(text, str) else json.dumps(text)
+            vector = [float(v) for v in self.embedding_fn(key, dim)]
+            encoded: Any = (
+                base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode("ascii")
+                if as_base64
+                else vector
+            )
+            data.append({"object": "embedding", "index": i, "embedding": encoded})
+        n = _count_tokens(texts)
+        return {
+            "object": "list",
+            "data": data,
+            "model": body.get("model", ""),
+            "usage": {"prompt_tokens": n, "total_tokens": n},
+        }
+
+    def _chat(self, body: dict[str, Any]) -> dict[str, Any]:
+        result = self.chat_handler(body)
+        contents = [result] if isinstance(result, str) else list(result)
+        choices = [
+            {
+                "index": i,
+                "message": {"role": "assistant", "content": content, "refusal": None},
+                "logprobs": None,
+                "finish_reason": "stop",
+            }
+            for i, content in enumerate(contents)
+        ]
+        prompt_tokens = _count_tokens(body.get("messages", []))
+        completion_tokens = _count_tokens(contents)
+        return {
+            "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model", ""),
+            "choices": choices,
+            "usage": _usage(prompt_tokens, completion_tokens),
+        }
+
+    def _completion(self, body: dict[str, Any]) -> dict[str, Any]:
+        result = self.completion_handler(body)
+        fields = [result] if isinstance(result, dict) else list(result)
+        choices = []
+        for i, choice in enumerate(fields):
+            full = {"index": i, "text": "", "logprobs": None, "finish_reason": "stop"}
+            full.update(choice)
+            choices.append(full)
+        prompt_tokens = _count_tokens(body.get("prompt", ""))
+        completion_tokens = _count_tokens([c["text"] for c in choices])
+        return {
+            "id": f"cmpl-{uuid.uuid4().hex[:24]}",
+            "object": "text_completion",
+            "created": int(time.time()),
+            "model": body.get("model", ""),
+            "choices": choices,
+            "usage": _usage(prompt_tokens, completion_tokens),
+        }
+
+    def _models(self) -> dict[str, Any]:
+        return {
+            "object": "list",
+            "data": [{"id": "stub-model", "object": "model", "created": 0, "owned_by": "openai-stub"}],
+        }
+
+    def _dispatch(self, method: str, path: str, body: Any) -> dict[str, Any]:
+        posts: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+            "/v1/embeddings": self._embeddings,
+            "/v1/chat/completions": self._chat,
+            "/v1/completions": self._completion,
+        }
+        if method == "GET" and path == "/v1/models":
+            return self._models()
+        if method == "POST" and path in posts:
+            if not isinstance(body, dict):
+                raise _ErrorReply(400, "The request body must be a JSON object.")
+            return posts[path](body)
+        raise _ErrorReply(404, f"Invalid URL ({method} {path})")
+
+
+def _usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
+
+
+def _make_handler(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        # HTTP/1.0: one request per connection, so stop() never waits on idle keep-alive sockets.
+        server_version = "OpenAIStub/1.0"
+
+        def log_message(self, format: str, *args: Any) -> None:  # silence per-request logging
+            pass
+
+        def do_GET(self) -> None:
+            self._handle("GET")
+
+        def do_POST(self) -> None:
+            self._handle("POST")
+
+        def do_DELETE(self) -> None:
+            self._handle("DELETE")
+
+        def _handle(self, method: str) -> None:
+            path = self.path.split("?", 1)[0]
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            length = int(headers.get("content-length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            body: Any = None
+            bad_json = False
+            if raw:
+                try:
+                    body = json.loads(raw)
+                except ValueError:
+                    bad_json = True
+            stub._record(RecordedRequest(method, path, body, headers))
+
+            if not stub._authorized(headers):
+                key = headers.get("authorization", "")
+                self._error(401, f"Incorrect API key provided: {key.removeprefix('Bearer ')!r}.")
+                return
+            status = stub._next_status(path)
+            if status != 200:
+                self._error(status)
+                return
+            if bad_json:
+                self._error(400, "We could not parse the JSON body of your request.")
+                return
+            try:
+                payload = stub._dispatch(method, path, body)
+            except _ErrorReply as exc:
+                self._error(exc.status, exc.message)
+                return
+            except Exception as exc:  # a broken test handler: report it, don't hang the client
+                with stub._lock:
+                    stub.errors.append(exc)
+                self._send(500, error_body(500, f"Stub handler raised {exc!r}"), {"x-should-retry": "false"})
+                return
+            self._send(200, payload)
+
+        def _error(self, status: int, message: str | None = None) -> None:
+            extra: dict[str, str] = {}
+            if status in RETRYABLE_STATUSES or status >= 500:
+                if stub.retry_after_ms is not None:
+                    extra["retry-after-ms"] = f"{stub.retry_after_ms:g}"
+                if status == 429:
+                    extra["retry-after"] = "0"
+            self._send(status, error_body(status, message), extra)
+
+        def _send(self, status: int, payload: dict[str, Any], extra: dict[str, str] | None = None) -> None:
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.send_header("x-request-id", f"req_{uuid.uuid4().hex[:16]}")
+            for name, value in (extra or {}).items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(data)
+
+    return Handler

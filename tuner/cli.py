@@ -1,0 +1,246 @@
+"""The ``chunkwise`` command line.
+
+Each sub-command is a small function over the Python API. Problems with input raise
+:class:`~tuner.errors.ChunkwiseError`; :func:`main` prints their message and exits
+with status 2, without a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from . import __version__
+from .errors import ChunkwiseError, InvalidParameterError
+
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``chunkwise`` console script."""
+    parser = _build_parser()
+    args = parser.parse_args(argv)
+    if not hasattr(args, "handler"):
+        parser.print_help()
+        return EXIT_USAGE
+    try:
+        return args.handler(args) or 0
+    except ChunkwiseError as exc:
+        print(f"chunkwise: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("chunkwise: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="chunkwise",
+        description="Find the best chunking configuration for your documents.",
+    )
+    parser.add_argument("--version", action="version", version=f"chunkwise {__version__}")
+    commands = parser.add_subparsers(title="commands", metavar="COMMAND")
+
+    evaluate = commands.add_parser(
+        "evaluate", help="score one chunking configuration",
+        description="Chunk the corpora, embed and index the chunks, retrieve the top k chunks "
+                    "per query and print token-level recall, precision, IoU and precision-Omega.",
+    )
+    _add_data_arguments(evaluate)
+    evaluate.add_argument("--config", metavar="FILE",
+                          help="configuration file (YAML or JSON, chunkwise schema); flags override it")
+    evaluate.add_argument("--chunker", help="chunker name (see `chunkwise chunkers`); default: recursive")
+    evaluate.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE",
+                          help="chunker parameter, repeatable (e.g. -p size=250 -p overlap=0); "
+                               "values are parsed as YAML (numbers, lists)")
+    evaluate.add_argument("--embedder", metavar="PROVIDER[:MODEL]",
+                          help="sentence-transformers[:MODEL_DIR] (default, bundled all-MiniLM-L6-v2) "
+                               "or openai[:MODEL] (key from $OPENAI_API_KEY)")
+    evaluate.add_argument("--base-url", help="OpenAI-compatible endpoint for --embedder openai")
+    evaluate.add_argument("-k", type=int, help="chunks retrieved per query (default 5)")
+    evaluate.add_argument("--unit", choices=("tokens", "chars"),
+                          help="scoring unit: cl100k tokens (default) or characters")
+    evaluate.add_argument("--scope", choices=("pooled", "per-corpus"),
+                          help="retrieve from one index of all corpora (default) or per corpus")
+    evaluate.add_argument("--index", choices=("numpy", "chroma"),
+                          help="exact numpy search (default) or chromadb (HNSW)")
+    evaluate.add_argument("--index-path", metavar="DIR",
+                          help="persistent chromadb folder for --index chroma (default: in memory)")
+    _add_cache_arguments(evaluate)
+    evaluate.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    evaluate.set_defaults(handler=_cmd_evaluate)
+
+    validate = commands.add_parser(
+        "validate", help="check an evaluation set against its corpora; convert it to JSONL",
+        description="Load an evaluation set (chunkwise JSONL or Chroma CSV), check that every "
+                    "reference equals the document text at its offsets, and optionally write it "
+                    "as chunkwise JSONL.",
+    )
+    _add_data_arguments(validate)
+    validate.add_argument("-o", "--output", metavar="FILE", help="write the validated set as JSONL")
+    validate.set_defaults(handler=_cmd_validate)
+
+    chunkers = commands.add_parser("chunkers", help="list chunkers and their parameters")
+    chunkers.set_defaults(handler=_cmd_chunkers)
+    return parser
+
+
+def _add_data_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--corpus", action="append", required=True, metavar="[NAME=]PATH",
+                        help="a corpus: a file, a folder or a quoted glob; repeat for several corpora")
+    parser.add_argument("--queries", required=True, metavar="FILE",
+                        help="evaluation set: chunkwise JSONL or Chroma CSV")
+    parser.add_argument("--repair-references", action="store_true",
+                        help="re-locate references whose offsets do not match, when their text "
+                             "occurs exactly once in the document")
+
+
+def _add_cache_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--cache", metavar="FILE",
+                        help="embedding cache file (default: $CHUNKWISE_CACHE_DIR/embeddings.sqlite3 "
+                             "or ~/.cache/chunkwise/embeddings.sqlite3)")
+    parser.add_argument("--no-cache", action="store_true", help="do not read or write the embedding cache")
+
+
+def _load_data(args: argparse.Namespace):
+    from .corpus import load_corpus
+    from .evalset import load_evaluation_set
+
+    corpora = []
+    for spec in args.corpus:
+        name, sep, path = spec.partition("=")
+        if not sep or "/" in name or not name:
+            name, path = None, spec
+        corpora.append(load_corpus(path, name))
+    names = [c.name for c in corpora]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ChunkwiseError(
+            f"several corpora are named {', '.join(duplicates)}; name them with --corpus NAME=PATH")
+    evalset = load_evaluation_set(args.queries, corpora, repair=args.repair_references)
+    if evalset.repaired:
+        print(f"repaired {evalset.repaired} reference offset(s)", file=sys.stderr)
+    return corpora, evalset
+
+
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from .config import EmbedderConfig, EvaluationConfig
+    from .embedding import EmbeddingCache
+    from .evaluation import evaluate
+
+    config = _read_config(args.config) if args.config else EvaluationConfig()
+    embedder = None
+    if args.embedder or args.base_url:
+        embedder = EmbedderConfig.parse(args.embedder or config.embedder.provider)
+        if args.base_url:
+            embedder = EmbedderConfig(embedder.provider, embedder.model, args.base_url, embedder.dimensions)
+    params = dict(_parse_param(p) for p in args.param)
+    corpora, evalset = _load_data(args)
+    cache = None if args.no_cache else EmbeddingCache(args.cache) if args.cache else True
+    result = evaluate(corpora, evalset, config, chunker=args.chunker, k=args.k, unit=args.unit,
+                      scope=args.scope, index=args.index, embedder=embedder, cache=cache,
+                      index_path=args.index_path, progress=not args.json, **params)
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+    else:
+        print(format_result(result))
+    return 0
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    _, evalset = _load_data(args)
+    references = sum(len(q.references) for q in evalset)
+    print(f"{len(evalset)} queries, {references} references: all match their documents")
+    if args.output:
+        evalset.write_jsonl(args.output)
+        print(f"wrote {args.output}")
+    return 0
+
+
+def _cmd_chunkers(args: argparse.Namespace) -> int:
+    from .chunkers import chunker_class, chunker_names
+
+    for name in chunker_names():
+        cls = chunker_class(name)
+        summary = (cls.__doc__ or "").strip().split("\n\n")[0].replace("\n", " ")
+        print(f"{name}: {' '.join(summary.split())}")
+        for param_name, spec in cls.param_specs().items():
+            default = cls.__dataclass_fields__[param_name]
+            value = default.default_factory() if callable(default.default_factory) else default.default
+            shown = list(value) if isinstance(value, tuple) else value
+            print(f"    {param_name:<12} {spec.describe():<28} default {shown!r:<10} {spec.help}")
+        print()
+    return 0
+
+
+def _parse_param(text: str) -> tuple[str, Any]:
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise InvalidParameterError(f"--param {text!r} must look like NAME=VALUE")
+    try:
+        return name.strip(), yaml.safe_load(value)
+    except yaml.YAMLError:
+        return name.strip(), value
+
+
+def _read_config(path: str):
+    from .config import EvaluationConfig
+
+    file = Path(path)
+    try:
+        data = yaml.safe_load(file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ChunkwiseError(f"configuration file {path!r} does not exist") from None
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise ChunkwiseError(f"configuration file {path!r} is not valid YAML/JSON: {exc}") from None
+    if isinstance(data, dict) and "config" in data and "chunker" not in data:
+        data = data["config"]  # an exported configuration wraps the schema
+    return EvaluationConfig.from_dict(data, where=path)
+
+
+def format_result(result) -> str:
+    """A plain-text table of an :class:`~tuner.evaluation.EvaluationResult`."""
+    config = result.config
+    params = ", ".join(f"{k}={v!r}" for k, v in config.chunker.params.items())
+    lines = [
+        f"chunker    {config.chunker.name}({params})",
+        f"embedder   {config.embedder.provider}:{config.embedder.model}",
+        f"retrieval  k={config.retrieval.k}, {config.retrieval.scope}, {config.retrieval.index}; "
+        f"unit={config.unit}",
+        "",
+    ]
+    header = f"{'corpus':<24}{'queries':>8}{'recall':>16}{'precision':>16}{'IoU':>16}{'precision-Ω':>16}"
+    lines += [header, "-" * len(header)]
+    rows = dict(result.metrics.get("per_corpus", {}))
+    counts = {name: result.query_corpora.count(name) for name in rows}
+    if len(rows) > 1 or not rows:
+        rows["all"] = result.metrics["overall"]
+        counts["all"] = len(result.query_corpora)
+    for name, metrics in rows.items():
+        cells = "".join(
+            f"{metrics[m]['mean'] * 100:>9.2f} ± {metrics[m]['std'] * 100:<4.1f}"
+            for m in ("recall", "precision", "iou", "precision_omega"))
+        lines.append(f"{name:<24}{counts[name]:>8}{cells}")
+    stats = result.chunk_stats
+    emb = result.embedding
+    lines += [
+        "",
+        f"chunks     {stats['chunks']} (mean {stats['mean_chunk_tokens']:.1f} tokens, "
+        f"max {stats['max_chunk_tokens']})",
+        f"embedding  {emb['texts']} texts, {emb['tokens']} tokens; cache hit rate "
+        f"{emb['cache_hit_rate'] * 100:.1f}%",
+        "time       " + ", ".join(f"{k} {v:.2f}s" for k, v in result.timings.items()),
+        "(metrics in percent: mean ± standard deviation over queries)",
+    ]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
