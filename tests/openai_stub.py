@@ -310,16 +310,8 @@ class OpenAIStub:
             }
             for i, content in enumerate(contents)
         ]
-        prompt_tokens = _count_tokens(body.get("messages", []))
-        completion_tokens = _count_tokens(contents)
-        return {
-            "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": body.get("model", ""),
-            "choices": choices,
-            "usage": _usage(prompt_tokens, completion_tokens),
-        }
+        return _envelope("chatcmpl", "chat.completion", body, choices,
+                         _count_tokens(body.get("messages", [])), _count_tokens(contents))
 
     def _completion(self, body: dict[str, Any]) -> dict[str, Any]:
         result = self.completion_handler(body)
@@ -329,16 +321,8 @@ class OpenAIStub:
             full = {"index": i, "text": "", "logprobs": None, "finish_reason": "stop"}
             full.update(choice)
             choices.append(full)
-        prompt_tokens = _count_tokens(body.get("prompt", ""))
-        completion_tokens = _count_tokens([c["text"] for c in choices])
-        return {
-            "id": f"cmpl-{uuid.uuid4().hex[:24]}",
-            "object": "text_completion",
-            "created": int(time.time()),
-            "model": body.get("model", ""),
-            "choices": choices,
-            "usage": _usage(prompt_tokens, completion_tokens),
-        }
+        return _envelope("cmpl", "text_completion", body, choices,
+                         _count_tokens(body.get("prompt", "")), _count_tokens([c["text"] for c in choices]))
 
     def _models(self) -> dict[str, Any]:
         return {
@@ -359,6 +343,19 @@ class OpenAIStub:
                 raise _ErrorReply(400, "The request body must be a JSON object.")
             return posts[path](body)
         raise _ErrorReply(404, f"Invalid URL ({method} {path})")
+
+
+def _envelope(id_prefix: str, kind: str, body: dict[str, Any], choices: list[dict[str, Any]],
+              prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
+    """The fields OpenAI wraps around the choices of a (chat) completion."""
+    return {
+        "id": f"{id_prefix}-{uuid.uuid4().hex[:24]}",
+        "object": kind,
+        "created": int(time.time()),
+        "model": body.get("model", ""),
+        "choices": choices,
+        "usage": _usage(prompt_tokens, completion_tokens),
+    }
 
 
 def _usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
