@@ -40,6 +40,14 @@ def test_token_windows(size, overlap, expected):
     assert all(c.document == "six.txt" and c.text == SIX[c.start_index:c.end_index] for c in chunks)
 
 
+def test_token_window_shortened_below_overlap_still_advances():
+    # "𐀀" is 4 tokens (one per byte): the first window stops before it at 3 tokens,
+    # fewer than the overlap, and the next window must still cover the character.
+    text = "0:0𐀀"
+    chunks = make_chunker("token", size=6, overlap=4).chunk(text)
+    assert spans(chunks) == [(0, 3), (1, 4)]
+
+
 def test_token_windows_never_split_a_character():
     text = "🎉" * 6 + " done"
     for chunk in make_chunker("token", size=1).chunk(text):
@@ -60,6 +68,15 @@ def test_token_windows_never_split_a_character():
 def test_recursive_spans(size, overlap, expected):
     chunks = make_chunker("recursive", size=size, overlap=overlap).chunk(PARAGRAPHS)
     assert spans(chunks) == expected
+
+
+def test_recursive_oversized_merge_keeps_document_order():
+    # cl100k: " nao" "0" ":" "000" "0"; no separator but " " (at 0), so the last resort
+    # cuts between tokens: atoms of 1 token each. Four atoms fit by their summed counts,
+    # but the stripped "nao0:000" is 5 tokens, so it is emitted as "nao0:" + "000"; the
+    # carry-over for the next chunk may only come from the last chunk, "000".
+    chunks = make_chunker("recursive", size=4, overlap=2).chunk(" nao0:0000")
+    assert spans(chunks) == [(1, 6), (6, 9), (6, 10)]
 
 
 def test_recursive_custom_separators():

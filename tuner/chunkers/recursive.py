@@ -95,7 +95,9 @@ class RecursiveChunker(Chunker):
         total = 0
         for i, count in enumerate(counts):
             if window and total + count > self.size:
-                self._emit(document, [pieces[j] for j in window], out)
+                # Carry-over may only come from the last chunk emitted.
+                for _ in range(self._emit(document, [pieces[j] for j in window], out)):
+                    total -= counts[window.popleft()]
                 while window and (total > self.overlap or total + count > self.size):
                     total -= counts[window.popleft()]
             window.append(i)
@@ -103,15 +105,18 @@ class RecursiveChunker(Chunker):
         if window:
             self._emit(document, [pieces[j] for j in window], out)
 
-    def _emit(self, document: Document, pieces: list[Span], out: list[Chunk]) -> None:
+    def _emit(self, document: Document, pieces: list[Span], out: list[Chunk]) -> int:
         """Append the chunk spanning ``pieces``; split it if its exact count is too big.
 
         The pieces' summed counts only estimate the joined text's count (BPE can merge
-        or split differently across a piece boundary), so the bound is checked here.
+        or split differently across a piece boundary), so the bound is checked here;
+        an oversized span becomes several chunks, each the longest prefix that fits.
+        Returns the number of leading pieces that are not part of the last chunk.
         """
-        while pieces:
-            for take in range(len(pieces), 0, -1):
-                span = _strip(document.text, pieces[0][0], pieces[take - 1][1])
+        first = 0
+        while first < len(pieces):
+            for take in range(len(pieces) - first, 0, -1):
+                span = _strip(document.text, pieces[first][0], pieces[first + take - 1][1])
                 if span is None:
                     count = 0
                     break
@@ -120,7 +125,10 @@ class RecursiveChunker(Chunker):
                     break
             if span is not None:
                 out.append(make_chunk(document, span[0], span[1], count))
-            pieces = pieces[take:]
+            if first + take == len(pieces):
+                return first
+            first += take
+        return first
 
 
 def _strip(text: str, start: int, end: int) -> Span | None:

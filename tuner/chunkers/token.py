@@ -60,7 +60,9 @@ class TokenChunker(Chunker):
                 chunks.append(make_chunk(document, int(chars[start]), int(chars[end]), count))
             if end >= n:
                 break
-            step_back = int(np.searchsorted(bounds, end - self.overlap, side="right")) - 1
-            next_start = int(bounds[step_back])
+            # Next window: `overlap` tokens back from this end, at an allowed cut; at
+            # least one character further than this window's start.
+            back = max(int(np.searchsorted(bounds, end - self.overlap, side="right")) - 1, 0)
+            next_start = int(bounds[back])
             start = next_start if next_start > start else int(bounds[first])
         return chunks
