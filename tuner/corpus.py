@@ -60,10 +60,6 @@ class Corpus:
             digest.update(doc.id.encode() + b"\0" + doc.text.encode() + b"\0")
         return digest.hexdigest()
 
-    @property
-    def total_characters(self) -> int:
-        return sum(len(d.text) for d in self.documents)
-
 
 def load_corpus(source: str | Path, name: str | None = None) -> Corpus:
     """Read a corpus from a file, a folder (recursively) or a glob pattern.

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .corpus import Corpus
+from .errors import InvalidParameterError
 from .evalset import Query
 
 UNITS = ("tokens", "chars")
@@ -41,8 +42,6 @@ class UnitSpace:
 
     def __init__(self, corpora: Iterable[Corpus], unit: str = "tokens") -> None:
         if unit not in UNITS:
-            from .errors import InvalidParameterError
-
             raise InvalidParameterError(f"unit={unit!r} is invalid; allowed: {', '.join(UNITS)}")
         self.unit = unit
         self._offset: dict[tuple[str, str], int] = {}

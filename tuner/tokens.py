@@ -33,13 +33,9 @@ def encoding() -> tiktoken.Encoding:
     return tiktoken.get_encoding(ENCODING_NAME)
 
 
-def encode(text: str) -> list[int]:
-    """Token ids of ``text``; special-token strings are encoded as ordinary text."""
-    return encoding().encode_ordinary(text)
-
-
 def count_tokens(text: str) -> int:
-    """Number of cl100k tokens in ``text`` encoded on its own."""
+    """Number of cl100k tokens in ``text`` encoded on its own (special-token strings
+    such as ``<|endoftext|>`` count as ordinary text)."""
     return len(encoding().encode_ordinary(text))
 
 

@@ -64,7 +64,7 @@ class ParamSpec:
             low = "-inf" if self.low is None else _fmt(self.low)
             high = "inf" if self.high is None else _fmt(self.high)
             return f"{self.kind.__name__} in [{low}, {high}]"
-        return self.kind.__name__
+        return "list" if self.kind is tuple else self.kind.__name__
 
     def check(self, owner: str, name: str, value: Any) -> Any:
         """Return ``value`` coerced to the declared kind, or raise a clear error."""
@@ -83,7 +83,7 @@ class ParamSpec:
             value = float(value)
             if not math.isfinite(value):
                 raise bad
-        elif self.kind is tuple:
+        elif self.kind is tuple:  # a list parameter (tuples keep chunkers hashable)
             if isinstance(value, str) or not isinstance(value, Sequence):
                 raise bad
             value = tuple(value)

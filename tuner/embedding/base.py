@@ -16,7 +16,7 @@ from .cache import EmbeddingCache, text_key
 
 @dataclass
 class EmbeddingStats:
-    """Counters of one embedder since its creation (or the last :meth:`reset`).
+    """Counters of one embedder since its creation.
 
     ``texts``/``tokens`` count every text asked for, cached or not (what a cold index
     would embed); ``computed``/``computed_tokens`` count those the model really embedded.
@@ -32,9 +32,6 @@ class EmbeddingStats:
     def hit_rate(self) -> float:
         """Share of requested texts served from the cache (1.0 when nothing was asked)."""
         return 1.0 if self.texts == 0 else 1.0 - self.computed / self.texts
-
-    def reset(self) -> None:
-        self.__init__()
 
 
 class Embedder(ABC):
