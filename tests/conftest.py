@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 
 import pytest
+import sqlalchemy as sa
 from openai_stub import OpenAIStub
+from postgres import PostgresUnavailable, postgres_server
 
 
 @pytest.fixture
@@ -17,3 +20,40 @@ def openai_server() -> Iterator[OpenAIStub]:
     """
     with OpenAIStub() as stub:
         yield stub
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A SQLAlchemy URL (``postgresql+psycopg://``) for a real PostgreSQL server on 127.0.0.1.
+
+    ``CHUNKWISE_TEST_POSTGRES_URL`` when set, else a throwaway cluster started for this session
+    (see ``tests/postgres.py``); the test is skipped, with the reason, when neither is possible.
+    Tests share its database: use ``fresh_postgres_url`` for one of your own.
+    """
+    pytest.importorskip("psycopg", reason="psycopg not installed: pip install -e '.[test]'")
+    try:
+        with postgres_server() as url:
+            yield url
+    except PostgresUnavailable as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture
+def fresh_postgres_url(postgres_url: str) -> Iterator[str]:
+    """The URL of a new, empty database on the ``postgres_url`` server, dropped after the test."""
+    name = f"chunkwise_test_{uuid.uuid4().hex[:16]}"
+    admin = sa.create_engine(postgres_url, isolation_level="AUTOCOMMIT", poolclass=sa.NullPool)
+    try:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+        yield sa.make_url(postgres_url).set(database=name).render_as_string(hide_password=False)
+        with admin.connect() as conn:
+            # DROP DATABASE fails while anything (a leaked engine, a worker) is still connected.
+            conn.execute(
+                sa.text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        "WHERE datname = :name AND pid <> pg_backend_pid()"),
+                {"name": name},
+            )
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}"'))
+    finally:
+        admin.dispose()

@@ -437,7 +437,10 @@ def _make_handler(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
             self.send_header("x-request-id", f"req_{uuid.uuid4().hex[:16]}")
             for name, value in (extra or {}).items():
                 self.send_header(name, value)
-            self.end_headers()
-            self.wfile.write(data)
+            try:
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client is gone (a test killed it): nothing to answer
 
     return Handler

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -89,7 +90,56 @@ def _build_parser() -> argparse.ArgumentParser:
 
     chunkers = commands.add_parser("chunkers", help="list chunkers and their parameters")
     chunkers.set_defaults(handler=_cmd_chunkers)
+
+    tune = commands.add_parser(
+        "tune", help="search chunking configurations with Optuna (one study per corpus)",
+        description="Run or resume one Optuna study per corpus: sample configurations from the search "
+                    "space, score each on the evaluation set, and keep every result in SQL storage. "
+                    "Re-running the same command resumes and adds --n-trials trials.",
+    )
+    tune.add_argument("study_file", nargs="?", metavar="STUDY.yaml",
+                      help="study file (see studies/example.yaml); flags override its values")
+    tune.add_argument("--name", help="study name (required without a study file)")
+    tune.add_argument("--corpus", action="append", metavar="[NAME=]PATH",
+                      help="a corpus to tune (repeatable); replaces the study file's corpora")
+    tune.add_argument("--queries", metavar="FILE", help="evaluation set (JSONL or Chroma CSV)")
+    tune.add_argument("--space", metavar="FILE", help="search space YAML (default: search_spaces/default.yaml)")
+    tune.add_argument("--embedder", metavar="PROVIDER[:MODEL]", help="embedder for every trial")
+    tune.add_argument("--base-url", help="OpenAI-compatible endpoint for --embedder openai")
+    tune.add_argument("--unit", choices=("tokens", "chars"), help="scoring unit")
+    tune.add_argument("--weights", metavar="recall=W,iou=W,latency=W,cost=W",
+                      help="weights of the score (default 1, 0.5, 0.1, 0.1)")
+    _add_run_arguments(tune)
+    tune.set_defaults(handler=_cmd_tune)
+
+    worker = commands.add_parser(
+        "worker", help="join a running study from this machine",
+        description="Run trials for an existing study (created by `chunkwise tune`) until it reaches its "
+                    "target, e.g. on another machine sharing a PostgreSQL storage. The space, weights and "
+                    "data paths come from the study; the data's hashes must match.",
+    )
+    worker.add_argument("--storage", required=True, metavar="URL", help="the study's SQLAlchemy URL")
+    worker.add_argument("--study", required=True, metavar="NAME",
+                        help="study name: NAME/CORPUS, or NAME for every corpus of that run")
+    worker.add_argument("--corpus", metavar="PATH", help="corpus path on this machine (default: the study's)")
+    worker.add_argument("--queries", metavar="FILE", help="evaluation set on this machine (default: the study's)")
+    worker.add_argument("--n-trials", type=int, metavar="N",
+                        help="raise the study's target by N trials (default: work toward the current target)")
+    worker.add_argument("--jobs", type=int, default=1, metavar="N", help="worker processes on this machine (1)")
+    worker.add_argument("--seed", type=int, default=None, help="sampler seed (default: random)")
+    worker.add_argument("--cache", metavar="FILE", help="embedding cache file")
+    worker.set_defaults(handler=_cmd_worker)
     return parser
+
+
+def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--storage", metavar="URL",
+                        help="SQLAlchemy URL (default: sqlite:///studies/NAME.db; postgresql+psycopg://... "
+                             "to share a study between machines)")
+    parser.add_argument("--n-trials", type=int, metavar="N", help="trials to add per corpus (30)")
+    parser.add_argument("--jobs", type=int, metavar="N", help="worker processes sharing each study (1)")
+    parser.add_argument("--seed", type=int, help="sampler seed; worker i uses seed + i (0)")
+    parser.add_argument("--cache", metavar="FILE", help="embedding cache file")
 
 
 def _add_data_arguments(parser: argparse.ArgumentParser) -> None:
@@ -151,6 +201,111 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         print(json.dumps(result.to_dict(), indent=2))
     else:
         print(format_result(result))
+    return 0
+
+
+def _cmd_tune(args: argparse.Namespace) -> int:
+    from .config import EmbedderConfig
+    from .tuning import StudySpec, Weights, load_study_file, tune
+    from .tuning.storage import absolute_url
+
+    if args.study_file:
+        spec = load_study_file(args.study_file)
+    else:
+        missing = [flag for flag, value in (("--name", args.name), ("--corpus", args.corpus),
+                                            ("--queries", args.queries)) if not value]
+        if missing:
+            raise ChunkwiseError(f"without a study file, tune needs {', '.join(missing)}")
+        spec = StudySpec(name=args.name, corpora=tuple(_corpus_specs(args.corpus)), queries=args.queries,
+                         space=args.space or "search_spaces/default.yaml")
+    embedder = None
+    if args.embedder or args.base_url:
+        embedder = EmbedderConfig.parse(args.embedder or spec.embedder.provider)
+        if args.base_url:
+            embedder = EmbedderConfig(embedder.provider, embedder.model, args.base_url, embedder.dimensions)
+    spec = spec.with_overrides(
+        name=args.name, corpora=tuple(_corpus_specs(args.corpus)) if args.corpus else None,
+        queries=args.queries, space=args.space, embedder=embedder, unit=args.unit,
+        weights=Weights.parse(args.weights) if args.weights else None,
+        storage=absolute_url(args.storage) if args.storage else None, trials=args.n_trials, jobs=args.jobs,
+        seed=args.seed, cache=args.cache)
+    import optuna
+
+    # The progress bar reports trials, and failed trials are reported in one line each.
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    try:
+        outcomes = tune(spec, progress=True, echo=lambda line: print(line, file=sys.stderr))
+    except KeyboardInterrupt:
+        print(f"chunkwise: interrupted; completed trials are saved in {spec.storage}. "
+              "Run the same command to resume.", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    print(format_outcomes(spec, outcomes))
+    return 0
+
+
+def _corpus_specs(values: list[str]) -> list[tuple[str, str]]:
+    out = []
+    for spec in values:
+        name, sep, path = spec.partition("=")
+        if not sep or "/" in name or not name:
+            path = spec
+            name = Path(spec.rstrip("/")).stem
+        out.append((name, path))
+    return out
+
+
+def format_outcomes(spec, outcomes) -> str:
+    """The end-of-run summary: best configuration per corpus and what to do next."""
+    lines = ["", "best configuration per corpus (highest weighted score):"]
+    for item in outcomes:
+        lines.append(f"  {item.corpus}  (study {item.study}: {item.complete} complete, {item.failed} failed)")
+        best = item.best
+        if best is None:
+            lines.append("    no complete trial yet")
+            continue
+        params = ", ".join(f"{k}={v!r}" for k, v in best["params"].items() if k != "separators")
+        lines.append(f"    {best['chunker']}({params}), k={best['k']}   [trial {best['number']}]")
+        lines.append(
+            f"    score {best['score']:.4f}   recall {best['recall'] * 100:.1f}%   IoU {best['iou'] * 100:.2f}%   "
+            f"precision-Ω {best['precision_omega'] * 100:.1f}%   latency {best['latency_ms']:.0f} ms   "
+            f"cost ${best['cost_usd_per_1k_queries']:.3f}/1k queries")
+    lines += ["", "next:",
+              f"  optuna-dashboard {spec.storage}          # Pareto fronts of recall against IoU"]
+    return "\n".join(lines)
+
+
+def _cmd_worker(args: argparse.Namespace) -> int:
+    import optuna
+
+    from .tuning.runner import WorkerOptions, run_worker
+    from .tuning.storage import absolute_url, make_storage
+    from .tuning.study import TARGET_ATTR, StudyError
+
+    url = absolute_url(args.storage)
+    storage = make_storage(url, heartbeat_interval=None)
+    names = [s.study_name for s in optuna.get_all_study_summaries(storage=storage, include_best_trial=False)]
+    studies = [args.study] if args.study in names else [n for n in names if n.startswith(args.study + "/")]
+    if not studies:
+        raise StudyError(f"no study {args.study!r} in {url}; studies there: {', '.join(names) or 'none'}")
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
+    for name in studies:
+        study = optuna.load_study(study_name=name, storage=storage)
+        complete = len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)))
+        target = study.user_attrs.get(TARGET_ATTR, complete)
+        if args.n_trials:
+            target = max(target, complete) + args.n_trials
+            study.set_user_attr(TARGET_ATTR, target)
+        print(f"study {name}: {complete} complete, target {target}", file=sys.stderr)
+        cores = os.cpu_count() or 1
+        options = [WorkerOptions(url, name, seed + i, target, max(1, cores // args.jobs), cache=args.cache,
+                                 corpus_path=args.corpus, queries_path=args.queries) for i in range(args.jobs)]
+        if args.jobs == 1:
+            run_worker(options[0])
+        else:
+            from joblib import Parallel, delayed
+
+            Parallel(n_jobs=args.jobs, backend="loky")(delayed(run_worker)(o) for o in options)
     return 0
 
 

@@ -106,7 +106,7 @@ class EvaluationSet:
 
 
 def load_evaluation_set(path: str | Path, corpora: Corpus | Sequence[Corpus], *,
-                        repair: bool = False) -> EvaluationSet:
+                        repair: bool = False, ignore_other_corpora: bool = False) -> EvaluationSet:
     """Read an evaluation set (JSONL or Chroma CSV) and validate it against ``corpora``.
 
     Args:
@@ -115,6 +115,8 @@ def load_evaluation_set(path: str | Path, corpora: Corpus | Sequence[Corpus], *,
         repair: re-locate a reference whose offsets do not match its content when the
             content occurs exactly once in its document. Off by default: a mismatch
             usually means the evaluation set was made for another version of the text.
+        ignore_other_corpora: drop queries about corpora that are not loaded, instead
+            of reporting them (to tune one corpus of a multi-corpus evaluation set).
 
     Raises:
         EvaluationSetError: the file is unreadable, malformed or empty, a query names
@@ -126,11 +128,15 @@ def load_evaluation_set(path: str | Path, corpora: Corpus | Sequence[Corpus], *,
     if not path.is_file():
         raise EvaluationSetError(f"evaluation set {str(path)!r} does not exist")
     if path.suffix.lower() == ".csv":
-        raw = list(_read_chroma_csv(path, corpus_list))
+        raw = list(_read_chroma_csv(path, corpus_list, ignore_other_corpora))
     else:
         raw = list(_read_jsonl(path, corpus_list))
+    loaded = {c.name for c in corpus_list}
+    if ignore_other_corpora:
+        raw = [(where, query) for where, query in raw if query.corpus in loaded]
     if not raw:
-        raise EvaluationSetError(f"evaluation set {str(path)!r} holds no query")
+        scope = f" about {', '.join(sorted(loaded))}" if ignore_other_corpora else ""
+        raise EvaluationSetError(f"evaluation set {str(path)!r} holds no query{scope}")
     return _validate(path, raw, {c.name: c for c in corpus_list}, repair)
 
 
@@ -186,7 +192,7 @@ def _read_jsonl(path: Path, corpora: list[Corpus]) -> Iterator[_Raw]:
         yield where, Query(query_id, question, str(corpus), refs)
 
 
-def _read_chroma_csv(path: Path, corpora: list[Corpus]) -> Iterator[_Raw]:
+def _read_chroma_csv(path: Path, corpora: list[Corpus], skip_unknown: bool = False) -> Iterator[_Raw]:
     reader = csv.DictReader(io.StringIO(_read_text(path), newline=""))
     missing = {"question", "references", "corpus_id"} - set(reader.fieldnames or ())
     if missing:
@@ -202,7 +208,12 @@ def _read_chroma_csv(path: Path, corpora: list[Corpus]) -> Iterator[_Raw]:
             raise EvaluationSetError(f"{where}: references are not valid JSON ({exc.msg})") from None
         if not isinstance(references, list):
             raise EvaluationSetError(f"{where}: references must be a JSON list")
-        corpus, document = _resolve_chroma_corpus(row["corpus_id"], corpora, where)
+        try:
+            corpus, document = _resolve_chroma_corpus(row["corpus_id"], corpora, where)
+        except EvaluationSetError:
+            if skip_unknown:
+                continue
+            raise
         refs = tuple(
             Reference(
                 document,

@@ -16,6 +16,7 @@ from .embedding import Embedder, EmbeddingCache
 from .evalset import EvaluationSet
 from .metrics import ChunkIntervals, QueryScores, UnitSpace, query_references, score, summarise
 from .retrieval import make_index
+from .tokens import count_tokens_batch
 
 
 @dataclass
@@ -30,6 +31,10 @@ class EvaluationResult:
         chunks: every chunk, in corpus and document order; ``chunk_corpora`` gives
             each chunk's corpus.
         query_corpora: each query's corpus, in evaluation-set order.
+        ranking: retrieved chunk indices per query, best first, shape
+            ``(n_queries, k)``; ``-1`` marks an empty slot.
+        query_tokens: mean cl100k tokens per question.
+        chunks_searched: mean number of chunks in the index a query searched.
         timings: seconds per stage (``chunking``, ``embedding``, ``retrieval``,
             ``scoring``, ``total``).
         embedding: texts and tokens embedded, and the cache hit rate.
@@ -41,6 +46,9 @@ class EvaluationResult:
     chunks: list[Chunk]
     chunk_corpora: list[str]
     query_corpora: list[str]
+    ranking: np.ndarray
+    query_tokens: float
+    chunks_searched: float
     timings: dict[str, float] = field(default_factory=dict)
     embedding: dict[str, Any] = field(default_factory=dict)
 
@@ -145,8 +153,14 @@ def evaluate(corpora: Corpus | Sequence[Corpus], evaluation_set: EvaluationSet,
     timings["scoring"] = time.perf_counter() - t
     timings["total"] = time.perf_counter() - started
 
-    return EvaluationResult(config, metrics, scores, chunks, chunk_corpora, query_corpora,
-                            timings, _stats_delta(model, before))
+    if config.retrieval.scope == "pooled":
+        searched = float(len(chunks))
+    else:
+        per_corpus = {name: chunk_corpora.count(name) for name in set(query_corpora)}
+        searched = float(np.mean([per_corpus[name] for name in query_corpora]))
+    query_tokens = float(np.mean(count_tokens_batch([q.question for q in queries])))
+    return EvaluationResult(config, metrics, scores, chunks, chunk_corpora, query_corpora, ranking,
+                            query_tokens, searched, timings, _stats_delta(model, before))
 
 
 def _merge_config(config, chunker, chunker_params, k, unit, scope, index, embedder) -> EvaluationConfig:

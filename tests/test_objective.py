@@ -1,0 +1,63 @@
+"""The weighted score and the latency/cost model against hand computations."""
+
+from __future__ import annotations
+
+import pytest
+
+from tuner.errors import InvalidParameterError
+from tuner.tuning.objective import (
+    Rates,
+    ResolvedRates,
+    Scales,
+    Weights,
+    model_latency_and_cost,
+    utilities,
+    weighted_score,
+)
+
+
+def test_weighted_score_by_hand():
+    # u_recall 0.8; u_iou 0.05/(0.05+0.05) = 0.5; u_latency 1/(0.5+1) = 2/3; u_cost 1/(1+1) = 0.5.
+    # score = (1*0.8 + 0.5*0.5 + 0.1*2/3 + 0.1*0.5) / 1.7
+    expected = (0.8 + 0.25 + 0.1 * 2 / 3 + 0.05) / 1.7
+    assert weighted_score(0.8, 0.05, 0.5, 1.0, Weights(), Scales()) == pytest.approx(expected)
+    assert expected == pytest.approx(0.686275, abs=1e-6)
+
+
+def test_weights_scale_only_their_term():
+    only_recall = Weights(recall=2.0, iou=0.0, latency=0.0, cost=0.0)
+    assert weighted_score(0.37, 0.9, 9.0, 9.0, only_recall, Scales()) == pytest.approx(0.37)
+    u = utilities(0.5, 0.1, 2.0, 3.0, Scales(iou_half=0.1, latency_half_s=2.0, cost_half_usd=1.0))
+    assert u == pytest.approx({"recall": 0.5, "iou": 0.5, "latency": 0.5, "cost": 0.25})
+
+
+def test_latency_and_cost_model_by_hand():
+    rates = ResolvedRates(embed_usd_per_mtok=0.02, reader_usd_per_mtok=0.15, reader_tokens_per_s=5000,
+                          embed_tokens_per_s=2000, search_s_per_chunk=2e-7, amortize_queries=1e6)
+    latency, cost = model_latency_and_cost(query_tokens=10, retrieved_tokens=1000, chunks_searched=500,
+                                           index_tokens=50_000, rates=rates)
+    # 10/2000 + 500*2e-7 + 1000/5000
+    assert latency == pytest.approx(0.005 + 0.0001 + 0.2)
+    # 1000 queries * (10*0.02 + 1000*0.15)/1e6, plus 50k*0.02/1e6 spread over 1e6 queries (per 1000)
+    assert cost == pytest.approx(0.1502 + 0.001 / 1000)
+
+
+def test_parse_weights():
+    assert Weights.parse("recall=2, iou=0") == Weights(recall=2.0, iou=0.0, latency=0.1, cost=0.1)
+    with pytest.raises(InvalidParameterError, match="must look like NAME=NUMBER"):
+        Weights.parse("recall:2")
+    with pytest.raises(InvalidParameterError, match="unknown key"):
+        Weights.parse("speed=1")
+
+
+@pytest.mark.parametrize(("factory", "message"), [
+    (lambda: Weights(recall=-1), "weights.recall=-1 is invalid; allowed: a number >= 0"),
+    (lambda: Weights(recall=0, iou=0, latency=0, cost=0), "at least one weight must be > 0"),
+    (lambda: Rates(reader_tokens_per_s=0), "rates.reader_tokens_per_s=0 is invalid; allowed: a number > 0"),
+    (lambda: Scales(iou_half=float("nan")), "scales.iou_half=nan is invalid"),
+    (lambda: Rates.from_dict({"gpu": 1}), "unknown key(s) gpu"),
+])
+def test_invalid_objective_settings(factory, message):
+    with pytest.raises(InvalidParameterError) as error:
+        factory()
+    assert message in str(error.value)

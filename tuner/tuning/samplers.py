@@ -1,0 +1,104 @@
+"""Samplers for chunkwise studies.
+
+A chunkwise study has two objectives, recall and IoU, so that every corpus has a
+Pareto front of recall against efficiency in optuna-dashboard. Optuna's samplers for
+multi-objective studies spread trials along that front; a user who asked for a
+weighted score wants the search to converge on the score's optimum instead.
+:class:`WeightedScoreSampler` does that: it runs Optuna's TPE on the weighted score
+that every completed trial stores as its ``score`` user attribute, by showing TPE a
+single-objective view of the study.
+
+Why TPE: it samples define-by-run conditional spaces natively (a chunker's parameters
+exist only in its branch), ``multivariate=True, group=True`` models the parameters of
+each branch jointly, and ``constant_liar`` keeps parallel workers from proposing the
+same point. It starts with ``n_startup_trials`` random trials. Seeded, one worker, the
+same seed gives the same trials.
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from collections.abc import Container, Sequence
+from typing import Any
+
+import optuna
+from optuna.distributions import BaseDistribution
+from optuna.samplers import BaseSampler, TPESampler
+from optuna.study import StudyDirection
+from optuna.trial import FrozenTrial, TrialState
+
+SCORE_ATTR = "score"
+
+
+class _ScoreView:
+    """A read-only view of a study in which each trial's value is its weighted score."""
+
+    def __init__(self, study: optuna.Study) -> None:
+        self._study = study
+
+    direction = StudyDirection.MAXIMIZE
+
+    @property
+    def directions(self) -> list[StudyDirection]:
+        return [StudyDirection.MAXIMIZE]
+
+    def _is_multi_objective(self) -> bool:
+        return False
+
+    def _get_trials(self, deepcopy: bool = True, states: Container[TrialState] | None = None,
+                    use_cache: bool = False) -> list[FrozenTrial]:
+        trials = self._study._get_trials(deepcopy=False, states=states, use_cache=use_cache)
+        return [_as_scored(t) for t in trials if t.state != TrialState.COMPLETE or SCORE_ATTR in t.user_attrs]
+
+    def get_trials(self, deepcopy: bool = True, states: Container[TrialState] | None = None) -> list[FrozenTrial]:
+        return self._get_trials(deepcopy=deepcopy, states=states)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._study, name)
+
+
+def _as_scored(trial: FrozenTrial) -> FrozenTrial:
+    if trial.state != TrialState.COMPLETE:
+        return trial
+    scored = copy.copy(trial)
+    scored.values = [float(trial.user_attrs[SCORE_ATTR])]
+    return scored
+
+
+class WeightedScoreSampler(BaseSampler):
+    """TPE on the weighted score of a multi-objective study (see the module docstring).
+
+    Args:
+        seed: random seed; give each parallel worker its own (``base + worker``).
+        n_startup_trials: random trials before TPE takes over.
+    """
+
+    def __init__(self, seed: int | None = None, n_startup_trials: int = 10) -> None:
+        with warnings.catch_warnings():
+            # multivariate and group are marked experimental; their behaviour is what we want.
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            self._tpe = TPESampler(seed=seed, n_startup_trials=n_startup_trials, multivariate=True,
+                                   group=True, constant_liar=True)
+
+    def reseed_rng(self) -> None:
+        self._tpe.reseed_rng()
+
+    def infer_relative_search_space(self, study: optuna.Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
+        return self._tpe.infer_relative_search_space(_ScoreView(study), trial)
+
+    def sample_relative(self, study: optuna.Study, trial: FrozenTrial,
+                        search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
+        return self._tpe.sample_relative(_ScoreView(study), trial, search_space)
+
+    def sample_independent(self, study: optuna.Study, trial: FrozenTrial, param_name: str,
+                           param_distribution: BaseDistribution) -> Any:
+        return self._tpe.sample_independent(_ScoreView(study), trial, param_name, param_distribution)
+
+    def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        self._tpe.before_trial(_ScoreView(study), trial)
+
+    def after_trial(self, study: optuna.Study, trial: FrozenTrial, state: TrialState,
+                    values: Sequence[float] | None) -> None:
+        score = None if values is None else [float(trial.user_attrs.get(SCORE_ATTR, 0.0))]
+        self._tpe.after_trial(_ScoreView(study), trial, state, score)

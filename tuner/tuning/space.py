@@ -1,0 +1,375 @@
+"""Search spaces: which chunkers, parameters, ``k`` and embedders a study explores.
+
+A space is a YAML file::
+
+    k: {type: int, low: 1, high: 10}
+    chunkers:
+      token:
+        size: {type: int, low: 64, high: 1024, log: true}
+        overlap: {type: fraction, of: size, low: 0.0, high: 0.5}
+      recursive:
+        size: {type: int, low: 64, high: 1024, step: 32}
+        overlap: {type: fraction, of: size, choices: [0.0, 0.25, 0.5]}
+    embedders:                      # optional; default: the study's embedder
+      - {provider: sentence-transformers, model: all-MiniLM-L6-v2}
+
+Parameter domains:
+
+* ``{type: int, low, high, step?, log?}`` and ``{type: float, low, high, step?, log?}``;
+* ``{type: categorical, choices: [...]}``;
+* ``{type: fraction, of: PARAM, low, high, step? | choices}``: a share of another
+  integer parameter of the same chunker, sampled first; the value is
+  ``round(share * PARAM)``, never more than ``PARAM - 1``. This is how overlaps are
+  expressed, so that ``overlap < size`` holds for every sample;
+* any other value (a number, a list) is a constant.
+
+Parameters are conditional on the chunker (define-by-run): Optuna sees ``chunker``,
+then ``<chunker>.<param>`` for that chunker only, then ``k``. Loading checks every key,
+type and range against the chunker's declared parameters, and builds each chunker at
+the corners of its domain, so a space that loads can never produce an invalid trial.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import optuna
+import yaml
+
+from ..chunkers import chunker_class, chunker_names
+from ..chunkers.base import ParamSpec
+from ..config import ChunkerConfig, EmbedderConfig
+from ..errors import ChunkwiseError, InvalidParameterError
+
+DOMAIN_TYPES = ("int", "float", "categorical", "fraction")
+
+
+class SearchSpaceError(ChunkwiseError):
+    """A search space file is malformed or allows invalid configurations."""
+
+
+@dataclass(frozen=True)
+class Domain:
+    """Values one parameter may take (see the module docstring for the YAML forms)."""
+
+    type: str
+    low: float | None = None
+    high: float | None = None
+    step: float | None = None
+    log: bool = False
+    choices: tuple[Any, ...] | None = None
+    of: str | None = None
+    constant: Any = None
+
+    @property
+    def is_constant(self) -> bool:
+        return self.type == "constant"
+
+    def to_dict(self) -> Any:
+        if self.is_constant:
+            return list(self.constant) if isinstance(self.constant, tuple) else self.constant
+        out: dict[str, Any] = {"type": self.type}
+        for key in ("low", "high", "step", "of"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
+        if self.log:
+            out["log"] = True
+        if self.choices is not None:
+            out["choices"] = list(self.choices)
+        return out
+
+    def suggest(self, trial: optuna.Trial, name: str) -> Any:
+        """Ask Optuna for a value (for a fraction: the share, not the final value)."""
+        if self.is_constant:
+            return self.constant
+        if self.choices is not None:
+            # Optuna stores only scalars: list choices (separators) go by their JSON text.
+            labels = [c if isinstance(c, (str, int, float, bool)) else json.dumps(list(c))
+                      for c in self.choices]
+            return self.choices[labels.index(trial.suggest_categorical(name, labels))]
+        if self.type == "int":
+            return trial.suggest_int(name, int(self.low), int(self.high),
+                                     step=int(self.step or 1), log=self.log)
+        return trial.suggest_float(name, float(self.low), float(self.high), step=self.step, log=self.log)
+
+    def grid_values(self, where: str) -> list[Any]:
+        """Every value of a discrete domain (for exhaustive grids)."""
+        if self.is_constant:
+            return [self.constant]
+        if self.choices is not None:
+            return list(self.choices)
+        if self.type == "int" and not self.log:
+            return list(range(int(self.low), int(self.high) + 1, int(self.step or 1)))
+        if self.step is not None and not self.log:
+            count = round((self.high - self.low) / self.step)
+            return [round(self.low + i * self.step, 12) for i in range(count + 1)]
+        raise SearchSpaceError(f"{where} is continuous; a grid needs step or choices")
+
+
+def fraction_value(share: float, total: int) -> int:
+    """The integer a fraction domain yields: ``round(share * total)``, at most ``total - 1``."""
+    return max(0, min(round(share * total), total - 1))
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """A validated search space.
+
+    Attributes:
+        chunkers: per chunker name, its parameter domains in declaration order.
+        k: domain of the number of retrieved chunks.
+        embedders: embedders to choose from (empty: use the study's embedder).
+        source: where it was read from (for messages).
+    """
+
+    chunkers: dict[str, dict[str, Domain]]
+    k: Domain
+    embedders: tuple[EmbedderConfig, ...] = ()
+    source: str = "<space>"
+    _embedder_labels: tuple[str, ...] = field(default=(), repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Canonical form, stored with each study and compared on resume."""
+        out: dict[str, Any] = {
+            "k": self.k.to_dict(),
+            "chunkers": {name: {p: d.to_dict() for p, d in params.items()}
+                         for name, params in self.chunkers.items()},
+        }
+        if self.embedders:
+            out["embedders"] = [e.to_dict() for e in self.embedders]
+        return out
+
+    def sample(self, trial: optuna.Trial) -> tuple[ChunkerConfig, int, EmbedderConfig | None]:
+        """Sample one configuration, define-by-run: the chunker first, then its parameters."""
+        name = trial.suggest_categorical("chunker", list(self.chunkers))
+        params: dict[str, Any] = {}
+        for param, domain in self.chunkers[name].items():
+            if domain.type == "fraction":
+                share = domain.suggest(trial, f"{name}.{param}_fraction")
+                params[param] = fraction_value(share, params[domain.of])
+            else:
+                params[param] = domain.suggest(trial, f"{name}.{param}")
+        k = int(self.k.suggest(trial, "k"))
+        embedder = None
+        if len(self.embedders) > 1:
+            label = trial.suggest_categorical("embedder", list(self._embedder_labels))
+            embedder = self.embedders[self._embedder_labels.index(label)]
+        elif self.embedders:
+            embedder = self.embedders[0]
+        return ChunkerConfig(name, params).resolved(), k, embedder
+
+    def grid(self) -> Iterator[dict[str, Any]]:
+        """Every point of a discrete space as Optuna parameters (for exhaustive search)."""
+        for name, domains in self.chunkers.items():
+            axes = [(f"{name}.{p}_fraction" if d.type == "fraction" else f"{name}.{p}",
+                     d.grid_values(f"{self.source}: chunkers.{name}.{p}"))
+                    for p, d in domains.items() if not d.is_constant]
+            axes.append(("k", self.k.grid_values(f"{self.source}: k")))
+            if len(self.embedders) > 1:
+                axes.append(("embedder", list(self._embedder_labels)))
+            for values in itertools.product(*(v for _, v in axes)):
+                yield {"chunker": name, **dict(zip((a for a, _ in axes), values))}
+
+
+def load_search_space(path: str | Path) -> SearchSpace:
+    """Read and validate a search space YAML file.
+
+    Raises:
+        SearchSpaceError: with the file, the key path and the allowed values.
+    """
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SearchSpaceError(f"search space {str(path)!r} does not exist") from None
+    except yaml.YAMLError as exc:
+        raise SearchSpaceError(f"search space {str(path)!r} is not valid YAML: {exc}") from None
+    return parse_search_space(data, str(path))
+
+
+def parse_search_space(data: Any, source: str = "<space>") -> SearchSpace:
+    """Validate a search space given as a mapping (the YAML's content)."""
+    if not isinstance(data, dict):
+        raise SearchSpaceError(f"{source}: a search space must be a mapping with 'chunkers' and 'k'")
+    unknown = sorted(set(data) - {"chunkers", "k", "embedders"})
+    if unknown:
+        raise SearchSpaceError(f"{source}: unknown key(s) {', '.join(unknown)}; allowed: chunkers, k, embedders")
+    chunkers = data.get("chunkers")
+    if not isinstance(chunkers, dict) or not chunkers:
+        raise SearchSpaceError(f"{source}: 'chunkers' must map chunker names to their parameters; "
+                               f"available chunkers: {', '.join(chunker_names())}")
+    parsed: dict[str, dict[str, Domain]] = {}
+    for name, params in chunkers.items():
+        where = f"{source}: chunkers.{name}"
+        if name not in chunker_names():
+            raise SearchSpaceError(f"{where}: unknown chunker; available: {', '.join(chunker_names())}")
+        parsed[name] = _parse_chunker(name, params or {}, where)
+    k = _parse_domain(data.get("k", 5), ParamSpec(int, low=1), f"{source}: k", {})
+    if k.type not in ("int", "constant", "categorical"):
+        raise SearchSpaceError(f"{source}: k must be an integer domain, a list of choices or a constant")
+    embedders = tuple(_parse_embedders(data.get("embedders", []), source))
+    labels = tuple(_embedder_label(e) for e in embedders)
+    return SearchSpace(parsed, k, embedders, source, labels)
+
+
+def _parse_chunker(name: str, params: Any, where: str) -> dict[str, Domain]:
+    if not isinstance(params, dict):
+        raise SearchSpaceError(f"{where} must map parameter names to domains")
+    specs = chunker_class(name).param_specs()
+    domains: dict[str, Domain] = {}
+    for param, raw in params.items():
+        if param not in specs:
+            raise SearchSpaceError(f"{where}.{param}: {name} has no parameter {param!r}; "
+                                   f"it takes: {', '.join(specs)}")
+        domains[param] = _parse_domain(raw, specs[param], f"{where}.{param}", domains)
+    _check_corners(name, domains, where)
+    return domains
+
+
+def _parse_domain(raw: Any, spec: ParamSpec, where: str, earlier: dict[str, Domain]) -> Domain:
+    if not (isinstance(raw, dict) and "type" in raw):
+        try:
+            value = spec.check("", "", raw)
+        except InvalidParameterError:
+            _fail(where, raw, spec.describe())
+        return Domain("constant", constant=value)
+    kind = raw["type"]
+    allowed = {"type", "low", "high", "step", "log", "choices", "of"}
+    unknown = sorted(set(raw) - allowed)
+    if unknown:
+        raise SearchSpaceError(f"{where}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}")
+    if kind not in DOMAIN_TYPES:
+        raise SearchSpaceError(f"{where}.type: {kind!r} is invalid; allowed: {', '.join(DOMAIN_TYPES)}")
+    if kind == "categorical":
+        choices = raw.get("choices")
+        if not isinstance(choices, list) or not choices:
+            raise SearchSpaceError(f"{where}.choices must be a non-empty list")
+        checked = []
+        for value in choices:
+            try:
+                checked.append(spec.check("", "", value))
+            except InvalidParameterError:
+                _fail(f"{where}.choices", value, spec.describe())
+        return Domain("categorical", choices=tuple(_hashable(c) for c in checked))
+    if kind == "fraction":
+        return _parse_fraction(raw, spec, where, earlier)
+    if spec.kind not in (int, float) or (kind == "int") != (spec.kind is int):
+        raise SearchSpaceError(f"{where}.type: {kind!r} does not fit this parameter ({spec.describe()})")
+    if "choices" in raw:
+        raise SearchSpaceError(f"{where}: 'choices' belongs to type categorical or fraction")
+    low, high = _number(raw, "low", where), _number(raw, "high", where)
+    step = raw.get("step")
+    log = bool(raw.get("log", False))
+    if low > high:
+        raise SearchSpaceError(f"{where}: low={low} is greater than high={high}")
+    for key, value in (("low", low), ("high", high)):
+        if kind == "int" and not _ok_int(value):
+            _fail(f"{where}.{key}", value, "an integer")
+        try:
+            spec.check("", "", value)
+        except InvalidParameterError:
+            _fail(f"{where}.{key}", value, spec.describe())
+    if step is not None and (isinstance(step, bool) or not isinstance(step, (int, float)) or step <= 0):
+        _fail(f"{where}.step", step, "a positive number")
+    if log and (low <= 0 or step is not None):
+        raise SearchSpaceError(f"{where}: log=true needs low > 0 and no step")
+    return Domain(kind, low, high, step, log)
+
+
+def _parse_fraction(raw: dict, spec: ParamSpec, where: str, earlier: dict[str, Domain]) -> Domain:
+    target = raw.get("of")
+    if spec.kind is not int:
+        raise SearchSpaceError(f"{where}: type fraction needs an integer parameter ({spec.describe()})")
+    if target not in earlier or earlier[target].type == "fraction" or not _int_domain(earlier[target]):
+        raise SearchSpaceError(
+            f"{where}.of: {target!r} must name an integer parameter declared before it "
+            f"(declared: {', '.join(earlier) or 'none'})")
+    if "choices" in raw:
+        choices = raw["choices"]
+        if not isinstance(choices, list) or not choices:
+            raise SearchSpaceError(f"{where}.choices must be a non-empty list of shares in [0, 1)")
+        for value in choices:
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value < 1:
+                _fail(f"{where}.choices", value, "a share in [0, 1)")
+        return Domain("fraction", choices=tuple(float(c) for c in choices), of=target)
+    low, high = _number(raw, "low", where), _number(raw, "high", where)
+    if not 0 <= low <= high < 1:
+        raise SearchSpaceError(f"{where}: low={low}, high={high} must satisfy 0 <= low <= high < 1")
+    step = raw.get("step")
+    if step is not None and (not isinstance(step, (int, float)) or step <= 0):
+        _fail(f"{where}.step", step, "a positive number")
+    return Domain("fraction", low, high, step, False, of=target)
+
+
+def _check_corners(name: str, domains: dict[str, Domain], where: str) -> None:
+    """Build the chunker at every corner of the space: a failure is a space error."""
+    axes = []
+    for param, domain in domains.items():
+        if domain.is_constant:
+            axes.append([(param, domain.constant)])
+        elif domain.choices is not None:
+            axes.append([(param, c) for c in domain.choices])
+        else:
+            axes.append([(param, domain.low), (param, domain.high)])
+    for corner in itertools.product(*axes):
+        shares = dict(corner)
+        params: dict[str, Any] = {}
+        for param, domain in domains.items():
+            value = shares[param]
+            if domain.type == "fraction":
+                value = fraction_value(value, params[domain.of])
+            elif domain.type == "int":
+                value = int(value)
+            params[param] = value
+        try:
+            chunker_class(name)(**params)
+        except InvalidParameterError as exc:
+            raise SearchSpaceError(f"{where}: the space allows an invalid configuration "
+                                   f"{json.dumps(params)}: {exc}") from None
+
+
+def _parse_embedders(raw: Any, source: str) -> Iterator[EmbedderConfig]:
+    if not isinstance(raw, list):
+        raise SearchSpaceError(f"{source}: embedders must be a list of {{provider, model}} mappings")
+    for i, item in enumerate(raw):
+        try:
+            yield EmbedderConfig.from_dict(item, where="")
+        except InvalidParameterError as exc:
+            raise SearchSpaceError(f"{source}: embedders[{i}]: {str(exc).lstrip(': ')}") from None
+
+
+def _embedder_label(config: EmbedderConfig) -> str:
+    return f"{config.provider}:{config.model}"
+
+
+def _int_domain(domain: Domain) -> bool:
+    if domain.is_constant:
+        return _ok_int(domain.constant)
+    if domain.choices is not None:
+        return all(_ok_int(c) for c in domain.choices)
+    return domain.type == "int"
+
+
+def _ok_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _number(raw: dict, key: str, where: str) -> float:
+    value = raw.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        _fail(f"{where}.{key}", value, "a number")
+    return value
+
+
+def _hashable(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _fail(where: str, value: Any, allowed: str):
+    raise SearchSpaceError(f"{where}: {value!r} is invalid; allowed: {allowed}")

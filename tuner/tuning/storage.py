@@ -1,0 +1,57 @@
+"""SQL storage for studies: SQLite by default, any SQLAlchemy URL (PostgreSQL) accepted."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import optuna
+from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
+
+from ..errors import ChunkwiseError
+
+#: Seconds a SQLite writer waits for a lock (short timeouts fail in ugly ways under load).
+SQLITE_TIMEOUT_S = 60
+
+
+def default_storage_url(study_name: str) -> str:
+    """``sqlite:///studies/<name>.db`` (relative to the current folder)."""
+    return f"sqlite:///studies/{study_name}.db"
+
+
+def absolute_url(url: str) -> str:
+    """Make a relative SQLite path absolute, so workers and printed commands agree."""
+    prefix = "sqlite:///"
+    if url.startswith(prefix) and not url.startswith(prefix + "/") and url != prefix + ":memory:":
+        return prefix + str(Path(url[len(prefix):]).resolve())
+    return url
+
+
+def make_storage(url: str, *, heartbeat_interval: int | None = 10, grace_period: int | None = 30,
+                 max_retry: int = 3) -> RDBStorage:
+    """An RDBStorage with heartbeats: a trial whose worker died is failed and retried.
+
+    A trial whose heartbeat is older than ``grace_period`` seconds is marked FAIL by the
+    next worker that starts optimizing, and re-queued with the same parameters (up to
+    ``max_retry`` times).
+    """
+    url = absolute_url(url)
+    engine_kwargs: dict = {}
+    if url.startswith("sqlite:"):
+        path = url[len("sqlite:///"):]
+        if path and path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        engine_kwargs["connect_args"] = {"timeout": SQLITE_TIMEOUT_S}
+    else:
+        engine_kwargs["pool_pre_ping"] = True
+    kwargs: dict = {}
+    try:
+        with warnings.catch_warnings():
+            # Heartbeat retries are marked experimental; they are what makes a killed worker harmless.
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            if heartbeat_interval:
+                kwargs = {"heartbeat_interval": heartbeat_interval, "grace_period": grace_period,
+                          "heartbeat_stale_trial_callback": RetryHeartbeatStaleTrialCallback(max_retry=max_retry)}
+            return RDBStorage(url, engine_kwargs=engine_kwargs, **kwargs)
+    except Exception as exc:  # SQLAlchemy raises many types for a bad URL or server
+        raise ChunkwiseError(f"cannot open study storage {url!r}: {exc}") from None

@@ -1,0 +1,245 @@
+"""Study files and the settings every study keeps.
+
+A study file (YAML) says what to tune, on what, and where results go::
+
+    name: example
+    corpora:                        # name: path (file, folder or glob), one study each
+      handbook: ../examples/handbook
+    queries: ../examples/handbook-queries.jsonl
+    space: ../search_spaces/quick.yaml
+    embedder: {provider: sentence-transformers, model: all-MiniLM-L6-v2}
+    unit: tokens
+    weights: {recall: 1.0, iou: 0.25, latency: 0.1, cost: 0.1}
+    rates: {reader_usd_per_mtok: 0.15}          # optional, see tuner.tuning.objective
+    scales: {iou_half: 0.05}                    # optional
+    storage: sqlite:///example.db               # default: sqlite:///studies/<name>.db
+    trials: 30                                  # trials added per run, per corpus
+    jobs: 1
+    seed: 0
+    heartbeat: {interval: 10, grace_period: 30}
+
+Relative paths (a relative SQLite path too) are relative to the study file. Each
+corpus gets its own Optuna study, named ``<name>/<corpus>``; the settings that define
+its results (space, weights, rates, scales, embedder, unit, corpus and evaluation-set
+hashes) are stored in the study, and resuming with different settings is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import optuna
+import yaml
+
+from .. import __version__
+from ..config import EmbedderConfig
+from ..corpus import Corpus, load_corpus
+from ..errors import ChunkwiseError, InvalidParameterError
+from ..evalset import EvaluationSet, load_evaluation_set
+from .objective import METRIC_NAMES, Rates, Scales, Weights
+from .space import SearchSpace, load_search_space, parse_search_space
+from .storage import absolute_url, default_storage_url
+
+SETTINGS_ATTR = "settings"
+TARGET_ATTR = "target_trials"
+#: Settings that define a study's results: a resumed run must agree on all of them.
+COMPARED_SETTINGS = ("space", "embedder", "unit", "weights", "rates", "scales",
+                     "corpus_sha256", "evaluation_set_sha256")
+
+
+class StudyError(ChunkwiseError):
+    """A study file is invalid, or a run disagrees with the study it resumes."""
+
+
+@dataclass(frozen=True)
+class StudySpec:
+    """Everything a tuning run needs; built from a study file and command-line flags."""
+
+    name: str
+    corpora: tuple[tuple[str, str], ...]
+    queries: str
+    space: str
+    embedder: EmbedderConfig = field(default_factory=EmbedderConfig)
+    unit: str = "tokens"
+    weights: Weights = field(default_factory=Weights)
+    rates: Rates = field(default_factory=Rates)
+    scales: Scales = field(default_factory=Scales)
+    storage: str = ""
+    trials: int = 30
+    jobs: int = 1
+    seed: int = 0
+    heartbeat_interval: int = 10
+    grace_period: int = 30
+    cache: str | None = None
+
+    def __post_init__(self) -> None:
+        for key in ("trials", "jobs", "heartbeat_interval", "grace_period"):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, int) or value < (0 if key == "trials" else 1):
+                raise StudyError(f"{key}={value!r} is invalid; allowed: an integer >= "
+                                 f"{0 if key == 'trials' else 1}")
+        if not isinstance(self.seed, int) or isinstance(self.seed, bool):
+            raise StudyError(f"seed={self.seed!r} is invalid; allowed: an integer")
+        if not self.name or "/" in self.name:
+            raise StudyError(f"name={self.name!r} is invalid; allowed: a non-empty name without '/'")
+        if not self.corpora:
+            raise StudyError("a study needs at least one corpus")
+        if self.unit not in ("tokens", "chars"):
+            raise StudyError(f"unit={self.unit!r} is invalid; allowed: tokens, chars")
+        if not self.storage:
+            object.__setattr__(self, "storage", absolute_url(default_storage_url(self.name)))
+
+    def study_name(self, corpus: str) -> str:
+        return f"{self.name}/{corpus}"
+
+    def with_overrides(self, **changes: Any) -> StudySpec:
+        """A copy with the given fields replaced (``None`` values are ignored)."""
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+
+STUDY_KEYS = ("name", "corpora", "queries", "space", "embedder", "unit", "weights", "rates", "scales",
+              "storage", "trials", "jobs", "seed", "heartbeat", "cache")
+
+
+def load_study_file(path: str | Path) -> StudySpec:
+    """Read and validate a study file (see the module docstring)."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise StudyError(f"study file {str(path)!r} does not exist") from None
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise StudyError(f"study file {str(path)!r} is not valid YAML: {exc}") from None
+    where = str(path)
+    if not isinstance(data, dict):
+        raise StudyError(f"{where}: a study file must be a mapping")
+    unknown = sorted(set(data) - set(STUDY_KEYS))
+    if unknown:
+        raise StudyError(f"{where}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(STUDY_KEYS)}")
+    for key in ("name", "corpora", "queries", "space"):
+        if key not in data:
+            raise StudyError(f"{where}: missing key {key!r}")
+    base = path.resolve().parent
+
+    def relative(value: Any, key: str) -> str:
+        if not isinstance(value, str):
+            raise StudyError(f"{where}: {key} must be a path, got {value!r}")
+        return str(base / value) if not Path(value).is_absolute() else value
+
+    corpora = data["corpora"]
+    if isinstance(corpora, list):
+        corpora = {Path(str(p).rstrip("/")).stem: p for p in corpora}
+    if not isinstance(corpora, dict) or not corpora:
+        raise StudyError(f"{where}: corpora must map corpus names to paths")
+    heartbeat = data.get("heartbeat") or {}
+    if not isinstance(heartbeat, dict) or set(heartbeat) - {"interval", "grace_period"}:
+        raise StudyError(f"{where}: heartbeat must be a mapping with interval and/or grace_period")
+    storage = data.get("storage", "")
+    if isinstance(storage, str) and storage.startswith("sqlite:///") and not storage.startswith("sqlite:////"):
+        storage = "sqlite:///" + str(base / storage[len("sqlite:///"):])
+    try:
+        return StudySpec(
+            name=str(data["name"]),
+            corpora=tuple((str(name), relative(p, f"corpora.{name}")) for name, p in corpora.items()),
+            queries=relative(data["queries"], "queries"),
+            space=relative(data["space"], "space"),
+            embedder=EmbedderConfig.from_dict(data.get("embedder") or {}, f"{where}: embedder"),
+            unit=data.get("unit", "tokens"),
+            weights=Weights.from_dict(data.get("weights"), f"{where}: weights"),
+            rates=Rates.from_dict(data.get("rates"), f"{where}: rates"),
+            scales=Scales.from_dict(data.get("scales"), f"{where}: scales"),
+            storage=storage,
+            trials=data.get("trials", 30),
+            jobs=data.get("jobs", 1),
+            seed=data.get("seed", 0),
+            heartbeat_interval=heartbeat.get("interval", 10),
+            grace_period=heartbeat.get("grace_period", 30),
+            cache=relative(data["cache"], "cache") if data.get("cache") else None,
+        )
+    except (InvalidParameterError, TypeError) as exc:
+        raise StudyError(f"{where}: {exc}") from None
+
+
+@dataclass
+class LoadedStudyData:
+    """Corpora and evaluation set of a run, validated, split per corpus."""
+
+    corpora: list[Corpus]
+    evaluation_sets: dict[str, EvaluationSet]
+    space: SearchSpace
+
+
+def load_study_data(spec: StudySpec) -> LoadedStudyData:
+    """Load and validate everything a run reads: corpora, queries and the space."""
+    corpora = [load_corpus(path, name) for name, path in spec.corpora]
+    evalset = load_evaluation_set(spec.queries, corpora)
+    per_corpus = {}
+    for corpus in corpora:
+        queries = tuple(q for q in evalset if q.corpus == corpus.name)
+        if not queries:
+            raise StudyError(f"corpus {corpus.name!r} has no query in {spec.queries}")
+        per_corpus[corpus.name] = EvaluationSet(queries)
+    return LoadedStudyData(corpora, per_corpus, load_search_space(spec.space))
+
+
+def study_settings(spec: StudySpec, corpus: Corpus, evalset: EvaluationSet, space: SearchSpace,
+                   corpus_path: str) -> dict[str, Any]:
+    """The settings stored with a corpus's study (JSON-ready)."""
+    return {
+        "chunkwise_version": __version__,
+        "corpus": corpus.name,
+        "corpus_path": str(Path(corpus_path).resolve()) if not any(c in corpus_path for c in "*?[") else corpus_path,
+        "corpus_sha256": corpus.sha256,
+        "queries_path": str(Path(spec.queries).resolve()),
+        "queries": len(evalset),
+        "evaluation_set_sha256": evalset.sha256,
+        "space": space.to_dict(),
+        "space_source": space.source,
+        "embedder": spec.embedder.to_dict(),
+        "unit": spec.unit,
+        "weights": _plain(spec.weights),
+        "rates": _plain(spec.rates),
+        "scales": _plain(spec.scales),
+    }
+
+
+def _plain(obj: Any) -> dict[str, Any]:
+    return {k: v for k, v in obj.__dict__.items() if not k.startswith("_")}
+
+
+def open_study(storage: optuna.storages.BaseStorage, name: str, settings: dict[str, Any],
+               sampler: optuna.samplers.BaseSampler | None = None) -> optuna.Study:
+    """Create the study, or load it and refuse when its stored settings differ."""
+    study = optuna.create_study(storage=storage, study_name=name, sampler=sampler,
+                                directions=["maximize", "maximize"], load_if_exists=True)
+    stored = study.user_attrs.get(SETTINGS_ATTR)
+    if stored is None:
+        with warnings.catch_warnings():  # experimental, but it is what labels the dashboard's axes
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            study.set_metric_names(list(METRIC_NAMES))
+        study.set_user_attr(SETTINGS_ATTR, settings)
+        for key in ("corpus", "queries", "weights", "embedder", "unit"):
+            study.set_user_attr(key, settings[key])
+        return study
+    differences = [key for key in COMPARED_SETTINGS if _canonical(stored.get(key)) != _canonical(settings.get(key))]
+    if differences:
+        lines = "\n  ".join(f"{key}: study has {json.dumps(stored.get(key))}, this run has "
+                            f"{json.dumps(settings.get(key))}" for key in differences)
+        raise StudyError(
+            f"study {name!r} was created with different settings:\n  {lines}\n"
+            "Its results would not be comparable. Run with the study's settings, or start a "
+            "new study (another name or storage).")
+    return study
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)
+
+
+def settings_space(settings: dict[str, Any]) -> SearchSpace:
+    """The search space stored with a study."""
+    return parse_search_space(settings["space"], settings.get("space_source", "<study>"))
