@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 import sqlalchemy as sa
+
 from openai_stub import OpenAIStub
 from postgres import PostgresUnavailable, postgres_server
 

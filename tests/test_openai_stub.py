@@ -6,6 +6,7 @@ import math
 
 import openai
 import pytest
+
 from openai_stub import OpenAIStub, deterministic_embedding
 
 

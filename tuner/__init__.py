@@ -9,8 +9,11 @@ The public API is small:
 * :func:`make_chunker`, :func:`chunker_names`: the chunker registry.
 * :class:`EvaluationConfig` and its parts: the configuration schema shared by the
   command line, the Python API and exported configurations.
+* :func:`load_chunker`, :func:`load_config`: use an exported configuration in production.
+* :mod:`tuner.tuning`: search spaces, the weighted objective and ``tune``.
 """
 
+from ._version import __version__
 from .chunkers import Chunk, Chunker, chunker_names, make_chunker
 from .config import ChunkerConfig, EmbedderConfig, EvaluationConfig, RetrievalConfig
 from .corpus import Corpus, load_corpus
@@ -18,8 +21,7 @@ from .document import Document
 from .errors import ChunkwiseError
 from .evalset import EvaluationSet, Query, Reference, load_evaluation_set
 from .evaluation import EvaluationResult, evaluate
-
-__version__ = "0.1.0"
+from .export import ExportedConfig, load_chunker, load_config
 
 __all__ = [
     "Chunk",
@@ -32,12 +34,15 @@ __all__ = [
     "EvaluationConfig",
     "EvaluationResult",
     "EvaluationSet",
+    "ExportedConfig",
     "Query",
     "Reference",
     "RetrievalConfig",
     "__version__",
     "chunker_names",
     "evaluate",
+    "load_chunker",
+    "load_config",
     "load_corpus",
     "load_evaluation_set",
     "make_chunker",

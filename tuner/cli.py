@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from . import __version__
+from ._version import __version__
 from .errors import ChunkwiseError, InvalidParameterError
 
 EXIT_USAGE = 2
@@ -129,6 +129,30 @@ def _build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--seed", type=int, default=None, help="sampler seed (default: random)")
     worker.add_argument("--cache", metavar="FILE", help="embedding cache file")
     worker.set_defaults(handler=_cmd_worker)
+
+    dashboard = commands.add_parser(
+        "dashboard", help="serve optuna-dashboard on a run's storage",
+        description="Serve optuna-dashboard on the studies' storage: trials with their metrics as user "
+                    "attributes, each corpus's Pareto front of recall against IoU, and a note per study.",
+    )
+    dashboard.add_argument("--storage", metavar="URL",
+                           help="SQLAlchemy URL (default: the only studies/*.db in this folder)")
+    dashboard.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
+    dashboard.add_argument("--port", type=int, default=8080, help="port (8080)")
+    dashboard.set_defaults(handler=_cmd_dashboard)
+
+    export = commands.add_parser(
+        "export", help="write the best (or a chosen) trial's configuration to a file",
+        description="Write a versioned configuration (chunker and parameters, embedder, k, the metrics it "
+                    "scored, corpus and evaluation-set hashes, package versions). Load it in production "
+                    "with tuner.load_chunker(PATH) or `chunkwise chunk --config PATH`.",
+    )
+    export.add_argument("--study", required=True, metavar="NAME", help="run name (or NAME/CORPUS)")
+    export.add_argument("--corpus", metavar="ID", help="corpus of the run (optional when it has one)")
+    export.add_argument("--trial", type=int, metavar="N", help="trial number (default: highest weighted score)")
+    export.add_argument("--storage", metavar="URL", help="SQLAlchemy URL (default: sqlite:///studies/NAME.db)")
+    export.add_argument("-o", "--output", required=True, metavar="FILE", help="where to write the JSON")
+    export.set_defaults(handler=_cmd_export)
     return parser
 
 
@@ -269,8 +293,10 @@ def format_outcomes(spec, outcomes) -> str:
             f"    score {best['score']:.4f}   recall {best['recall'] * 100:.1f}%   IoU {best['iou'] * 100:.2f}%   "
             f"precision-Ω {best['precision_omega'] * 100:.1f}%   latency {best['latency_ms']:.0f} ms   "
             f"cost ${best['cost_usd_per_1k_queries']:.3f}/1k queries")
-    lines += ["", "next:",
-              f"  optuna-dashboard {spec.storage}          # Pareto fronts of recall against IoU"]
+    lines += ["", "next:", f"  chunkwise dashboard --storage {spec.storage}"]
+    for item in outcomes:
+        lines.append(f"  chunkwise export --storage {spec.storage} --study {spec.name} --corpus {item.corpus} "
+                     f"-o {item.corpus}-best.json")
     return "\n".join(lines)
 
 
@@ -306,6 +332,70 @@ def _cmd_worker(args: argparse.Namespace) -> int:
             from joblib import Parallel, delayed
 
             Parallel(n_jobs=args.jobs, backend="loky")(delayed(run_worker)(o) for o in options)
+    return 0
+
+
+def _cmd_dashboard(args: argparse.Namespace) -> int:
+    from .tuning.storage import absolute_url, make_storage
+
+    url = absolute_url(args.storage) if args.storage else _only_local_storage()
+    storage = make_storage(url, heartbeat_interval=None)
+    import optuna_dashboard
+
+    print(f"optuna-dashboard on {url}: http://{args.host}:{args.port}/ (Ctrl-C to stop)", file=sys.stderr)
+    try:
+        optuna_dashboard.run_server(storage, host=args.host, port=args.port)
+    except OSError as exc:
+        raise ChunkwiseError(f"cannot serve on {args.host}:{args.port}: {exc.strerror}") from None
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def _only_local_storage() -> str:
+    found = sorted(Path("studies").glob("*.db"))
+    if len(found) != 1:
+        names = ", ".join(str(p) for p in found) or "none"
+        raise ChunkwiseError(f"give --storage URL (studies/*.db here: {names})")
+    return f"sqlite:///{found[0].resolve()}"
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    import optuna
+
+    from .export import export_trial
+    from .tuning import best_trial
+    from .tuning.storage import absolute_url, default_storage_url, make_storage
+    from .tuning.study import StudyError
+
+    name, _, corpus = args.study.partition("/")
+    corpus = corpus or args.corpus
+    url = absolute_url(args.storage or default_storage_url(name))
+    if url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):]).is_file():
+        raise StudyError(f"no study storage at {url}; give --storage URL")
+    storage = make_storage(url, heartbeat_interval=None)
+    names = [s.study_name for s in optuna.get_all_study_summaries(storage=storage, include_best_trial=False)]
+    candidates = [n for n in names if n.startswith(name + "/") and (corpus is None or n == f"{name}/{corpus}")]
+    if len(candidates) != 1:
+        corpora = [n.split("/", 1)[1] for n in names if n.startswith(name + "/")]
+        hint = f"corpora of {name!r}: {', '.join(corpora)}" if corpora else f"studies there: {', '.join(names)}"
+        what = "pick one with --corpus" if len(candidates) > 1 else "no such study"
+        raise StudyError(f"{what} ({hint})")
+    study = optuna.load_study(study_name=candidates[0], storage=storage)
+    if args.trial is None:
+        trial = best_trial(study)
+        if trial is None:
+            raise StudyError(f"study {candidates[0]!r} has no complete trial yet")
+    else:
+        matches = [t for t in study.get_trials(deepcopy=False) if t.number == args.trial]
+        if not matches or matches[0].state != optuna.trial.TrialState.COMPLETE:
+            raise StudyError(f"study {candidates[0]!r} has no complete trial {args.trial}")
+        trial = matches[0]
+    data = export_trial(study, trial, url, args.output)
+    params = ", ".join(f"{k}={v!r}" for k, v in data["config"]["chunker"]["params"].items() if k != "separators")
+    print(f"wrote {args.output}: trial {trial.number} of {study.study_name}, "
+          f"{data['config']['chunker']['name']}({params}), k={data['config']['retrieval']['k']}, "
+          f"score {data['metrics'].get('score', float('nan')):.4f}")
     return 0
 
 

@@ -248,11 +248,16 @@ def calibrated_throughput(embedder: Embedder) -> float:
     return throughput
 
 
-def trial_attributes(result, rates: ResolvedRates, weights: Weights, scales: Scales) -> dict[str, Any]:
-    """Everything one trial records (Optuna user attributes), from an evaluation result."""
-    overall = result.metrics["overall"]
+def trial_attributes(result, rates: ResolvedRates, weights: Weights, scales: Scales,
+                     k: int | None = None) -> dict[str, Any]:
+    """Everything one trial records (Optuna user attributes), from an evaluation result.
+
+    ``k`` scores a smaller cut-off of the same ranking (default: the one evaluated).
+    """
+    k = result.config.retrieval.k if k is None else k
+    overall = result.metrics_at(k)["overall"]
     token_counts = np.array([c.token_count for c in result.chunks] + [0], dtype=np.float64)
-    ranking = result.ranking
+    ranking = result.ranking[:, :k]
     retrieved_tokens = float(token_counts[ranking].sum(axis=1).mean()) if len(ranking) else 0.0
     query_tokens = result.query_tokens
     chunks_searched = result.chunks_searched
@@ -273,6 +278,7 @@ def trial_attributes(result, rates: ResolvedRates, weights: Weights, scales: Sca
         "cost_usd_per_1k_queries": cost,
         "index_build_s": index_tokens / rates.embed_tokens_per_s,
         "eval_seconds": result.timings["total"],
+        "model_seconds": result.embedding["model_seconds"],
         "cache_hit_rate": result.embedding["cache_hit_rate"],
         "config": json.dumps(result.config.to_dict(), sort_keys=True),
     })

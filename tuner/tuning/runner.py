@@ -225,8 +225,45 @@ def tune(spec: StudySpec, *, progress: bool = True, echo: Callable[[str], None] 
         echo(f"study {name}: {complete} complete trial(s), running {spec.trials} more "
              f"({spec.jobs} worker{'s' if spec.jobs > 1 else ''}) in {spec.storage}")
         _run_workers(spec, name, target, complete, progress)
-        outcomes.append(outcome(study, corpus.name))
+        result = outcome(study, corpus.name)
+        write_note(study, result)
+        outcomes.append(result)
     return outcomes
+
+
+def write_note(study: optuna.Study, result: CorpusOutcome) -> None:
+    """The study's markdown note in optuna-dashboard: corpus, queries, weights, best configuration."""
+    import optuna_dashboard
+
+    settings = study.user_attrs[SETTINGS_ATTR]
+    weights = ", ".join(f"{k} {v:g}" for k, v in settings["weights"].items())
+    lines = [
+        f"## chunkwise study `{study.study_name}`",
+        "",
+        f"- **corpus**: `{settings['corpus']}` ({settings['corpus_path']})",
+        f"- **queries**: {settings['queries']} ({settings['queries_path']})",
+        f"- **embedder**: {settings['embedder']['provider']}:{settings['embedder']['model']}; "
+        f"unit: {settings['unit']}",
+        f"- **weights**: {weights}",
+        f"- **trials**: {result.complete} complete, {result.failed} failed",
+        "",
+        "Objectives: recall and IoU (the Pareto front). Best = highest weighted `score` user attribute.",
+        "",
+    ]
+    best = result.best
+    if best is not None:
+        params = ", ".join(f"{k}={v!r}" for k, v in best["params"].items() if k != "separators")
+        lines += [
+            f"### Best configuration: trial {best['number']}",
+            "",
+            f"`{best['chunker']}({params})`, k = {best['k']}",
+            "",
+            "| score | recall | IoU | precision-Ω | latency | cost / 1k queries |",
+            "|---|---|---|---|---|---|",
+            f"| {best['score']:.4f} | {best['recall']:.1%} | {best['iou']:.2%} | {best['precision_omega']:.1%} "
+            f"| {best['latency_ms']:.0f} ms | ${best['cost_usd_per_1k_queries']:.3f} |",
+        ]
+    optuna_dashboard.save_note(study, "\n".join(lines))
 
 
 def _store_resolved_rates(study: optuna.Study, spec: StudySpec) -> None:

@@ -35,7 +35,7 @@ from typing import Any
 import optuna
 import yaml
 
-from .. import __version__
+from .._version import __version__
 from ..config import EmbedderConfig
 from ..corpus import Corpus, load_corpus
 from ..errors import ChunkwiseError, InvalidParameterError
