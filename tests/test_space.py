@@ -99,8 +99,9 @@ def test_fraction_value_is_always_below_its_total():
 def test_grid_of_the_discretised_default_space():
     space = load_search_space(ROOT / "search_spaces" / "default-grid.yaml")
     points = list(space.grid())
-    assert len(points) == 2 * 8 * 3 * 10
+    assert len(points) == 2 * 20 * 3 * 10
     assert {"chunker": "token", "token.size": 50, "token.overlap_fraction": 0.0, "k": 1} in points
+    assert {"chunker": "recursive", "recursive.size": 1000, "recursive.overlap_fraction": 0.5, "k": 10} in points
 
 
 def test_continuous_space_has_no_grid():

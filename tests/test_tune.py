@@ -75,26 +75,42 @@ def test_resume_adds_trials_to_the_same_study(tmp_path, openai_server):
 
 
 def test_trials_record_metrics_and_cache_independent_cost(tmp_path, openai_server):
+    # A space of one configuration, tuned in two studies sharing one cache: cold, then warm.
     space = tmp_path / "one.yaml"
     space.write_text("k: 3\nchunkers: {token: {size: 128, overlap: 0}}\n", encoding="utf-8")
-    spec = make_spec(tmp_path, openai_server, space=str(space), trials=3)
-    tune(spec, progress=False, echo=lambda _: None)
-    trials = complete(trials_of(spec))
-    attrs = [t.user_attrs for t in trials]
-    assert attrs[0]["cache_hit_rate"] == 0.0 and attrs[1]["cache_hit_rate"] == 1.0
+    cold, warm = (make_spec(tmp_path, openai_server, name=name, space=str(space), trials=1) for name in "ab")
+    tune(cold, progress=False, echo=lambda _: None)
+    tune(warm, progress=False, echo=lambda _: None)
+    (trial,), (again,) = complete(trials_of(cold)), complete(trials_of(warm))
+    assert trial.user_attrs["cache_hit_rate"] == 0.0 and again.user_attrs["cache_hit_rate"] == 1.0
     for key in ("latency_ms", "cost_usd_per_1k_queries", "tokens_embedded", "score", "recall"):
-        assert attrs[0][key] == attrs[1][key] == attrs[2][key], key
-    first = attrs[0]
+        assert trial.user_attrs[key] == again.user_attrs[key], key
+    first = trial.user_attrs
     assert {"recall", "recall_std", "precision", "iou", "iou_std", "precision_omega", "chunks",
             "mean_chunk_tokens", "tokens_embedded", "latency_ms", "cost_usd_per_1k_queries",
             "chunker", "params", "k", "config"} <= set(first)
     assert (first["chunker"], first["params"], first["k"]) == ("token", {"size": 128, "overlap": 0}, 3)
-    assert trials[0].values == [first["recall"], first["iou"]]
+    assert trial.values == [first["recall"], first["iou"]]
     expected = weighted_score(first["recall"], first["iou"], first["latency_ms"] / 1000,
                               first["cost_usd_per_1k_queries"], Weights(), Scales())
     assert first["score"] == pytest.approx(expected)
     # The reader's share of latency: 3 retrieved chunks of ~128 tokens at 5000 tokens/s.
     assert first["latency_ms"] == pytest.approx(first["retrieved_tokens_per_query"] / 5000 * 1000, rel=0.05)
+
+
+def test_repeated_configurations_are_pruned_without_evaluation(tmp_path, openai_server):
+    space = tmp_path / "two.yaml"
+    space.write_text("k: {type: categorical, choices: [2, 4]}\nchunkers: {token: {size: 128}}\n", encoding="utf-8")
+    spec = make_spec(tmp_path, openai_server, space=str(space), trials=5)
+    (result,) = tune(spec, progress=False, echo=lambda _: None)
+    trials = trials_of(spec)
+    assert result.complete == 2  # the space has two configurations; then it is exhausted
+    duplicates = [t for t in trials if t.state == TrialState.PRUNED]
+    assert duplicates and all(t.user_attrs["duplicate_of"] in (0, 1) for t in duplicates)
+    assert all("recall" not in t.user_attrs for t in duplicates)  # nothing was evaluated
+    requests = len(openai_server.requests_to("/v1/embeddings"))
+    tune(spec.with_overrides(trials=1), progress=False, echo=lambda _: None)
+    assert len(openai_server.requests_to("/v1/embeddings")) == requests
 
 
 def test_changed_settings_are_refused(tmp_path, openai_server):

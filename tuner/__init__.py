@@ -22,12 +22,14 @@ from .errors import ChunkwiseError
 from .evalset import EvaluationSet, Query, Reference, load_evaluation_set
 from .evaluation import EvaluationResult, evaluate
 from .export import ExportedConfig, load_chunker, load_config
+from .production import Collection, build_collection, open_collection
 
 __all__ = [
     "Chunk",
     "Chunker",
     "ChunkerConfig",
     "ChunkwiseError",
+    "Collection",
     "Corpus",
     "Document",
     "EmbedderConfig",
@@ -39,6 +41,7 @@ __all__ = [
     "Reference",
     "RetrievalConfig",
     "__version__",
+    "build_collection",
     "chunker_names",
     "evaluate",
     "load_chunker",
@@ -46,4 +49,5 @@ __all__ = [
     "load_corpus",
     "load_evaluation_set",
     "make_chunker",
+    "open_collection",
 ]

@@ -153,6 +153,21 @@ def _build_parser() -> argparse.ArgumentParser:
     export.add_argument("--storage", metavar="URL", help="SQLAlchemy URL (default: sqlite:///studies/NAME.db)")
     export.add_argument("-o", "--output", required=True, metavar="FILE", help="where to write the JSON")
     export.set_defaults(handler=_cmd_export)
+
+    chunk = commands.add_parser(
+        "chunk", help="chunk documents with an exported configuration",
+        description="Chunk new documents with an exported configuration and write JSONL (text, document, "
+                    "start and end offsets, token count); optionally build a persistent chromadb collection "
+                    "with the configured embedder, ready to query.",
+    )
+    chunk.add_argument("paths", nargs="+", metavar="PATH", help="files, folders or quoted globs")
+    chunk.add_argument("--config", required=True, metavar="FILE", help="exported configuration (best.json)")
+    chunk.add_argument("-o", "--output", metavar="FILE", help="write chunks as JSONL here (default: stdout)")
+    chunk.add_argument("--chroma", metavar="DIR", help="also build a persistent chromadb collection in DIR")
+    chunk.add_argument("--collection", metavar="NAME", help="collection name (with --chroma)")
+    chunk.add_argument("--replace", action="store_true", help="rebuild the collection if it exists")
+    chunk.add_argument("--cache", metavar="FILE", help="embedding cache file (with --chroma)")
+    chunk.set_defaults(handler=_cmd_chunk)
     return parser
 
 
@@ -396,6 +411,33 @@ def _cmd_export(args: argparse.Namespace) -> int:
     print(f"wrote {args.output}: trial {trial.number} of {study.study_name}, "
           f"{data['config']['chunker']['name']}({params}), k={data['config']['retrieval']['k']}, "
           f"score {data['metrics'].get('score', float('nan')):.4f}")
+    return 0
+
+
+def _cmd_chunk(args: argparse.Namespace) -> int:
+    from .embedding import EmbeddingCache
+    from .export import load_config
+    from .production import build_collection, chunk_paths, write_chunks_jsonl
+
+    if bool(args.chroma) != bool(args.collection):
+        raise ChunkwiseError("--chroma DIR and --collection NAME go together")
+    config = load_config(args.config)
+    chunks = list(chunk_paths(config, args.paths))
+    if args.output:
+        path = Path(args.output)
+        tmp = path.with_name(path.name + ".tmp")
+        with tmp.open("w", encoding="utf-8") as out:
+            count = write_chunks_jsonl(chunks, out)
+        tmp.replace(path)
+        print(f"wrote {count} chunks to {args.output}", file=sys.stderr)
+    elif not args.chroma:
+        write_chunks_jsonl(chunks, sys.stdout)
+    if args.chroma:
+        cache = EmbeddingCache(args.cache) if args.cache else None
+        collection = build_collection(config, args.paths, args.chroma, args.collection, cache=cache,
+                                      replace=args.replace)
+        print(f"collection {args.collection!r} in {args.chroma}: {collection.collection.count()} chunks, "
+              f"query with k={collection.k}", file=sys.stderr)
     return 0
 
 

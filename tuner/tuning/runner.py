@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import threading
@@ -19,7 +20,7 @@ from ..errors import ChunkwiseError
 from ..evalset import EvaluationSet, load_evaluation_set
 from ..evaluation import evaluate
 from .objective import Rates, ResolvedRates, Scales, Weights, resolve_rates, trial_attributes
-from .samplers import SCORE_ATTR, WeightedScoreSampler
+from .samplers import DUPLICATE_ATTR, SCORE_ATTR, WeightedScoreSampler
 from .storage import make_storage
 from .study import (
     SETTINGS_ATTR,
@@ -34,6 +35,12 @@ from .study import (
 
 RESOLVED_RATES_ATTR = "resolved_rates"
 ERROR_ATTR = "error"
+#: Proposals a worker may make per trial it still owes (duplicates are pruned, not counted).
+MAX_PROPOSALS_PER_TRIAL = 20
+#: Consecutive failed trials after which a worker gives up.
+MAX_FAILURES_IN_A_ROW = 5
+#: Consecutive duplicate proposals after which a worker considers the space exhausted.
+MAX_DUPLICATES_IN_A_ROW = 50
 
 
 class TrialObjective:
@@ -70,6 +77,7 @@ class TrialObjective:
         chunker, k, embedder_config = self.space.sample(trial)
         embedder_config = embedder_config or self.default_embedder
         config = EvaluationConfig(chunker, embedder_config, RetrievalConfig(k=k), self.unit)
+        prune_duplicate(trial, json.dumps(config.to_dict(), sort_keys=True))
         try:
             result = evaluate(self.corpus, self.evaluation_set, config, embedder=self.embedder(embedder_config))
         except ChunkwiseError as exc:
@@ -82,6 +90,14 @@ class TrialObjective:
         for key, value in attrs.items():
             trial.set_user_attr(key, value)
         return attrs["recall"], attrs["iou"]
+
+
+def prune_duplicate(trial: optuna.Trial, config_key: str) -> None:
+    """Prune a trial whose configuration was already evaluated (see :mod:`.samplers`)."""
+    for other in trial.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+        if other.user_attrs.get("config") == config_key:
+            trial.set_user_attr(DUPLICATE_ATTR, other.number)
+            raise optuna.TrialPruned(f"same configuration as trial {other.number}")
 
 
 def _embedder_key(config: EmbedderConfig) -> str:
@@ -152,8 +168,17 @@ def run_worker(options: WorkerOptions,
     remaining = options.target - _count(study, (TrialState.COMPLETE,))
     if remaining <= 0:
         return 0
-    study.optimize(objective, n_trials=remaining, callbacks=[stop], catch=(ChunkwiseError,),
-                   gc_after_trial=False)
+    # Duplicates (pruned at once) and failures do not count toward the target; the cap on
+    # proposals and the stop after repeated failures keep an exhausted space or a broken
+    # endpoint from looping forever.
+    study.optimize(objective, n_trials=remaining * MAX_PROPOSALS_PER_TRIAL, callbacks=[stop],
+                   catch=(ChunkwiseError,), gc_after_trial=False)
+    if stop.failed_in_a_row >= MAX_FAILURES_IN_A_ROW:
+        raise StudyError(f"study {options.study!r}: {stop.failed_in_a_row} trials failed in a row; stopping "
+                         f"(last error: {stop.last_error})")
+    if stop.exhausted:
+        _print_err(f"study {options.study!r}: the last {MAX_DUPLICATES_IN_A_ROW} proposals repeated evaluated "
+                   "configurations; the search space looks exhausted, stopping")
     return stop.completed
 
 
@@ -172,20 +197,36 @@ def _load_for_worker(settings: dict[str, Any], options: WorkerOptions) -> tuple[
 
 
 class _StopAtTarget:
-    """Stop the study once complete plus running trials reach the target."""
+    """Stop the study once complete plus running trials reach the target, or when
+    trials keep failing."""
 
     def __init__(self, target: int, on_trial: Callable | None) -> None:
         self.target = target
         self.on_trial = on_trial
         self.completed = 0
+        self.failed_in_a_row = 0
+        self.duplicates_in_a_row = 0
+        self.last_error = ""
 
     def __call__(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
         if trial.state == TrialState.COMPLETE:
             self.completed += 1
+        if trial.state == TrialState.FAIL:
+            self.failed_in_a_row += 1
+            self.last_error = trial.user_attrs.get(ERROR_ATTR, "see the study")
+        elif trial.state == TrialState.COMPLETE:
+            self.failed_in_a_row = 0
+        self.duplicates_in_a_row = self.duplicates_in_a_row + 1 if DUPLICATE_ATTR in trial.user_attrs else 0
         if self.on_trial is not None:
             self.on_trial(study, trial)
-        if _count(study, (TrialState.COMPLETE, TrialState.RUNNING)) >= self.target:
+        if (self.failed_in_a_row >= MAX_FAILURES_IN_A_ROW or self.exhausted
+                or _count(study, (TrialState.COMPLETE, TrialState.RUNNING)) >= self.target):
             study.stop()
+
+    @property
+    def exhausted(self) -> bool:
+        """Proposals keep repeating evaluated configurations: the space looks used up."""
+        return self.duplicates_in_a_row >= MAX_DUPLICATES_IN_A_ROW
 
 
 def _count(study: optuna.Study, states: tuple[TrialState, ...]) -> int:

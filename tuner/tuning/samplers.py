@@ -13,6 +13,12 @@ exist only in its branch), ``multivariate=True, group=True`` models the paramete
 each branch jointly, and ``constant_liar`` keeps parallel workers from proposing the
 same point. It starts with ``n_startup_trials`` random trials. Seeded, one worker, the
 same seed gives the same trials.
+
+TPE exploits: in a discrete space it often proposes a configuration it has already
+evaluated. chunkwise's objective prunes such a trial at once (``duplicate_of`` user
+attribute, state PRUNED, nothing evaluated) and this view hides it from TPE, whose
+random state has moved on, so the next proposal differs; only evaluated trials count
+toward a study's number of trials.
 """
 
 from __future__ import annotations
@@ -29,6 +35,8 @@ from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
 SCORE_ATTR = "score"
+#: Set on a trial pruned because it proposed an already evaluated configuration.
+DUPLICATE_ATTR = "duplicate_of"
 
 
 class _ScoreView:
@@ -48,8 +56,10 @@ class _ScoreView:
 
     def _get_trials(self, deepcopy: bool = True, states: Container[TrialState] | None = None,
                     use_cache: bool = False) -> list[FrozenTrial]:
+        # Duplicates carry no information: the configuration's own trial already counts.
         trials = self._study._get_trials(deepcopy=False, states=states, use_cache=use_cache)
-        return [_as_scored(t) for t in trials if t.state != TrialState.COMPLETE or SCORE_ATTR in t.user_attrs]
+        return [_as_scored(t) for t in trials if DUPLICATE_ATTR not in t.user_attrs
+                and (t.state != TrialState.COMPLETE or SCORE_ATTR in t.user_attrs)]
 
     def get_trials(self, deepcopy: bool = True, states: Container[TrialState] | None = None) -> list[FrozenTrial]:
         return self._get_trials(deepcopy=deepcopy, states=states)
