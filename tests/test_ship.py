@@ -200,3 +200,36 @@ def test_bare_configuration_file_loads(tmp_path):
     path = tmp_path / "c.json"
     path.write_text(json.dumps({"chunker": {"name": "token", "params": {"size": 32}}}), encoding="utf-8")
     assert load_chunker(path).size == 32
+
+
+def test_report_writes_plots_and_summary_with_intervals(tuned, tmp_path):
+    spec, outcome = tuned
+    out = tmp_path / "report"
+    assert main(["report", "--study", "ship", "--storage", spec.storage, "-o", str(out), "--bootstrap", "300",
+                 "--top", "2", "--cache", spec.cache]) == 0
+    for name in ("handbook-recall-iou", "handbook-recall-cost"):
+        assert (out / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert "plotly" in (out / f"{name}.html").read_text(encoding="utf-8")[:5000].lower()
+    report = (out / "report.md").read_text(encoding="utf-8")
+    assert "## handbook (study `ship/handbook`)" in report
+    assert "### Pareto-optimal configurations (recall against IoU)" in report
+    assert f"(trial {outcome.best['number']})" in report
+    assert "### Top 2 configurations against the token 800/400 default (k=5)" in report
+    assert "| default token 800/400 k=5 |" in report
+    assert "**Best against the token 800/400 default**" in report and "| weighted score |" in report
+
+
+def test_pareto_front_and_bootstrap_by_hand():
+    import numpy as np
+
+    from tuner.report import bootstrap_mean_ci, pareto
+
+    # (recall, IoU): (0.9, 0.1) and (0.8, 0.3) are not dominated; (0.7, 0.05) and (0.8, 0.2) are.
+    points = [(0.9, 0.1), (0.7, 0.05), (0.8, 0.3), (0.8, 0.2)]
+    assert pareto(points, (True, True)) == [2, 0]
+    # Minimising the second coordinate instead: (0.7, 0.05) and (0.9, 0.1) survive.
+    assert pareto(points, (True, False)) == [1, 0]
+    rng = np.random.default_rng(0)
+    assert bootstrap_mean_ci(np.full(20, 0.25), rng, 100) == (0.25, 0.25)
+    low, high = bootstrap_mean_ci(np.array([0.0, 1.0] * 50), rng, 2000)
+    assert low < 0.5 < high and high - low < 0.25

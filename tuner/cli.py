@@ -168,6 +168,21 @@ def _build_parser() -> argparse.ArgumentParser:
     chunk.add_argument("--replace", action="store_true", help="rebuild the collection if it exists")
     chunk.add_argument("--cache", metavar="FILE", help="embedding cache file (with --chroma)")
     chunk.set_defaults(handler=_cmd_chunk)
+
+    report = commands.add_parser(
+        "report", help="write Pareto plots and a markdown summary of a run",
+        description="For each corpus of a run: Pareto fronts of recall against IoU and against cost (PNG and "
+                    "interactive HTML) with the best configuration and well-known defaults marked, and a "
+                    "markdown summary with the Pareto-optimal configurations, the best against the token "
+                    "800/400 default, and bootstrap confidence intervals over queries.",
+    )
+    report.add_argument("--study", required=True, metavar="NAME", help="run name (or NAME/CORPUS)")
+    report.add_argument("--storage", metavar="URL", help="SQLAlchemy URL (default: sqlite:///studies/NAME.db)")
+    report.add_argument("-o", "--output", default="report", metavar="DIR", help="output folder (./report)")
+    report.add_argument("--top", type=int, default=5, help="configurations with confidence intervals (5)")
+    report.add_argument("--bootstrap", type=int, default=2000, help="bootstrap resamples (2000)")
+    report.add_argument("--cache", metavar="FILE", help="embedding cache file")
+    report.set_defaults(handler=_cmd_report)
     return parser
 
 
@@ -438,6 +453,22 @@ def _cmd_chunk(args: argparse.Namespace) -> int:
                                       replace=args.replace)
         print(f"collection {args.collection!r} in {args.chroma}: {collection.collection.count()} chunks, "
               f"query with k={collection.k}", file=sys.stderr)
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from .embedding import EmbeddingCache
+    from .report import write_report
+    from .tuning.storage import absolute_url, default_storage_url, make_storage
+
+    name = args.study.split("/", 1)[0]
+    url = absolute_url(args.storage or default_storage_url(name))
+    if url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):]).is_file():
+        raise ChunkwiseError(f"no study storage at {url}; give --storage URL")
+    cache = EmbeddingCache(args.cache) if args.cache else None
+    path = write_report(make_storage(url, heartbeat_interval=None), args.study, args.output, top=args.top,
+                        bootstrap=args.bootstrap, cache=cache)
+    print(f"wrote {path} and its plots", file=sys.stderr)
     return 0
 
 
