@@ -147,6 +147,28 @@ def test_the_sampler_steers_toward_the_weighted_score(tmp_path, openai_server):
     assert result.best["score"] == pytest.approx(max(t.user_attrs["recall"] for t in trials))
 
 
+def _race_worker(url: str) -> str:
+    study = optuna.load_study(study_name="race", storage=make_storage(url, heartbeat_interval=None))
+    try:
+        study.optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=40)
+    except ValueError as exc:  # "Cannot tell a COMPLETE trial": two workers ran one trial
+        return str(exc)
+    return "ok"
+
+
+def test_parallel_workers_never_run_one_waiting_trial_twice_on_sqlite(tmp_path):
+    from joblib import Parallel, delayed
+
+    url = f"sqlite:///{tmp_path}/race.db"
+    study = optuna.create_study(study_name="race", storage=make_storage(url, heartbeat_interval=None))
+    for i in range(100):  # waiting trials, as heartbeat retries and enqueued trials are
+        study.enqueue_trial({"x": i / 100})
+    assert Parallel(n_jobs=4, backend="loky")(delayed(_race_worker)(url) for _ in range(4)) == ["ok"] * 4
+    trials = study.get_trials()
+    assert len(trials) == 160 and all(t.state == TrialState.COMPLETE for t in trials)
+    assert sorted(t.params["x"] for t in trials[:100]) == [i / 100 for i in range(100)]
+
+
 def _check_parallel_study(spec: StudySpec, target: int) -> None:
     trials = trials_of(spec)
     numbers = [t.number for t in trials]

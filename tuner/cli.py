@@ -182,6 +182,8 @@ def _build_parser() -> argparse.ArgumentParser:
     report.add_argument("--top", type=int, default=5, help="configurations with confidence intervals (5)")
     report.add_argument("--bootstrap", type=int, default=2000, help="bootstrap resamples (2000)")
     report.add_argument("--cache", metavar="FILE", help="embedding cache file")
+    report.add_argument("--plotly", choices=("inline", "cdn"), default="inline",
+                        help="HTML plots embed plotly.js (inline: offline, ~4 MB each) or load it from its CDN")
     report.set_defaults(handler=_cmd_report)
     return parser
 
@@ -467,7 +469,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
         raise ChunkwiseError(f"no study storage at {url}; give --storage URL")
     cache = EmbeddingCache(args.cache) if args.cache else None
     path = write_report(make_storage(url, heartbeat_interval=None), args.study, args.output, top=args.top,
-                        bootstrap=args.bootstrap, cache=cache)
+                        bootstrap=args.bootstrap, cache=cache, plotly_js=args.plotly)
     print(f"wrote {path} and its plots", file=sys.stderr)
     return 0
 

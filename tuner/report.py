@@ -96,8 +96,13 @@ def _well_known_trials(trials: list[FrozenTrial]) -> dict[tuple, list[FrozenTria
 
 
 def write_report(storage: optuna.storages.BaseStorage, run: str, out_dir: str | Path, *, top: int = 5,
-                 bootstrap: int = 2000, seed: int = 0, cache: EmbeddingCache | None = None) -> Path:
-    """Write the report of every corpus study of run ``run``; returns the markdown file."""
+                 bootstrap: int = 2000, seed: int = 0, cache: EmbeddingCache | None = None,
+                 plotly_js: str = "inline") -> Path:
+    """Write the report of every corpus study of run ``run``; returns the markdown file.
+
+    ``plotly_js="inline"`` makes each HTML plot self-contained (about 4 MB, works offline);
+    ``"cdn"`` loads plotly.js from its CDN instead (small files, needs a network to view).
+    """
     names = sorted(s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)
                    if s.study_name == run or s.study_name.startswith(run + "/"))
     if not names:
@@ -107,14 +112,15 @@ def write_report(storage: optuna.storages.BaseStorage, run: str, out_dir: str | 
     sections = [f"# chunkwise report: {run}", ""]
     for name in names:
         study = optuna.load_study(study_name=name, storage=storage)
-        sections += _corpus_section(study, out, top=top, bootstrap=bootstrap, seed=seed, cache=cache)
+        sections += _corpus_section(study, out, top=top, bootstrap=bootstrap, seed=seed, cache=cache,
+                                    plotly_js=plotly_js)
     path = out / "report.md"
     path.write_text("\n".join(sections) + "\n", encoding="utf-8")
     return path
 
 
 def _corpus_section(study: optuna.Study, out: Path, *, top: int, bootstrap: int, seed: int,
-                    cache: EmbeddingCache | None) -> list[str]:
+                    cache: EmbeddingCache | None, plotly_js: str) -> list[str]:
     settings = study.user_attrs.get("settings")
     if settings is None:
         raise ChunkwiseError(f"study {study.study_name!r} was not created by chunkwise (no settings)")
@@ -127,7 +133,7 @@ def _corpus_section(study: optuna.Study, out: Path, *, top: int, bootstrap: int,
     known = _well_known_trials(trials)
     stem = corpus_name.replace("/", "_")
     comparison, baseline = _comparison(study, settings, trials, best, top, bootstrap, seed, cache)
-    plot_files = _plots(trials, best, known, baseline, out, stem)
+    plot_files = _plots(trials, best, known, baseline, out, stem, plotly_js)
     weights = ", ".join(f"{k} {v:g}" for k, v in settings["weights"].items())
     lines += [
         f"{settings['queries']} queries; {len(trials)} evaluated configurations; embedder "
@@ -157,7 +163,8 @@ def _corpus_section(study: optuna.Study, out: Path, *, top: int, bootstrap: int,
     return lines
 
 
-def _plots(trials, best, known, baseline: dict[str, Any] | None, out: Path, stem: str) -> list[str]:
+def _plots(trials, best, known, baseline: dict[str, Any] | None, out: Path, stem: str,
+           plotly_js: str) -> list[str]:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -221,7 +228,7 @@ def _plots(trials, best, known, baseline: dict[str, Any] | None, out: Path, stem
         figure.update_layout(title=f"{stem}: recall against {label.split(',')[0]}", xaxis_title=label,
                              yaxis_title="recall", xaxis_type="log" if metric == "iou" else "linear")
         page = png.replace(".png", ".html")
-        figure.write_html(out / page, include_plotlyjs=True, full_html=True)
+        figure.write_html(out / page, include_plotlyjs=True if plotly_js == "inline" else "cdn", full_html=True)
         html.append(page)
     return files + html
 

@@ -7,7 +7,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import optuna
@@ -140,6 +140,8 @@ class WorkerOptions:
     cache: str | None = None
     corpus_path: str | None = None
     queries_path: str | None = None
+    #: Optuna's log level in the worker (default: the creating process's level).
+    verbosity: int = field(default_factory=optuna.logging.get_verbosity)
 
 
 def run_worker(options: WorkerOptions,
@@ -151,6 +153,7 @@ def run_worker(options: WorkerOptions,
     checks their hashes. Returns the number of trials this worker completed.
     """
     limit_threads(options.threads)
+    optuna.logging.set_verbosity(options.verbosity)
     storage = make_storage(options.storage, heartbeat_interval=options.heartbeat_interval,
                            grace_period=options.grace_period)
     try:

@@ -15,10 +15,11 @@ same point. It starts with ``n_startup_trials`` random trials. Seeded, one worke
 same seed gives the same trials.
 
 TPE exploits: in a discrete space it often proposes a configuration it has already
-evaluated. chunkwise's objective prunes such a trial at once (``duplicate_of`` user
-attribute, state PRUNED, nothing evaluated) and this view hides it from TPE, whose
-random state has moved on, so the next proposal differs; only evaluated trials count
-toward a study's number of trials.
+evaluated, and once it has converged it proposes the same one again and again.
+chunkwise's objective prunes such a trial at once (``duplicate_of`` user attribute, state
+PRUNED, nothing evaluated; only evaluated trials count toward a study's number of
+trials), the view below hides it from TPE, and the trial after a duplicate is sampled at
+random: a converged search spends its remaining trials exploring instead of stalling.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from typing import Any
 
 import optuna
 from optuna.distributions import BaseDistribution
-from optuna.samplers import BaseSampler, TPESampler
+from optuna.samplers import BaseSampler, RandomSampler, TPESampler
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
@@ -90,25 +91,37 @@ class WeightedScoreSampler(BaseSampler):
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             self._tpe = TPESampler(seed=seed, n_startup_trials=n_startup_trials, multivariate=True,
                                    group=True, constant_liar=True)
+        self._random = RandomSampler(seed=None if seed is None else seed + 7919)
+        self._explore: set[int] = set()  # trials (by id) sampled at random after a duplicate
 
     def reseed_rng(self) -> None:
         self._tpe.reseed_rng()
+        self._random.reseed_rng()
 
     def infer_relative_search_space(self, study: optuna.Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
         return self._tpe.infer_relative_search_space(_ScoreView(study), trial)
 
     def sample_relative(self, study: optuna.Study, trial: FrozenTrial,
                         search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
+        if trial._trial_id in self._explore:
+            return {}
         return self._tpe.sample_relative(_ScoreView(study), trial, search_space)
 
     def sample_independent(self, study: optuna.Study, trial: FrozenTrial, param_name: str,
                            param_distribution: BaseDistribution) -> Any:
+        if trial._trial_id in self._explore:
+            return self._random.sample_independent(study, trial, param_name, param_distribution)
         return self._tpe.sample_independent(_ScoreView(study), trial, param_name, param_distribution)
 
     def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        finished = study._get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED),
+                                     use_cache=False)
+        if finished and DUPLICATE_ATTR in max(finished, key=lambda t: t.number).user_attrs:
+            self._explore.add(trial._trial_id)
         self._tpe.before_trial(_ScoreView(study), trial)
 
     def after_trial(self, study: optuna.Study, trial: FrozenTrial, state: TrialState,
                     values: Sequence[float] | None) -> None:
+        self._explore.discard(trial._trial_id)
         score = None if values is None else [float(trial.user_attrs.get(SCORE_ATTR, 0.0))]
         self._tpe.after_trial(_ScoreView(study), trial, state, score)

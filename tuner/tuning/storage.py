@@ -52,6 +52,30 @@ def make_storage(url: str, *, heartbeat_interval: int | None = 10, grace_period:
             if heartbeat_interval:
                 kwargs = {"heartbeat_interval": heartbeat_interval, "grace_period": grace_period,
                           "heartbeat_stale_trial_callback": RetryHeartbeatStaleTrialCallback(max_retry=max_retry)}
-            return RDBStorage(url, engine_kwargs=engine_kwargs, **kwargs)
+            storage = RDBStorage(url, engine_kwargs=engine_kwargs, **kwargs)
     except Exception as exc:  # SQLAlchemy raises many types for a bad URL or server
         raise ChunkwiseError(f"cannot open study storage {url!r}: {exc}") from None
+    if url.startswith("sqlite:"):
+        _serialize_sqlite_writes(storage.engine)
+    return storage
+
+
+def _serialize_sqlite_writes(engine) -> None:
+    """Open every SQLite transaction with ``BEGIN IMMEDIATE``.
+
+    Python's sqlite3 begins transactions lazily, so two workers can both read a WAITING
+    trial (a retried or enqueued one) before either writes, and both run it: one then
+    fails with "Cannot tell a COMPLETE trial". Taking the write lock at BEGIN makes each
+    read-then-write atomic; waiting for the lock is what the long busy timeout is for.
+    """
+    from sqlalchemy import event
+
+    @event.listens_for(engine, "connect")
+    def _no_implicit_begin(dbapi_connection, _record) -> None:
+        dbapi_connection.isolation_level = None  # SQLAlchemy's "begin" event issues BEGIN instead
+
+    @event.listens_for(engine, "begin")
+    def _begin_immediate(connection) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+    engine.dispose()  # connections opened before the listeners existed are dropped
