@@ -66,7 +66,6 @@ def run_sampler(sampler: optuna.samplers.BaseSampler, space, table: dict, trials
     def objective(trial: optuna.Trial) -> tuple[float, float]:
         chunker, k, _ = space.sample(trial)  # the same define-by-run sampling as `chunkwise tune`
         key = (chunker.name, chunker.params["size"], chunker.params["overlap"], k)
-        trial.set_user_attr("config", repr(key))
         prune_duplicate(trial, repr(key))
         attrs = table[key]
         trial.set_user_attr("score", attrs["score"])

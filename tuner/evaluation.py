@@ -35,9 +35,11 @@ class EvaluationResult:
             ``(n_queries, k)``; ``-1`` marks an empty slot.
         query_tokens: mean cl100k tokens per question.
         chunks_searched: mean number of chunks in the index a query searched.
-        timings: seconds per stage (``chunking``, ``embedding``, ``retrieval``,
+        timings: seconds per stage (``chunking``, split into ``unit_embedding`` and
+            ``segmentation`` for semantic chunkers; ``embedding``, ``retrieval``,
             ``scoring``, ``total``).
-        embedding: texts and tokens embedded, and the cache hit rate.
+        embedding: texts and tokens embedded for the index and the questions, the cache
+            hit rate, and what semantic chunkers embedded while splitting (``unit_*``).
     """
 
     config: EvaluationConfig
@@ -120,6 +122,9 @@ def evaluate(corpora: Corpus | Sequence[Corpus], evaluation_set: EvaluationSet,
 
     t = time.perf_counter()
     splitter = config.chunker.build()
+    if splitter.needs_embedder:
+        splitter.bind(model)
+    before_units = _stats_snapshot(model)
     chunks: list[Chunk] = []
     chunk_corpora: list[str] = []
     for corpus in corpus_list:
@@ -128,6 +133,9 @@ def evaluate(corpora: Corpus | Sequence[Corpus], evaluation_set: EvaluationSet,
             chunks.extend(pieces)
             chunk_corpora.extend([corpus.name] * len(pieces))
     timings["chunking"] = time.perf_counter() - t
+    units = _stats_delta(model, before_units)
+    timings["unit_embedding"] = units["seconds"]
+    timings["segmentation"] = timings["chunking"] - units["seconds"]
 
     queries = list(evaluation_set)
     t = time.perf_counter()
@@ -145,7 +153,7 @@ def evaluate(corpora: Corpus | Sequence[Corpus], evaluation_set: EvaluationSet,
     t = time.perf_counter()
     space = UnitSpace(corpus_list, config.unit)
     intervals = ChunkIntervals.from_spans(
-        [[space.interval(corpus, c.document, c.start_index, c.end_index)]
+        [[space.interval(corpus, c.document, s, e) for s, e in c.all_spans]
          for c, corpus in zip(chunks, chunk_corpora)])
     scores = score(query_references(space, queries), intervals, ranking, space.size)
     query_corpora = [q.corpus for q in queries]
@@ -159,8 +167,11 @@ def evaluate(corpora: Corpus | Sequence[Corpus], evaluation_set: EvaluationSet,
         per_corpus = {name: chunk_corpora.count(name) for name in set(query_corpora)}
         searched = float(np.mean([per_corpus[name] for name in query_corpora]))
     query_tokens = float(np.mean(count_tokens_batch([q.question for q in queries])))
+    embedding = _stats_delta(model, before)
+    embedding["unit_texts"], embedding["unit_tokens"] = units["texts"], units["tokens"]
+    embedding["unit_model_seconds"] = units["model_seconds"]
     return EvaluationResult(config, metrics, scores, chunks, chunk_corpora, query_corpora, ranking,
-                            query_tokens, searched, timings, _stats_delta(model, before))
+                            query_tokens, searched, timings, embedding)
 
 
 def _merge_config(config, chunker, chunker_params, k, unit, scope, index, embedder) -> EvaluationConfig:
@@ -207,13 +218,13 @@ def _rank(retrieval: RetrievalConfig, chunk_vectors: np.ndarray, chunk_corpora: 
     return ranking
 
 
-def _stats_snapshot(model: Embedder) -> tuple[int, int, int, int, float]:
+def _stats_snapshot(model: Embedder) -> tuple[int, int, int, int, float, float]:
     s = model.stats
-    return s.texts, s.tokens, s.computed, s.computed_tokens, s.model_seconds
+    return s.texts, s.tokens, s.computed, s.computed_tokens, s.model_seconds, s.seconds
 
 
 def _stats_delta(model: Embedder, before: tuple) -> dict[str, Any]:
-    texts, tokens, computed, computed_tokens, seconds = (
+    texts, tokens, computed, computed_tokens, model_seconds, seconds = (
         a - b for a, b in zip(_stats_snapshot(model), before))
     return {
         "model": model.identity,
@@ -221,7 +232,8 @@ def _stats_delta(model: Embedder, before: tuple) -> dict[str, Any]:
         "tokens": tokens,
         "computed_texts": computed,
         "computed_tokens": computed_tokens,
-        "model_seconds": seconds,
+        "model_seconds": model_seconds,
+        "seconds": seconds,
         "cache_hit_rate": 1.0 if texts == 0 else 1.0 - computed / texts,
     }
 

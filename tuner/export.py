@@ -54,8 +54,14 @@ class ExportedConfig:
     metrics: dict[str, Any]
     data: dict[str, Any]
 
-    def chunker(self) -> Chunker:
-        return self.config.chunker.build()
+    def chunker(self, cache=None) -> Chunker:
+        """The chunker; a semantic one is bound to the configured embedder (default cache)."""
+        chunker = self.config.chunker.build()
+        if chunker.needs_embedder:
+            from .embedding import EmbeddingCache
+
+            chunker.bind(self.config.embedder.build(cache if cache is not None else EmbeddingCache()))
+        return chunker
 
 
 def package_versions() -> dict[str, str]:

@@ -1,17 +1,29 @@
-"""Chunkers: one base class, one registry, one module per algorithm."""
+"""Chunkers: one base class, one registry, one module per algorithm.
+
+Importing a chunker's module registers it; every module is imported here.
+"""
 
 from .base import Chunk, Chunker, ParamSpec
+from .cluster import ClusterChunker
+from .clustering import ClusteringChunker
+from .double_pass import DoublePassChunker
+from .kamradt import KamradtBoundedChunker, KamradtChunker
 from .recursive import RecursiveChunker
 from .registry import chunker_class, chunker_names, make_chunker, register
-
-# Importing the modules registers their chunkers.
+from .sentence import SentenceChunker
 from .token import TokenChunker
 
 __all__ = [
     "Chunk",
     "Chunker",
+    "ClusterChunker",
+    "ClusteringChunker",
+    "DoublePassChunker",
+    "KamradtBoundedChunker",
+    "KamradtChunker",
     "ParamSpec",
     "RecursiveChunker",
+    "SentenceChunker",
     "TokenChunker",
     "chunker_class",
     "chunker_names",

@@ -17,20 +17,28 @@ from typing import Any, ClassVar
 
 from ..document import Document
 from ..errors import InvalidParameterError
+from ..tokens import count_tokens
+
+#: How the spans of a multi-span chunk are joined into its text.
+SPAN_SEPARATOR = "\n\n"
 
 
 @dataclass(frozen=True, slots=True)
 class Chunk:
     """A piece of a document, located exactly.
 
-    ``document_text[start_index:end_index] == text`` always holds: offsets are
-    computed while splitting, never recovered by searching for the text.
+    ``document_text[start_index:end_index] == text`` always holds for a contiguous
+    chunk: offsets are computed while splitting, never recovered by searching for the
+    text. A chunk gathered from several places (the ``clustering`` chunker) lists them
+    in ``spans``, in document order; its text is theirs joined by ``SPAN_SEPARATOR`` and
+    ``start_index``/``end_index`` are the first span's start and the last span's end.
 
     Attributes:
         document: id of the source document.
         start_index, end_index: character offsets into the document's text.
         text: the chunk's text.
         token_count: cl100k tokens of ``text`` encoded on its own.
+        spans: ``((start, end), ...)`` for a multi-span chunk; empty for a contiguous one.
     """
 
     document: str
@@ -38,9 +46,19 @@ class Chunk:
     end_index: int
     text: str
     token_count: int
+    spans: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def all_spans(self) -> tuple[tuple[int, int], ...]:
+        """Every span of the chunk (one for a contiguous chunk)."""
+        return self.spans or ((self.start_index, self.end_index),)
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        out = dataclasses.asdict(self)
+        out["spans"] = [list(s) for s in self.spans]
+        if not self.spans:
+            del out["spans"]
+        return out
 
 
 @dataclass(frozen=True)
@@ -122,6 +140,27 @@ class Chunker(ABC):
     """
 
     name: ClassVar[str]
+    #: Semantic chunkers embed units while splitting; see :meth:`bind`.
+    needs_embedder: ClassVar[bool] = False
+
+    def bind(self, embedder: Any) -> Chunker:
+        """Give a semantic chunker the embedder it splits with (returns ``self``).
+
+        The embedder is not a parameter: it comes from the configuration's embedder, so
+        units are embedded once per corpus and embedder and reused through the cache.
+        """
+        object.__setattr__(self, "_embedder", embedder)
+        return self
+
+    @property
+    def embedder(self) -> Any:
+        embedder = getattr(self, "_embedder", None)
+        if embedder is None:
+            from ..errors import ChunkwiseError
+
+            raise ChunkwiseError(f"the {self.name} chunker needs an embedder: call .bind(embedder) first "
+                                 "(tuner.evaluate and tuner.load_chunker do this for you)")
+        return embedder
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
@@ -155,6 +194,22 @@ class Chunker(ABC):
         return self.split(Document(document, text))
 
 
-def make_chunk(document: Document, start: int, end: int, token_count: int) -> Chunk:
+def make_chunk(document: Document, start: int, end: int, token_count: int | None = None) -> Chunk:
     """Build a chunk from exact offsets; the text is sliced, never searched for."""
-    return Chunk(document.id, start, end, document.text[start:end], token_count)
+    text = document.text[start:end]
+    return Chunk(document.id, start, end, text, count_tokens(text) if token_count is None else token_count)
+
+
+def make_multi_span_chunk(document: Document, spans: list[tuple[int, int]]) -> Chunk:
+    """A chunk of several disjoint spans (sorted and merged here); one span gives a plain chunk."""
+    merged: list[list[int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    if len(merged) == 1:
+        return make_chunk(document, merged[0][0], merged[0][1])
+    text = SPAN_SEPARATOR.join(document.text[s:e] for s, e in merged)
+    return Chunk(document.id, merged[0][0], merged[-1][1], text, count_tokens(text),
+                 tuple((s, e) for s, e in merged))

@@ -27,6 +27,7 @@ class EmbeddingStats:
     computed: int = 0
     computed_tokens: int = 0
     model_seconds: float = 0.0
+    seconds: float = 0.0  #: wall time inside embed(): cache lookups and model
 
     @property
     def hit_rate(self) -> float:
@@ -67,6 +68,7 @@ class Embedder(ABC):
         ``progress`` is called with the number of requested texts done so far each
         time some are: once for the cache hits, then after each model batch.
         """
+        called = time.perf_counter()
         texts = list(texts)
         multiplicity = Counter(texts)
         unique = list(multiplicity)
@@ -93,9 +95,12 @@ class Embedder(ABC):
         self.stats.texts += len(texts)
         self.stats.tokens += sum(count_tokens_batch(texts))
         if not texts:
+            self.stats.seconds += time.perf_counter() - called
             return np.zeros((0, self.dimension), dtype=np.float32)
         by_text = {t: vectors[k] for t, k in zip(unique, keys)}
-        return np.stack([by_text[t] for t in texts])
+        out = np.stack([by_text[t] for t in texts])
+        self.stats.seconds += time.perf_counter() - called
+        return out
 
     @property
     def dimension(self) -> int:

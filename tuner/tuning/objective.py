@@ -261,7 +261,8 @@ def trial_attributes(result, rates: ResolvedRates, weights: Weights, scales: Sca
     retrieved_tokens = float(token_counts[ranking].sum(axis=1).mean()) if len(ranking) else 0.0
     query_tokens = result.query_tokens
     chunks_searched = result.chunks_searched
-    index_tokens = int(token_counts.sum())
+    # Building the index embeds the chunks, and first the units a semantic chunker compares.
+    index_tokens = int(token_counts.sum()) + int(result.embedding.get("unit_tokens", 0))
     latency, cost = model_latency_and_cost(query_tokens, retrieved_tokens, chunks_searched, index_tokens, rates)
     recall, iou = overall["recall"]["mean"], overall["iou"]["mean"]
     attrs: dict[str, Any] = {}
@@ -278,7 +279,7 @@ def trial_attributes(result, rates: ResolvedRates, weights: Weights, scales: Sca
         "cost_usd_per_1k_queries": cost,
         "index_build_s": index_tokens / rates.embed_tokens_per_s,
         "eval_seconds": result.timings["total"],
-        "model_seconds": result.embedding["model_seconds"],
+        "model_seconds": result.embedding["model_seconds"] + result.embedding.get("unit_model_seconds", 0.0),
         "cache_hit_rate": result.embedding["cache_hit_rate"],
         "config": json.dumps(result.config.to_dict(), sort_keys=True),
     })

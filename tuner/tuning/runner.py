@@ -93,9 +93,16 @@ class TrialObjective:
 
 
 def prune_duplicate(trial: optuna.Trial, config_key: str) -> None:
-    """Prune a trial whose configuration was already evaluated (see :mod:`.samplers`)."""
-    for other in trial.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-        if other.user_attrs.get("config") == config_key:
+    """Prune a trial whose configuration was already evaluated, or is being evaluated by
+    an earlier trial of another worker (see :mod:`.samplers`).
+
+    The configuration is recorded first, so two workers proposing the same one at once
+    see each other; the later trial yields.
+    """
+    trial.set_user_attr("config", config_key)
+    for other in trial.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING)):
+        if (other.number < trial.number and other.user_attrs.get("config") == config_key
+                and DUPLICATE_ATTR not in other.user_attrs):
             trial.set_user_attr(DUPLICATE_ATTR, other.number)
             raise optuna.TrialPruned(f"same configuration as trial {other.number}")
 

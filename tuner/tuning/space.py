@@ -23,8 +23,16 @@ Parameter domains:
   expressed, so that ``overlap < size`` holds for every sample;
 * any other value (a number, a list) is a constant.
 
-Parameters are conditional on the chunker (define-by-run): Optuna sees ``chunker``,
-then ``<chunker>.<param>`` for that chunker only, then ``k``. Loading checks every key,
+A chunker may appear several times under different labels, naming its registered name
+with ``chunker:``, e.g. one Kamradt branch per threshold type::
+
+    kamradt_percentile: {chunker: kamradt, threshold_type: percentile,
+                         threshold: {type: float, low: 80, high: 99}}
+    kamradt_absolute: {chunker: kamradt, threshold_type: absolute,
+                       threshold: {type: float, low: 0.1, high: 0.6}}
+
+Parameters are conditional on the chunker (define-by-run): Optuna sees ``chunker`` (the
+label), then ``<label>.<param>`` for that branch only, then ``k``. Loading checks every key,
 type and range against the chunker's declared parameters, and builds each chunker at
 the corners of its domain, so a space that loads can never produce an invalid trial.
 """
@@ -122,7 +130,9 @@ class SearchSpace:
     """A validated search space.
 
     Attributes:
-        chunkers: per chunker name, its parameter domains in declaration order.
+        chunkers: per label (usually the chunker's name), its parameter domains in
+            declaration order.
+        kinds: per label, the registered chunker it builds.
         k: domain of the number of retrieved chunks.
         embedders: embedders to choose from (empty: use the study's embedder).
         source: where it was read from (for messages).
@@ -133,12 +143,17 @@ class SearchSpace:
     embedders: tuple[EmbedderConfig, ...] = ()
     source: str = "<space>"
     _embedder_labels: tuple[str, ...] = field(default=(), repr=False)
+    kinds: dict[str, str] = field(default_factory=dict)
+
+    def kind(self, label: str) -> str:
+        return self.kinds.get(label, label)
 
     def to_dict(self) -> dict[str, Any]:
         """Canonical form, stored with each study and compared on resume."""
         out: dict[str, Any] = {
             "k": self.k.to_dict(),
-            "chunkers": {name: {p: d.to_dict() for p, d in params.items()}
+            "chunkers": {name: {**({"chunker": self.kind(name)} if self.kind(name) != name else {}),
+                                **{p: d.to_dict() for p, d in params.items()}}
                          for name, params in self.chunkers.items()},
         }
         if self.embedders:
@@ -156,6 +171,7 @@ class SearchSpace:
             else:
                 params[param] = domain.suggest(trial, f"{name}.{param}")
         k = int(self.k.suggest(trial, "k"))
+        name = self.kind(name)
         embedder = None
         if len(self.embedders) > 1:
             label = trial.suggest_categorical("embedder", list(self._embedder_labels))
@@ -205,17 +221,26 @@ def parse_search_space(data: Any, source: str = "<space>") -> SearchSpace:
         raise SearchSpaceError(f"{source}: 'chunkers' must map chunker names to their parameters; "
                                f"available chunkers: {', '.join(chunker_names())}")
     parsed: dict[str, dict[str, Domain]] = {}
-    for name, params in chunkers.items():
-        where = f"{source}: chunkers.{name}"
+    kinds: dict[str, str] = {}
+    for label, params in chunkers.items():
+        where = f"{source}: chunkers.{label}"
+        params = dict(params or {}) if isinstance(params, dict) else params
+        name = params.pop("chunker", label) if isinstance(params, dict) else label
+        if not isinstance(label, str) or "." in label:
+            raise SearchSpaceError(f"{where}: a label must be a name without '.'")
         if name not in chunker_names():
+            if name != label:
+                raise SearchSpaceError(f"{where}.chunker: unknown chunker {name!r}; "
+                                       f"available: {', '.join(chunker_names())}")
             raise SearchSpaceError(f"{where}: unknown chunker; available: {', '.join(chunker_names())}")
-        parsed[name] = _parse_chunker(name, params or {}, where)
+        parsed[label] = _parse_chunker(name, params, where)
+        kinds[label] = name
     k = _parse_domain(data.get("k", 5), ParamSpec(int, low=1), f"{source}: k", {})
     if k.type not in ("int", "constant", "categorical"):
         raise SearchSpaceError(f"{source}: k must be an integer domain, a list of choices or a constant")
     embedders = tuple(_parse_embedders(data.get("embedders", []), source))
     labels = tuple(_embedder_label(e) for e in embedders)
-    return SearchSpace(parsed, k, embedders, source, labels)
+    return SearchSpace(parsed, k, embedders, source, labels, kinds)
 
 
 def _parse_chunker(name: str, params: Any, where: str) -> dict[str, Domain]:

@@ -1,0 +1,41 @@
+"""Fixed numbers of sentences per chunk."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..document import Document
+from ..errors import InvalidParameterError
+from .base import Chunk, Chunker, param
+from .registry import register
+from .semantic import group_chunks, sentence_units
+
+
+@register
+@dataclass(frozen=True)
+class SentenceChunker(Chunker):
+    """Windows of ``sentences`` consecutive sentences, consecutive windows sharing
+    ``overlap`` sentences (the sentence baseline of Qu, Bao and Tu, "Is Semantic Chunking
+    Worth the Computational Cost?"). Sentences come from :mod:`tuner.sentences`; a
+    chunk spans from its first sentence's start to its last sentence's end.
+    """
+
+    name = "sentence"
+    sentences: int = param(5, int, low=1, help="sentences per chunk")
+    overlap: int = param(0, int, low=0, help="sentences shared by consecutive chunks")
+
+    def _check(self) -> None:
+        if self.overlap >= self.sentences:
+            raise InvalidParameterError(
+                f"sentence: overlap={self.overlap} must be smaller than sentences={self.sentences} "
+                f"(allowed: 0 <= overlap <= {self.sentences - 1})")
+
+    def split(self, document: Document) -> list[Chunk]:
+        units = sentence_units(document)
+        step = self.sentences - self.overlap
+        groups = []
+        for start in range(0, len(units), step):
+            groups.append(list(range(start, min(start + self.sentences, len(units)))))
+            if start + self.sentences >= len(units):
+                break
+        return group_chunks(document, units, groups)

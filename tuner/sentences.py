@@ -1,0 +1,111 @@
+"""Rule-based sentence segmentation with exact character spans.
+
+Shared by every sentence-based chunker. No model: a few rules that suit documentation
+and prose, in one pass over the text:
+
+* a blank line ends a unit, and so does every line of a markdown heading, list item,
+  table row or block quote (each is its own unit);
+* a fenced code block (```` ``` ```` or ``~~~``) is one unit, however long;
+* inside prose, a sentence ends at ``.``, ``!`` or ``?`` (with closing quotes or
+  brackets) followed by whitespace and then an upper-case letter, a digit or an opening
+  quote or bracket, unless the word before the period is a known abbreviation
+  (``e.g.``, ``Dr.``, ``U.S.``) or a single letter (an initial).
+
+Spans never include leading or trailing whitespace, never overlap, are in document
+order, and together cover every non-whitespace character.
+"""
+
+from __future__ import annotations
+
+import re
+
+#: Words that end with a period without ending a sentence (lower case, final period dropped).
+ABBREVIATIONS = frozenset({
+    "mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "vs", "etc", "e.g", "i.e", "cf", "al",
+    "fig", "figs", "eq", "eqs", "no", "nos", "vol", "vols", "p", "pp", "ch", "sec", "approx",
+    "dept", "est", "inc", "ltd", "co", "corp", "jan", "feb", "mar", "apr", "jun", "jul", "aug",
+    "sep", "sept", "oct", "nov", "dec", "u.s", "u.k", "a.m", "p.m", "ph.d", "m.d", "b.a", "m.a"
+})
+
+_FENCE = re.compile(r"^[ \t]*(```|~~~)")
+_BLOCK_LINE = re.compile(r"^[ \t]*(#{1,6}\s|[-*+]\s|\d{1,3}[.)]\s|\||>)")
+_SENTENCE_END = re.compile(r"[.!?]+[\"'”’)\]]*(?=\s+[\"'“‘(\[A-Z0-9])")
+
+Span = tuple[int, int]
+
+
+def split_sentences(text: str) -> list[Span]:
+    """Character spans of the sentences (and block lines) of ``text``."""
+    spans: list[Span] = []
+    for start, end, prose in _blocks(text):
+        if prose:
+            spans.extend(_prose_sentences(text, start, end))
+        else:
+            _append_stripped(text, start, end, spans)
+    return spans
+
+
+def _blocks(text: str):
+    """Yield (start, end, is_prose): paragraphs of prose, block lines, code fences."""
+    position = 0
+    paragraph_start: int | None = None
+    fence: str | None = None
+    fence_start = 0
+    for line in text.splitlines(keepends=True):
+        line_start, position = position, position + len(line)
+        stripped = line.strip()
+        if fence is not None:
+            if stripped.startswith(fence):
+                yield fence_start, position, False
+                fence = None
+            continue
+        match = _FENCE.match(line)
+        if match or not stripped or _BLOCK_LINE.match(line):
+            if paragraph_start is not None:
+                yield paragraph_start, line_start, True
+                paragraph_start = None
+            if match:
+                fence, fence_start = match.group(1), line_start
+            elif stripped:
+                yield line_start, position, False
+            continue
+        if paragraph_start is None:
+            paragraph_start = line_start
+    if fence is not None:
+        yield fence_start, position, False
+    elif paragraph_start is not None:
+        yield paragraph_start, position, True
+
+
+def _prose_sentences(text: str, start: int, end: int) -> list[Span]:
+    spans: list[Span] = []
+    segment = text[start:end]
+    sentence_start = 0
+    for match in _SENTENCE_END.finditer(segment):
+        if _is_abbreviation(segment, match.start()):
+            continue
+        _append_stripped(text, start + sentence_start, start + match.end(), spans)
+        sentence_start = match.end()
+    _append_stripped(text, start + sentence_start, end, spans)
+    return spans
+
+
+def _is_abbreviation(segment: str, period: int) -> bool:
+    if segment[period] != ".":
+        return False
+    word_start = period
+    while word_start > 0 and not segment[word_start - 1].isspace() and segment[word_start - 1] not in "(\"'“":
+        word_start -= 1
+    word = segment[word_start:period].lower()
+    if not word:
+        return False
+    return word in ABBREVIATIONS or (len(word) == 1 and word.isalpha())
+
+
+def _append_stripped(text: str, start: int, end: int, spans: list[Span]) -> None:
+    piece = text[start:end]
+    stripped = piece.lstrip()
+    if not stripped:
+        return
+    start += len(piece) - len(stripped)
+    spans.append((start, start + len(stripped.rstrip())))
