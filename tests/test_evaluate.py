@@ -164,5 +164,8 @@ def test_cli_validate_converts_chroma_csv_to_jsonl(tmp_path, capsys):
 def test_console_script_lists_chunkers():
     result = subprocess.run([sys.executable, "-m", "tuner", "chunkers"], capture_output=True, text=True,
                             check=True)
-    assert "token:" in result.stdout and "recursive:" in result.stdout
-    assert "overlap" in result.stdout
+    lines = result.stdout.splitlines()
+    names = [line.split()[0] for line in lines if line and not line.startswith(" ")]
+    assert names == ["cluster", "clustering", "double_pass", "kamradt", "kamradt_bounded", "recursive",
+                     "sentence", "token"]
+    assert any(line.split()[:2] == ["overlap", "int"] for line in lines)

@@ -221,3 +221,16 @@ def test_semantic_chunk_invariants(text, spec):
             for i in range(s, e):
                 covered[i] = True
     assert not [i for i, ch in enumerate(text) if not ch.isspace() and not covered[i]]
+
+
+@pytest.mark.slow
+def test_exported_semantic_chunker_reproduces_its_chunks(minilm, tmp_path):
+    import json
+
+    doc = load("topics.md")
+    config = {"chunker": {"name": "cluster", "params": {"size": 120, "piece_size": 30}}}
+    path = tmp_path / "best.json"
+    path.write_text(json.dumps({"chunkwise_export": 1, "config": config}), encoding="utf-8")
+    loaded = tuner.load_chunker(path)  # bound to the configured embedder (bundled MiniLM)
+    expected = tuner.make_chunker("cluster", size=120, piece_size=30).bind(minilm).split(doc)
+    assert loaded.split(doc) == expected

@@ -489,13 +489,18 @@ def _cmd_chunkers(args: argparse.Namespace) -> int:
 
     for name in chunker_names():
         cls = chunker_class(name)
-        summary = (cls.__doc__ or "").strip().split("\n\n")[0].replace("\n", " ")
-        print(f"{name}: {' '.join(summary.split())}")
+        summary = (cls.__doc__ or "").strip().split("\n\n")[0].replace("``", "")
+        marker = " (semantic: embeds units with the configured embedder)" if cls.needs_embedder else ""
+        print(f"{name}{marker}\n  {' '.join(summary.split())}")
+        rows = []
         for param_name, spec in cls.param_specs().items():
-            default = cls.__dataclass_fields__[param_name]
-            value = default.default_factory() if callable(default.default_factory) else default.default
-            shown = list(value) if isinstance(value, tuple) else value
-            print(f"    {param_name:<12} {spec.describe():<28} default {shown!r:<10} {spec.help}")
+            field = cls.__dataclass_fields__[param_name]
+            value = field.default_factory() if callable(field.default_factory) else field.default
+            rows.append((param_name, spec.describe(), repr(list(value) if isinstance(value, tuple) else value),
+                         spec.help))
+        widths = [max(len(row[i]) for row in rows) for i in range(3)]
+        for row in rows:
+            print("    " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[3])
         print()
     return 0
 
