@@ -42,6 +42,7 @@ def label(name: str, params: dict) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=CHROMA_DEV)
+    parser.add_argument("--only", metavar="NAME", help="run only this chunker's rows (and skip the DP timing)")
     args = parser.parse_args()
     require_chroma_dev(args.data)
     warnings.simplefilter("ignore")
@@ -55,6 +56,8 @@ def main() -> int:
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for i, (name, params) in enumerate(CONFIGS):
+            if args.only and name != args.only:
+                continue
             # A cache of its own: the cold run embeds this chunker's units from scratch.
             embedder = tuner.EmbedderConfig().build(EmbeddingCache(Path(tmp) / f"cache-{i}.sqlite3"))
             cold = tuner.evaluate(corpora, evalset, chunker=name, k=5, unit="chars", embedder=embedder, **params)
@@ -68,6 +71,8 @@ def main() -> int:
                   f"| {warm.chunk_stats['mean_chunk_tokens']:.0f} | {cold.timings['unit_embedding']:.2f} "
                   f"| {warm.timings['unit_embedding']:.2f} | {warm.timings['segmentation']:.3f} |", flush=True)
 
+        if args.only:
+            return 0
         wikitexts = next(c for c in corpora if c.name == "wikitexts")
         document = wikitexts.documents[0]
         embedder = tuner.EmbedderConfig().build(EmbeddingCache(Path(tmp) / "cache-dp.sqlite3"))

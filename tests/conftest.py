@@ -58,3 +58,17 @@ def fresh_postgres_url(postgres_url: str) -> Iterator[str]:
             conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}"'))
     finally:
         admin.dispose()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_cache_dir(tmp_path_factory) -> Iterator[None]:
+    """Keep the tests' embedding cache and calibration out of the user's ~/.cache."""
+    import os
+
+    previous = os.environ.get("CHUNKWISE_CACHE_DIR")
+    os.environ["CHUNKWISE_CACHE_DIR"] = str(tmp_path_factory.mktemp("chunkwise-cache"))
+    yield
+    if previous is None:
+        os.environ.pop("CHUNKWISE_CACHE_DIR", None)
+    else:
+        os.environ["CHUNKWISE_CACHE_DIR"] = previous

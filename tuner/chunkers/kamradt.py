@@ -83,12 +83,15 @@ class KamradtChunker(Chunker):
 @register
 @dataclass(frozen=True)
 class KamradtBoundedChunker(Chunker):
-    """Kamradt breakpoints with the threshold found by binary search so that no chunk
-    exceeds ``size`` tokens (after Chroma's KamradtModifiedChunker).
+    """Kamradt breakpoints with thresholds found by binary search, so that chunks
+    average about ``size`` tokens and none exceeds it (after Chroma's
+    KamradtModifiedChunker, which only targets the average).
 
-    Sentences longer than ``size`` are first split by the recursive chunker. Among the
-    window distances, the search finds the highest threshold (fewest, largest chunks) at
-    which every chunk's own token count is at most ``size``.
+    Sentences longer than ``size`` are first split by the recursive chunker. A first
+    binary search over the threshold makes as many cuts as the document has ``size``
+    tokens (Chroma's rule); then, inside every chunk still over ``size``, a second binary
+    search finds the highest local threshold (fewest cuts) at which each of its pieces
+    fits. One global threshold low enough for the worst region would cut everywhere.
     """
 
     name = "kamradt_bounded"
@@ -101,20 +104,33 @@ class KamradtBoundedChunker(Chunker):
         if len(units) <= 1:
             return group_chunks(document, units, [list(range(len(units)))], self.size) if units else []
         distances = window_distances(self.embedder, document, units, self.buffer_size)
-        candidates = np.concatenate(([-np.inf], np.unique(distances)))
+        total = sum(count_tokens_batch([document.text[s:e] for s, e in units]))
+        cuts = min(total // self.size, len(distances))
+        # Chroma's rule: the threshold whose number of cuts matches total // size.
+        threshold = np.sort(distances)[::-1][cuts - 1] if cuts else np.inf
+        groups = []
+        for group in consecutive_groups(distances >= threshold):
+            groups.extend(self._fit(document, units, distances, group))
+        return group_chunks(document, units, groups, self.size)
 
-        def groups_at(threshold: float) -> list[list[int]]:
-            return consecutive_groups(distances > threshold)
+    def _fit(self, document: Document, units, distances: np.ndarray, group: list[int]) -> list[list[int]]:
+        """Split ``group`` at the highest threshold over its own gaps at which every part fits."""
+        def parts_at(threshold: float) -> list[list[int]]:
+            return [[group[0] + i for i in part] for part in consecutive_groups(inner > threshold)]
 
-        def fits(groups: list[list[int]]) -> bool:
-            texts = [document.text[units[g[0]][0] : units[g[-1]][1]] for g in groups]
+        def fits(parts: list[list[int]]) -> bool:
+            texts = [document.text[units[p[0]][0] : units[p[-1]][1]] for p in parts]
             return max(count_tokens_batch(texts)) <= self.size
 
-        low, high = 0, len(candidates) - 1  # candidates[0] cuts everywhere, which always fits
+        inner = distances[group[0] : group[-1]]  # the gaps between the group's units
+        if fits([group]):
+            return [group]
+        candidates = np.concatenate(([-np.inf], np.unique(inner)))
+        low, high = 0, len(candidates) - 1  # candidates[0] cuts every gap, which always fits
         while low < high:
             middle = (low + high + 1) // 2
-            if fits(groups_at(candidates[middle])):
+            if fits(parts_at(candidates[middle])):
                 low = middle
             else:
                 high = middle - 1
-        return group_chunks(document, units, groups_at(candidates[low]), self.size)
+        return parts_at(candidates[low])
