@@ -8,6 +8,7 @@ with status 2, without a traceback.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import sys
@@ -19,6 +20,7 @@ import yaml
 
 from ._version import __version__
 from .errors import ChunkwiseError, InvalidParameterError
+from .files import read_yaml, write_atomically
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
@@ -441,11 +443,9 @@ def _cmd_chunk(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     chunks = list(chunk_paths(config, args.paths))
     if args.output:
-        path = Path(args.output)
-        tmp = path.with_name(path.name + ".tmp")
-        with tmp.open("w", encoding="utf-8") as out:
-            count = write_chunks_jsonl(chunks, out)
-        tmp.replace(path)
+        buffer = io.StringIO()
+        count = write_chunks_jsonl(chunks, buffer)
+        write_atomically(args.output, buffer.getvalue())
         print(f"wrote {count} chunks to {args.output}", file=sys.stderr)
     elif not args.chroma:
         write_chunks_jsonl(chunks, sys.stdout)
@@ -518,13 +518,7 @@ def _parse_param(text: str) -> tuple[str, Any]:
 def _read_config(path: str):
     from .config import EvaluationConfig
 
-    file = Path(path)
-    try:
-        data = yaml.safe_load(file.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ChunkwiseError(f"configuration file {path!r} does not exist") from None
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise ChunkwiseError(f"configuration file {path!r} is not valid YAML/JSON: {exc}") from None
+    data = read_yaml(path, "configuration file")
     if isinstance(data, dict) and "config" in data and "chunker" not in data:
         data = data["config"]  # an exported configuration wraps the schema
     return EvaluationConfig.from_dict(data, where=path)

@@ -32,6 +32,7 @@ from typing import Any
 
 from .corpus import Corpus, _preview
 from .errors import EvaluationSetError
+from .files import write_atomically
 
 #: How many offending queries an error message lists before summarising.
 MAX_LISTED = 10
@@ -97,12 +98,8 @@ class EvaluationSet:
 
     def write_jsonl(self, path: str | Path) -> None:
         """Write the queries as chunkwise JSONL (atomically: a temporary file, renamed)."""
-        path = Path(path)
-        tmp = path.with_name(path.name + ".tmp")
-        with tmp.open("w", encoding="utf-8") as f:
-            for query in self.queries:
-                f.write(json.dumps(query.to_dict(), ensure_ascii=False) + "\n")
-        tmp.replace(path)
+        lines = "".join(json.dumps(q.to_dict(), ensure_ascii=False) + "\n" for q in self.queries)
+        write_atomically(path, lines, EvaluationSetError)
 
 
 def load_evaluation_set(path: str | Path, corpora: Corpus | Sequence[Corpus], *,

@@ -30,6 +30,7 @@ from ._version import __version__
 from .chunkers import Chunker
 from .config import EvaluationConfig
 from .errors import ChunkwiseError
+from .files import write_atomically
 
 SCHEMA_VERSION = 1
 SCHEMA_KEY = "chunkwise_export"
@@ -94,14 +95,7 @@ def export_trial(study, trial, storage_url: str, path: str | Path) -> dict[str, 
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     }
     EvaluationConfig.from_dict(data["config"])  # never write a configuration that cannot load
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-        tmp.replace(path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise ExportError(f"cannot write {path}: {exc.strerror}") from None
+    write_atomically(path, json.dumps(data, indent=2) + "\n", ExportError)
     return data
 
 

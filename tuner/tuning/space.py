@@ -48,12 +48,12 @@ from pathlib import Path
 from typing import Any
 
 import optuna
-import yaml
 
 from ..chunkers import chunker_class, chunker_names
 from ..chunkers.base import ParamSpec
 from ..config import ChunkerConfig, EmbedderConfig
 from ..errors import ChunkwiseError, InvalidParameterError
+from ..files import read_yaml
 
 DOMAIN_TYPES = ("int", "float", "categorical", "fraction")
 
@@ -199,14 +199,7 @@ def load_search_space(path: str | Path) -> SearchSpace:
     Raises:
         SearchSpaceError: with the file, the key path and the allowed values.
     """
-    path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise SearchSpaceError(f"search space {str(path)!r} does not exist") from None
-    except yaml.YAMLError as exc:
-        raise SearchSpaceError(f"search space {str(path)!r} is not valid YAML: {exc}") from None
-    return parse_search_space(data, str(path))
+    return parse_search_space(read_yaml(path, "search space", SearchSpaceError), str(path))
 
 
 def parse_search_space(data: Any, source: str = "<space>") -> SearchSpace:

@@ -33,13 +33,13 @@ from pathlib import Path
 from typing import Any
 
 import optuna
-import yaml
 
 from .._version import __version__
 from ..config import EmbedderConfig
 from ..corpus import Corpus, load_corpus
 from ..errors import ChunkwiseError, InvalidParameterError
 from ..evalset import EvaluationSet, load_evaluation_set
+from ..files import read_yaml
 from .objective import METRIC_NAMES, Rates, Scales, Weights
 from .space import SearchSpace, load_search_space, parse_search_space
 from .storage import absolute_url, default_storage_url
@@ -108,12 +108,7 @@ STUDY_KEYS = ("name", "corpora", "queries", "space", "embedder", "unit", "weight
 def load_study_file(path: str | Path) -> StudySpec:
     """Read and validate a study file (see the module docstring)."""
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise StudyError(f"study file {str(path)!r} does not exist") from None
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise StudyError(f"study file {str(path)!r} is not valid YAML: {exc}") from None
+    data = read_yaml(path, "study file", StudyError)
     where = str(path)
     if not isinstance(data, dict):
         raise StudyError(f"{where}: a study file must be a mapping")
