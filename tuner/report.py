@@ -31,7 +31,7 @@ from .errors import ChunkwiseError
 from .evalset import load_evaluation_set
 from .evaluation import evaluate
 from .tuning.objective import ResolvedRates, Scales, Weights, trial_attributes
-from .tuning.runner import _embedder_key, best_trial
+from .tuning.runner import best_trial, embedder_key
 from .tuning.samplers import DUPLICATE_ATTR, SCORE_ATTR
 
 #: Common defaults marked on the plots: (chunker, size, overlap).
@@ -257,7 +257,7 @@ def _comparison(study, settings, trials, best, top, bootstrap, seed, cache) -> t
         result = evaluate(corpus, evalset, config, embedder=embedder)
         per_query.append(result.scores.at(config.retrieval.k))
     baseline = per_query[-1]
-    rates = ResolvedRates(**settings["resolved_rates"][_embedder_key(base_config.embedder)])
+    rates = ResolvedRates(**settings["resolved_rates"][embedder_key(base_config.embedder)])
     base_attrs = trial_attributes(result, rates, Weights(**settings["weights"]), Scales(**settings["scales"]))
     rng = np.random.default_rng(seed)
     n = len(evalset)

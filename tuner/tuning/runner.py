@@ -68,7 +68,7 @@ class TrialObjective:
         return shared_embedder(config, self.cache)
 
     def rates_for(self, config: EmbedderConfig) -> ResolvedRates:
-        key = _embedder_key(config)
+        key = embedder_key(config)
         if key not in self.resolved_rates:
             self.resolved_rates[key] = resolve_rates(self.rates, self.embedder(config), config.provider)
         return self.resolved_rates[key]
@@ -107,7 +107,7 @@ def prune_duplicate(trial: optuna.Trial, config_key: str) -> None:
             raise optuna.TrialPruned(f"same configuration as trial {other.number}")
 
 
-def _embedder_key(config: EmbedderConfig) -> str:
+def embedder_key(config: EmbedderConfig) -> str:
     return f"{config.provider}:{config.model}:{config.base_url}:{config.dimensions}"
 
 
@@ -116,7 +116,7 @@ _EMBEDDERS: dict[tuple[str, str | None], Embedder] = {}
 
 def shared_embedder(config: EmbedderConfig, cache: EmbeddingCache | None) -> Embedder:
     """One embedder per configuration and cache file per process: the model loads once."""
-    key = (_embedder_key(config), None if cache is None else str(cache.path))
+    key = (embedder_key(config), None if cache is None else str(cache.path))
     if key not in _EMBEDDERS:
         _EMBEDDERS[key] = config.build(cache)
     return _EMBEDDERS[key]
@@ -322,13 +322,13 @@ def _store_resolved_rates(study: optuna.Study, spec: StudySpec) -> None:
     settings = dict(study.user_attrs[SETTINGS_ATTR])
     resolved = dict(settings.get(RESOLVED_RATES_ATTR, {}))
     embedders = [spec.embedder, *settings_space(settings).embedders]
-    missing = [e for e in embedders if _embedder_key(e) not in resolved]
+    missing = [e for e in embedders if embedder_key(e) not in resolved]
     if not missing:
         return
     cache = EmbeddingCache(spec.cache) if spec.cache else EmbeddingCache()
     for config in missing:
         embedder = shared_embedder(config, cache)
-        resolved[_embedder_key(config)] = asdict(resolve_rates(spec.rates, embedder, config.provider))
+        resolved[embedder_key(config)] = asdict(resolve_rates(spec.rates, embedder, config.provider))
     settings[RESOLVED_RATES_ATTR] = resolved
     study.set_user_attr(SETTINGS_ATTR, settings)
 
