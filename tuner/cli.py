@@ -187,6 +187,33 @@ def _build_parser() -> argparse.ArgumentParser:
     report.add_argument("--plotly", choices=("inline", "cdn"), default="inline",
                         help="HTML plots embed plotly.js (inline: offline, ~4 MB each) or load it from its CDN")
     report.set_defaults(handler=_cmd_report)
+
+    generate = commands.add_parser(
+        "generate", help="generate an evaluation set from a corpus with an LLM",
+        description="Ask an OpenAI-compatible model for specific questions about sampled passages and their exact "
+                    "excerpts; keep a query only if every excerpt is found in the document, then drop "
+                    "near-duplicates and weakly supported queries. Appends to the output, so re-running continues "
+                    "toward --n.",
+    )
+    generate.add_argument("corpus", metavar="CORPUS", help="the corpus: a file, a folder or a quoted glob")
+    generate.add_argument("-o", "--output", required=True, metavar="FILE", help="evaluation set (JSONL) to write")
+    generate.add_argument("--name", help="corpus name (default: the file or folder name)")
+    generate.add_argument("--n", type=int, default=50, help="accepted queries wanted (50)")
+    generate.add_argument("--model", help="LLM (default: $CHUNKWISE_LLM_MODEL or gpt-4o-mini)")
+    generate.add_argument("--base-url", help="OpenAI-compatible endpoint (default: $OPENAI_BASE_URL or OpenAI)")
+    generate.add_argument("--passage-chars", type=int, default=4000, help="characters per sampled passage (4000)")
+    generate.add_argument("--duplicate-threshold", type=float, default=0.9,
+                          help="drop a question this similar to an earlier one (cosine, 0.9)")
+    generate.add_argument("--relevance-threshold", type=float, default=0.3,
+                          help="drop a query whose weakest excerpt is less similar to it (cosine, 0.3)")
+    generate.add_argument("--embedder", metavar="PROVIDER[:MODEL]", help="embedder for the filters (bundled MiniLM)")
+    generate.add_argument("--max-attempts", type=int, help="requests at most (5 x --n)")
+    generate.add_argument("--price-in", type=float, default=0.15, help="$ per million prompt tokens (0.15)")
+    generate.add_argument("--price-out", type=float, default=0.60, help="$ per million completion tokens (0.60)")
+    generate.add_argument("--seed", type=int, default=0, help="passage sampling seed (0)")
+    generate.add_argument("--calibrate", action="store_true",
+                          help="print the similarity distributions of the output's queries instead of generating")
+    generate.set_defaults(handler=_cmd_generate)
     return parser
 
 
@@ -471,6 +498,39 @@ def _cmd_report(args: argparse.Namespace) -> int:
     path = write_report(make_storage(url, heartbeat_interval=None), args.study, args.output, top=args.top,
                         bootstrap=args.bootstrap, cache=cache, plotly_js=args.plotly)
     print(f"wrote {path} and its plots", file=sys.stderr)
+    return 0
+
+
+def _cmd_generate(args: argparse.Namespace) -> int:
+    from .config import EmbedderConfig
+    from .corpus import load_corpus
+    from .embedding import EmbeddingCache
+    from .evalset import load_evaluation_set
+    from .generate import format_distributions, generate_evaluation_set, similarity_distributions
+    from .llm import LLMClient
+
+    corpus = load_corpus(args.corpus, args.name)
+    embedder = (EmbedderConfig.parse(args.embedder) if args.embedder else EmbedderConfig()).build(EmbeddingCache())
+    if args.calibrate:
+        if not Path(args.output).is_file():
+            raise ChunkwiseError(f"{args.output} does not exist: generate queries first, then calibrate on them")
+        evalset = load_evaluation_set(args.output, corpus)
+        print(f"{len(evalset)} queries in {args.output}")
+        print(format_distributions(similarity_distributions(evalset, embedder)))
+        return 0
+    if args.n < 1:
+        raise InvalidParameterError(f"--n={args.n} is invalid; allowed: an integer >= 1")
+    client = LLMClient(model=args.model, base_url=args.base_url)
+    report = generate_evaluation_set(
+        corpus, args.output, args.n, client, embedder, passage_chars=args.passage_chars,
+        duplicate_threshold=args.duplicate_threshold, relevance_threshold=args.relevance_threshold, seed=args.seed,
+        max_attempts=args.max_attempts, price_in=args.price_in, price_out=args.price_out, progress=True,
+        echo=lambda line: print(line, file=sys.stderr))
+    rejected = ", ".join(f"{reason}: {count}" for reason, count in report.rejected.most_common()) or "none"
+    print(f"{args.output}: {report.already + report.accepted} queries ({report.accepted} new from "
+          f"{report.attempts} requests; rejected: {rejected})")
+    print(f"model {client.model}: {report.prompt_tokens} prompt + {report.completion_tokens} completion tokens, "
+          f"{report.tokens_per_accepted:.0f} per accepted query, about ${report.cost_usd:.4f}")
     return 0
 
 
