@@ -173,3 +173,18 @@ def test_generate_then_tune_end_to_end(openai_server, tmp_path, monkeypatch):
     assert main(["tune", "--name", "gen", "--corpus", f"handbook={EXAMPLE}", "--queries", str(out),
                  "--space", str(ROOT / "search_spaces" / "quick.yaml"), "--embedder", "openai:stub-embed",
                  "--base-url", openai_server.base_url, "--storage", storage, "--n-trials", "3"]) == 0
+
+
+def test_prompt_size_per_request(openai_server, corpus, tmp_path):
+    """What a request costs: README's figure (cl100k prompt tokens per request) comes from here."""
+    from tuner.tokens import count_tokens
+
+    openai_server.chat_handler = answer_with(echo_question)
+    client = LLMClient(model="stub-llm", base_url=openai_server.base_url, api_key="k", cache_path=False)
+    generate_evaluation_set(corpus, tmp_path / "g.jsonl", 30, client, WordsEmbedder(), relevance_threshold=0,
+                            duplicate_threshold=1.0)
+    sizes = [sum(count_tokens(m["content"]) for m in r.json_body["messages"])
+             for r in openai_server.requests_to("/v1/chat/completions")]
+    # A 4,000-character passage (~850 tokens), the instructions, and up to 50 earlier questions.
+    assert 900 <= sizes[0] <= 1200 and sizes[-1] > sizes[0]
+    assert 1000 <= sum(sizes) / len(sizes) <= 1800

@@ -125,6 +125,8 @@ def evaluate(corpora: Corpus | Sequence[Corpus], evaluation_set: EvaluationSet,
     if splitter.needs_embedder:
         splitter.bind(model)
     before_units = _stats_snapshot(model)
+    llm_usage = getattr(splitter, "llm_usage", None)
+    llm_before = 0 if llm_usage is None else llm_usage.prompt_tokens + llm_usage.completion_tokens
     chunks: list[Chunk] = []
     chunk_corpora: list[str] = []
     for corpus in corpus_list:
@@ -170,6 +172,8 @@ def evaluate(corpora: Corpus | Sequence[Corpus], evaluation_set: EvaluationSet,
     embedding = _stats_delta(model, before)
     embedding["unit_texts"], embedding["unit_tokens"] = units["texts"], units["tokens"]
     embedding["unit_model_seconds"] = units["model_seconds"]
+    if llm_usage is not None:  # LLM chunkers: tokens the model read and wrote while splitting
+        embedding["llm_tokens"] = llm_usage.prompt_tokens + llm_usage.completion_tokens - llm_before
     return EvaluationResult(config, metrics, scores, chunks, chunk_corpora, query_corpora, ranking,
                             query_tokens, searched, timings, embedding)
 

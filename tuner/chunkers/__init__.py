@@ -8,6 +8,7 @@ from .cluster import ClusterChunker
 from .clustering import ClusteringChunker
 from .double_pass import DoublePassChunker
 from .kamradt import KamradtBoundedChunker, KamradtChunker
+from .llm import LLMChunker, LogprobChunker
 from .recursive import RecursiveChunker
 from .registry import chunker_class, chunker_names, make_chunker, register
 from .sentence import SentenceChunker
@@ -21,6 +22,8 @@ __all__ = [
     "DoublePassChunker",
     "KamradtBoundedChunker",
     "KamradtChunker",
+    "LLMChunker",
+    "LogprobChunker",
     "ParamSpec",
     "RecursiveChunker",
     "SentenceChunker",

@@ -263,7 +263,10 @@ def trial_attributes(result, rates: ResolvedRates, weights: Weights, scales: Sca
     chunks_searched = result.chunks_searched
     # Building the index embeds the chunks, and first the units a semantic chunker compares.
     index_tokens = int(token_counts.sum()) + int(result.embedding.get("unit_tokens", 0))
+    llm_tokens = int(result.embedding.get("llm_tokens", 0))
     latency, cost = model_latency_and_cost(query_tokens, retrieved_tokens, chunks_searched, index_tokens, rates)
+    # An LLM chunker's tokens are paid once per index, at the reader's rate, like embedding.
+    cost += llm_tokens * rates.reader_usd_per_mtok / 1e6 * 1000 / rates.amortize_queries
     recall, iou = overall["recall"]["mean"], overall["iou"]["mean"]
     attrs: dict[str, Any] = {}
     for metric in ("recall", "precision", "iou", "precision_omega"):
@@ -278,6 +281,7 @@ def trial_attributes(result, rates: ResolvedRates, weights: Weights, scales: Sca
         "latency_ms": latency * 1000,
         "cost_usd_per_1k_queries": cost,
         "index_build_s": index_tokens / rates.embed_tokens_per_s,
+        "llm_tokens": llm_tokens,
         "eval_seconds": result.timings["total"],
         "model_seconds": result.embedding["model_seconds"] + result.embedding.get("unit_model_seconds", 0.0),
         "cache_hit_rate": result.embedding["cache_hit_rate"],
