@@ -96,8 +96,10 @@ def prune_duplicate(trial: optuna.Trial, config_key: str) -> None:
     """Prune a trial whose configuration was already evaluated, or is being evaluated by
     an earlier trial of another worker (see :mod:`.samplers`).
 
-    The configuration is recorded first, so two workers proposing the same one at once
-    see each other; the later trial yields.
+    The configuration is recorded first, so a worker proposing one that another worker is
+    evaluating sees it and yields. The check is not atomic: two workers proposing the same
+    configuration at the same instant may both evaluate it, which costs time, never
+    correctness. One worker never evaluates a configuration twice.
     """
     trial.set_user_attr("config", config_key)
     for other in trial.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING)):
