@@ -169,6 +169,20 @@ def test_parallel_workers_never_run_one_waiting_trial_twice_on_sqlite(tmp_path):
     assert sorted(t.params["x"] for t in trials[:100]) == [i / 100 for i in range(100)]
 
 
+def _open_storage(url: str) -> str:
+    make_storage(url, heartbeat_interval=None)
+    return "ok"
+
+
+def test_processes_opening_a_new_sqlite_database_together_all_succeed(tmp_path):
+    # Each would create the schema; unserialised, the losers failed with "table already exists".
+    from joblib import Parallel, delayed
+
+    for round_ in range(5):
+        url = f"sqlite:///{tmp_path}/new-{round_}.db"
+        assert Parallel(n_jobs=4, backend="loky")(delayed(_open_storage)(url) for _ in range(4)) == ["ok"] * 4
+
+
 def _check_parallel_study(spec: StudySpec, target: int) -> None:
     trials = trials_of(spec)
     numbers = [t.number for t in trials]

@@ -25,14 +25,13 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from .config import EvaluationConfig, RetrievalConfig
-from .corpus import load_corpus
 from .embedding import EmbeddingCache
 from .errors import ChunkwiseError
-from .evalset import load_evaluation_set
 from .evaluation import evaluate
 from .tuning.objective import ResolvedRates, Scales, Weights, trial_attributes
 from .tuning.runner import best_trial, embedder_key
 from .tuning.samplers import DUPLICATE_ATTR, SCORE_ATTR
+from .tuning.study import StudyError, load_study_inputs
 
 #: Common defaults marked on the plots: (chunker, size, overlap).
 WELL_KNOWN = (("token", 800, 400), ("token", 400, 200), ("recursive", 200, 0))
@@ -238,9 +237,9 @@ def _comparison(study, settings, trials, best, top, bootstrap, seed, cache) -> t
 
     Returns the markdown lines and the baseline's attributes (None when skipped).
     """
-    corpus = load_corpus(settings["corpus_path"], settings["corpus"])
-    evalset = load_evaluation_set(settings["queries_path"], corpus, ignore_other_corpora=True)
-    if corpus.sha256 != settings["corpus_sha256"] or evalset.sha256 != settings["evaluation_set_sha256"]:
+    try:
+        corpus, evalset = load_study_inputs(settings, study.study_name)
+    except StudyError:
         return ["The corpus or queries changed since the study ran: bootstrap intervals skipped."], None
     cache = cache if cache is not None else EmbeddingCache()
     ranked = sorted(trials, key=lambda t: -t.user_attrs["score"])[:top]

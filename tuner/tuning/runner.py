@@ -14,10 +14,10 @@ import optuna
 from optuna.trial import TrialState
 
 from ..config import EmbedderConfig, EvaluationConfig, RetrievalConfig
-from ..corpus import Corpus, load_corpus
+from ..corpus import Corpus
 from ..embedding import Embedder, EmbeddingCache
 from ..errors import ChunkwiseError
-from ..evalset import EvaluationSet, load_evaluation_set
+from ..evalset import EvaluationSet
 from ..evaluation import evaluate
 from .objective import Rates, ResolvedRates, Scales, Weights, resolve_rates, trial_attributes
 from .samplers import DUPLICATE_ATTR, SCORE_ATTR, WeightedScoreSampler
@@ -28,6 +28,7 @@ from .study import (
     StudyError,
     StudySpec,
     load_study_data,
+    load_study_inputs,
     open_study,
     settings_space,
     study_settings,
@@ -173,7 +174,7 @@ def run_worker(options: WorkerOptions,
     settings = study.user_attrs.get(SETTINGS_ATTR)
     if settings is None:
         raise StudyError(f"study {options.study!r} was not created by chunkwise (no settings)")
-    corpus, evalset = _load_for_worker(settings, options)
+    corpus, evalset = load_study_inputs(settings, options.study, options.corpus_path, options.queries_path)
     cache = EmbeddingCache(options.cache) if options.cache else EmbeddingCache()
     objective = TrialObjective(corpus, evalset, settings, cache)
     stop = _StopAtTarget(options.target, on_trial)
@@ -192,20 +193,6 @@ def run_worker(options: WorkerOptions,
         _print_err(f"study {options.study!r}: the last {MAX_DUPLICATES_IN_A_ROW} proposals repeated evaluated "
                    "configurations; the search space looks exhausted, stopping")
     return stop.completed
-
-
-def _load_for_worker(settings: dict[str, Any], options: WorkerOptions) -> tuple[Corpus, EvaluationSet]:
-    corpus_path = options.corpus_path or settings["corpus_path"]
-    queries_path = options.queries_path or settings["queries_path"]
-    corpus = load_corpus(corpus_path, settings["corpus"])
-    if corpus.sha256 != settings["corpus_sha256"]:
-        raise StudyError(f"corpus at {corpus_path} differs from the one study {options.study!r} was "
-                         "created with (content hash mismatch); pass the same corpus with --corpus")
-    evalset = load_evaluation_set(queries_path, corpus, ignore_other_corpora=True)
-    if evalset.sha256 != settings["evaluation_set_sha256"]:
-        raise StudyError(f"the queries in {queries_path} differ from those study {options.study!r} was "
-                         "created with (content hash mismatch); pass the same file with --queries")
-    return corpus, evalset
 
 
 class _StopAtTarget:

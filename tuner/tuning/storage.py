@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import time
 import warnings
 from pathlib import Path
 
@@ -12,6 +14,9 @@ from ..errors import ChunkwiseError
 
 #: Seconds a SQLite writer waits for a lock (short timeouts fail in ugly ways under load).
 SQLITE_TIMEOUT_S = 60
+#: Retries when another process is creating the schema of a new database at the same time.
+SCHEMA_RACE_RETRIES = 5
+SCHEMA_RACE_MARKS = ("already exists", "UNIQUE constraint failed", "duplicate key value")
 
 
 def default_storage_url(study_name: str) -> str:
@@ -45,19 +50,45 @@ def make_storage(url: str, *, heartbeat_interval: int | None = 10, grace_period:
     else:
         engine_kwargs["pool_pre_ping"] = True
     kwargs: dict = {}
-    try:
-        with warnings.catch_warnings():
-            # Heartbeat retries are marked experimental; they are what makes a killed worker harmless.
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            if heartbeat_interval:
-                kwargs = {"heartbeat_interval": heartbeat_interval, "grace_period": grace_period,
-                          "heartbeat_stale_trial_callback": RetryHeartbeatStaleTrialCallback(max_retry=max_retry)}
-            storage = RDBStorage(url, engine_kwargs=engine_kwargs, **kwargs)
-    except Exception as exc:  # SQLAlchemy raises many types for a bad URL or server
-        raise ChunkwiseError(f"cannot open study storage {url!r}: {exc}") from None
+    for attempt in range(SCHEMA_RACE_RETRIES + 1):
+        try:
+            with _schema_lock(url), warnings.catch_warnings():
+                # Heartbeat retries are marked experimental; they are what makes a killed worker harmless.
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                if heartbeat_interval:
+                    kwargs = {"heartbeat_interval": heartbeat_interval, "grace_period": grace_period,
+                              "heartbeat_stale_trial_callback": RetryHeartbeatStaleTrialCallback(max_retry=max_retry)}
+                storage = RDBStorage(url, engine_kwargs=engine_kwargs, **kwargs)
+            break
+        except Exception as exc:  # SQLAlchemy raises many types for a bad URL or server
+            # Two processes opening a new database both create its schema; the loser sees
+            # "already exists" or a duplicate version row and finds it complete when it tries
+            # again (SQLite files are also serialised by a lock file, see _schema_lock).
+            if any(mark in str(exc) for mark in SCHEMA_RACE_MARKS) and attempt < SCHEMA_RACE_RETRIES:
+                time.sleep(0.2 * (attempt + 1))
+                continue
+            raise ChunkwiseError(f"cannot open study storage {url!r}: {exc}") from None
     if url.startswith("sqlite:"):
         _serialize_sqlite_writes(storage.engine)
     return storage
+
+
+@contextlib.contextmanager
+def _schema_lock(url: str):
+    """Hold an exclusive lock on ``<database>.lock`` while opening a SQLite file, so
+    processes starting together do not create its tables at the same time."""
+    path = url[len("sqlite:///"):] if url.startswith("sqlite:///") else ""
+    if not path or path == ":memory:":
+        yield
+        return
+    import fcntl
+
+    with open(path + ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _serialize_sqlite_writes(engine) -> None:

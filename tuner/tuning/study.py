@@ -235,6 +235,23 @@ def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True)
 
 
+def load_study_inputs(settings: dict[str, Any], study: str, corpus_path: str | None = None,
+                      queries_path: str | None = None) -> tuple[Corpus, EvaluationSet]:
+    """The corpus and queries a study was created with (from its settings, or the given
+    paths on this machine), refused with :class:`StudyError` if their content changed."""
+    corpus_path = corpus_path or settings["corpus_path"]
+    queries_path = queries_path or settings["queries_path"]
+    corpus = load_corpus(corpus_path, settings["corpus"])
+    if corpus.sha256 != settings["corpus_sha256"]:
+        raise StudyError(f"corpus at {corpus_path} differs from the one study {study!r} was "
+                         "created with (content hash mismatch); pass the same corpus with --corpus")
+    evalset = load_evaluation_set(queries_path, corpus, ignore_other_corpora=True)
+    if evalset.sha256 != settings["evaluation_set_sha256"]:
+        raise StudyError(f"the queries in {queries_path} differ from those study {study!r} was "
+                         "created with (content hash mismatch); pass the same file with --queries")
+    return corpus, evalset
+
+
 def settings_space(settings: dict[str, Any]) -> SearchSpace:
     """The search space stored with a study."""
     return parse_search_space(settings["space"], settings.get("space_source", "<study>"))
