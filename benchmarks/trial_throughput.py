@@ -1,12 +1,12 @@
 """Trials per minute on chroma-dev, with 1 and 2 worker processes, cold and warm cache.
 
-For each number of jobs, a study per corpus of chroma-dev (default search space,
-MiniLM) runs ``--trials`` trials per corpus with an empty embedding cache (cold); then
+For each number of jobs, a study per corpus of chroma-dev (``--space``, default
+``search_spaces/default.yaml``; MiniLM) runs ``--trials`` trials per corpus with an empty embedding cache (cold); then
 the same configurations are enqueued into fresh studies and run again on the filled
 cache (warm). Reported: trials per minute of wall time, and the share of trial time
 spent inside the embedding model (the rest is chunking, scoring, storage and Optuna).
 
-    python benchmarks/trial_throughput.py [--data ../shared/datasets/chroma-dev] [--trials 8]
+    python benchmarks/trial_throughput.py [--data ../shared/datasets/chroma-dev] [--trials 8] [--space FILE]
 """
 
 from __future__ import annotations
@@ -63,6 +63,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=CHROMA_DEV)
     parser.add_argument("--trials", type=int, default=8, help="trials per corpus (3 corpora)")
+    parser.add_argument("--space", type=Path, default=ROOT / "search_spaces" / "default.yaml",
+                        help="search space (default: search_spaces/default.yaml)")
     args = parser.parse_args()
     require_chroma_dev(args.data)
     optuna.logging.set_verbosity(optuna.logging.ERROR)
@@ -75,7 +77,7 @@ def main() -> int:
         for jobs in (1, 2):
             cache = f"{tmp}/cache-{jobs}.sqlite3"
             spec = StudySpec(name=f"cold{jobs}", corpora=corpora, queries=str(args.data / "questions.csv"),
-                             space=str(ROOT / "search_spaces" / "default.yaml"), storage=f"sqlite:///{tmp}/b.db",
+                             space=str(args.space), storage=f"sqlite:///{tmp}/b.db",
                              trials=args.trials, jobs=jobs, seed=jobs, cache=cache)
             wall, trials = run(spec)
             row, rates[("cold", jobs)] = describe(f"cold, --jobs {jobs}", wall, trials)
