@@ -194,6 +194,14 @@ class Chunker(ABC):
         return self.split(Document(document, text))
 
 
+def check_smaller(owner: str, name: str, value: int, bound_name: str, bound: int) -> None:
+    """Refuse ``value >= bound`` (an overlap must be smaller than what it overlaps)."""
+    if value >= bound:
+        raise InvalidParameterError(
+            f"{owner}: {name}={value} must be smaller than {bound_name}={bound} "
+            f"(allowed: 0 <= {name} <= {bound - 1})")
+
+
 def make_chunk(document: Document, start: int, end: int, token_count: int | None = None) -> Chunk:
     """Build a chunk from exact offsets; the text is sliced, never searched for."""
     text = document.text[start:end]

@@ -12,7 +12,7 @@ import numpy as np
 from ..document import Document
 from ..errors import InvalidParameterError
 from ..tokens import count_tokens, count_tokens_batch
-from .base import Chunk, Chunker, make_chunk, param
+from .base import Chunk, Chunker, check_smaller, make_chunk, param
 from .registry import register
 
 DEFAULT_SEPARATORS = ("\n\n", "\n", ".", "?", "!", " ", "")
@@ -40,11 +40,7 @@ class RecursiveChunker(Chunker):
     separators: tuple = param(DEFAULT_SEPARATORS, tuple, help="separators, coarsest first")
 
     def _check(self) -> None:
-        if self.overlap >= self.size:
-            raise InvalidParameterError(
-                f"recursive: overlap={self.overlap} must be smaller than size={self.size} "
-                f"(allowed: 0 <= overlap <= {self.size - 1})"
-            )
+        check_smaller(self.name, "overlap", self.overlap, "size", self.size)
         if not self.separators or not all(isinstance(s, str) for s in self.separators):
             raise InvalidParameterError(
                 f"recursive: separators={list(self.separators)!r} must be a non-empty list "

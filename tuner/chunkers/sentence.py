@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..document import Document
-from ..errors import InvalidParameterError
-from .base import Chunk, Chunker, param
+from .base import Chunk, Chunker, check_smaller, param
 from .registry import register
 from .semantic import group_chunks, sentence_units
 
@@ -25,10 +24,7 @@ class SentenceChunker(Chunker):
     overlap: int = param(0, int, low=0, help="sentences shared by consecutive chunks")
 
     def _check(self) -> None:
-        if self.overlap >= self.sentences:
-            raise InvalidParameterError(
-                f"sentence: overlap={self.overlap} must be smaller than sentences={self.sentences} "
-                f"(allowed: 0 <= overlap <= {self.sentences - 1})")
+        check_smaller(self.name, "overlap", self.overlap, "sentences", self.sentences)
 
     def split(self, document: Document) -> list[Chunk]:
         units = sentence_units(document)

@@ -7,9 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..document import Document
-from ..errors import InvalidParameterError
 from ..tokens import count_tokens
-from .base import Chunk, Chunker, make_chunk, param
+from .base import Chunk, Chunker, check_smaller, make_chunk, param
 from .registry import register
 
 
@@ -31,11 +30,7 @@ class TokenChunker(Chunker):
     overlap: int = param(0, int, low=0, help="tokens shared by consecutive chunks")
 
     def _check(self) -> None:
-        if self.overlap >= self.size:
-            raise InvalidParameterError(
-                f"token: overlap={self.overlap} must be smaller than size={self.size} "
-                f"(allowed: 0 <= overlap <= {self.size - 1})"
-            )
+        check_smaller(self.name, "overlap", self.overlap, "size", self.size)
 
     def split(self, document: Document) -> list[Chunk]:
         tokens = document.tokens
