@@ -421,19 +421,28 @@ def _only_local_storage() -> str:
     return f"sqlite:///{found[0].resolve()}"
 
 
+def _existing_run_storage(name: str, storage: str | None) -> str:
+    """The storage URL of run ``name`` (default ``sqlite:///studies/NAME.db``); a SQLite
+    file that does not exist is an error rather than a new, empty database."""
+    from .tuning.storage import absolute_url, default_storage_url
+
+    url = absolute_url(storage or default_storage_url(name))
+    if url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):]).is_file():
+        raise ChunkwiseError(f"no study storage at {url}; give --storage URL")
+    return url
+
+
 def _cmd_export(args: argparse.Namespace) -> int:
     import optuna
 
     from .export import export_trial
     from .tuning import best_trial
-    from .tuning.storage import absolute_url, default_storage_url, make_storage
+    from .tuning.storage import make_storage
     from .tuning.study import StudyError
 
     name, _, corpus = args.study.partition("/")
     corpus = corpus or args.corpus
-    url = absolute_url(args.storage or default_storage_url(name))
-    if url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):]).is_file():
-        raise StudyError(f"no study storage at {url}; give --storage URL")
+    url = _existing_run_storage(name, args.storage)
     storage = make_storage(url, heartbeat_interval=None)
     names = [s.study_name for s in optuna.get_all_study_summaries(storage=storage, include_best_trial=False)]
     candidates = [n for n in names if n.startswith(name + "/") and (corpus is None or n == f"{name}/{corpus}")]
@@ -488,12 +497,10 @@ def _cmd_chunk(args: argparse.Namespace) -> int:
 def _cmd_report(args: argparse.Namespace) -> int:
     from .embedding import EmbeddingCache
     from .report import write_report
-    from .tuning.storage import absolute_url, default_storage_url, make_storage
+    from .tuning.storage import make_storage
 
     name = args.study.split("/", 1)[0]
-    url = absolute_url(args.storage or default_storage_url(name))
-    if url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):]).is_file():
-        raise ChunkwiseError(f"no study storage at {url}; give --storage URL")
+    url = _existing_run_storage(name, args.storage)
     cache = EmbeddingCache(args.cache) if args.cache else None
     path = write_report(make_storage(url, heartbeat_interval=None), args.study, args.output, top=args.top,
                         bootstrap=args.bootstrap, cache=cache, plotly_js=args.plotly)
