@@ -10,7 +10,14 @@ from __future__ import annotations
 
 
 class ChunkwiseError(Exception):
-    """Base class of every user-facing chunkwise error."""
+    """Base class of every user-facing chunkwise error.
+
+    ``fatal`` marks an error that no retry can fix (a bad API key, an unreachable endpoint
+    after the client's own retries, an unknown model): a tuning run stops at the first one
+    instead of failing trial after trial.
+    """
+
+    fatal: bool = False
 
 
 class InvalidParameterError(ChunkwiseError, ValueError):
