@@ -69,7 +69,7 @@ def test_dashboard_api_shows_studies_trials_attributes_and_note(tuned):
         assert {"precision_omega", "mean_chunk_tokens"} <= union
         note = study["note"]["body"]
         assert "chunkwise study `ship/handbook`" in note and "queries**: 30" in note
-        assert f"Best configuration: trial {outcome.best['number']}" in note
+        assert f"Best configuration: trial {outcome.best.number}" in note
     finally:
         server.shutdown()
         server.server_close()
@@ -106,11 +106,11 @@ def test_export_load_and_rechunk_give_the_trials_chunks(tuned, tmp_path, capsys)
     spec, outcome = tuned
     out = tmp_path / "best.json"
     assert main(["export", "--storage", spec.storage, "--study", "ship", "--corpus", "handbook", "-o", str(out)]) == 0
-    assert f"trial {outcome.best['number']} of ship/handbook" in capsys.readouterr().out
+    assert f"trial {outcome.best.number} of ship/handbook" in capsys.readouterr().out
     data = json.loads(out.read_text())
     assert data["chunkwise_export"] == SCHEMA_VERSION
-    assert data["metrics"]["score"] == outcome.best["score"]
-    assert data["source"] == {"study": "ship/handbook", "trial": outcome.best["number"], "storage": spec.storage,
+    assert data["metrics"]["score"] == outcome.best.score
+    assert data["source"] == {"study": "ship/handbook", "trial": outcome.best.number, "storage": spec.storage,
                               "weights": {"recall": 1.0, "iou": 0.5, "latency": 0.1, "cost": 0.1}}
     corpus = load_corpus(EXAMPLE, "handbook")
     assert data["corpus"]["sha256"] == corpus.sha256
@@ -119,10 +119,10 @@ def test_export_load_and_rechunk_give_the_trials_chunks(tuned, tmp_path, capsys)
     # The trial recorded its chunk statistics when it ran; the loaded chunker reproduces them.
     chunker = load_chunker(out)
     chunks = [c for doc in corpus for c in chunker.split(doc)]
-    assert len(chunks) == outcome.best["chunks"]
-    assert sum(c.token_count for c in chunks) / len(chunks) == pytest.approx(outcome.best["mean_chunk_tokens"])
+    assert len(chunks) == outcome.best.metrics["chunks"]
+    assert sum(c.token_count for c in chunks) / len(chunks) == pytest.approx(outcome.best.metrics["mean_chunk_tokens"])
     # ... and exactly the chunks an evaluation of the trial's configuration scores.
-    config = EvaluationConfig.from_dict(json.loads(outcome.best["config"]))
+    config = EvaluationConfig.from_dict(outcome.best.config)
     evalset = load_evaluation_set(QUERIES, corpus)
     scored = evaluate(corpus, evalset, config, cache=tuner.embedding.EmbeddingCache(spec.cache)).chunks
     assert chunks == scored
@@ -138,12 +138,12 @@ def test_export_a_chosen_trial_and_errors(tuned, tmp_path, capsys):
     assert main(["export", "--storage", spec.storage, "--study", "ship", "--trial", "99", "-o", str(out)]) == 2
     assert "has no complete trial 99" in capsys.readouterr().err
     assert main(["export", "--storage", spec.storage, "--study", "other", "-o", str(out)]) == 2
-    assert "no such study" in capsys.readouterr().err
+    assert "no study 'other'" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(("content", "message"), [
     ('{"chunkwise_export": 99, "config": {}}', "written by a newer chunkwise (export version 99"),
-    ('{"chunkwise_export": 1, "config": {"chunker": {"name": "token", "par', "damaged JSON"),
+    ('{"chunkwise_export": 1, "config": {"chunker": {"name": "token", "par', "is not valid YAML or JSON (line 1, column 69"),
     ('{"chunkwise_export": 1}', "no 'config'"),
     ('{"chunkwise_export": 1, "config": {"chunker": {"name": "token", "params": {"size": 0}}}}',
      "size=0 is invalid"),
@@ -213,7 +213,7 @@ def test_report_writes_plots_and_summary_with_intervals(tuned, tmp_path):
     report = (out / "report.md").read_text(encoding="utf-8")
     assert "## handbook (study `ship/handbook`)" in report
     assert "### Pareto-optimal configurations (recall against IoU)" in report
-    assert f"(trial {outcome.best['number']})" in report
+    assert f"(trial {outcome.best.number})" in report
     assert "### Top 2 configurations against the token 800/400 default (k=5)" in report
     assert "| default token 800/400 k=5 |" in report
     assert "**Best against the token 800/400 default**" in report and "| weighted score |" in report

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,8 +18,9 @@ from typing import Any
 import yaml
 
 from ._version import __version__
-from .errors import ChunkwiseError, InvalidParameterError
+from .errors import ChunkwiseError, InvalidParameterError, environment_error_message
 from .files import read_yaml, write_atomically
+from .secrets import redact
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
@@ -36,11 +36,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.handler(args) or 0
     except ChunkwiseError as exc:
-        print(f"chunkwise: error: {exc}", file=sys.stderr)
+        print(f"chunkwise: error: {redact(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("chunkwise: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except Exception as exc:
+        # One rule for the environment's failures: a file system, database or chromadb error is
+        # one clear message, not a traceback. Anything else is a bug and keeps its traceback.
+        message = environment_error_message(exc)
+        if message is None:
+            raise
+        print(f"chunkwise: error: {message}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -105,7 +113,9 @@ def _build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--corpus", action="append", metavar="[NAME=]PATH",
                       help="a corpus to tune (repeatable); replaces the study file's corpora")
     tune.add_argument("--queries", metavar="FILE", help="evaluation set (JSONL or Chroma CSV)")
-    tune.add_argument("--space", metavar="FILE", help="search space YAML (default: search_spaces/default.yaml)")
+    tune.add_argument("--space", metavar="FILE|NAME",
+                      help="search space: a YAML file, or a bundled space by name (default, quick, semantic, llm, "
+                           "default-grid); default: default")
     tune.add_argument("--embedder", metavar="PROVIDER[:MODEL]", help="embedder for every trial")
     tune.add_argument("--base-url", help="OpenAI-compatible endpoint for --embedder openai")
     tune.add_argument("--unit", choices=("tokens", "chars"), help="scoring unit")
@@ -245,15 +255,10 @@ def _add_cache_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _load_data(args: argparse.Namespace):
-    from .corpus import load_corpus
+    from .corpus import load_corpus, parse_corpus_spec
     from .evalset import load_evaluation_set
 
-    corpora = []
-    for spec in args.corpus:
-        name, sep, path = spec.partition("=")
-        if not sep or "/" in name or not name:
-            name, path = None, spec
-        corpora.append(load_corpus(path, name))
+    corpora = [load_corpus(path, name) for name, path in map(parse_corpus_spec, args.corpus)]
     names = [c.name for c in corpora]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
@@ -266,16 +271,12 @@ def _load_data(args: argparse.Namespace):
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    from .config import EmbedderConfig, EvaluationConfig
+    from .config import EvaluationConfig
     from .embedding import EmbeddingCache
     from .evaluation import evaluate
 
     config = _read_config(args.config) if args.config else EvaluationConfig()
-    embedder = None
-    if args.embedder or args.base_url:
-        embedder = EmbedderConfig.parse(args.embedder or config.embedder.provider)
-        if args.base_url:
-            embedder = EmbedderConfig(embedder.provider, embedder.model, args.base_url, embedder.dimensions)
+    embedder = config.embedder.overridden(args.embedder, args.base_url)
     params = dict(_parse_param(p) for p in args.param)
     corpora, evalset = _load_data(args)
     cache = None if args.no_cache else EmbeddingCache(args.cache) if args.cache else True
@@ -290,120 +291,49 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def _cmd_tune(args: argparse.Namespace) -> int:
-    from .config import EmbedderConfig
-    from .tuning import StudySpec, Weights, load_study_file, tune
-    from .tuning.storage import absolute_url
+    from .tuning import tune
+    from .tuning.progress import format_summary
+    from .tuning.study import build_spec
 
-    if args.study_file:
-        spec = load_study_file(args.study_file)
-    else:
-        missing = [flag for flag, value in (("--name", args.name), ("--corpus", args.corpus),
-                                            ("--queries", args.queries)) if not value]
-        if missing:
-            raise ChunkwiseError(f"without a study file, tune needs {', '.join(missing)}")
-        spec = StudySpec(name=args.name, corpora=tuple(_corpus_specs(args.corpus)), queries=args.queries,
-                         space=args.space or "search_spaces/default.yaml")
-    embedder = None
-    if args.embedder or args.base_url:
-        embedder = EmbedderConfig.parse(args.embedder or spec.embedder.provider)
-        if args.base_url:
-            embedder = EmbedderConfig(embedder.provider, embedder.model, args.base_url, embedder.dimensions)
-    spec = spec.with_overrides(
-        name=args.name, corpora=tuple(_corpus_specs(args.corpus)) if args.corpus else None,
-        queries=args.queries, space=args.space, embedder=embedder, unit=args.unit,
-        weights=Weights.parse(args.weights) if args.weights else None,
-        storage=absolute_url(args.storage) if args.storage else None, trials=args.n_trials, jobs=args.jobs,
-        seed=args.seed, cache=args.cache)
-    import optuna
-
-    # The progress bar reports trials, and failed trials are reported in one line each.
-    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    spec = build_spec(args.study_file, name=args.name, corpora=args.corpus, queries=args.queries, space=args.space,
+                      embedder=args.embedder, base_url=args.base_url, unit=args.unit, weights=args.weights,
+                      storage=args.storage, trials=args.n_trials, jobs=args.jobs, seed=args.seed, cache=args.cache)
+    _quiet_optuna()
     try:
-        outcomes = tune(spec, progress=True, echo=lambda line: print(line, file=sys.stderr))
+        outcomes = tune(spec, progress=True, echo=_print_err)
     except KeyboardInterrupt:
-        print(f"chunkwise: interrupted; completed trials are saved in {spec.storage}. "
-              "Run the same command to resume.", file=sys.stderr)
+        from .tuning.storage import display_url
+
+        _print_err(f"chunkwise: interrupted; completed trials are saved in {display_url(spec.storage)}. "
+                   "Run the same command to resume.")
         return EXIT_INTERRUPTED
-    print(format_outcomes(spec, outcomes))
+    print(format_summary(spec.name, spec.storage, outcomes))
     return 0
 
 
-def _corpus_specs(values: list[str]) -> list[tuple[str, str]]:
-    out = []
-    for spec in values:
-        name, sep, path = spec.partition("=")
-        if not sep or "/" in name or not name:
-            path = spec
-            name = Path(spec.rstrip("/")).stem
-        out.append((name, path))
-    return out
-
-
-def format_outcomes(spec, outcomes) -> str:
-    """The end-of-run summary: best configuration per corpus and what to do next."""
-    lines = ["", "best configuration per corpus (highest weighted score):"]
-    for item in outcomes:
-        lines.append(f"  {item.corpus}  (study {item.study}: {item.complete} complete, {item.failed} failed)")
-        best = item.best
-        if best is None:
-            lines.append("    no complete trial yet")
-            continue
-        params = ", ".join(f"{k}={v!r}" for k, v in best["params"].items() if k != "separators")
-        lines.append(f"    {best['chunker']}({params}), k={best['k']}   [trial {best['number']}]")
-        lines.append(
-            f"    score {best['score']:.4f}   recall {best['recall'] * 100:.1f}%   IoU {best['iou'] * 100:.2f}%   "
-            f"precision-Ω {best['precision_omega'] * 100:.1f}%   latency {best['latency_ms']:.0f} ms   "
-            f"cost ${best['cost_usd_per_1k_queries']:.3f}/1k queries")
-    lines += ["", "next:", f"  chunkwise dashboard --storage {spec.storage}"]
-    for item in outcomes:
-        lines.append(f"  chunkwise export --storage {spec.storage} --study {spec.name} --corpus {item.corpus} "
-                     f"-o {item.corpus}-best.json")
-    return "\n".join(lines)
-
-
 def _cmd_worker(args: argparse.Namespace) -> int:
-    import optuna
+    from .tuning import join_run
+    from .tuning.storage import absolute_url
 
-    from .tuning.runner import WorkerOptions, run_worker
-    from .tuning.storage import absolute_url, make_storage
-    from .tuning.study import TARGET_ATTR, StudyError
-
-    url = absolute_url(args.storage)
-    storage = make_storage(url, heartbeat_interval=None)
-    names = [s.study_name for s in optuna.get_all_study_summaries(storage=storage, include_best_trial=False)]
-    studies = [args.study] if args.study in names else [n for n in names if n.startswith(args.study + "/")]
-    if not studies:
-        raise StudyError(f"no study {args.study!r} in {url}; studies there: {', '.join(names) or 'none'}")
-    optuna.logging.set_verbosity(optuna.logging.ERROR)
-    seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
-    for name in studies:
-        study = optuna.load_study(study_name=name, storage=storage)
-        complete = len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)))
-        target = study.user_attrs.get(TARGET_ATTR, complete)
-        if args.n_trials:
-            target = max(target, complete) + args.n_trials
-            study.set_user_attr(TARGET_ATTR, target)
-        print(f"study {name}: {complete} complete, target {target}", file=sys.stderr)
-        cores = os.cpu_count() or 1
-        options = [WorkerOptions(url, name, seed + i, target, max(1, cores // args.jobs), cache=args.cache,
-                                 corpus_path=args.corpus, queries_path=args.queries) for i in range(args.jobs)]
-        if args.jobs == 1:
-            run_worker(options[0])
-        else:
-            from joblib import Parallel, delayed
-
-            Parallel(n_jobs=args.jobs, backend="loky")(delayed(run_worker)(o) for o in options)
+    _quiet_optuna()
+    try:
+        join_run(absolute_url(args.storage), args.study, n_trials=args.n_trials, jobs=args.jobs, seed=args.seed,
+                 cache=args.cache, corpus_path=args.corpus, queries_path=args.queries, echo=_print_err)
+    except KeyboardInterrupt:
+        _print_err("chunkwise: interrupted; completed trials are saved in the study")
+        return EXIT_INTERRUPTED
     return 0
 
 
 def _cmd_dashboard(args: argparse.Namespace) -> int:
-    from .tuning.storage import absolute_url, make_storage
+    from .tuning.storage import absolute_url, check_port_free, make_storage, only_local_storage
 
-    url = absolute_url(args.storage) if args.storage else _only_local_storage()
-    storage = make_storage(url, heartbeat_interval=None)
+    url = absolute_url(args.storage) if args.storage else only_local_storage()
+    check_port_free(args.host, args.port)
+    storage = make_storage(url)
     import optuna_dashboard
 
-    print(f"optuna-dashboard on {url}: http://{args.host}:{args.port}/ (Ctrl-C to stop)", file=sys.stderr)
+    _print_err(f"optuna-dashboard on {storage.display_url}: http://{args.host}:{args.port}/ (Ctrl-C to stop)")
     try:
         optuna_dashboard.run_server(storage, host=args.host, port=args.port)
     except OSError as exc:
@@ -413,59 +343,12 @@ def _cmd_dashboard(args: argparse.Namespace) -> int:
     return 0
 
 
-def _only_local_storage() -> str:
-    found = sorted(Path("studies").glob("*.db"))
-    if len(found) != 1:
-        names = ", ".join(str(p) for p in found) or "none"
-        raise ChunkwiseError(f"give --storage URL (studies/*.db here: {names})")
-    return f"sqlite:///{found[0].resolve()}"
-
-
-def _existing_run_storage(name: str, storage: str | None) -> str:
-    """The storage URL of run ``name`` (default ``sqlite:///studies/NAME.db``); a SQLite
-    file that does not exist is an error rather than a new, empty database."""
-    from .tuning.storage import absolute_url, default_storage_url
-
-    url = absolute_url(storage or default_storage_url(name))
-    if url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):]).is_file():
-        raise ChunkwiseError(f"no study storage at {url}; give --storage URL")
-    return url
-
-
 def _cmd_export(args: argparse.Namespace) -> int:
-    import optuna
+    from .export import export_run_trial
 
-    from .export import export_trial
-    from .tuning import best_trial
-    from .tuning.storage import make_storage
-    from .tuning.study import StudyError
-
-    name, _, corpus = args.study.partition("/")
-    corpus = corpus or args.corpus
-    url = _existing_run_storage(name, args.storage)
-    storage = make_storage(url, heartbeat_interval=None)
-    names = [s.study_name for s in optuna.get_all_study_summaries(storage=storage, include_best_trial=False)]
-    candidates = [n for n in names if n.startswith(name + "/") and (corpus is None or n == f"{name}/{corpus}")]
-    if len(candidates) != 1:
-        corpora = [n.split("/", 1)[1] for n in names if n.startswith(name + "/")]
-        hint = f"corpora of {name!r}: {', '.join(corpora)}" if corpora else f"studies there: {', '.join(names)}"
-        what = "pick one with --corpus" if len(candidates) > 1 else "no such study"
-        raise StudyError(f"{what} ({hint})")
-    study = optuna.load_study(study_name=candidates[0], storage=storage)
-    if args.trial is None:
-        trial = best_trial(study)
-        if trial is None:
-            raise StudyError(f"study {candidates[0]!r} has no complete trial yet")
-    else:
-        matches = [t for t in study.get_trials(deepcopy=False) if t.number == args.trial]
-        if not matches or matches[0].state != optuna.trial.TrialState.COMPLETE:
-            raise StudyError(f"study {candidates[0]!r} has no complete trial {args.trial}")
-        trial = matches[0]
-    data = export_trial(study, trial, url, args.output)
-    params = ", ".join(f"{k}={v!r}" for k, v in data["config"]["chunker"]["params"].items() if k != "separators")
-    print(f"wrote {args.output}: trial {trial.number} of {study.study_name}, "
-          f"{data['config']['chunker']['name']}({params}), k={data['config']['retrieval']['k']}, "
-          f"score {data['metrics'].get('score', float('nan')):.4f}")
+    exported = export_run_trial(args.study, args.output, corpus=args.corpus, trial=args.trial, storage=args.storage)
+    print(f"wrote {args.output}: trial {exported.record.number} of {exported.study}, {exported.record.describe()}, "
+          f"score {exported.record.score:.4f}")
     return 0
 
 
@@ -497,15 +380,23 @@ def _cmd_chunk(args: argparse.Namespace) -> int:
 def _cmd_report(args: argparse.Namespace) -> int:
     from .embedding import EmbeddingCache
     from .report import write_report
-    from .tuning.storage import make_storage
 
-    name = args.study.split("/", 1)[0]
-    url = _existing_run_storage(name, args.storage)
     cache = EmbeddingCache(args.cache) if args.cache else None
-    path = write_report(make_storage(url, heartbeat_interval=None), args.study, args.output, top=args.top,
-                        bootstrap=args.bootstrap, cache=cache, plotly_js=args.plotly)
-    print(f"wrote {path} and its plots", file=sys.stderr)
+    path = write_report(args.study, args.output, storage=args.storage, top=args.top, bootstrap=args.bootstrap,
+                        cache=cache, plotly_js=args.plotly, echo=_print_err)
+    _print_err(f"wrote {path} and its plots")
     return 0
+
+
+def _print_err(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+def _quiet_optuna() -> None:
+    import optuna
+
+    # The progress bar reports trials, and failed trials are reported in one line each.
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:

@@ -100,6 +100,19 @@ class EmbedderConfig:
         provider, _, model = spec.partition(":")
         return cls.from_dict({"provider": provider, "model": model or None})
 
+    def overridden(self, spec: str | None = None, base_url: str | None = None) -> EmbedderConfig:
+        """This embedder with a ``PROVIDER[:MODEL]`` and/or an endpoint given on the command line.
+
+        >>> EmbedderConfig().overridden(base_url="http://127.0.0.1:8000/v1").provider
+        'sentence-transformers'
+        >>> EmbedderConfig().overridden("openai", "http://127.0.0.1:8000/v1").model
+        'text-embedding-3-small'
+        """
+        if spec is None and base_url is None:
+            return self
+        parsed = self.parse(spec) if spec is not None else self
+        return EmbedderConfig(parsed.provider, parsed.model, base_url or parsed.base_url, parsed.dimensions)
+
 
 @dataclass(frozen=True)
 class RetrievalConfig:

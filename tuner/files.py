@@ -19,8 +19,13 @@ def read_yaml(path: str | Path, what: str, error: type[ChunkwiseError] = Chunkwi
         return yaml.safe_load(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise error(f"{what} {str(path)!r} does not exist") from None
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise error(f"{what} {str(path)!r} is not valid YAML: {exc}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise error(f"{what} {str(path)!r} is not valid YAML or JSON ({where}{problem})") from None
+    except UnicodeDecodeError as exc:
+        raise error(f"{what} {str(path)!r} is not UTF-8 text (byte {exc.start})") from None
     except OSError as exc:
         raise error(f"cannot read {what} {str(path)!r}: {exc.strerror}") from None
 

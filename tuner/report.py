@@ -15,23 +15,21 @@ in the embedding cache after tuning).
 
 from __future__ import annotations
 
-import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import optuna
-from optuna.trial import FrozenTrial, TrialState
 
 from .config import EvaluationConfig, RetrievalConfig
 from .embedding import EmbeddingCache
-from .errors import ChunkwiseError
 from .evaluation import evaluate
 from .tuning.objective import ResolvedRates, Scales, Weights, trial_attributes
-from .tuning.runner import best_trial, embedder_key
-from .tuning.samplers import DUPLICATE_ATTR, SCORE_ATTR
-from .tuning.study import StudyError, load_study_inputs
+from .tuning.records import RESOLVED_RATES_KEY, StudyError, TrialRecord, best_trial, evaluated, run_studies, settings_of
+from .tuning.storage import existing_run_storage, storage_errors
+from .tuning.study import load_study_inputs
+from .tuning.trial import embedder_key
 
 #: Common defaults marked on the plots: (chunker, size, overlap).
 WELL_KNOWN = (("token", 800, 400), ("token", 400, 200), ("recursive", 200, 0))
@@ -42,28 +40,18 @@ BASELINE_LABEL = f"default {BASELINE[0]} {BASELINE[1]}/{BASELINE[2]} k={BASELINE
 CONFIDENCE = 0.95
 
 
-@dataclass
-class Row:
-    """One configuration in the report."""
+@dataclass(frozen=True)
+class Axis:
+    """A metric plotted against recall."""
 
+    value: Callable[[TrialRecord], float]
     label: str
-    number: int | None
-    attrs: dict[str, Any]
+    maximize: bool
+    slug: str
 
 
-def label_of(attrs: dict[str, Any]) -> str:
-    params = attrs.get("params", {})
-    shown = "/".join(str(params[p]) for p in ("size", "overlap") if p in params)
-    return f"{attrs.get('chunker')} {shown} k={attrs.get('k')}"
-
-
-def _evaluated(study: optuna.Study) -> list[FrozenTrial]:
-    """Complete trials, one per distinct configuration (the first that evaluated it)."""
-    distinct: dict[str, FrozenTrial] = {}
-    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-        if SCORE_ATTR in t.user_attrs and DUPLICATE_ATTR not in t.user_attrs:
-            distinct.setdefault(t.user_attrs.get("config", str(t.number)), t)
-    return list(distinct.values())
+AXES = (Axis(lambda r: r.iou, "IoU", True, "iou"),
+        Axis(lambda r: r.cost_usd_per_1k_queries, "cost, $ per 1,000 queries", False, "cost"))
 
 
 def pareto(points: list[tuple[float, float]], maximize: tuple[bool, bool]) -> list[int]:
@@ -84,54 +72,57 @@ def bootstrap_mean_ci(values: np.ndarray, rng: np.random.Generator, samples: int
     return float(low), float(high)
 
 
-def _well_known_trials(trials: list[FrozenTrial]) -> dict[tuple, list[FrozenTrial]]:
-    found: dict[tuple, list[FrozenTrial]] = {}
+def _well_known_trials(trials: list[TrialRecord]) -> dict[tuple, list[TrialRecord]]:
+    found: dict[tuple, list[TrialRecord]] = {}
     for t in trials:
-        params = t.user_attrs.get("params", {})
-        key = (t.user_attrs.get("chunker"), params.get("size"), params.get("overlap"))
+        key = (t.chunker, t.params.get("size"), t.params.get("overlap"))
         if key in WELL_KNOWN:
             found.setdefault(key, []).append(t)
     return found
 
 
-def write_report(storage: optuna.storages.BaseStorage, run: str, out_dir: str | Path, *, top: int = 5,
-                 bootstrap: int = 2000, seed: int = 0, cache: EmbeddingCache | None = None,
-                 plotly_js: str = "inline") -> Path:
-    """Write the report of every corpus study of run ``run``; returns the markdown file.
+def write_report(run: str, out_dir: str | Path, *, storage: str | None = None, top: int = 5, bootstrap: int = 2000,
+                 seed: int = 0, cache: EmbeddingCache | None = None, plotly_js: str = "inline",
+                 echo: Callable[[str], None] | None = None) -> Path:
+    """Write the report of every corpus study of run ``run`` (or ``RUN/CORPUS``); returns the
+    markdown file. ``storage`` defaults to ``sqlite:///studies/RUN.db``.
 
     ``plotly_js="inline"`` makes each HTML plot self-contained (about 4 MB, works offline);
     ``"cdn"`` loads plotly.js from its CDN instead (small files, needs a network to view).
     """
-    names = sorted(s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)
-                   if s.study_name == run or s.study_name.startswith(run + "/"))
-    if not names:
-        raise ChunkwiseError(f"no study named {run!r} (or {run}/CORPUS) in this storage")
+    from .files import write_atomically
+
+    study_storage = existing_run_storage(run, storage)
+    with storage_errors(study_storage.display_url):
+        names = run_studies(study_storage, run, where=study_storage.display_url)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     sections = [f"# chunkwise report: {run}", ""]
     for name in names:
-        study = optuna.load_study(study_name=name, storage=storage)
+        with storage_errors(study_storage.display_url):
+            study = optuna.load_study(study_name=name, storage=study_storage)
         sections += _corpus_section(study, out, top=top, bootstrap=bootstrap, seed=seed, cache=cache,
-                                    plotly_js=plotly_js)
+                                    plotly_js=plotly_js, echo=echo or (lambda _: None))
     path = out / "report.md"
-    path.write_text("\n".join(sections) + "\n", encoding="utf-8")
+    write_atomically(path, "\n".join(sections) + "\n")
     return path
 
 
 def _corpus_section(study: optuna.Study, out: Path, *, top: int, bootstrap: int, seed: int,
-                    cache: EmbeddingCache | None, plotly_js: str) -> list[str]:
-    settings = study.user_attrs.get("settings")
-    if settings is None:
-        raise ChunkwiseError(f"study {study.study_name!r} was not created by chunkwise (no settings)")
+                    cache: EmbeddingCache | None, plotly_js: str, echo: Callable[[str], None]) -> list[str]:
+    settings = settings_of(study)
     corpus_name = settings["corpus"]
-    trials = _evaluated(study)
+    trials = evaluated(study)
     lines = [f"## {corpus_name} (study `{study.study_name}`)", ""]
     if not trials:
         return [*lines, "No complete trial yet.", ""]
     best = best_trial(study)
     known = _well_known_trials(trials)
     stem = corpus_name.replace("/", "_")
+    echo(f"{study.study_name}: re-evaluating the top {min(top, len(trials))} configurations and the token "
+         f"{BASELINE[1]}/{BASELINE[2]} baseline for confidence intervals (embeddings come from the cache)...")
     comparison, baseline = _comparison(study, settings, trials, best, top, bootstrap, seed, cache)
+    echo(f"{study.study_name}: drawing the Pareto plots...")
     plot_files = _plots(trials, best, known, baseline, out, stem, plotly_js)
     weights = ", ".join(f"{k} {v:g}" for k, v in settings["weights"].items())
     lines += [
@@ -143,27 +134,25 @@ def _corpus_section(study: optuna.Study, out: Path, *, top: int, bootstrap: int,
         "",
         f"Interactive: [recall-IoU]({plot_files[2]}), [recall-cost]({plot_files[3]}).",
         "",
-        f"**Best weighted configuration**: `{label_of(best.user_attrs)}` (trial {best.number}), score "
-        f"{best.user_attrs['score']:.4f}.",
+        f"**Best weighted configuration**: `{best.label()}` (trial {best.number}), score {best.score:.4f}.",
         "",
         "### Pareto-optimal configurations (recall against IoU)",
         "",
         "| trial | configuration | recall | IoU | precision-Ω | latency ms | cost $/1k queries | score |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    front = pareto([(t.user_attrs["recall"], t.user_attrs["iou"]) for t in trials], (True, True))
+    front = pareto([(t.recall, t.iou) for t in trials], (True, True))
     for i in front:
-        a = trials[i].user_attrs
-        mark = " **(best)**" if trials[i].number == best.number else ""
-        lines.append(f"| {trials[i].number} | {label_of(a)}{mark} | {a['recall']:.1%} | {a['iou']:.2%} | "
-                     f"{a['precision_omega']:.1%} | {a['latency_ms']:.0f} | {a['cost_usd_per_1k_queries']:.3f} | "
-                     f"{a['score']:.4f} |")
+        r = trials[i]
+        mark = " **(best)**" if r.number == best.number else ""
+        lines.append(f"| {r.number} | {r.label()}{mark} | {r.recall:.1%} | {r.iou:.2%} | {r.precision_omega:.1%} | "
+                     f"{r.latency_ms:.0f} | {r.cost_usd_per_1k_queries:.3f} | {r.score:.4f} |")
     lines += ["", *comparison, ""]
     return lines
 
 
-def _plots(trials, best, known, baseline: dict[str, Any] | None, out: Path, stem: str,
-           plotly_js: str) -> list[str]:
+def _plots(trials: list[TrialRecord], best: TrialRecord, known: dict[tuple, list[TrialRecord]],
+           baseline: TrialRecord | None, out: Path, stem: str, plotly_js: str) -> list[str]:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -172,79 +161,77 @@ def _plots(trials, best, known, baseline: dict[str, Any] | None, out: Path, stem
 
     files = []
     html = []
-    axes = (("iou", "IoU", True), ("cost_usd_per_1k_queries", "cost, $ per 1,000 queries", False))
-    for metric, label, maximize in axes:
-        xs = [t.user_attrs[metric] for t in trials]
-        ys = [t.user_attrs["recall"] for t in trials]
-        front = pareto(list(zip(ys, xs)), (True, maximize))
+    for axis in AXES:
+        xs = [axis.value(t) for t in trials]
+        ys = [t.recall for t in trials]
+        front = pareto(list(zip(ys, xs)), (True, axis.maximize))
         front = sorted(front, key=lambda i: xs[i])
+        short = axis.label.split(",")[0]
         fig, ax = plt.subplots(figsize=(6.4, 4.4), dpi=110)
         ax.scatter(xs, ys, s=16, c="#b0b0b0", label="trials")
         ax.plot([xs[i] for i in front], [ys[i] for i in front], "-o", c="#1f77b4", ms=4, label="Pareto front")
-        ax.scatter([best.user_attrs[metric]], [best.user_attrs["recall"]], marker="*", s=220, c="#d62728",
-                   zorder=5, label=f"best score: {label_of(best.user_attrs)}")
+        ax.scatter([axis.value(best)], [best.recall], marker="*", s=220, c="#d62728", zorder=5,
+                   label=f"best score: {best.label()}")
         markers = iter("s^D")
         for (chunker, size, overlap), matches in known.items():
-            top_match = max(matches, key=lambda t: t.user_attrs["score"])
-            ax.scatter([top_match.user_attrs[metric]], [top_match.user_attrs["recall"]], marker=next(markers),
-                       s=60, facecolors="none", edgecolors="black", zorder=4,
-                       label=f"{chunker} {size}/{overlap} (best k={top_match.user_attrs['k']})")
+            top_match = max(matches, key=lambda t: t.score)
+            ax.scatter([axis.value(top_match)], [top_match.recall], marker=next(markers), s=60, facecolors="none",
+                       edgecolors="black", zorder=4, label=f"{chunker} {size}/{overlap} (best k={top_match.k})")
         if baseline is not None:
-            ax.scatter([baseline[metric]], [baseline["recall"]], marker="x", s=70, c="black", zorder=4,
+            ax.scatter([axis.value(baseline)], [baseline.recall], marker="x", s=70, c="black", zorder=4,
                        label=f"{BASELINE_LABEL} (evaluated for this report)")
-        ax.set_xlabel(label)
+        ax.set_xlabel(axis.label)
         ax.set_ylabel("recall")
-        if metric == "iou":
+        if axis.slug == "iou":
             ax.set_xscale("log")
-        ax.set_title(f"{stem}: recall against {label.split(',')[0]}")
+        ax.set_title(f"{stem}: recall against {short}")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="lower right")
         fig.tight_layout()
-        png = f"{stem}-recall-{'iou' if metric == 'iou' else 'cost'}.png"
+        png = f"{stem}-recall-{axis.slug}.png"
         fig.savefig(out / png)
         plt.close(fig)
         files.append(png)
 
-        hover = [f"trial {t.number}: {label_of(t.user_attrs)}<br>score {t.user_attrs['score']:.4f}" for t in trials]
+        hover = [f"trial {t.number}: {t.label()}<br>score {t.score:.4f}" for t in trials]
         figure = go.Figure()
         figure.add_trace(go.Scatter(x=xs, y=ys, mode="markers", name="trials", text=hover, hoverinfo="text+x+y",
                                     marker={"color": "#b0b0b0"}))
         figure.add_trace(go.Scatter(x=[xs[i] for i in front], y=[ys[i] for i in front], mode="lines+markers",
                                     name="Pareto front", text=[hover[i] for i in front], hoverinfo="text+x+y"))
-        figure.add_trace(go.Scatter(x=[best.user_attrs[metric]], y=[best.user_attrs["recall"]], mode="markers",
-                                    name="best score", marker={"symbol": "star", "size": 16, "color": "#d62728"},
-                                    text=[label_of(best.user_attrs)], hoverinfo="text+x+y"))
+        figure.add_trace(go.Scatter(x=[axis.value(best)], y=[best.recall], mode="markers", name="best score",
+                                    marker={"symbol": "star", "size": 16, "color": "#d62728"},
+                                    text=[best.label()], hoverinfo="text+x+y"))
         for (chunker, size, overlap), matches in known.items():
-            figure.add_trace(go.Scatter(x=[t.user_attrs[metric] for t in matches],
-                                        y=[t.user_attrs["recall"] for t in matches], mode="markers",
-                                        name=f"{chunker} {size}/{overlap}",
+            figure.add_trace(go.Scatter(x=[axis.value(t) for t in matches], y=[t.recall for t in matches],
+                                        mode="markers", name=f"{chunker} {size}/{overlap}",
                                         marker={"symbol": "square-open", "size": 11},
-                                        text=[label_of(t.user_attrs) for t in matches], hoverinfo="text+x+y"))
+                                        text=[t.label() for t in matches], hoverinfo="text+x+y"))
         if baseline is not None:
-            figure.add_trace(go.Scatter(x=[baseline[metric]], y=[baseline["recall"]], mode="markers",
+            figure.add_trace(go.Scatter(x=[axis.value(baseline)], y=[baseline.recall], mode="markers",
                                         name=f"{BASELINE_LABEL} (evaluated for this report)",
                                         marker={"symbol": "x", "size": 12, "color": "black"}))
-        figure.update_layout(title=f"{stem}: recall against {label.split(',')[0]}", xaxis_title=label,
-                             yaxis_title="recall", xaxis_type="log" if metric == "iou" else "linear")
+        figure.update_layout(title=f"{stem}: recall against {short}", xaxis_title=axis.label,
+                             yaxis_title="recall", xaxis_type="log" if axis.slug == "iou" else "linear")
         page = png.replace(".png", ".html")
         figure.write_html(out / page, include_plotlyjs=True if plotly_js == "inline" else "cdn", full_html=True)
         html.append(page)
     return files + html
 
 
-def _comparison(study, settings, trials, best, top, bootstrap, seed, cache) -> tuple[list[str], dict | None]:
+def _comparison(study: optuna.Study, settings: dict, trials: list[TrialRecord], best: TrialRecord, top: int,
+                bootstrap: int, seed: int, cache: EmbeddingCache | None) -> tuple[list[str], TrialRecord | None]:
     """Top configurations and the baseline, re-evaluated for per-query bootstrap intervals.
 
-    Returns the markdown lines and the baseline's attributes (None when skipped).
+    Returns the markdown lines and the baseline as a record (None when skipped).
     """
     try:
         corpus, evalset = load_study_inputs(settings, study.study_name)
     except StudyError:
         return ["The corpus or queries changed since the study ran: bootstrap intervals skipped."], None
     cache = cache if cache is not None else EmbeddingCache()
-    ranked = sorted(trials, key=lambda t: -t.user_attrs["score"])[:top]
-    rows = [Row(f"trial {t.number}: {label_of(t.user_attrs)}", t.number, t.user_attrs) for t in ranked]
-    configs = [EvaluationConfig.from_dict(json.loads(t.user_attrs["config"])) for t in ranked]
+    ranked = sorted(trials, key=lambda t: -t.score)[:top]
+    configs = [EvaluationConfig.from_dict(t.config) for t in ranked]
     base_config = EvaluationConfig.from_dict({
         **configs[0].to_dict(),
         "chunker": {"name": BASELINE[0], "params": {"size": BASELINE[1], "overlap": BASELINE[2]}},
@@ -256,8 +243,9 @@ def _comparison(study, settings, trials, best, top, bootstrap, seed, cache) -> t
         result = evaluate(corpus, evalset, config, embedder=embedder)
         per_query.append(result.scores.at(config.retrieval.k))
     baseline = per_query[-1]
-    rates = ResolvedRates(**settings["resolved_rates"][embedder_key(base_config.embedder)])
-    base_attrs = trial_attributes(result, rates, Weights(**settings["weights"]), Scales(**settings["scales"]))
+    rates = ResolvedRates(**settings[RESOLVED_RATES_KEY][embedder_key(base_config.embedder)])
+    base = TrialRecord.from_attrs(-1, trial_attributes(result, rates, Weights(**settings["weights"]),
+                                                       Scales(**settings["scales"])))
     rng = np.random.default_rng(seed)
     n = len(evalset)
     lines = [
@@ -270,7 +258,7 @@ def _comparison(study, settings, trials, best, top, bootstrap, seed, cache) -> t
         "| configuration | recall | IoU | Δ recall vs default | Δ IoU vs default |",
         "|---|---|---|---|---|",
     ]
-    for row, scores in zip(rows, per_query):
+    for record, scores in zip(ranked, per_query):
         cells = []
         for metric in ("recall", "iou"):
             low, high = bootstrap_mean_ci(scores[metric], rng, bootstrap)
@@ -280,13 +268,13 @@ def _comparison(study, settings, trials, best, top, bootstrap, seed, cache) -> t
             low, high = bootstrap_mean_ci(diff, rng, bootstrap)
             verdict = "" if low <= 0 <= high else " ✓" if low > 0 else " ✗"
             cells.append(f"{diff.mean() * 100:+.1f} pts [{low * 100:+.1f}, {high * 100:+.1f}]{verdict}")
-        lines.append(f"| {row.label} | " + " | ".join(cells) + " |")
+        lines.append(f"| trial {record.number}: {record.label()} | " + " | ".join(cells) + " |")
     base_cells = []
     for metric in ("recall", "iou"):
         low, high = bootstrap_mean_ci(baseline[metric], rng, bootstrap)
         base_cells.append(f"{baseline[metric].mean():.1%} [{low:.1%}, {high:.1%}]")
     lines.append(f"| {BASELINE_LABEL} | " + " | ".join(base_cells) + " | | |")
-    b, d = best.user_attrs, base_attrs
+    b, d = best, base
     lines += [
         "",
         f"**Best against the token {BASELINE[1]}/{BASELINE[2]} default** (✓: the interval lies above 0, "
@@ -294,18 +282,18 @@ def _comparison(study, settings, trials, best, top, bootstrap, seed, cache) -> t
         "",
         "| metric | best | default | difference |",
         "|---|---|---|---|",
-        f"| recall | {b['recall']:.1%} | {d['recall']:.1%} | {(b['recall'] - d['recall']) * 100:+.1f} points |",
-        f"| precision | {b['precision']:.2%} | {d['precision']:.2%} | {_ratio(b['precision'], d['precision'])} |",
-        f"| IoU | {b['iou']:.2%} | {d['iou']:.2%} | {_ratio(b['iou'], d['iou'])} |",
-        f"| precision-Ω | {b['precision_omega']:.1%} | {d['precision_omega']:.1%} | "
-        f"{_ratio(b['precision_omega'], d['precision_omega'])} |",
-        f"| latency (modelled) | {b['latency_ms']:.0f} ms | {d['latency_ms']:.0f} ms | "
-        f"{_ratio(b['latency_ms'], d['latency_ms'])} |",
-        f"| cost per 1,000 queries | ${b['cost_usd_per_1k_queries']:.3f} | ${d['cost_usd_per_1k_queries']:.3f} | "
-        f"{_ratio(b['cost_usd_per_1k_queries'], d['cost_usd_per_1k_queries'])} |",
-        f"| weighted score | {b['score']:.4f} | {d['score']:.4f} | {(b['score'] - d['score']):+.4f} |",
+        f"| recall | {b.recall:.1%} | {d.recall:.1%} | {(b.recall - d.recall) * 100:+.1f} points |",
+        f"| precision | {b.precision:.2%} | {d.precision:.2%} | {_ratio(b.precision, d.precision)} |",
+        f"| IoU | {b.iou:.2%} | {d.iou:.2%} | {_ratio(b.iou, d.iou)} |",
+        f"| precision-Ω | {b.precision_omega:.1%} | {d.precision_omega:.1%} | "
+        f"{_ratio(b.precision_omega, d.precision_omega)} |",
+        f"| latency (modelled) | {b.latency_ms:.0f} ms | {d.latency_ms:.0f} ms | "
+        f"{_ratio(b.latency_ms, d.latency_ms)} |",
+        f"| cost per 1,000 queries | ${b.cost_usd_per_1k_queries:.3f} | ${d.cost_usd_per_1k_queries:.3f} | "
+        f"{_ratio(b.cost_usd_per_1k_queries, d.cost_usd_per_1k_queries)} |",
+        f"| weighted score | {b.score:.4f} | {d.score:.4f} | {(b.score - d.score):+.4f} |",
     ]
-    return lines, base_attrs
+    return lines, base
 
 
 def _ratio(value: float, reference: float) -> str:

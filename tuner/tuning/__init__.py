@@ -1,30 +1,52 @@
-"""Tuning: search spaces, the weighted objective, samplers, SQL storage and runs."""
+"""Tuning: search spaces, the weighted objective, samplers, SQL storage and runs.
+
+The modules, one concept each:
+
+* :mod:`.space`: search spaces (YAML, validated, bundled spaces by name);
+* :mod:`.objective`: what a trial measures and how "best" is scored;
+* :mod:`.samplers`: TPE on the weighted score;
+* :mod:`.records`: what a study stores, and the one way to read it back;
+* :mod:`.storage`, :mod:`.ledger`: SQL storage, and the workers' shared ledger of claims;
+* :mod:`.study`: study files and the settings a study keeps;
+* :mod:`.trial`, :mod:`.workers`, :mod:`.run`: one trial, worker processes, whole runs;
+* :mod:`.progress`: the progress bar and each study's dashboard note.
+"""
 
 from .objective import Rates, Scales, Weights, weighted_score
-from .runner import TrialObjective, WorkerOptions, best_trial, run_worker, tune
+from .records import StudyError, TrialRecord, best_trial, run_studies, select_trial
+from .run import CorpusOutcome, join_run, tune
 from .samplers import WeightedScoreSampler
-from .space import SearchSpace, SearchSpaceError, load_search_space, parse_search_space
-from .storage import default_storage_url, make_storage
-from .study import StudyError, StudySpec, load_study_file
+from .space import SearchSpace, SearchSpaceError, bundled_spaces, load_search_space, parse_search_space
+from .storage import StorageError, default_storage_url, make_storage
+from .study import StudySpec, load_study_file
+from .trial import TrialObjective
+from .workers import WorkerOptions, run_worker
 
 __all__ = [
+    "CorpusOutcome",
     "Rates",
     "Scales",
     "SearchSpace",
     "SearchSpaceError",
+    "StorageError",
     "StudyError",
     "StudySpec",
     "TrialObjective",
+    "TrialRecord",
     "WeightedScoreSampler",
     "Weights",
     "WorkerOptions",
     "best_trial",
+    "bundled_spaces",
     "default_storage_url",
+    "join_run",
     "load_search_space",
     "load_study_file",
     "make_storage",
     "parse_search_space",
+    "run_studies",
     "run_worker",
+    "select_trial",
     "tune",
     "weighted_score",
 ]

@@ -36,6 +36,7 @@ import numpy as np
 from ..embedding import Embedder
 from ..embedding.cache import default_cache_path
 from ..errors import InvalidParameterError
+from .records import CONFIG_ATTR, SCORE_ATTR
 
 METRIC_NAMES = ("recall", "IoU")
 
@@ -273,7 +274,7 @@ def trial_attributes(result, rates: ResolvedRates, weights: Weights, scales: Sca
         attrs[metric] = overall[metric]["mean"]
         attrs[f"{metric}_std"] = overall[metric]["std"]
     attrs.update({
-        "score": weighted_score(recall, iou, latency, cost, weights, scales),
+        SCORE_ATTR: weighted_score(recall, iou, latency, cost, weights, scales),
         "chunks": len(result.chunks),
         "mean_chunk_tokens": float(token_counts[:-1].mean()) if result.chunks else 0.0,
         "tokens_embedded": index_tokens + round(query_tokens * len(ranking)),
@@ -285,6 +286,6 @@ def trial_attributes(result, rates: ResolvedRates, weights: Weights, scales: Sca
         "eval_seconds": result.timings["total"],
         "model_seconds": result.embedding["model_seconds"] + result.embedding.get("unit_model_seconds", 0.0),
         "cache_hit_rate": result.embedding["cache_hit_rate"],
-        "config": json.dumps(result.config.to_dict(), sort_keys=True),
+        CONFIG_ATTR: json.dumps(result.config.to_dict(), sort_keys=True),
     })
     return attrs

@@ -35,9 +35,7 @@ from optuna.samplers import BaseSampler, RandomSampler, TPESampler
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
-SCORE_ATTR = "score"
-#: Set on a trial pruned because it proposed an already evaluated configuration.
-DUPLICATE_ATTR = "duplicate_of"
+from .records import DUPLICATE_ATTR, SCORE_ATTR, SKIPPED_ATTR
 
 
 class _ScoreView:
@@ -57,9 +55,9 @@ class _ScoreView:
 
     def _get_trials(self, deepcopy: bool = True, states: Container[TrialState] | None = None,
                     use_cache: bool = False) -> list[FrozenTrial]:
-        # Duplicates carry no information: the configuration's own trial already counts.
+        # Duplicates and skipped trials carry no information: the configuration's own trial counts.
         trials = self._study._get_trials(deepcopy=False, states=states, use_cache=use_cache)
-        return [_as_scored(t) for t in trials if DUPLICATE_ATTR not in t.user_attrs
+        return [_as_scored(t) for t in trials if DUPLICATE_ATTR not in t.user_attrs and SKIPPED_ATTR not in t.user_attrs
                 and (t.state != TrialState.COMPLETE or SCORE_ATTR in t.user_attrs)]
 
     def get_trials(self, deepcopy: bool = True, states: Container[TrialState] | None = None) -> list[FrozenTrial]:

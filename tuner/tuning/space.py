@@ -193,12 +193,41 @@ class SearchSpace:
                 yield {"chunker": name, **dict(zip((a for a, _ in axes), values))}
 
 
+#: The spaces shipped with chunkwise (the repository's ``search_spaces/``, installed as package data).
+BUNDLED_SPACES_DIR = Path(__file__).resolve().parent.parent / "search_spaces"
+DEFAULT_SPACE = "default"
+
+
+def bundled_spaces() -> list[str]:
+    """Names of the bundled search spaces (``default``, ``quick``, ...)."""
+    return sorted(p.stem for p in BUNDLED_SPACES_DIR.glob("*.yaml"))
+
+
+def resolve_space(name_or_path: str | Path) -> Path:
+    """The file of a search space given as a path, or by the name of a bundled space.
+
+    A path that exists wins; otherwise ``default``, ``quick``, ``semantic`` ... (with or
+    without ``.yaml``) name the spaces shipped with chunkwise, so ``--space quick`` works
+    from any folder.
+    """
+    path = Path(name_or_path).expanduser()
+    if path.exists():
+        return path
+    stem = path.name[: -len(".yaml")] if path.name.endswith(".yaml") else path.name
+    if path.parent == Path(".") and stem in bundled_spaces():
+        return BUNDLED_SPACES_DIR / f"{stem}.yaml"
+    raise SearchSpaceError(f"search space {str(name_or_path)!r} does not exist; give a YAML file or a bundled "
+                           f"space: {', '.join(bundled_spaces())}")
+
+
 def load_search_space(path: str | Path) -> SearchSpace:
-    """Read and validate a search space YAML file.
+    """Read and validate a search space YAML file (or a bundled space by name, see
+    :func:`resolve_space`).
 
     Raises:
         SearchSpaceError: with the file, the key path and the allowed values.
     """
+    path = resolve_space(path)
     return parse_search_space(read_yaml(path, "search space", SearchSpaceError), str(path))
 
 

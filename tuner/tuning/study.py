@@ -36,23 +36,20 @@ import optuna
 
 from .._version import __version__
 from ..config import EmbedderConfig
-from ..corpus import Corpus, load_corpus
-from ..errors import ChunkwiseError, InvalidParameterError
+from ..corpus import Corpus, default_corpus_name, load_corpus, parse_corpus_spec
+from ..errors import InvalidParameterError
 from ..evalset import EvaluationSet, load_evaluation_set
 from ..files import read_yaml
 from .objective import METRIC_NAMES, Rates, Scales, Weights
-from .space import SearchSpace, load_search_space, parse_search_space
+from .records import SETTINGS_ATTR, SUMMARY_ATTRS, StudyError, check_name, study_name
+from .space import DEFAULT_SPACE, SearchSpace, load_search_space, resolve_space
 from .storage import absolute_url, default_storage_url
 
-SETTINGS_ATTR = "settings"
-TARGET_ATTR = "target_trials"
 #: Settings that define a study's results: a resumed run must agree on all of them.
 COMPARED_SETTINGS = ("space", "embedder", "unit", "weights", "rates", "scales",
                      "corpus_sha256", "evaluation_set_sha256")
-
-
-class StudyError(ChunkwiseError):
-    """A study file is invalid, or a run disagrees with the study it resumes."""
+#: Changed values longer than this are shortened in a refusal's diff.
+DIFF_VALUE_CHARS = 80
 
 
 @dataclass(frozen=True)
@@ -84,21 +81,52 @@ class StudySpec:
                                  f"{0 if key == 'trials' else 1}")
         if not isinstance(self.seed, int) or isinstance(self.seed, bool):
             raise StudyError(f"seed={self.seed!r} is invalid; allowed: an integer")
-        if not self.name or "/" in self.name:
-            raise StudyError(f"name={self.name!r} is invalid; allowed: a non-empty name without '/'")
+        check_name(self.name, "run name")
         if not self.corpora:
             raise StudyError("a study needs at least one corpus")
+        names = [check_name(name, "corpus name") for name, _ in self.corpora]
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise StudyError(f"several corpora are named {', '.join(repeated)}; name them with NAME=PATH")
         if self.unit not in ("tokens", "chars"):
             raise StudyError(f"unit={self.unit!r} is invalid; allowed: tokens, chars")
         if not self.storage:
             object.__setattr__(self, "storage", absolute_url(default_storage_url(self.name)))
 
     def study_name(self, corpus: str) -> str:
-        return f"{self.name}/{corpus}"
+        return study_name(self.name, corpus)
 
     def with_overrides(self, **changes: Any) -> StudySpec:
         """A copy with the given fields replaced (``None`` values are ignored)."""
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+
+def build_spec(study_file: str | Path | None = None, *, name: str | None = None, corpora: list[str] | None = None,
+               queries: str | None = None, space: str | None = None, embedder: str | None = None,
+               base_url: str | None = None, unit: str | None = None, weights: str | None = None,
+               storage: str | None = None, trials: int | None = None, jobs: int | None = None,
+               seed: int | None = None, cache: str | None = None) -> StudySpec:
+    """A run's spec from a study file and/or command-line values (given values win).
+
+    ``corpora`` are ``[NAME=]PATH`` strings (see :func:`tuner.corpus.parse_corpus_spec`),
+    ``weights`` is ``"recall=1,iou=0.5"``, ``embedder`` is ``"PROVIDER[:MODEL]"``; without a
+    study file, ``name``, ``corpora`` and ``queries`` are required and the space defaults
+    to the bundled ``default``.
+    """
+    if study_file is not None:
+        spec = load_study_file(study_file)
+    else:
+        missing = [flag for flag, value in (("--name", name), ("--corpus", corpora), ("--queries", queries))
+                   if not value]
+        if missing:
+            raise StudyError(f"without a study file, tune needs {', '.join(missing)}")
+        spec = StudySpec(name=str(name), corpora=tuple(parse_corpus_spec(c) for c in corpora or ()),
+                         queries=str(queries), space=space or DEFAULT_SPACE)
+    return spec.with_overrides(
+        name=name, corpora=tuple(parse_corpus_spec(c) for c in corpora) if corpora else None,
+        queries=queries, space=space, embedder=spec.embedder.overridden(embedder, base_url), unit=unit,
+        weights=Weights.parse(weights) if weights else None,
+        storage=absolute_url(storage) if storage else None, trials=trials, jobs=jobs, seed=seed, cache=cache)
 
 
 STUDY_KEYS = ("name", "corpora", "queries", "space", "embedder", "unit", "weights", "rates", "scales",
@@ -127,7 +155,7 @@ def load_study_file(path: str | Path) -> StudySpec:
 
     corpora = data["corpora"]
     if isinstance(corpora, list):
-        corpora = {Path(str(p).rstrip("/")).stem: p for p in corpora}
+        corpora = {default_corpus_name(str(p)): p for p in corpora}
     if not isinstance(corpora, dict) or not corpora:
         raise StudyError(f"{where}: corpora must map corpus names to paths")
     heartbeat = data.get("heartbeat") or {}
@@ -178,7 +206,7 @@ def load_study_data(spec: StudySpec) -> LoadedStudyData:
         if not queries:
             raise StudyError(f"corpus {corpus.name!r} has no query in {spec.queries}")
         per_corpus[corpus.name] = EvaluationSet(queries)
-    return LoadedStudyData(corpora, per_corpus, load_search_space(spec.space))
+    return LoadedStudyData(corpora, per_corpus, load_search_space(resolve_space(spec.space)))
 
 
 def study_settings(spec: StudySpec, corpus: Corpus, evalset: EvaluationSet, space: SearchSpace,
@@ -217,22 +245,47 @@ def open_study(storage: optuna.storages.BaseStorage, name: str, settings: dict[s
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             study.set_metric_names(list(METRIC_NAMES))
         study.set_user_attr(SETTINGS_ATTR, settings)
-        for key in ("corpus", "queries", "weights", "embedder", "unit"):
+        for key in SUMMARY_ATTRS:
             study.set_user_attr(key, settings[key])
         return study
-    differences = [key for key in COMPARED_SETTINGS if _canonical(stored.get(key)) != _canonical(settings.get(key))]
+    differences = settings_diff({key: stored.get(key) for key in COMPARED_SETTINGS},
+                                {key: settings.get(key) for key in COMPARED_SETTINGS})
     if differences:
-        lines = "\n  ".join(f"{key}: study has {json.dumps(stored.get(key))}, this run has "
-                            f"{json.dumps(settings.get(key))}" for key in differences)
+        lines = "\n  ".join(differences)
         raise StudyError(
-            f"study {name!r} was created with different settings:\n  {lines}\n"
+            f"study {name!r} was created with different settings (study -> this run):\n  {lines}\n"
             "Its results would not be comparable. Run with the study's settings, or start a "
             "new study (another name or storage).")
     return study
 
 
-def _canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True)
+def settings_diff(stored: Any, current: Any, path: str = "") -> list[str]:
+    """Key-level differences between two JSON-like values, one line per changed leaf.
+
+    >>> settings_diff({"weights": {"recall": 1.0, "iou": 0.5}}, {"weights": {"recall": 2.0, "iou": 0.5}})
+    ['weights.recall: 1.0 -> 2.0']
+    >>> settings_diff({"space": {"k": 5}}, {"space": {"k": 5, "embedders": []}})
+    ['space.embedders: (absent) -> []']
+    """
+    if isinstance(stored, dict) and isinstance(current, dict):
+        lines = []
+        for key in sorted(set(stored) | set(current), key=str):
+            where = f"{path}.{key}" if path else str(key)
+            if key not in stored:
+                lines.append(f"{where}: (absent) -> {_short(current[key])}")
+            elif key not in current:
+                lines.append(f"{where}: {_short(stored[key])} -> (absent)")
+            else:
+                lines += settings_diff(stored[key], current[key], where)
+        return lines
+    if json.dumps(stored, sort_keys=True) == json.dumps(current, sort_keys=True):
+        return []
+    return [f"{path}: {_short(stored)} -> {_short(current)}"]
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True)
+    return text if len(text) <= DIFF_VALUE_CHARS else text[: DIFF_VALUE_CHARS - 3] + "..."
 
 
 def load_study_inputs(settings: dict[str, Any], study: str, corpus_path: str | None = None,
@@ -251,7 +304,3 @@ def load_study_inputs(settings: dict[str, Any], study: str, corpus_path: str | N
                          "created with (content hash mismatch); pass the same file with --queries")
     return corpus, evalset
 
-
-def settings_space(settings: dict[str, Any]) -> SearchSpace:
-    """The search space stored with a study."""
-    return parse_search_space(settings["space"], settings.get("space_source", "<study>"))

@@ -1,0 +1,153 @@
+"""What a run shows while it works: the progress bar, and each study's dashboard note."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+import threading
+from typing import TYPE_CHECKING
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from .records import ERROR_ATTR, SETTINGS_ATTR, best_trial
+
+if TYPE_CHECKING:
+    from .run import CorpusOutcome
+
+
+def print_err(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+class ProgressBar:
+    """Trials completed by this run, and the study's best score, on stderr when it is a terminal.
+
+    The best score is the whole study's (earlier runs included), the same figure the summary
+    shows. Failed trials are reported one line each, on stderr.
+    """
+
+    def __init__(self, enabled: bool, total: int, name: str, start: int, best: float | None) -> None:
+        self.bar = None
+        self.start = start
+        self.best = float("-inf") if best is None else best
+        self._lock = threading.Lock()
+        if enabled:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, desc=name, unit="trial", disable=None, dynamic_ncols=True, file=sys.stderr)
+            if best is not None:
+                self.bar.set_postfix(best_score=f"{best:.4f}")
+
+    def on_trial(self, _study: optuna.Study, trial: FrozenTrial) -> None:
+        """Report one finished trial of this process (``--jobs 1``)."""
+        if trial.state == TrialState.FAIL and ERROR_ATTR in trial.user_attrs:
+            self.write(f"trial {trial.number} failed: {trial.user_attrs[ERROR_ATTR]}")
+        if trial.state == TrialState.COMPLETE:
+            self.best = max(self.best, trial.user_attrs.get("score", float("-inf")))
+            self.advance(1)
+
+    def set(self, complete: int, best: float | None) -> None:
+        """Show the study's state as polled from the storage (``--jobs N``)."""
+        if best is not None:
+            self.best = max(self.best, best)
+        if self.bar is not None:
+            with self._lock:
+                self.bar.n = max(0, min(complete - self.start, self.bar.total))
+                self._postfix()
+                self.bar.refresh()
+
+    def advance(self, count: int) -> None:
+        if self.bar is not None:
+            with self._lock:
+                self._postfix()
+                self.bar.update(count)
+
+    def _postfix(self) -> None:
+        if self.best > float("-inf"):
+            self.bar.set_postfix(best_score=f"{self.best:.4f}", refresh=False)
+
+    def write(self, message: str) -> None:
+        if self.bar is not None:
+            self.bar.write(message, file=sys.stderr)
+        else:
+            print_err(message)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def write_note(study: optuna.Study, result: CorpusOutcome) -> None:
+    """The study's markdown note in optuna-dashboard: corpus, queries, weights, best configuration."""
+    import optuna_dashboard
+
+    settings = study.user_attrs[SETTINGS_ATTR]
+    weights = ", ".join(f"{k} {v:g}" for k, v in settings["weights"].items())
+    summary = result.summary
+    lines = [
+        f"## chunkwise study `{study.study_name}`",
+        "",
+        f"- **corpus**: `{settings['corpus']}` ({settings['corpus_path']})",
+        f"- **queries**: {settings['queries']} ({settings['queries_path']})",
+        f"- **embedder**: {settings['embedder']['provider']}:{settings['embedder']['model']}; "
+        f"unit: {settings['unit']}",
+        f"- **weights**: {weights}",
+        f"- **trials**: {summary.complete} complete, {summary.failed} failed "
+        f"({summary.lost} lost with their worker), {summary.duplicates} repeated proposals pruned",
+        "",
+        "Objectives: recall and IoU (the Pareto front). Best = highest weighted `score` user attribute.",
+        "",
+    ]
+    best = best_trial(study)
+    if best is not None:
+        m = best.metrics
+        lines += [
+            f"### Best configuration: trial {best.number}",
+            "",
+            f"`{best.describe()}`",
+            "",
+            "| score | recall | IoU | precision-Ω | latency | cost / 1k queries |",
+            "|---|---|---|---|---|---|",
+            f"| {best.score:.4f} | {m['recall']:.1%} | {m['iou']:.2%} | {m['precision_omega']:.1%} "
+            f"| {m['latency_ms']:.0f} ms | ${m['cost_usd_per_1k_queries']:.3f} |",
+        ]
+    optuna_dashboard.save_note(study, "\n".join(lines))
+
+
+def format_summary(run: str, storage_url: str, outcomes: list[CorpusOutcome]) -> str:
+    """The end-of-run summary: per corpus, what the study holds, its best configuration, and
+    the commands to run next (shell-quoted; a storage password is never printed)."""
+    from .storage import portable_url
+
+    lines = ["", "best configuration per corpus (highest weighted score):"]
+    for item in outcomes:
+        summary = item.summary
+        lines.append(f"  {item.corpus}  (study {item.study}: {summary.complete} complete, {summary.failed} failed)")
+        notes = []
+        if item.reclaimed:
+            notes.append(f"{len(item.reclaimed)} trial(s) of lost workers failed and retried "
+                         f"({', '.join(map(str, item.reclaimed[:10]))})")
+        if item.lost_workers:
+            notes.append(f"{item.lost_workers} worker process(es) lost and replaced")
+        if summary.running:
+            notes.append(f"{summary.running} trial(s) still running in other processes")
+        if item.exhausted and summary.complete < item.target:
+            notes.append(f"the search space looks exhausted: {summary.complete} distinct configurations evaluated "
+                         f"of the {item.target} asked for")
+        lines += [f"    note: {note}" for note in notes]
+        best = item.best
+        if best is None:
+            lines.append("    no complete trial yet")
+            continue
+        lines.append(f"    {best.describe()}   [trial {best.number}]")
+        lines.append(f"    {best.headline()}")
+    url = portable_url(storage_url)
+    quoted = shlex.quote(url)
+    lines += ["", "next:", f"  chunkwise dashboard --storage {quoted}"]
+    for item in outcomes:
+        lines.append(f"  chunkwise export --storage {quoted} --study {shlex.quote(run)} "
+                     f"--corpus {shlex.quote(item.corpus)} -o {shlex.quote(item.corpus + '-best.json')}")
+    if url != storage_url:
+        lines.append("  (the storage password is not shown: set CHUNKWISE_STORAGE_PASSWORD or PGPASSWORD)")
+    return "\n".join(lines)

@@ -1,0 +1,303 @@
+"""What a chunkwise study stores, and the one way to read it back.
+
+Every name under which chunkwise keeps something in an Optuna study lives here: the
+study's settings and target, and each trial's metrics, configuration and bookkeeping.
+Everything else (the command line, reports, exports, the sampler) reads studies through
+this module: :func:`run_studies` finds the studies of a run, :class:`TrialRecord` is a
+typed view of one trial, :func:`best_trial` and :func:`select_trial` pick trials, and
+:func:`summarize` counts what a study holds.
+
+A run named ``example`` keeps one study per corpus, named ``example/<corpus>``:
+
+>>> study_name("example", "handbook")
+'example/handbook'
+>>> split_study_name("example/handbook")
+('example', 'handbook')
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from ..errors import ChunkwiseError
+
+# --- study attributes --------------------------------------------------------------------------
+#: The settings that define a study's results (a dict; see :func:`.study.study_settings`).
+SETTINGS_ATTR = "settings"
+#: Complete trials the study is being run toward (mirrors the ledger's target, for the dashboard).
+TARGET_ATTR = "target_trials"
+#: Study attributes copied out of the settings so the dashboard's study list shows them.
+SUMMARY_ATTRS = ("corpus", "queries", "weights", "embedder", "unit")
+#: Embedder-dependent rates resolved once per study (a key of the settings).
+RESOLVED_RATES_KEY = "resolved_rates"
+
+# --- trial attributes --------------------------------------------------------------------------
+#: The weighted score, the value that defines "best".
+SCORE_ATTR = "score"
+#: The evaluated configuration, canonical JSON (the key of the duplicate claim).
+CONFIG_ATTR = "config"
+CHUNKER_ATTR = "chunker"
+PARAMS_ATTR = "params"
+K_ATTR = "k"
+#: Set on a trial pruned because its configuration was already claimed by trial N.
+DUPLICATE_ATTR = "duplicate_of"
+#: Set on a trial pruned because the study had reached its target when it asked for a slot.
+SKIPPED_ATTR = "skipped"
+#: Why a trial failed (a user-facing message).
+ERROR_ATTR = "error"
+#: Set on a failed trial whose worker disappeared (killed, lost) or was interrupted; such a
+#: trial's configuration may be evaluated again.
+LOST_ATTR = "lost"
+#: The worker (``host:pid:token``) that runs the trial.
+WORKER_ATTR = "worker"
+
+#: Metrics every complete trial records (means over the queries, then their spread).
+METRIC_ATTRS = ("recall", "precision", "iou", "precision_omega")
+#: Trial attributes an export copies into its metrics.
+EXPORTED_METRIC_ATTRS = (SCORE_ATTR, "recall", "recall_std", "precision", "precision_std", "iou", "iou_std",
+                         "precision_omega", "precision_omega_std", "chunks", "mean_chunk_tokens",
+                         "tokens_embedded", "retrieved_tokens_per_query", "latency_ms",
+                         "cost_usd_per_1k_queries", "index_build_s")
+
+
+class StudyError(ChunkwiseError):
+    """A study file is invalid, a study cannot be found, or a run disagrees with the study it resumes."""
+
+
+def study_name(run: str, corpus: str) -> str:
+    """The study that holds corpus ``corpus`` of run ``run``."""
+    return f"{run}/{corpus}"
+
+
+def split_study_name(name: str) -> tuple[str, str | None]:
+    """``(run, corpus)`` of a study name; ``corpus`` is None for a bare run name."""
+    run, _, corpus = name.partition("/")
+    return run, corpus or None
+
+
+#: Run and corpus names become file names and study names: letters, digits and ``._-``.
+_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
+def check_name(value: Any, what: str) -> str:
+    """``value`` if it is a safe run or corpus name, else a :class:`StudyError` naming it.
+
+    >>> check_name("handbook-v2", "corpus name")
+    'handbook-v2'
+    """
+    if not isinstance(value, str) or not _SAFE_NAME.fullmatch(value):
+        raise StudyError(f"{what} {value!r} is invalid; allowed: 1-100 letters, digits, '.', '_' or '-', "
+                         "starting with a letter or digit")
+    return value
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    """A typed view of one trial of a chunkwise study.
+
+    ``metrics`` holds every numeric attribute the trial recorded (recall, IoU, latency,
+    cost, ...); ``config`` is the evaluated configuration in the shared schema.
+    """
+
+    number: int
+    state: TrialState
+    chunker: str | None
+    params: dict[str, Any]
+    k: int | None
+    score: float | None
+    metrics: dict[str, Any]
+    config: dict[str, Any] | None
+    config_key: str | None
+    duplicate_of: int | None
+    error: str | None
+    lost: bool
+    attrs: dict[str, Any]
+
+    @classmethod
+    def from_trial(cls, trial: FrozenTrial) -> TrialRecord:
+        return cls.from_attrs(trial.number, trial.user_attrs, trial.state)
+
+    @classmethod
+    def from_attrs(cls, number: int, attrs: dict[str, Any], state: TrialState = TrialState.COMPLETE) -> TrialRecord:
+        """A record of the attributes a trial records (also for configurations evaluated
+        outside a study, such as a report's baseline)."""
+        attrs = dict(attrs)
+        config_key = attrs.get(CONFIG_ATTR)
+        return cls(
+            number=number,
+            state=state,
+            chunker=attrs.get(CHUNKER_ATTR),
+            params=dict(attrs.get(PARAMS_ATTR) or {}),
+            k=attrs.get(K_ATTR),
+            score=attrs.get(SCORE_ATTR),
+            metrics={key: value for key, value in attrs.items()
+                     if isinstance(value, (int, float)) and not isinstance(value, bool)
+                     and key not in (K_ATTR, DUPLICATE_ATTR)},
+            config=json.loads(config_key) if isinstance(config_key, str) else None,
+            config_key=config_key,
+            duplicate_of=attrs.get(DUPLICATE_ATTR),
+            error=attrs.get(ERROR_ATTR),
+            lost=bool(attrs.get(LOST_ATTR)),
+            attrs=attrs,
+        )
+
+    def metric(self, name: str) -> float:
+        """A recorded metric (NaN when the trial did not record it)."""
+        value = self.metrics.get(name)
+        return float("nan") if value is None else float(value)
+
+    @property
+    def recall(self) -> float:
+        return self.metric("recall")
+
+    @property
+    def precision(self) -> float:
+        return self.metric("precision")
+
+    @property
+    def iou(self) -> float:
+        return self.metric("iou")
+
+    @property
+    def precision_omega(self) -> float:
+        return self.metric("precision_omega")
+
+    @property
+    def latency_ms(self) -> float:
+        return self.metric("latency_ms")
+
+    @property
+    def cost_usd_per_1k_queries(self) -> float:
+        return self.metric("cost_usd_per_1k_queries")
+
+    def headline(self) -> str:
+        """One line of the metrics a summary shows."""
+        return (f"score {self.score:.4f}   recall {self.recall * 100:.1f}%   IoU {self.iou * 100:.2f}%   "
+                f"precision-Ω {self.precision_omega * 100:.1f}%   latency {self.latency_ms:.0f} ms   "
+                f"cost ${self.cost_usd_per_1k_queries:.3f}/1k queries")
+
+    @property
+    def evaluated(self) -> bool:
+        """A complete trial with a score (not a duplicate, not skipped)."""
+        return self.state == TrialState.COMPLETE and self.score is not None
+
+    def label(self) -> str:
+        """Short label: ``recursive 250/0 k=5``."""
+        shown = "/".join(str(self.params[p]) for p in ("size", "overlap") if p in self.params)
+        return f"{self.chunker} {shown} k={self.k}"
+
+    def describe(self) -> str:
+        """``recursive(size=250, overlap=0), k=5`` (separators left out: they are long)."""
+        params = ", ".join(f"{key}={value!r}" for key, value in self.params.items() if key != "separators")
+        return f"{self.chunker}({params}), k={self.k}"
+
+
+def records(study: optuna.Study, states: Iterable[TrialState] | None = None) -> list[TrialRecord]:
+    """Every trial of ``study`` (or those in ``states``) as :class:`TrialRecord`."""
+    trials = study.get_trials(deepcopy=False, states=tuple(states) if states is not None else None)
+    return [TrialRecord.from_trial(t) for t in trials]
+
+
+def evaluated(study: optuna.Study) -> list[TrialRecord]:
+    """Complete trials, one per distinct configuration (the first that evaluated it)."""
+    distinct: dict[str, TrialRecord] = {}
+    for record in records(study, (TrialState.COMPLETE,)):
+        if record.evaluated and record.duplicate_of is None:
+            distinct.setdefault(record.config_key or str(record.number), record)
+    return list(distinct.values())
+
+
+def best_trial(study: optuna.Study) -> TrialRecord | None:
+    """The complete trial with the highest weighted score; the earliest wins a tie."""
+    return max(evaluated(study), key=lambda r: (r.score, -r.number), default=None)
+
+
+def select_trial(study: optuna.Study, number: int | None = None) -> TrialRecord:
+    """Trial ``number`` of ``study`` (it must be complete), or the best one when None."""
+    if number is None:
+        best = best_trial(study)
+        if best is None:
+            raise StudyError(f"study {study.study_name!r} has no complete trial yet")
+        return best
+    for record in records(study):
+        if record.number == number:
+            if not record.evaluated:
+                break
+            return record
+    raise StudyError(f"study {study.study_name!r} has no complete trial {number}")
+
+
+def settings_of(study: optuna.Study) -> dict[str, Any]:
+    """The settings a chunkwise study was created with; refuses a foreign study."""
+    settings = study.user_attrs.get(SETTINGS_ATTR)
+    if settings is None:
+        raise StudyError(f"study {study.study_name!r} was not created by chunkwise (no settings)")
+    return settings
+
+
+def run_studies(storage: optuna.storages.BaseStorage, run: str, corpus: str | None = None, *,
+                where: str = "this storage") -> list[str]:
+    """The study names of run ``run`` (``run`` may also be ``RUN/CORPUS``), sorted.
+
+    With ``corpus``, exactly that corpus's study. Raises :class:`StudyError` listing what the
+    storage holds when nothing matches.
+    """
+    run, named_corpus = split_study_name(run)
+    corpus = named_corpus or corpus
+    names = sorted(s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False))
+    of_run = [n for n in names if split_study_name(n)[0] == run and split_study_name(n)[1] is not None]
+    matches = [n for n in of_run if corpus is None or n == study_name(run, corpus)]
+    if matches:
+        return matches
+    if of_run:
+        corpora = ", ".join(split_study_name(n)[1] or "" for n in of_run)
+        raise StudyError(f"run {run!r} has no corpus {corpus!r} in {where}; its corpora: {corpora}")
+    raise StudyError(f"no study {run!r} in {where}; studies there: {', '.join(names) or 'none'}")
+
+
+def load_run_study(storage: optuna.storages.BaseStorage, run: str, corpus: str | None = None, *,
+                   where: str = "this storage") -> optuna.Study:
+    """The single study of ``run`` for ``corpus`` (optional when the run has one corpus)."""
+    names = run_studies(storage, run, corpus, where=where)
+    if len(names) > 1:
+        corpora = ", ".join(split_study_name(n)[1] or "" for n in names)
+        raise StudyError(f"run {split_study_name(run)[0]!r} has several corpora ({corpora}): pick one with --corpus")
+    return optuna.load_study(study_name=names[0], storage=storage)
+
+
+@dataclass(frozen=True)
+class StudySummary:
+    """How many trials a study holds, by what happened to them."""
+
+    complete: int
+    failed: int
+    lost: int
+    pruned: int
+    duplicates: int
+    running: int
+    waiting: int
+
+
+def summarize(study: optuna.Study) -> StudySummary:
+    """Count a study's trials (``lost``: failed because their worker disappeared or was stopped)."""
+    all_records = records(study)
+
+    def count(state: TrialState) -> int:
+        return sum(r.state == state for r in all_records)
+
+    return StudySummary(
+        complete=sum(r.evaluated for r in all_records),
+        failed=count(TrialState.FAIL),
+        lost=sum(r.state == TrialState.FAIL and r.lost for r in all_records),
+        pruned=count(TrialState.PRUNED),
+        duplicates=sum(r.duplicate_of is not None for r in all_records),
+        running=count(TrialState.RUNNING),
+        waiting=count(TrialState.WAITING),
+    )

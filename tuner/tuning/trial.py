@@ -1,0 +1,140 @@
+"""One trial: sample a configuration, claim it, score it, record what it measured."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import Any
+
+import optuna
+
+from ..config import EmbedderConfig, EvaluationConfig, RetrievalConfig
+from ..corpus import Corpus
+from ..embedding import Embedder, EmbeddingCache
+from ..evalset import EvaluationSet
+from ..evaluation import evaluate
+from .ledger import Claim, ClaimResult
+from .objective import Rates, ResolvedRates, Scales, Weights, resolve_rates, trial_attributes
+from .records import CHUNKER_ATTR, CONFIG_ATTR, K_ATTR, PARAMS_ATTR, RESOLVED_RATES_KEY
+from .space import SearchSpace, parse_search_space
+
+
+class ConfigurationTaken(Exception):
+    """The sampled configuration is already claimed by another trial (``holder``)."""
+
+    def __init__(self, holder: int | None) -> None:
+        super().__init__(f"same configuration as trial {holder}")
+        self.holder = holder
+
+
+class TargetReached(Exception):
+    """The study's target was covered by complete and running trials before this one got a slot."""
+
+
+def embedder_key(config: EmbedderConfig) -> str:
+    """The key under which a study keeps an embedder's resolved rates."""
+    return f"{config.provider}:{config.model}:{config.base_url}:{config.dimensions}"
+
+
+def settings_space(settings: dict[str, Any]) -> SearchSpace:
+    """The search space stored with a study."""
+    return parse_search_space(settings["space"], settings.get("space_source", "<study>"))
+
+
+_EMBEDDERS: dict[tuple[str, str | None], Embedder] = {}
+
+
+def shared_embedder(config: EmbedderConfig, cache: EmbeddingCache | None) -> Embedder:
+    """One embedder per configuration and cache file per process: the model loads once."""
+    key = (embedder_key(config), None if cache is None else str(cache.path))
+    if key not in _EMBEDDERS:
+        _EMBEDDERS[key] = config.build(cache)
+    return _EMBEDDERS[key]
+
+
+def resolve_study_rates(settings: dict[str, Any], rates: Rates, embedders: list[EmbedderConfig],
+                        cache: EmbeddingCache | None,
+                        echo: Callable[[str], None] | None = None) -> dict[str, Any] | None:
+    """Settings with every embedder's rates resolved, or None when nothing was missing.
+
+    Resolving a local model's rates measures its throughput once per machine (it loads the
+    model: ``echo`` says so, since it takes a while).
+    """
+    resolved = dict(settings.get(RESOLVED_RATES_KEY, {}))
+    missing = [e for e in embedders if embedder_key(e) not in resolved]
+    if not missing:
+        return None
+    for config in missing:
+        if echo is not None and config.provider == "sentence-transformers":
+            echo(f"loading {config.model} and measuring its throughput (once per machine)...")
+        embedder = shared_embedder(config, cache)
+        resolved[embedder_key(config)] = asdict(resolve_rates(rates, embedder, config.provider))
+    return {**settings, RESOLVED_RATES_KEY: resolved}
+
+
+def limit_threads(threads: int) -> None:
+    """Cap the math libraries' threads so parallel workers do not oversubscribe the cores."""
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(threads)
+    import torch
+
+    torch.set_num_threads(threads)
+
+
+class TrialObjective:
+    """Score the configuration a trial samples; record every metric as user attributes.
+
+    Calling it with a trial and a ``claim`` function samples a configuration, claims it
+    (raising :class:`ConfigurationTaken` or :class:`TargetReached` without evaluating
+    anything), evaluates it and returns ``(recall, IoU)``, the study's two objectives; the
+    weighted score is the ``score`` user attribute that the sampler optimises.
+    """
+
+    def __init__(self, corpus: Corpus, evaluation_set: EvaluationSet, settings: dict[str, Any],
+                 cache: EmbeddingCache | None) -> None:
+        self.corpus = corpus
+        self.evaluation_set = evaluation_set
+        self.space = settings_space(settings)
+        self.default_embedder = EmbedderConfig.from_dict(settings["embedder"])
+        self.unit = settings["unit"]
+        self.weights = Weights(**settings["weights"])
+        self.scales = Scales(**settings["scales"])
+        self.resolved_rates = {key: ResolvedRates(**value)
+                               for key, value in settings.get(RESOLVED_RATES_KEY, {}).items()}
+        self.rates = Rates(**settings["rates"])
+        self.cache = cache
+
+    def embedder(self, config: EmbedderConfig) -> Embedder:
+        return shared_embedder(config, self.cache)
+
+    def rates_for(self, config: EmbedderConfig) -> ResolvedRates:
+        key = embedder_key(config)
+        if key not in self.resolved_rates:
+            self.resolved_rates[key] = resolve_rates(self.rates, self.embedder(config), config.provider)
+        return self.resolved_rates[key]
+
+    def sample(self, trial: optuna.Trial) -> EvaluationConfig:
+        chunker, k, embedder_config = self.space.sample(trial)
+        return EvaluationConfig(chunker, embedder_config or self.default_embedder, RetrievalConfig(k=k), self.unit)
+
+    def __call__(self, trial: optuna.Trial, claim: Callable[[str], ClaimResult]) -> tuple[float, float]:
+        config = self.sample(trial)
+        config_key = json.dumps(config.to_dict(), sort_keys=True)
+        trial.set_user_attr(CONFIG_ATTR, config_key)
+        granted = claim(config_key)
+        if granted.outcome == Claim.DUPLICATE:
+            raise ConfigurationTaken(granted.holder)
+        if granted.outcome == Claim.FULL:
+            raise TargetReached
+        result = evaluate(self.corpus, self.evaluation_set, config, embedder=self.embedder(config.embedder))
+        attrs = trial_attributes(result, self.rates_for(config.embedder), self.weights, self.scales)
+        attrs[CHUNKER_ATTR] = config.chunker.name
+        attrs[PARAMS_ATTR] = config.chunker.params
+        attrs[K_ATTR] = config.retrieval.k
+        for key, value in attrs.items():
+            trial.set_user_attr(key, value)
+        return attrs["recall"], attrs["iou"]

@@ -1,0 +1,475 @@
+"""Worker processes: the trial lifecycle, and a pool that survives the loss of a worker.
+
+A worker joins one study and runs trials until the study holds its target number of
+complete trials. Every trial it starts ends COMPLETE, PRUNED or FAIL, whatever happens:
+
+1. Before each trial it *reclaims* RUNNING trials whose worker is gone (retired, its
+   heartbeat older than the grace period, or, on this host, its process no longer
+   existing; a trial that never got an owner counts as gone once it is older than the
+   grace period). A reclaimed trial is marked FAIL (``lost``) and re-queued with the same
+   parameters, up to ``max_retry`` times.
+2. It asks Optuna for a trial, records itself as the trial's owner, samples a
+   configuration and *claims* it in the ledger (:mod:`.ledger`): a configuration already
+   claimed makes the trial PRUNED (``duplicate_of``), and a study whose target is
+   already covered makes it PRUNED (``skipped``), both without evaluating anything.
+3. It evaluates the configuration and tells Optuna the outcome. A ``ChunkwiseError``
+   fails the trial (``error``); a fatal one (bad key, dead endpoint) also stops the
+   worker. Ctrl-C (SIGINT) and SIGTERM fail the in-flight trial (``lost``) and stop it.
+
+Workers started by a pool (``tune --jobs N``, ``worker --jobs N``) are separate Python
+processes that receive their options on standard input (never on the command line, where
+other users could read a storage password), exit when their parent dies (Linux
+``PR_SET_PDEATHSIG``, and a parent watch elsewhere), and are replaced when one is lost.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import optuna
+from optuna.exceptions import UpdateFinishedTrialError
+from optuna.trial import FrozenTrial, TrialState
+
+from ..errors import ChunkwiseError
+from ..secrets import redact
+from .faults import arm_during_tell, fault_point
+from .ledger import Claim, ClaimResult, Ledger, new_worker_id, worker_alive
+from .records import (
+    DUPLICATE_ATTR,
+    ERROR_ATTR,
+    LOST_ATTR,
+    SKIPPED_ATTR,
+    WORKER_ATTR,
+    StudyError,
+    settings_of,
+)
+from .samplers import WeightedScoreSampler
+from .storage import make_storage, storage_errors
+from .trial import ConfigurationTaken, TargetReached, TrialObjective, limit_threads
+
+#: Consecutive failed trials after which a worker gives up.
+MAX_FAILURES_IN_A_ROW = 5
+#: Consecutive duplicate proposals after which a worker considers the space exhausted.
+MAX_DUPLICATES_IN_A_ROW = 50
+#: Seconds between progress checks while other workers finish the last trials.
+WAIT_POLL_S = 0.5
+#: Exit status of a worker process stopped by a ChunkwiseError (its message is on stderr).
+EXIT_ERROR = 2
+#: Exit status of a worker process stopped by a fatal error: the pool stops the others.
+EXIT_FATAL = 3
+EXIT_INTERRUPTED = 130
+
+
+class WorkerStopped(BaseException):
+    """Raised in a worker's main thread by SIGTERM (its parent died or stopped it)."""
+
+
+@dataclass(frozen=True)
+class WorkerOptions:
+    """How one worker runs (JSON-ready, for worker processes).
+
+    ``seed`` is the run's base seed: the worker's sampler uses ``seed + ordinal``, its
+    ordinal being unique in the study, so no two workers of any processes share a seed.
+    ``None`` draws a random one.
+    """
+
+    storage: str
+    study: str
+    seed: int | None
+    threads: int
+    heartbeat_interval: int = 10
+    grace_period: int = 30
+    cache: str | None = None
+    corpus_path: str | None = None
+    queries_path: str | None = None
+    max_retry: int = 3
+    #: Optuna's log level in the worker (default: the creating process's level).
+    verbosity: int = field(default_factory=optuna.logging.get_verbosity)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> WorkerOptions:
+        return cls(**json.loads(text))
+
+
+@dataclass
+class WorkerReport:
+    """What one worker did."""
+
+    completed: int = 0
+    failed: int = 0
+    duplicates: int = 0
+    reclaimed: list[int] = field(default_factory=list)
+    stopped: str = "target"  # target | exhausted | stop requested
+
+
+def retry_trial(study: optuna.Study, trial: FrozenTrial, max_retry: int) -> bool:
+    """Queue a WAITING copy of a lost trial (same parameters), as Optuna's
+    ``RetryHeartbeatStaleTrialCallback`` would, but without the lost trial's attributes."""
+    history = [*trial.system_attrs.get("retry_history", []), trial.number]
+    if len(history) > max_retry or not trial.params:
+        return False
+    study.add_trial(optuna.trial.create_trial(
+        state=TrialState.WAITING, params=trial.params, distributions=trial.distributions,
+        system_attrs={"failed_trial": trial.system_attrs.get("failed_trial", trial.number),
+                      "retry_history": history}))
+    return True
+
+
+def reclaim(study: optuna.Study, ledger: Ledger, study_id: int, grace_period: float, max_retry: int) -> list[int]:
+    """Fail (and re-queue) the RUNNING trials whose worker is gone; returns their numbers."""
+    running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+    if not running:
+        return []
+    workers = ledger.workers(study_id)
+    now = time.time()
+    storage = ledger.storage
+    reclaimed = []
+    for trial in running:
+        owner = trial.user_attrs.get(WORKER_ATTR)
+        if owner is not None:
+            gone = not worker_alive(workers.get(owner), grace_period, now)
+        else:
+            gone = trial.datetime_start is None or now - trial.datetime_start.timestamp() > grace_period
+        if not gone:
+            continue
+        try:
+            storage.set_trial_user_attr(trial._trial_id, LOST_ATTR, "its worker stopped before the trial ended")
+            if not storage.set_trial_state_values(trial._trial_id, TrialState.FAIL):
+                continue
+        except UpdateFinishedTrialError:  # finished meanwhile, or another worker reclaimed it first
+            continue
+        reclaimed.append(trial.number)
+        retry_trial(study, storage.get_trial(trial._trial_id), max_retry)
+    return reclaimed
+
+
+class _Heartbeat:
+    """Refresh the worker's ``seen`` time every ``interval`` seconds from a daemon thread."""
+
+    def __init__(self, ledger: Ledger, worker_id: str, interval: float) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(ledger, worker_id, interval), daemon=True,
+                                        name="chunkwise-heartbeat")
+        self._thread.start()
+
+    def _run(self, ledger: Ledger, worker_id: str, interval: float) -> None:
+        while not self._stop.wait(interval):
+            with contextlib.suppress(Exception):  # a lock or a lost connection: beat again next time
+                ledger.beat(worker_id)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def run_worker(options: WorkerOptions,
+               on_trial: Callable[[optuna.Study, FrozenTrial], None] | None = None,
+               should_stop: Callable[[], bool] | None = None) -> WorkerReport:
+    """Join a study and run trials until it holds its target of complete trials.
+
+    Each worker builds its own storage connection and sampler, loads the corpus and queries
+    named in the study's settings (or the given paths) and checks their hashes.
+    """
+    from .study import load_study_inputs  # study imports this module's callers, not this module
+
+    limit_threads(options.threads)
+    optuna.logging.set_verbosity(options.verbosity)
+    with storage_errors(options.storage):
+        storage = make_storage(options.storage)
+        ledger = Ledger(storage)
+        try:
+            study_id = storage.get_study_id_from_name(options.study)
+        except KeyError:
+            raise StudyError(f"no study named {options.study!r} in {storage.display_url}") from None
+        worker_id = new_worker_id()
+        ordinal = ledger.register(study_id, worker_id)
+    seed = None if options.seed is None else options.seed + ordinal
+    heartbeat = _Heartbeat(ledger, worker_id, options.heartbeat_interval)
+    try:
+        with storage_errors(options.storage):
+            study = optuna.load_study(study_name=options.study, storage=storage,
+                                      sampler=WeightedScoreSampler(seed=seed))
+            settings = settings_of(study)
+        corpus, evalset = load_study_inputs(settings, options.study, options.corpus_path, options.queries_path)
+        from ..embedding import EmbeddingCache
+
+        cache = EmbeddingCache(options.cache) if options.cache else EmbeddingCache()
+        objective = TrialObjective(corpus, evalset, settings, cache)
+        arm_during_tell(storage.engine)
+        with storage_errors(options.storage):
+            return _trial_loop(study, study_id, ledger, worker_id, objective, options, on_trial, should_stop)
+    finally:
+        heartbeat.stop()
+        with contextlib.suppress(Exception):
+            ledger.retire(worker_id)
+
+
+def _trial_loop(study: optuna.Study, study_id: int, ledger: Ledger, worker_id: str, objective: TrialObjective,
+                options: WorkerOptions, on_trial: Callable | None, should_stop: Callable[[], bool] | None,
+                ) -> WorkerReport:
+    report = WorkerReport()
+    failures_in_a_row = duplicates_in_a_row = 0
+    last_error = ""
+    while True:
+        if should_stop is not None and should_stop():
+            report.stopped = "stop requested"
+            return report
+        # A lost trial is re-queued only while the study is short of its target: a retry left
+        # WAITING after the run ends would only surprise the next one.
+        short = ledger.progress(study_id)
+        retries = options.max_retry if short.complete < short.target else 0
+        report.reclaimed += reclaim(study, ledger, study_id, options.grace_period, retries)
+        progress = ledger.progress(study_id)
+        if progress.complete >= progress.target:
+            return report
+        if progress.complete + progress.running >= progress.target:
+            time.sleep(WAIT_POLL_S)  # the last trials run elsewhere: take over if their workers die
+            continue
+        trial = study.ask()
+        fault_point("after_ask")
+        trial.set_user_attr(WORKER_ATTR, worker_id)
+        try:
+            state, values = _run_trial(study, study_id, ledger, trial, objective)
+        except UpdateFinishedTrialError:
+            _print_reclaimed(trial.number)
+            continue
+        frozen = _tell(study, trial, state, values)
+        if frozen is None:
+            continue
+        if on_trial is not None:
+            on_trial(study, frozen)
+        if state == TrialState.COMPLETE:
+            report.completed += 1
+            failures_in_a_row = duplicates_in_a_row = 0
+        elif state == TrialState.FAIL:
+            report.failed += 1
+            failures_in_a_row += 1
+            last_error = frozen.user_attrs.get(ERROR_ATTR, "see the study")
+            if failures_in_a_row >= MAX_FAILURES_IN_A_ROW:
+                raise StudyError(f"study {options.study!r}: {failures_in_a_row} trials failed in a row; "
+                                 f"stopping (last error: {last_error})")
+        elif DUPLICATE_ATTR in frozen.user_attrs:
+            report.duplicates += 1
+            duplicates_in_a_row += 1
+            if duplicates_in_a_row >= MAX_DUPLICATES_IN_A_ROW:
+                report.stopped = "exhausted"
+                return report
+
+
+def _run_trial(study: optuna.Study, study_id: int, ledger: Ledger, trial: optuna.Trial,
+               objective: TrialObjective) -> tuple[TrialState, tuple[float, float] | None]:
+    """Evaluate one trial; every outcome is a final state (interruptions re-raise after telling)."""
+    claimed: list[str] = []
+
+    def claim(config_key: str) -> ClaimResult:
+        result = ledger.claim(study_id, trial._trial_id, config_key)
+        if result.outcome == Claim.GRANTED:
+            claimed.append(config_key)
+            fault_point("mid_trial")
+        return result
+
+    try:
+        return TrialState.COMPLETE, objective(trial, claim)
+    except ConfigurationTaken as taken:
+        trial.set_user_attr(DUPLICATE_ATTR, taken.holder)
+        return TrialState.PRUNED, None
+    except TargetReached:
+        trial.set_user_attr(SKIPPED_ATTR, "the study reached its target before this trial got a slot")
+        return TrialState.PRUNED, None
+    except ChunkwiseError as exc:
+        trial.set_user_attr(ERROR_ATTR, redact(str(exc)))
+        if claimed and not exc.fatal:
+            ledger.keep_claim(study_id, claimed[0])  # this configuration fails: do not try it again
+        if exc.fatal:
+            _tell(study, trial, TrialState.FAIL, None)
+            raise
+        return TrialState.FAIL, None
+    except (KeyboardInterrupt, WorkerStopped):
+        with contextlib.suppress(Exception):
+            trial.set_user_attr(LOST_ATTR, "interrupted")
+            _tell(study, trial, TrialState.FAIL, None)
+        raise
+    except UpdateFinishedTrialError:
+        raise  # reclaimed meanwhile: nothing left to record
+    except BaseException as exc:  # a bug: record it, fail the trial, keep the traceback
+        with contextlib.suppress(Exception):
+            trial.set_user_attr(ERROR_ATTR, redact(f"{type(exc).__name__}: {exc}"))
+            _tell(study, trial, TrialState.FAIL, None)
+        raise
+
+
+def _tell(study: optuna.Study, trial: optuna.Trial, state: TrialState,
+          values: tuple[float, float] | None) -> FrozenTrial | None:
+    """Record the trial's final state; None when it had been reclaimed meanwhile."""
+    try:
+        return study.tell(trial, values=list(values) if values is not None else None, state=state)
+    except UpdateFinishedTrialError:
+        _print_reclaimed(trial.number)
+        return None
+    except ValueError as exc:
+        if "finished" not in str(exc) and "Cannot tell" not in str(exc):
+            raise
+        return None
+
+
+def _print_reclaimed(number: int) -> None:
+    print(f"chunkwise: trial {number} was reclaimed while it ran (its worker looked dead); its result is "
+          "discarded", file=sys.stderr)
+
+
+# --- worker processes -------------------------------------------------------------------------
+@contextlib.contextmanager
+def stop_handlers() -> Iterator[None]:
+    """While a run or worker works: SIGTERM raises :class:`WorkerStopped`, and a second
+    SIGINT or SIGTERM during the cleanup of the first is ignored, so an interrupted trial is
+    always recorded as failed. The previous handlers come back afterwards."""
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise WorkerStopped(signal.Signals(signum).name)
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {signum: signal.signal(signum, on_signal) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _die_with_parent(parent: int) -> None:
+    """Get SIGTERM when the parent process dies (Linux), or notice it within a second."""
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, daemon=True, name="chunkwise-parent-watch").start()
+
+
+def worker_process_main() -> int:
+    """Entry point of a pool's worker process: options as JSON on standard input."""
+    try:
+        parent = int(os.environ.get("CHUNKWISE_PARENT_PID", os.getppid()))
+        with stop_handlers():
+            _die_with_parent(parent)
+            options = WorkerOptions.from_json(sys.stdin.read())
+            run_worker(options)
+        return 0
+    except ChunkwiseError as exc:
+        print(f"chunkwise: error: {redact(str(exc))}", file=sys.stderr)
+        return EXIT_FATAL if exc.fatal else EXIT_ERROR
+    except (KeyboardInterrupt, WorkerStopped):
+        return EXIT_INTERRUPTED
+
+
+@dataclass
+class PoolReport:
+    """What a pool of worker processes went through."""
+
+    lost_workers: int = 0
+    restarted: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+class WorkerPool:
+    """Run worker processes for one study; replace a lost one, stop them all on Ctrl-C.
+
+    ``lost`` workers are those killed by a signal or ending in an unexpected way; their
+    trials are reclaimed at once (their pid is gone) and re-queued, and a replacement starts
+    while the study is short of its target (at most ``max_restarts`` in all).
+    """
+
+    def __init__(self, options: list[WorkerOptions], *, echo: Callable[[str], None],
+                 on_poll: Callable[[], None] | None = None, max_restarts: int | None = None,
+                 stop_timeout_s: float = 30.0) -> None:
+        self.options = options
+        self.echo = echo
+        self.on_poll = on_poll
+        self.max_restarts = 3 * len(options) if max_restarts is None else max_restarts
+        self.stop_timeout_s = stop_timeout_s
+        self.report = PoolReport()
+
+    def _start(self, options: WorkerOptions) -> subprocess.Popen:
+        env = {**os.environ, "CHUNKWISE_PARENT_PID": str(os.getpid()), "PYTHONUNBUFFERED": "1"}
+        process = subprocess.Popen([sys.executable, "-c", "from tuner.tuning.workers import worker_process_main as m; "
+                                    "raise SystemExit(m())"], stdin=subprocess.PIPE, env=env, text=True)
+        assert process.stdin is not None
+        process.stdin.write(options.to_json())
+        process.stdin.close()
+        return process
+
+    def run(self, short_of_target: Callable[[], bool]) -> PoolReport:
+        running = {i: self._start(o) for i, o in enumerate(self.options)}
+        fatal = False
+        try:
+            while running:
+                time.sleep(0.5)
+                if self.on_poll is not None:
+                    self.on_poll()
+                for index, process in list(running.items()):
+                    code = process.poll()
+                    if code is None:
+                        continue
+                    del running[index]
+                    if code == 0 or code == EXIT_INTERRUPTED:
+                        continue
+                    if code in (EXIT_ERROR, EXIT_FATAL):
+                        self.report.errors.append(f"worker {index} stopped with an error (see above)")
+                        if code == EXIT_FATAL and not fatal:
+                            fatal = True  # no retry can fix it: stop the others too
+                            for other in running.values():
+                                other.send_signal(signal.SIGTERM)
+                        continue
+                    self.report.lost_workers += 1
+                    how = signal.Signals(-code).name if code < 0 else f"exit status {code}"
+                    self.echo(f"worker {index} (pid {process.pid}) was lost ({how}); its trial is failed and retried")
+                    if not fatal and self.report.restarted < self.max_restarts and short_of_target():
+                        self.report.restarted += 1
+                        running[index] = self._start(self.options[index])
+        except KeyboardInterrupt:
+            self._stop_all(running)
+            raise
+        return self.report
+
+    def _stop_all(self, running: dict[int, subprocess.Popen]) -> None:
+        """Ctrl-C: the workers fail their in-flight trials and exit; kill those that do not."""
+        with contextlib.suppress(KeyboardInterrupt):
+            previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not skip the cleanup
+            try:
+                for process in running.values():
+                    with contextlib.suppress(ProcessLookupError):
+                        process.send_signal(signal.SIGINT)  # harmless if the group already got it
+                deadline = time.monotonic() + self.stop_timeout_s
+                for process in running.values():
+                    try:
+                        process.wait(timeout=max(0.1, deadline - time.monotonic()))
+                    except subprocess.TimeoutExpired:
+                        process.kill()
+                        process.wait()
+            finally:
+                signal.signal(signal.SIGINT, previous)
