@@ -40,7 +40,10 @@ Scripted failures
     it pops the next one.  200 (or an empty queue) answers normally; any other code answers OpenAI's
     error JSON with that status.  Retryable codes (408, 409, 429, 5xx) carry ``retry-after-ms`` (see
     ``retry_after_ms``) and 429 also ``retry-after: 0``, so the client's automatic retries take
-    milliseconds instead of its default 0.5 s+ backoff.
+    milliseconds instead of its default 0.5 s+ backoff.  An entry may also be ``(status, message)``: the
+    error body's message, in which ``{authorization}`` is replaced by the request's ``Authorization``
+    header and ``{api_key}`` by the key in it, as a careless server echoes them
+    (``stub.script(path, [(500, "bad auth {authorization}")])``).
 
 Handler exceptions are answered with a 500 and kept in ``stub.errors`` so a test can assert on them.
 """
@@ -175,7 +178,7 @@ class OpenAIStub:
         self.retry_after_ms: float | None = 1.0
         self.requests: list[RecordedRequest] = []
         self.errors: list[BaseException] = []
-        self._scripts: dict[str, deque[int]] = {}
+        self._scripts: dict[str, deque[tuple[int, str | None]]] = {}
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -230,15 +233,20 @@ class OpenAIStub:
 
     # ------------------------------------------------------------------ test helpers
 
-    def script(self, path: str, statuses: Iterable[int]) -> None:
-        """Queue status codes for ``path`` (e.g. ``"/v1/embeddings"``); each request pops one."""
+    def script(self, path: str, statuses: Iterable[int | tuple[int, str]]) -> None:
+        """Queue status codes for ``path`` (e.g. ``"/v1/embeddings"``); each request pops one.
+
+        An entry ``(status, message)`` also sets the error message (``{authorization}`` in it
+        becomes the request's ``Authorization`` header, ``{api_key}`` the key in that header).
+        """
+        entries = [(int(s[0]), str(s[1])) if isinstance(s, tuple) else (int(s), None) for s in statuses]
         with self._lock:
-            self._scripts.setdefault(path, deque()).extend(int(s) for s in statuses)
+            self._scripts.setdefault(path, deque()).extend(entries)
 
     def pending(self, path: str) -> list[int]:
         """Scripted status codes not consumed yet for ``path``."""
         with self._lock:
-            return list(self._scripts.get(path, ()))
+            return [status for status, _ in self._scripts.get(path, ())]
 
     def requests_to(self, path: str) -> list[RecordedRequest]:
         """The recorded requests whose path is ``path``."""
@@ -258,10 +266,10 @@ class OpenAIStub:
         with self._lock:
             self.requests.append(request)
 
-    def _next_status(self, path: str) -> int:
+    def _next_status(self, path: str) -> tuple[int, str | None]:
         with self._lock:
             queue = self._scripts.get(path)
-            return queue.popleft() if queue else 200
+            return queue.popleft() if queue else (200, None)
 
     def _authorized(self, headers: dict[str, str]) -> bool:
         return self.api_key is None or headers.get("authorization") == f"Bearer {self.api_key}"
@@ -401,9 +409,13 @@ def _make_handler(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
                 key = headers.get("authorization", "")
                 self._error(401, f"Incorrect API key provided: {key.removeprefix('Bearer ')!r}.")
                 return
-            status = stub._next_status(path)
+            status, message = stub._next_status(path)
             if status != 200:
-                self._error(status)
+                if message is not None:
+                    authorization = headers.get("authorization", "")
+                    message = message.replace("{authorization}", authorization).replace(
+                        "{api_key}", authorization.removeprefix("Bearer "))
+                self._error(status, message)
                 return
             if bad_json:
                 self._error(400, "We could not parse the JSON body of your request.")

@@ -353,28 +353,83 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 
 def _cmd_chunk(args: argparse.Namespace) -> int:
+    """Chunk documents; write JSONL (-o or stdout) and/or build a chromadb collection.
+
+    With both -o and --chroma, the collection is built first and -o is written only once
+    it is in place, so a failed build leaves neither; every check that needs no embedding
+    (collection name, "exists without --replace", the -o folder) runs before any work.
+    """
     from .embedding import EmbeddingCache
     from .export import load_config
-    from .production import build_collection, chunk_paths, write_chunks_jsonl
+    from .production import build_collection, check_collection_target, chunk_paths, write_chunks_jsonl
 
     if bool(args.chroma) != bool(args.collection):
         raise ChunkwiseError("--chroma DIR and --collection NAME go together")
     config = load_config(args.config)
-    chunks = list(chunk_paths(config, args.paths))
     if args.output:
-        buffer = io.StringIO()
-        count = write_chunks_jsonl(chunks, buffer)
-        write_atomically(args.output, buffer.getvalue())
-        print(f"wrote {count} chunks to {args.output}", file=sys.stderr)
-    elif not args.chroma:
-        write_chunks_jsonl(chunks, sys.stdout)
+        _check_output_file(args.output)
+    if args.chroma:
+        check_collection_target(args.chroma, args.collection, replace=args.replace)
+    chunks = list(chunk_paths(config, args.paths))
     if args.chroma:
         cache = EmbeddingCache(args.cache) if args.cache else None
         collection = build_collection(config, args.paths, args.chroma, args.collection, cache=cache,
-                                      replace=args.replace)
+                                      replace=args.replace, chunks=chunks)
         print(f"collection {args.collection!r} in {args.chroma}: {collection.collection.count()} chunks, "
               f"query with k={collection.k}", file=sys.stderr)
+    if args.output:
+        buffer = io.StringIO()
+        count = write_chunks_jsonl(chunks, buffer)
+        try:
+            write_atomically(args.output, buffer.getvalue())
+        except ChunkwiseError as exc:
+            built = f" (collection {args.collection!r} in {args.chroma} was built)" if args.chroma else ""
+            raise ChunkwiseError(f"{exc}{built}") from None
+        print(f"wrote {count} chunks to {args.output}", file=sys.stderr)
+    elif not args.chroma:
+        _write_to_stdout(lambda out: write_chunks_jsonl(chunks, out))
     return 0
+
+
+def _check_output_file(path: str) -> None:
+    """Fail before any work when ``path`` cannot be written: a folder, or in a missing or read-only folder."""
+    target = Path(path)
+    folder = target.parent
+    if target.is_dir():
+        raise ChunkwiseError(f"-o {path} is a folder; give a file name")
+    if not folder.is_dir():
+        raise ChunkwiseError(f"cannot write {path}: the folder {folder} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ChunkwiseError(f"cannot write {path}: the folder {folder} is not writable")
+
+
+def _write_to_stdout(write) -> None:
+    """``write(sys.stdout)`` and flush, with a closed pipe (``| head``) or a full disk reported as
+    one error instead of a traceback. Standard output then points to the null device, so the
+    interpreter's final flush of what is still buffered cannot fail again at exit."""
+    try:
+        write(sys.stdout)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _discard_stdout()
+        raise ChunkwiseError("standard output was closed before all chunks were written "
+                             "(by `head` or a similar reader); use -o FILE to keep them all") from None
+    except OSError as exc:
+        _discard_stdout()
+        raise ChunkwiseError(f"cannot write to standard output: {exc.strerror or exc}") from None
+
+
+def _discard_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+    except OSError:
+        return
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (AttributeError, OSError, ValueError):
+        pass  # not a real file (captured in tests): nothing is flushed at exit
+    finally:
+        os.close(devnull)
 
 
 def _cmd_report(args: argparse.Namespace) -> int:

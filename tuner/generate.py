@@ -11,12 +11,16 @@ query whose least similar excerpt is below ``relevance_threshold``. Every reject
 counted by reason.
 
 The output is chunkwise JSONL, appended as queries are accepted, so a run can stop at any
-time and the same command continues toward ``n``.
+time and the same command continues toward ``n``. The file is created with the first
+accepted query, never before (a run that fails at its first request leaves no empty
+file), and each query is written whole or not at all.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import random
 import re
 from collections import Counter
@@ -131,6 +135,7 @@ def generate_evaluation_set(corpus: Corpus, output: str | Path, n: int, client: 
         max_attempts: requests at most (default ``5 * n``).
     """
     output = Path(output)
+    _check_output(output)
     accepted: list[Query] = list(load_evaluation_set(output, corpus)) if output.is_file() and \
         output.stat().st_size > 0 else []
     report = GenerationReport(already=len(accepted))
@@ -143,22 +148,22 @@ def generate_evaluation_set(corpus: Corpus, output: str | Path, n: int, client: 
 
         bar = tqdm(total=n, initial=len(accepted), desc="generating", unit="query", disable=None)
     before = (client.usage.prompt_tokens, client.usage.completion_tokens)
+    out = _AppendOnly(output)
     try:
-        with output.open("a", encoding="utf-8") as out:
-            while len(accepted) < n and report.attempts < limit:
-                report.attempts += 1
-                query, reason = _attempt(corpus, client, embedder, rng, accepted, question_vectors, passage_chars,
-                                         duplicate_threshold, relevance_threshold)
-                if query is None:
-                    report.rejected[reason] += 1
-                    continue
-                out.write(json.dumps(query.to_dict(), ensure_ascii=False) + "\n")
-                out.flush()
-                accepted.append(query)
-                report.accepted += 1
-                if bar is not None:
-                    bar.update(1)
+        while len(accepted) < n and report.attempts < limit:
+            report.attempts += 1
+            query, reason = _attempt(corpus, client, embedder, rng, accepted, question_vectors, passage_chars,
+                                     duplicate_threshold, relevance_threshold)
+            if query is None:
+                report.rejected[reason] += 1
+                continue
+            out.append(json.dumps(query.to_dict(), ensure_ascii=False) + "\n", kept=len(accepted))
+            accepted.append(query)
+            report.accepted += 1
+            if bar is not None:
+                bar.update(1)
     finally:
+        out.close()
         if bar is not None:
             bar.close()
         report.prompt_tokens = client.usage.prompt_tokens - before[0]
@@ -167,6 +172,70 @@ def generate_evaluation_set(corpus: Corpus, output: str | Path, n: int, client: 
     if len(accepted) < n:
         echo(f"stopped after {report.attempts} requests with {len(accepted)} of {n} queries; run again to continue")
     return report
+
+
+def _check_output(output: Path) -> None:
+    """Fail before the first (paid) request when ``output`` could not be written."""
+    if output.is_dir():
+        raise ChunkwiseError(f"-o {output} is a folder; give a file name for the evaluation set")
+    if not output.parent.is_dir():
+        raise ChunkwiseError(f"cannot write {output}: the folder {output.parent} does not exist")
+    if not os.access(output if output.exists() else output.parent, os.W_OK):
+        raise ChunkwiseError(f"cannot write {output}: permission denied")
+
+
+class _AppendOnly:
+    """Appends whole lines to a file that is created only with the first line.
+
+    A line that cannot be written completely (a full disk) is cut off again, and a file this
+    run created is removed if its first line fails, so the file always holds whole queries:
+    the ones accepted before the failure.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+        self._created = False
+
+    def _open(self) -> bytes:
+        """Open for appending; returns what must precede the first line (a newline the file lacks)."""
+        self._created = not self.path.exists()
+        prefix = b""
+        if not self._created:
+            with self.path.open("rb") as existing:
+                end = existing.seek(0, os.SEEK_END)
+                if end:
+                    existing.seek(end - 1)
+                    if existing.read(1) != b"\n":
+                        prefix = b"\n"  # a file edited by hand may lack its last newline
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+        return prefix
+
+    def append(self, line: str, kept: int) -> None:
+        size = None
+        try:
+            data = line.encode("utf-8")
+            if self._fd is None:
+                data = self._open() + data
+            size = os.fstat(self._fd).st_size
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self._fd, view):]
+        except OSError as exc:
+            if self._fd is not None and size is not None:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(self._fd, size)
+                if self._created and size == 0:
+                    self.close()
+                    self.path.unlink(missing_ok=True)
+            kept_text = (f"it keeps the {kept} queries accepted before, and the same command continues from them"
+                         if kept else "nothing was written")
+            raise ChunkwiseError(f"cannot write {self.path}: {exc.strerror or exc}; {kept_text}") from None
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 def _attempt(corpus, client, embedder, rng, accepted, question_vectors, passage_chars, duplicate_threshold,

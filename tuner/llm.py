@@ -5,7 +5,9 @@ Everything LLM-driven in chunkwise (generating evaluation sets, the ``llm`` and
 OpenAI itself, vLLM, Ollama or a llama.cpp server: ``base_url``, model and key come
 from arguments or the environment (``OPENAI_BASE_URL``, ``CHUNKWISE_LLM_MODEL``,
 ``OPENAI_API_KEY``). Rate limits (429) and server errors (5xx) are retried with
-exponential backoff by the client; what still fails becomes one clear error.
+exponential backoff by the client; what still fails becomes one clear error, with the
+key masked and ``fatal`` set when no retry can fix it (see :mod:`tuner.endpoint` for the
+timeouts, the retries and which errors are fatal).
 
 Responses are cached by (model, endpoint, prompt version, request) in a SQLite file
 beside the embedding cache, so tuning never pays twice for the same text.
@@ -22,13 +24,17 @@ from pathlib import Path
 from typing import Any
 
 from .embedding.cache import BUSY_TIMEOUT_S, default_cache_path
+from .endpoint import endpoint_error, make_client, make_error, shown
 from .errors import ChunkwiseError
 
 DEFAULT_LLM_MODEL = "gpt-4o-mini"
 
 
 class LLMError(ChunkwiseError):
-    """The LLM endpoint could not be used: bad key, unreachable, failing, or unsupported."""
+    """The LLM endpoint could not be used: bad key, unreachable, failing, or unsupported.
+
+    Instances for failures no retry can fix have ``fatal = True`` (see :mod:`tuner.endpoint`).
+    """
 
 
 @dataclass
@@ -55,13 +61,14 @@ class LLMClient:
         model: model name (default ``$CHUNKWISE_LLM_MODEL`` or gpt-4o-mini).
         base_url: endpoint (default ``$OPENAI_BASE_URL`` or OpenAI).
         api_key: key (default ``$OPENAI_API_KEY``; local servers accept any).
-        max_retries: retries with exponential backoff on 429 and 5xx.
+        max_retries: retries with exponential backoff on 429, 5xx and connection failures.
+        timeout_s: seconds to wait for one answer (connecting: at most 5 s).
         cache_path: response cache file (``None``: beside the embedding cache; ``False``: off).
     """
 
     model: str | None = None
     base_url: str | None = None
-    api_key: str | None = None
+    api_key: str | None = field(default=None, repr=False)  # never shown
     max_retries: int = 5
     timeout_s: float = 120.0
     cache_path: str | Path | bool | None = None
@@ -79,13 +86,11 @@ class LLMClient:
 
     def _openai(self):
         if self._client is None:
-            import openai
-
             key = self.api_key or os.environ.get("OPENAI_API_KEY")
             if not key:
-                raise LLMError("no API key: set OPENAI_API_KEY (any value for a local server without keys)")
-            self._client = openai.OpenAI(api_key=key, base_url=self.base_url, max_retries=self.max_retries,
-                                         timeout=self.timeout_s)
+                raise make_error(LLMError, f"no API key for the LLM endpoint {shown(self.endpoint)}: set "
+                                           "OPENAI_API_KEY (any value for a local server without keys)", fatal=True)
+            self._client = make_client(key, self.base_url, max_retries=self.max_retries, timeout_s=self.timeout_s)
         return self._client
 
     def chat(self, messages: list[dict[str, str]], *, prompt_version: str, json_mode: bool = False,
@@ -120,9 +125,9 @@ class LLMClient:
             unsupported="the completions API with echo and logprobs")
         logprobs = response.choices[0].logprobs if response.choices else None
         if logprobs is None or not getattr(logprobs, "top_logprobs", None):
-            raise LLMError(f"the endpoint {self.endpoint} (model {self.model}) returned no logprobs: the logprob "
-                           "chunker needs a completions endpoint that supports echo=True with logprobs "
-                           "(vLLM and llama.cpp servers do; OpenAI's chat models do not)")
+            raise make_error(LLMError, f"the endpoint {shown(self.endpoint)} (model {self.model}) returned no "
+                             "logprobs: the logprob chunker needs a completions endpoint that supports echo=True "
+                             "with logprobs (vLLM and llama.cpp servers do; OpenAI's chat models do not)", fatal=True)
         data = {"tokens": list(logprobs.tokens), "token_logprobs": list(logprobs.token_logprobs),
                 "top_logprobs": [dict(t or {}) for t in logprobs.top_logprobs],
                 "text_offset": list(logprobs.text_offset)}
@@ -132,27 +137,15 @@ class LLMClient:
         return data
 
     def _call(self, request, unsupported: str | None = None):
+        """``request()``, with any failure of the client turned into one redacted :class:`LLMError`."""
         import openai
 
         try:
             return request()
-        except openai.AuthenticationError:
-            raise LLMError(f"the LLM endpoint {self.endpoint} refused the API key (check OPENAI_API_KEY)") from None
-        except openai.APIConnectionError:
-            raise LLMError(f"cannot reach the LLM endpoint {self.endpoint} (check --base-url and that the "
-                           "server is running)") from None
-        except openai.RateLimitError:
-            raise LLMError(f"the LLM endpoint {self.endpoint} kept rate-limiting after {self.max_retries} "
-                           "retries; try again later or lower the request rate") from None
-        except openai.NotFoundError:
-            raise LLMError(f"the LLM endpoint {self.endpoint} has no model {self.model!r}"
-                           + (f" or does not support {unsupported}" if unsupported else "")) from None
-        except openai.BadRequestError as exc:
-            what = f" (it may not support {unsupported})" if unsupported else ""
-            raise LLMError(f"the LLM endpoint {self.endpoint} rejected the request{what}: {exc.message}") from None
-        except openai.APIStatusError as exc:
-            raise LLMError(f"the LLM endpoint {self.endpoint} failed with HTTP {exc.status_code} after "
-                           f"{self.max_retries} retries: {exc.message}") from None
+        except openai.OpenAIError as exc:
+            raise endpoint_error(exc, LLMError, service="LLM", endpoint=self.endpoint, model=str(self.model),
+                                 max_retries=self.max_retries, timeout_s=self.timeout_s,
+                                 unsupported=unsupported) from None
 
     # The cache: one SQLite table, as safe under concurrent writers as the embedding cache.
     def _key(self, kind: str, version: str, request: dict[str, Any]) -> str:
