@@ -143,7 +143,8 @@ def test_export_a_chosen_trial_and_errors(tuned, tmp_path, capsys):
 
 @pytest.mark.parametrize(("content", "message"), [
     ('{"chunkwise_export": 99, "config": {}}', "written by a newer chunkwise (export version 99"),
-    ('{"chunkwise_export": 1, "config": {"chunker": {"name": "token", "par', "is not valid YAML or JSON (line 1, column 69"),
+    ('{"chunkwise_export": 1, "config": {"chunker": {"name": "token", "par',
+     "is not valid YAML or JSON (line 1, column 69"),
     ('{"chunkwise_export": 1}', "no 'config'"),
     ('{"chunkwise_export": 1, "config": {"chunker": {"name": "token", "params": {"size": 0}}}}',
      "size=0 is invalid"),

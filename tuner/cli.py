@@ -283,6 +283,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     result = evaluate(corpora, evalset, config, chunker=args.chunker, k=args.k, unit=args.unit,
                       scope=args.scope, index=args.index, embedder=embedder, cache=cache,
                       index_path=args.index_path, progress=not args.json, **params)
+    for note in result.notes:
+        print(f"chunkwise: note: {note}", file=sys.stderr)
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
     else:
@@ -488,12 +490,21 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
+    from .files import is_stdout
+
     _, evalset = _load_data(args)
     references = sum(len(q.references) for q in evalset)
-    print(f"{len(evalset)} queries, {references} references: all match their documents")
+    # With -o - the JSONL goes to stdout, so the summary goes to stderr.
+    to_stdout = bool(args.output) and is_stdout(args.output)
+    print(f"{len(evalset)} queries, {references} references: all match their documents",
+          file=sys.stderr if to_stdout else sys.stdout)
     if args.output:
         evalset.write_jsonl(args.output)
-        print(f"wrote {args.output}")
+        if not to_stdout:
+            print(f"wrote {args.output}")
+    elif evalset.repaired:
+        print("nothing was written: the repairs are in memory only; add -o FILE to save the repaired "
+              "evaluation set (e.g. -o fixed.jsonl)", file=sys.stderr)
     return 0
 
 

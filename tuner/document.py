@@ -10,16 +10,26 @@ from .tokens import TextTokens
 
 @dataclass(eq=False)
 class Document:
-    """One UTF-8 text of a corpus.
+    """One text of a corpus.
 
     Attributes:
         id: stable identifier, the path relative to the corpus root (``"guide/intro.md"``).
         text: the full text, exactly as decoded from the file (no newline translation),
-            so character offsets are offsets into the file's characters.
+            so character offsets are offsets into the file's characters. A byte-order
+            mark is not part of the text: offsets count the characters after it.
+        encoding: how the file was decoded: ``"utf-8"``, or, for a file that starts with
+            a byte-order mark, ``"utf-8-sig"``, ``"utf-16-le"``, ``"utf-16-be"``,
+            ``"utf-32-le"`` or ``"utf-32-be"``. Only used to explain offset mismatches.
     """
 
     id: str
     text: str
+    encoding: str = "utf-8"
+
+    @property
+    def had_bom(self) -> bool:
+        """Whether the file started with a byte-order mark (dropped from :attr:`text`)."""
+        return self.encoding != "utf-8"
 
     @cached_property
     def tokens(self) -> TextTokens:

@@ -16,21 +16,27 @@ Two formats are read:
   document (by id or file stem) of the single loaded corpus.
 
 Loading always validates against the corpora: each reference must equal
-``document_text[start_index:end_index]``.
+``document_text[start_index:end_index]``, offsets counting characters of the text as
+decoded (no newline translation; a byte-order mark is not counted). Files are UTF-8;
+a leading byte-order mark is accepted (Excel's "CSV UTF-8" writes one), and so is
+UTF-16 or UTF-32 text that starts with one.
 """
 
 from __future__ import annotations
 
 import csv
+import difflib
 import hashlib
 import io
 import json
+import unicodedata
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from .corpus import Corpus, _preview
+from .corpus import Corpus, _preview, decode_text
+from .document import Document
 from .errors import EvaluationSetError
 from .files import write_atomically
 
@@ -189,16 +195,43 @@ def _read_jsonl(path: Path, corpora: list[Corpus]) -> Iterator[_Raw]:
         yield where, Query(query_id, question, str(corpus), refs)
 
 
+#: The columns of a Chroma evaluation CSV.
+_CHROMA_COLUMNS = ("question", "references", "corpus_id")
+
+
 def _read_chroma_csv(path: Path, corpora: list[Corpus], skip_unknown: bool = False) -> Iterator[_Raw]:
-    reader = csv.DictReader(io.StringIO(_read_text(path), newline=""))
-    missing = {"question", "references", "corpus_id"} - set(reader.fieldnames or ())
+    rows = csv.reader(io.StringIO(_read_text(path), newline=""))
+    try:
+        header = next(rows, [])
+    except csv.Error as exc:
+        raise EvaluationSetError(f"{path}:{rows.line_num}: not valid CSV ({exc})") from None
+    missing = [c for c in _CHROMA_COLUMNS if c not in header]
     if missing:
         raise EvaluationSetError(
             f"{path}: not a Chroma evaluation CSV; missing column(s) "
             f"{', '.join(sorted(missing))} (expected question, references, corpus_id)"
         )
-    for row_number, row in enumerate(reader, start=1):
-        where = f"{path} row {row_number}"
+    columns = {name: header.index(name) for name in _CHROMA_COLUMNS}
+    row_number, last_line = 0, rows.line_num
+    while True:
+        try:
+            values = next(rows, None)
+        except csv.Error as exc:
+            raise EvaluationSetError(f"{path}:{last_line + 1}: not valid CSV ({exc})") from None
+        if values is None:
+            break
+        # A row starts on the line after the previous one ends (quoted fields may span lines).
+        where, last_line = f"{path}:{last_line + 1}", rows.line_num
+        if not values:
+            continue  # a blank line
+        row_number += 1
+        short = [name for name, i in columns.items() if i >= len(values)]
+        if short:
+            raise EvaluationSetError(
+                f"{where}: row has {len(values)} field(s) but the header has {len(header)}; "
+                f"no value for {', '.join(short)} (is a comma or a quote missing?)"
+            )
+        row = {name: values[i] for name, i in columns.items()}
         try:
             references = json.loads(row["references"])
         except json.JSONDecodeError as exc:
@@ -262,9 +295,11 @@ def _validate(path: Path, raw: list[_Raw], corpora: dict[str, Corpus],
         for i, ref in enumerate(query.references, start=1):
             if ref.document not in corpus:
                 problems.append(f"{label}: reference {i} names unknown document "
-                                f"{ref.document!r} in corpus {corpus.name!r}")
+                                f"{ref.document!r} in corpus {corpus.name!r}"
+                                f"{_unknown_document_hint(ref.document, corpus)}")
                 continue
-            text = corpus.document(ref.document).text
+            document = corpus.document(ref.document)
+            text = document.text
             ok = 0 <= ref.start_index < ref.end_index <= len(text)
             if ok and text[ref.start_index : ref.end_index] == ref.content:
                 fixed.append(ref)
@@ -282,6 +317,7 @@ def _validate(path: Path, raw: list[_Raw], corpora: dict[str, Corpus],
             problems.append(
                 f"{label}: reference {i} [{ref.start_index}:{ref.end_index}] of "
                 f"{ref.document!r} does not match its content (text there: {found}; {hint})"
+                f"{_encoding_hint(document, ref)}"
             )
         queries.append(replace(query, references=tuple(fixed)))
     if problems:
@@ -292,6 +328,45 @@ def _validate(path: Path, raw: list[_Raw], corpora: dict[str, Corpus],
             f"{len(problems)} problem(s)\n  {listed}{more}"
         )
     return EvaluationSet(tuple(queries), repaired)
+
+
+def _unknown_document_hint(name: str, corpus: Corpus) -> str:
+    """The ids the reference probably meant: one equal up to Unicode normalisation (a
+    name typed on one system, the file saved on another), else the closest spellings."""
+    ids = [d.id for d in corpus]
+    same = [i for i in ids if unicodedata.normalize("NFC", i) == unicodedata.normalize("NFC", name)]
+    if same:
+        return (f": it differs from the corpus's {same[0]!r} only in Unicode normalisation (the reference "
+                f"is {_normal_form(name)}, the file name {_normal_form(same[0])}); write the name as the "
+                "file system spells it")
+    close = difflib.get_close_matches(name, ids, n=5, cutoff=0.6)
+    ordered = close + [i for i in ids if i not in close]
+    return f" ({'nearest first' if close else 'it has'}: {_preview(ordered)})"
+
+
+def _normal_form(text: str) -> str:
+    for form in ("NFC", "NFD"):
+        if unicodedata.normalize(form, text) == text:
+            return form
+    return "in neither NFC nor NFD"
+
+
+def _encoding_hint(document: Document, ref: Reference) -> str:
+    """Why a reference may not match: the evaluation set was made from a copy of the file
+    with its byte-order mark counted, or with its line endings converted."""
+    text, start, end, content = document.text, ref.start_index, ref.end_index, ref.content
+    if document.had_bom and start >= 1 and text[start - 1 : end - 1] == content:
+        return (f"; the offsets are one character past the content: {document.id!r} starts with a "
+                "byte-order mark, which these offsets count but chunkwise does not (offsets count the "
+                "characters after it); --repair-references re-locates them")
+    if "\r\n" in text and text.replace("\r\n", "\n")[start:end] == content.replace("\r\n", "\n"):
+        return (f"; the reference matches {document.id!r} with its CRLF line endings converted to LF: the "
+                "set was made from a newline-translated copy, but chunkwise reads files as they are (make "
+                "the offsets from the file itself, or convert the file to LF line endings)")
+    if "\r\n" in content and "\r\n" not in text and content.replace("\r\n", "\n") in text:
+        return (f"; the content has CRLF line endings but {document.id!r} has LF: the set was made from a "
+                "copy with Windows line endings (convert the file or the set so they agree)")
+    return ""
 
 
 def _count_occurrences(text: str, needle: str) -> int:
@@ -320,9 +395,9 @@ def _shorten(text: str, limit: int = 60) -> str:
 
 
 def _read_text(path: Path) -> str:
+    """The file's text: UTF-8, or UTF-8/16/32 after a byte-order mark (dropped)."""
     try:
-        return path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError:
-        raise EvaluationSetError(f"{path} is not valid UTF-8") from None
+        data = path.read_bytes()
     except OSError as exc:
         raise EvaluationSetError(f"cannot read {path}: {exc.strerror}") from None
+    return decode_text(data, path, EvaluationSetError)[0]

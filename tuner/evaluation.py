@@ -40,6 +40,9 @@ class EvaluationResult:
             ``scoring``, ``total``).
         embedding: texts and tokens embedded for the index and the questions, the cache
             hit rate, and what semantic chunkers embedded while splitting (``unit_*``).
+        notes: things the caller should know about how the figures were obtained, one
+            sentence each (e.g. ``k`` larger than the chunks there were to retrieve, so
+            queries retrieved fewer than ``k``). The command line prints them.
     """
 
     config: EvaluationConfig
@@ -53,6 +56,7 @@ class EvaluationResult:
     chunks_searched: float
     timings: dict[str, float] = field(default_factory=dict)
     embedding: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
     def metrics_at(self, k: int) -> dict[str, Any]:
         """The metric summary at another cut-off ``k`` (up to the searched one)."""
@@ -76,6 +80,7 @@ class EvaluationResult:
             "chunks": self.chunk_stats,
             "embedding": self.embedding,
             "timings": self.timings,
+            "notes": self.notes,
         }
 
 
@@ -165,9 +170,11 @@ def evaluate(corpora: Corpus | Sequence[Corpus], evaluation_set: EvaluationSet,
 
     if config.retrieval.scope == "pooled":
         searched = float(len(chunks))
+        per_corpus = {"": len(chunks)}
     else:
-        per_corpus = {name: chunk_corpora.count(name) for name in set(query_corpora)}
+        per_corpus = {name: chunk_corpora.count(name) for name in dict.fromkeys(query_corpora)}
         searched = float(np.mean([per_corpus[name] for name in query_corpora]))
+    notes = [note] if (note := _short_index_note(config.retrieval.k, per_corpus)) else []
     query_tokens = float(np.mean(count_tokens_batch([q.question for q in queries])))
     embedding = _stats_delta(model, before)
     embedding["unit_texts"], embedding["unit_tokens"] = units["texts"], units["tokens"]
@@ -175,7 +182,24 @@ def evaluate(corpora: Corpus | Sequence[Corpus], evaluation_set: EvaluationSet,
     if llm_usage is not None:  # LLM chunkers: tokens the model read and wrote while splitting
         embedding["llm_tokens"] = llm_usage.prompt_tokens + llm_usage.completion_tokens - llm_before
     return EvaluationResult(config, metrics, scores, chunks, chunk_corpora, query_corpora, ranking,
-                            query_tokens, searched, timings, embedding)
+                            query_tokens, searched, timings, embedding, notes)
+
+
+def _short_index_note(k: int, chunks_per_index: dict[str, int]) -> str | None:
+    """One sentence when an index holds fewer than ``k`` chunks: its queries then retrieve
+    every chunk there is (the ranking is padded), which the metrics at ``k`` silently reflect.
+
+    ``chunks_per_index`` maps each searched corpus to its chunk count (``{"": n}`` pooled).
+    """
+    short = {name: n for name, n in chunks_per_index.items() if n < k}
+    if not short:
+        return None
+    if list(short) == [""]:
+        return (f"k={k} but the index holds only {short['']} chunk(s): each query retrieved all of them, "
+                f"fewer than k")
+    listed = ", ".join(f"{name!r} has {n}" for name, n in short.items())
+    return (f"k={k} but some corpora have fewer chunks ({listed}): their queries retrieved every chunk of "
+            "their corpus, fewer than k")
 
 
 def _merge_config(config, chunker, chunker_params, k, unit, scope, index, embedder) -> EvaluationConfig:

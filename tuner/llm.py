@@ -26,6 +26,7 @@ from typing import Any
 from .embedding.cache import BUSY_TIMEOUT_S, default_cache_path
 from .endpoint import endpoint_error, make_client, make_error, shown
 from .errors import ChunkwiseError
+from .files import private_dir, private_file
 
 DEFAULT_LLM_MODEL = "gpt-4o-mini"
 
@@ -157,7 +158,8 @@ class LLMClient:
             return None
         if self._db is None:
             path = Path(self.cache_path) if self.cache_path else default_cache_path().with_name("llm.sqlite3")
-            path.parent.mkdir(parents=True, exist_ok=True)
+            private_dir(path.parent)  # owner-only: cached answers quote private documents
+            private_file(path)  # 0600; SQLite gives its -wal and -shm files the same mode
             self._db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL)")

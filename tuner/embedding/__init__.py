@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..errors import InvalidParameterError
 from .base import Embedder, EmbeddingStats
-from .cache import EmbeddingCache, default_cache_path
+from .cache import EmbeddingCache, EmbeddingCacheError, default_cache_path
 from .openai import DEFAULT_OPENAI_MODEL, OpenAIEmbedder
 from .sentence_transformers import DEFAULT_MODEL, SentenceTransformerEmbedder
 
@@ -37,6 +37,7 @@ __all__ = [
     "PROVIDERS",
     "Embedder",
     "EmbeddingCache",
+    "EmbeddingCacheError",
     "EmbeddingStats",
     "OpenAIEmbedder",
     "SentenceTransformerEmbedder",

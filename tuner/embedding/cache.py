@@ -5,10 +5,18 @@ per model, ever. The store is one SQLite file in WAL mode: readers never block, 
 concurrent writers from several worker processes wait for each other (busy timeout)
 instead of failing; inserts are ``INSERT OR IGNORE``, so two processes that embed the
 same text race harmlessly.
+
+The cache folder is created 0700 and the database (with its ``-wal`` and ``-shm``
+files) 0600: cached vectors and their keys derive from private documents. A cache that
+cannot be opened or written (a full disk, a read-only folder, a damaged file) is an
+:class:`EmbeddingCacheError` naming the file and the way out (free space, ``--cache``
+elsewhere, or ``--no-cache``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import os
 import sqlite3
@@ -17,10 +25,18 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import ChunkwiseError
+from ..files import private_dir, private_file
+
 #: Seconds a writer waits for another process's transaction before failing.
 BUSY_TIMEOUT_S = 120
 #: Host parameters per SELECT ... IN (...) statement (SQLite's limit is 32766).
 _LOOKUP_BATCH = 900
+
+
+class EmbeddingCacheError(ChunkwiseError):
+    """The embedding cache file cannot be opened or written. A full disk is ``fatal``:
+    every later trial would fail the same way until space is freed."""
 
 
 def default_cache_path() -> Path:
@@ -57,31 +73,55 @@ class EmbeddingCache:
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None or self._pid != os.getpid():
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS embeddings ("
-                " model TEXT NOT NULL, key BLOB NOT NULL, vector BLOB NOT NULL,"
-                " PRIMARY KEY (model, key)) WITHOUT ROWID"
-            )
+            conn = None
+            try:
+                private_dir(self.path.parent)
+                private_file(self.path)  # SQLite gives the -wal and -shm files the same mode
+                conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
+                conn.execute(
+                    "CREATE TABLE IF NOT EXISTS embeddings ("
+                    " model TEXT NOT NULL, key BLOB NOT NULL, vector BLOB NOT NULL,"
+                    " PRIMARY KEY (model, key)) WITHOUT ROWID"
+                )
+            except (sqlite3.Error, OSError) as exc:
+                if conn is not None:
+                    conn.close()
+                raise self._error(exc) from None
             self._conn, self._pid = conn, os.getpid()
         return self._conn
+
+    def _error(self, exc: sqlite3.Error | OSError) -> EmbeddingCacheError:
+        """One clear message for a cache that cannot be used, saying what to do."""
+        code = getattr(exc, "sqlite_errorcode", None)
+        if code == sqlite3.SQLITE_FULL or getattr(exc, "errno", None) in (errno.ENOSPC, errno.EDQUOT):
+            error = EmbeddingCacheError(
+                f"the embedding cache {self.path} cannot grow: the disk is full. Free some space there, "
+                "give --cache FILE on another disk, or run without a cache (--no-cache)")
+            error.fatal = True
+            return error
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        return EmbeddingCacheError(
+            f"cannot use the embedding cache {self.path}: {reason}. Give --cache FILE elsewhere, "
+            "or run without a cache (--no-cache)")
 
     def get_many(self, model: str, keys: Sequence[bytes]) -> dict[bytes, np.ndarray]:
         """Cached vectors of ``keys`` under ``model``; missing keys are absent."""
         conn = self._connection()
         found: dict[bytes, np.ndarray] = {}
-        for i in range(0, len(keys), _LOOKUP_BATCH):
-            batch = list(keys[i : i + _LOOKUP_BATCH])
-            marks = ",".join("?" * len(batch))
-            rows = conn.execute(
-                f"SELECT key, vector FROM embeddings WHERE model = ? AND key IN ({marks})",
-                [model, *batch],
-            )
-            for key, blob in rows:
-                found[key] = np.frombuffer(blob, dtype=np.float32)
+        try:
+            for i in range(0, len(keys), _LOOKUP_BATCH):
+                batch = list(keys[i : i + _LOOKUP_BATCH])
+                marks = ",".join("?" * len(batch))
+                rows = conn.execute(
+                    f"SELECT key, vector FROM embeddings WHERE model = ? AND key IN ({marks})",
+                    [model, *batch],
+                )
+                for key, blob in rows:
+                    found[key] = np.frombuffer(blob, dtype=np.float32)
+        except sqlite3.Error as exc:
+            raise self._error(exc) from None
         return found
 
     def put_many(self, model: str, keys: Sequence[bytes], vectors: np.ndarray) -> None:
@@ -91,20 +131,29 @@ class EmbeddingCache:
         rows = [(model, key, np.ascontiguousarray(v, dtype=np.float32).tobytes())
                 for key, v in zip(keys, vectors)]
         conn = self._connection()
-        conn.execute("BEGIN IMMEDIATE")
         try:
-            conn.executemany("INSERT OR IGNORE INTO embeddings VALUES (?, ?, ?)", rows)
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.executemany("INSERT OR IGNORE INTO embeddings VALUES (?, ?, ?)", rows)
+                conn.execute("COMMIT")
+            except BaseException:
+                # SQLite may have rolled back already (it does on a full disk).
+                if conn.in_transaction:
+                    with contextlib.suppress(sqlite3.Error):
+                        conn.execute("ROLLBACK")
+                raise
+        except (sqlite3.Error, OSError) as exc:
+            raise self._error(exc) from None
 
     def count(self, model: str | None = None) -> int:
         """Number of cached vectors (for one model, or all)."""
         conn = self._connection()
-        if model is None:
-            return conn.execute("SELECT COUNT(*) FROM embeddings").fetchone()[0]
-        return conn.execute("SELECT COUNT(*) FROM embeddings WHERE model = ?", (model,)).fetchone()[0]
+        try:
+            if model is None:
+                return conn.execute("SELECT COUNT(*) FROM embeddings").fetchone()[0]
+            return conn.execute("SELECT COUNT(*) FROM embeddings WHERE model = ?", (model,)).fetchone()[0]
+        except sqlite3.Error as exc:
+            raise self._error(exc) from None
 
     def close(self) -> None:
         if self._conn is not None and self._pid == os.getpid():

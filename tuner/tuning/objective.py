@@ -35,7 +35,8 @@ import numpy as np
 
 from ..embedding import Embedder
 from ..embedding.cache import default_cache_path
-from ..errors import InvalidParameterError
+from ..errors import ChunkwiseError, InvalidParameterError
+from ..files import private_dir, write_atomically
 from .records import CONFIG_ATTR, SCORE_ATTR
 
 METRIC_NAMES = ("recall", "IoU")
@@ -240,12 +241,10 @@ def calibrated_throughput(embedder: Embedder) -> float:
     throughput = sum(count_tokens_batch(_CALIBRATION_TEXTS)) / seconds
     known[key] = throughput
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{time.time_ns()}.tmp")
-        tmp.write_text(json.dumps(known, indent=1), encoding="utf-8")
-        tmp.replace(path)
-    except OSError:
-        pass  # a read-only cache folder only costs a re-measurement next time
+        private_dir(path.parent)
+        write_atomically(path, json.dumps(known, indent=1))  # no temporary file left, even on a full disk
+    except (OSError, ChunkwiseError):
+        pass  # a read-only or full cache folder only costs a re-measurement next time
     return throughput
 
 
