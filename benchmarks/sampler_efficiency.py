@@ -58,17 +58,21 @@ def run_sampler(sampler: optuna.samplers.BaseSampler, space, table: dict, trials
     As in ``chunkwise tune``, a proposal of an already evaluated configuration is pruned
     without evaluation and does not count: every sampler gets ``trials`` evaluations.
     """
-    from tuner.tuning.runner import prune_duplicate
+    from tuner.tuning.records import DUPLICATE_ATTR, SCORE_ATTR
 
     study = optuna.create_study(directions=["maximize", "maximize"], sampler=sampler)
     best, curve = float("-inf"), []
+    claimed: dict[tuple, int] = {}  # what the ledger's claims do for `chunkwise tune`
 
     def objective(trial: optuna.Trial) -> tuple[float, float]:
         chunker, k, _ = space.sample(trial)  # the same define-by-run sampling as `chunkwise tune`
         key = (chunker.name, chunker.params["size"], chunker.params["overlap"], k)
-        prune_duplicate(trial, repr(key))
+        if key in claimed:
+            trial.set_user_attr(DUPLICATE_ATTR, claimed[key])
+            raise optuna.TrialPruned(f"same configuration as trial {claimed[key]}")
+        claimed[key] = trial.number
         attrs = table[key]
-        trial.set_user_attr("score", attrs["score"])
+        trial.set_user_attr(SCORE_ATTR, attrs["score"])
         return attrs["recall"], attrs["iou"]
 
     def track(study, trial):

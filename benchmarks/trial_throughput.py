@@ -1,98 +1,102 @@
-"""Trials per minute on chroma-dev, with 1 and 2 worker processes, cold and warm cache.
+"""Trials per minute of ``tune``, with 1 and 2 workers, cold and warm, for one or two checkouts.
 
-For each number of jobs, a study per corpus of chroma-dev (``--space``, default
-``search_spaces/default.yaml``; MiniLM) runs ``--trials`` trials per corpus with an empty embedding cache (cold); then
-the same configurations are enqueued into fresh studies and run again on the filled
-cache (warm). Reported: trials per minute of wall time, and the share of trial time
-spent inside the embedding model (the rest is chunking, scoring, storage and Optuna).
+Each measurement is a fresh Python process that runs ``tuner.tuning.tune`` through the
+public API only, so the same driver measures an older checkout too: pass ``--before DIR``
+(e.g. made with ``git worktree add /tmp/before <commit>``) and the two are run interleaved,
+``--repeats`` times, and compared by median. Cold: an empty embedding cache. Warm: the same
+study spec (same seed) again into a new study, on the cache the cold run filled.
 
-    python benchmarks/trial_throughput.py [--data ../shared/datasets/chroma-dev] [--trials 8] [--space FILE]
+    python benchmarks/trial_throughput.py [--before DIR] [--data handbook|chroma-dev] [--trials 12]
+        [--space quick] [--repeats 3]
+
+The bundled handbook (small documents, fast trials) makes per-trial overhead (storage,
+claims, process start-up) most visible; chroma-dev shows realistic trial times.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import statistics
+import subprocess
 import sys
 import tempfile
-import time
-import warnings
 from pathlib import Path
-
-import optuna
-from optuna.trial import TrialState
 
 from _common import CHROMA_DEV, ROOT, require_chroma_dev
 
-
-def run(spec, enqueue: dict[str, list[dict]] | None = None) -> tuple[float, dict[str, list]]:
-    """Run every corpus study of ``spec``; returns (wall seconds, complete trials per corpus)."""
-    from tuner.tuning.runner import _run_workers, _store_resolved_rates
-    from tuner.tuning.storage import make_storage
-    from tuner.tuning.study import load_study_data, open_study, study_settings
-
-    data = load_study_data(spec)
-    storage = make_storage(spec.storage)
-    studies = []
-    for corpus in data.corpora:
-        settings = study_settings(spec, corpus, data.evaluation_sets[corpus.name], data.space,
-                                  dict(spec.corpora)[corpus.name])
-        study = open_study(storage, spec.study_name(corpus.name), settings)
-        _store_resolved_rates(study, spec)
-        for params in (enqueue or {}).get(corpus.name, []):
-            study.enqueue_trial(params)
-        studies.append((corpus.name, study))
+# Runs inside the measured checkout (PYTHONPATH); prints {"cold": s, "warm": s, "trials": n}.
+DRIVER = r"""
+import json, sys, time, warnings
+import optuna
+warnings.simplefilter("ignore")
+optuna.logging.set_verbosity(optuna.logging.ERROR)
+from tuner.tuning import StudySpec, tune
+args = json.loads(sys.argv[1])
+walls = {}
+for phase in ("cold", "warm"):
+    spec = StudySpec(name=phase, corpora=tuple(map(tuple, args["corpora"])), queries=args["queries"],
+                     space=args["space"], storage=f"sqlite:///{args['tmp']}/{phase}.db", trials=args["trials"],
+                     jobs=args["jobs"], seed=1, cache=args["cache"])
     started = time.perf_counter()
-    for _, study in studies:
-        _run_workers(spec, study.study_name, spec.trials, 0, progress=False)
-    wall = time.perf_counter() - started
-    return wall, {name: s.get_trials(states=(TrialState.COMPLETE,)) for name, s in studies}
+    outcomes = tune(spec, progress=False, echo=lambda _: None)
+    walls[phase] = time.perf_counter() - started
+    complete = sum(o.complete for o in outcomes)
+print(json.dumps({**walls, "trials": complete}))
+"""
 
 
-def describe(label: str, wall: float, per_corpus: dict[str, list]) -> tuple[str, float]:
-    trials = [t for ts in per_corpus.values() for t in ts]
-    busy = sum((t.datetime_complete - t.datetime_start).total_seconds() for t in trials)
-    model = sum(t.user_attrs["model_seconds"] for t in trials)
-    evaluate = sum(t.user_attrs["eval_seconds"] for t in trials)
-    hits = sum(t.user_attrs["cache_hit_rate"] for t in trials) / len(trials)
-    rate = len(trials) / wall * 60
-    return (f"| {label} | {len(trials)} | {wall:.1f} | {rate:.1f} | {model / busy:.0%} | "
-            f"{(busy - evaluate) / busy:.0%} | {hits:.0%} |"), rate
+def measure(code: Path, args: argparse.Namespace, corpora, queries: str, jobs: int) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        payload = {"corpora": corpora, "queries": queries, "space": args.space, "trials": args.trials,
+                   "jobs": jobs, "tmp": tmp, "cache": f"{tmp}/cache.sqlite3"}
+        env = {**os.environ, "PYTHONPATH": str(code), "CHUNKWISE_CACHE_DIR": f"{tmp}/cachedir"}
+        out = subprocess.run([sys.executable, "-c", DRIVER, json.dumps(payload)], env=env, check=True,
+                             capture_output=True, text=True).stdout
+        return json.loads(out.strip().splitlines()[-1])
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=CHROMA_DEV)
-    parser.add_argument("--trials", type=int, default=8, help="trials per corpus (3 corpora)")
-    parser.add_argument("--space", type=Path, default=ROOT / "search_spaces" / "default.yaml",
-                        help="search space (default: search_spaces/default.yaml)")
+    parser.add_argument("--before", type=Path, help="checkout of the code to compare with (default: none)")
+    parser.add_argument("--data", default="handbook", help="handbook (bundled) or chroma-dev")
+    parser.add_argument("--trials", type=int, default=12, help="trials per corpus")
+    parser.add_argument("--space", default=str(ROOT / "search_spaces" / "quick.yaml"))
+    parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    require_chroma_dev(args.data)
-    optuna.logging.set_verbosity(optuna.logging.ERROR)
-    warnings.simplefilter("ignore")
-    from tuner.tuning import StudySpec
-
-    corpora = tuple((p.stem, str(p)) for p in sorted((args.data / "corpora").glob("*.md")))
-    rows, rates = [], {}
-    with tempfile.TemporaryDirectory() as tmp:
-        for jobs in (1, 2):
-            cache = f"{tmp}/cache-{jobs}.sqlite3"
-            spec = StudySpec(name=f"cold{jobs}", corpora=corpora, queries=str(args.data / "questions.csv"),
-                             space=str(args.space), storage=f"sqlite:///{tmp}/b.db",
-                             trials=args.trials, jobs=jobs, seed=jobs, cache=cache)
-            wall, trials = run(spec)
-            row, rates[("cold", jobs)] = describe(f"cold, --jobs {jobs}", wall, trials)
-            rows.append(row)
-            replay = {corpus: [t.params for t in ts] for corpus, ts in trials.items()}
-            warm = spec.with_overrides(name=f"warm{jobs}")
-            wall, trials = run(warm, enqueue=replay)
-            row, rates[("warm", jobs)] = describe(f"warm, --jobs {jobs}", wall, trials)
-            rows.append(row)
-    print("| run | trials | wall s | trials/min | time in embedding model | outside evaluate() | cache hits |")
-    print("|---|---|---|---|---|---|---|")
-    print("\n".join(rows))
-    print(f"\n--jobs 2 / --jobs 1 throughput: cold {rates[('cold', 2)] / rates[('cold', 1)]:.2f}x, "
-          f"warm {rates[('warm', 2)] / rates[('warm', 1)]:.2f}x; "
-          f"warm / cold at --jobs 1: {rates[('warm', 1)] / rates[('cold', 1)]:.1f}x")
+    if args.data == "chroma-dev":
+        require_chroma_dev(CHROMA_DEV)
+        corpora = [(p.stem, str(p)) for p in sorted((CHROMA_DEV / "corpora").glob("*.md"))]
+        queries = str(CHROMA_DEV / "questions.csv")
+    else:
+        corpora = [("handbook", str(ROOT / "examples" / "handbook"))]
+        queries = str(ROOT / "examples" / "handbook-queries.jsonl")
+    versions = {"after": ROOT} | ({"before": args.before.resolve()} if args.before else {})
+    rates: dict[tuple, list[float]] = {}
+    for repeat in range(args.repeats):
+        order = list(versions.items())
+        if repeat % 2:
+            order.reverse()  # alternate which version runs first
+        for label, code in order:
+            for jobs in (1, 2):
+                result = measure(code, args, corpora, queries, jobs)
+                for phase in ("cold", "warm"):
+                    rate = result["trials"] / result[phase] * 60
+                    rates.setdefault((label, jobs, phase), []).append(rate)
+                    print(f"repeat {repeat + 1}: {label} --jobs {jobs} {phase}: {rate:.1f} trials/min",
+                          file=sys.stderr)
+    print(f"{args.data}, {args.trials} trials per corpus, space {Path(args.space).name}, "
+          f"median of {args.repeats} interleaved repeats (trials/min)\n")
+    header = "| run | " + " | ".join(versions) + (" | after / before |" if args.before else "")
+    print(header)
+    print("|---" * (header.count("|") - 1) + "|")
+    for jobs in (1, 2):
+        for phase in ("cold", "warm"):
+            medians = {label: statistics.median(rates[(label, jobs, phase)]) for label in versions}
+            cells = " | ".join(f"{medians[label]:.1f}" for label in versions)
+            ratio = f" | {medians['after'] / medians['before']:.2f}x" if args.before else ""
+            print(f"| {phase}, --jobs {jobs} | {cells}{ratio} |")
     return 0
 
 

@@ -481,8 +481,8 @@ def test_chunk_into_a_closed_pipe(tmp_path):
     process.stdout.close()  # like `| head -c 100`
     err = process.stderr.read().decode()
     assert process.wait(timeout=60) == 2
-    assert err == "chunkwise: error: standard output was closed before all chunks were written (by `head` or a " \
-                  "similar reader); use -o FILE to keep them all\n"
+    assert err == "chunkwise: error: cannot write to standard output: the program reading it has stopped " \
+                  "(broken pipe)\n"
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full")

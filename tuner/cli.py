@@ -8,8 +8,8 @@ with status 2, without a traceback.
 from __future__ import annotations
 
 import argparse
-import io
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,7 +19,7 @@ import yaml
 
 from ._version import __version__
 from .errors import ChunkwiseError, InvalidParameterError, environment_error_message
-from .files import read_yaml, write_atomically
+from .files import STDOUT, atomic_writer, is_stdout, read_yaml
 from .secrets import redact
 
 EXIT_USAGE = 2
@@ -379,17 +379,15 @@ def _cmd_chunk(args: argparse.Namespace) -> int:
                                       replace=args.replace, chunks=chunks)
         print(f"collection {args.collection!r} in {args.chroma}: {collection.collection.count()} chunks, "
               f"query with k={collection.k}", file=sys.stderr)
-    if args.output:
-        buffer = io.StringIO()
-        count = write_chunks_jsonl(chunks, buffer)
+    if args.output or not args.chroma:
         try:
-            write_atomically(args.output, buffer.getvalue())
+            with atomic_writer(args.output or STDOUT) as out:
+                count = write_chunks_jsonl(chunks, out)
         except ChunkwiseError as exc:
             built = f" (collection {args.collection!r} in {args.chroma} was built)" if args.chroma else ""
             raise ChunkwiseError(f"{exc}{built}") from None
-        print(f"wrote {count} chunks to {args.output}", file=sys.stderr)
-    elif not args.chroma:
-        _write_to_stdout(lambda out: write_chunks_jsonl(chunks, out))
+        if args.output and not is_stdout(args.output):
+            print(f"wrote {count} chunks to {args.output}", file=sys.stderr)
     return 0
 
 
@@ -403,35 +401,6 @@ def _check_output_file(path: str) -> None:
         raise ChunkwiseError(f"cannot write {path}: the folder {folder} does not exist")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise ChunkwiseError(f"cannot write {path}: the folder {folder} is not writable")
-
-
-def _write_to_stdout(write) -> None:
-    """``write(sys.stdout)`` and flush, with a closed pipe (``| head``) or a full disk reported as
-    one error instead of a traceback. Standard output then points to the null device, so the
-    interpreter's final flush of what is still buffered cannot fail again at exit."""
-    try:
-        write(sys.stdout)
-        sys.stdout.flush()
-    except BrokenPipeError:
-        _discard_stdout()
-        raise ChunkwiseError("standard output was closed before all chunks were written "
-                             "(by `head` or a similar reader); use -o FILE to keep them all") from None
-    except OSError as exc:
-        _discard_stdout()
-        raise ChunkwiseError(f"cannot write to standard output: {exc.strerror or exc}") from None
-
-
-def _discard_stdout() -> None:
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-    except OSError:
-        return
-    try:
-        os.dup2(devnull, sys.stdout.fileno())
-    except (AttributeError, OSError, ValueError):
-        pass  # not a real file (captured in tests): nothing is flushed at exit
-    finally:
-        os.close(devnull)
 
 
 def _cmd_report(args: argparse.Namespace) -> int:

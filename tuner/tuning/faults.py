@@ -8,8 +8,11 @@ itself the ``n``-th time (default: first) it passes ``point``. The points:
 * ``during_tell``: inside the transaction that records the trial's final state, before
   it commits.
 
-Without the variable every call is a no-op costing one dictionary lookup. Tests use it to
-assert that no kill, wherever it lands, loses a trial or leaves one RUNNING.
+With ``CHUNKWISE_FAULT_TOKEN=<file>`` as well, only the first process to get there fires
+(it creates the file): one worker of a pool dies, the others and its replacement go on.
+
+Without the variables every call is a no-op costing one dictionary lookup. Tests use them
+to assert that no kill, wherever it lands, loses a trial or leaves one RUNNING.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import os
 import signal
 
 ENVIRONMENT = "CHUNKWISE_FAULT"
+TOKEN_ENVIRONMENT = "CHUNKWISE_FAULT_TOKEN"
 _passes: dict[str, int] = {}
 
 
@@ -35,8 +39,15 @@ def fault_point(point: str) -> None:
     if planned is None or planned[0] != point:
         return
     _passes[point] = _passes.get(point, 0) + 1
-    if _passes[point] == planned[1]:
-        os.kill(os.getpid(), signal.SIGKILL)
+    if _passes[point] != planned[1]:
+        return
+    token = os.environ.get(TOKEN_ENVIRONMENT)
+    if token:
+        try:
+            os.close(os.open(token, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        except FileExistsError:
+            return  # another process already took the fault
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def arm_during_tell(engine) -> None:
@@ -46,8 +57,16 @@ def arm_during_tell(engine) -> None:
         return
     from sqlalchemy import event
 
+    first_in_transaction = [True]
+
     @event.listens_for(engine, "before_cursor_execute")
     def _kill_mid_write(conn, cursor, statement, parameters, context, executemany) -> None:
-        # Optuna finishes a trial by updating its state, then writes its values; die between.
-        if statement.lstrip().upper().startswith("INSERT INTO TRIAL_VALUES"):
+        # Optuna finishes a trial in one transaction: its state, then one row per value.
+        # Count each finishing transaction once, and die inside it, before it commits.
+        if first_in_transaction[0] and statement.lstrip().upper().startswith("INSERT INTO TRIAL_VALUES"):
+            first_in_transaction[0] = False
             fault_point("during_tell")
+
+    @event.listens_for(engine, "commit")
+    def _next_transaction(conn) -> None:
+        first_in_transaction[0] = True

@@ -24,6 +24,7 @@ import sqlalchemy as sa
 from optuna.storages import RDBStorage
 
 from ..errors import ChunkwiseError
+from ..files import private_dir, private_file
 from ..secrets import hide_password, redact, register_secret
 
 #: Seconds a SQLite writer waits for a lock (short timeouts fail in ugly ways under load).
@@ -171,18 +172,13 @@ def make_storage(url: str, **_ignored: object) -> StudyStorage:
 
 
 def _create_private_sqlite_file(path: Path, shown: str) -> Path | None:
-    """Create the database file (0600) and its folder (0700) when missing; returns the file
+    """Create the database file (0600) and its missing folders (0700); returns the file
     when this call created it."""
     try:
-        if not path.parent.exists():
-            path.parent.mkdir(parents=True, mode=0o700)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        return None
+        private_dir(path.parent)
+        return path if private_file(path) else None
     except OSError as exc:
         raise StorageError(f"cannot create study storage {shown}: {exc.strerror} ({storage_hint(exc)})") from None
-    os.close(fd)
-    return path
 
 
 @contextlib.contextmanager
