@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,7 +18,7 @@ import yaml
 
 from ._version import __version__
 from .errors import ChunkwiseError, InvalidParameterError, environment_error_message
-from .files import STDOUT, atomic_writer, is_stdout, read_yaml
+from .files import STDOUT, atomic_writer, check_writable, is_stdout
 from .secrets import redact
 
 EXIT_USAGE = 2
@@ -121,6 +120,9 @@ def _build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--unit", choices=("tokens", "chars"), help="scoring unit")
     tune.add_argument("--weights", metavar="recall=W,iou=W,latency=W,cost=W",
                       help="weights of the score (default 1, 0.5, 0.1, 0.1)")
+    tune.add_argument("--repair-references", action="store_true",
+                      help="re-locate references whose offsets do not match, when their text occurs exactly once "
+                           "in the document (recorded in the study; workers repair the same way)")
     _add_run_arguments(tune)
     tune.set_defaults(handler=_cmd_tune)
 
@@ -274,8 +276,9 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     from .config import EvaluationConfig
     from .embedding import EmbeddingCache
     from .evaluation import evaluate
+    from .export import load_config
 
-    config = _read_config(args.config) if args.config else EvaluationConfig()
+    config = load_config(args.config).config if args.config else EvaluationConfig()
     embedder = config.embedder.overridden(args.embedder, args.base_url)
     params = dict(_parse_param(p) for p in args.param)
     corpora, evalset = _load_data(args)
@@ -299,7 +302,8 @@ def _cmd_tune(args: argparse.Namespace) -> int:
 
     spec = build_spec(args.study_file, name=args.name, corpora=args.corpus, queries=args.queries, space=args.space,
                       embedder=args.embedder, base_url=args.base_url, unit=args.unit, weights=args.weights,
-                      storage=args.storage, trials=args.n_trials, jobs=args.jobs, seed=args.seed, cache=args.cache)
+                      storage=args.storage, trials=args.n_trials, jobs=args.jobs, seed=args.seed, cache=args.cache,
+                      repair_references=args.repair_references)
     _quiet_optuna()
     try:
         outcomes = tune(spec, progress=True, echo=_print_err)
@@ -369,7 +373,7 @@ def _cmd_chunk(args: argparse.Namespace) -> int:
         raise ChunkwiseError("--chroma DIR and --collection NAME go together")
     config = load_config(args.config)
     if args.output:
-        _check_output_file(args.output)
+        check_writable(args.output)
     if args.chroma:
         check_collection_target(args.chroma, args.collection, replace=args.replace)
     chunks = list(chunk_paths(config, args.paths))
@@ -389,18 +393,6 @@ def _cmd_chunk(args: argparse.Namespace) -> int:
         if args.output and not is_stdout(args.output):
             print(f"wrote {count} chunks to {args.output}", file=sys.stderr)
     return 0
-
-
-def _check_output_file(path: str) -> None:
-    """Fail before any work when ``path`` cannot be written: a folder, or in a missing or read-only folder."""
-    target = Path(path)
-    folder = target.parent
-    if target.is_dir():
-        raise ChunkwiseError(f"-o {path} is a folder; give a file name")
-    if not folder.is_dir():
-        raise ChunkwiseError(f"cannot write {path}: the folder {folder} does not exist")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise ChunkwiseError(f"cannot write {path}: the folder {folder} is not writable")
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
@@ -506,15 +498,6 @@ def _parse_param(text: str) -> tuple[str, Any]:
         return name.strip(), yaml.safe_load(value)
     except yaml.YAMLError:
         return name.strip(), value
-
-
-def _read_config(path: str):
-    from .config import EvaluationConfig
-
-    data = read_yaml(path, "configuration file")
-    if isinstance(data, dict) and "config" in data and "chunker" not in data:
-        data = data["config"]  # an exported configuration wraps the schema
-    return EvaluationConfig.from_dict(data, where=path)
 
 
 def format_result(result) -> str:

@@ -86,7 +86,8 @@ def write_atomically(path: str | Path, text: str, error: type[ChunkwiseError] = 
 
 
 @contextlib.contextmanager
-def atomic_writer(path: str | Path, error: type[ChunkwiseError] = ChunkwiseError) -> Iterator[TextIO]:
+def atomic_writer(path: str | Path, error: type[ChunkwiseError] = ChunkwiseError, *,
+                  binary: bool = False) -> Iterator[TextIO]:
     """Stream text into ``path`` atomically, without holding it all in memory::
 
         with atomic_writer("chunks.jsonl") as out:
@@ -97,12 +98,13 @@ def atomic_writer(path: str | Path, error: type[ChunkwiseError] = ChunkwiseError
     exception; if the block raises, the temporary file is removed and the exception goes
     on unchanged (an ``OSError`` from writing becomes ``error``, naming the path). With
     ``path`` ``"-"`` the block writes to standard output, whose failures (a closed pipe,
-    a full disk) also become ``error``.
+    a full disk) also become ``error``. With ``binary`` the stream takes bytes (plots).
     """
     if is_stdout(path):
+        out = sys.stdout.buffer if binary else sys.stdout
         try:
-            yield sys.stdout
-            sys.stdout.flush()
+            yield out
+            out.flush()
         except OSError as exc:
             raise _stdout_error(exc, error) from None
         return
@@ -110,7 +112,8 @@ def atomic_writer(path: str | Path, error: type[ChunkwiseError] = ChunkwiseError
     target, existing = _writable_target(path, error)
     fd, tmp = _create_temp(path, target, error)
     raw = _FdWriter(fd)
-    stream = io.TextIOWrapper(io.BufferedWriter(raw), encoding="utf-8", newline="")
+    buffered = io.BufferedWriter(raw)
+    stream = buffered if binary else io.TextIOWrapper(buffered, encoding="utf-8", newline="")
     try:
         if existing is not None:
             os.fchmod(fd, stat.S_IMODE(existing.st_mode))
@@ -134,6 +137,19 @@ def write_stdout(text: str, error: type[ChunkwiseError] = ChunkwiseError) -> Non
         sys.stdout.flush()
     except OSError as exc:
         raise _stdout_error(exc, error) from None
+
+
+def check_writable(path: str | Path, error: type[ChunkwiseError] = ChunkwiseError) -> None:
+    """Fail before any work when ``path`` cannot be written: not a regular file (a folder, a
+    device), or in a missing or read-only folder. ``"-"`` (standard output) always passes."""
+    if is_stdout(path):
+        return
+    target, _ = _writable_target(Path(path), error)
+    folder = target.parent
+    if not folder.is_dir():
+        raise error(f"cannot write {path}: the folder {folder} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise error(f"cannot write {path}: the folder {folder} is not writable")
 
 
 def private_dir(path: str | Path) -> Path:

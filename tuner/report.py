@@ -22,9 +22,11 @@ from pathlib import Path
 import numpy as np
 import optuna
 
-from .config import EvaluationConfig, RetrievalConfig
+from .config import ChunkerConfig, EvaluationConfig, RetrievalConfig
 from .embedding import EmbeddingCache
+from .errors import ChunkwiseError
 from .evaluation import evaluate
+from .files import atomic_writer, private_dir, write_atomically
 from .tuning.objective import ResolvedRates, Scales, Weights, trial_attributes
 from .tuning.records import RESOLVED_RATES_KEY, StudyError, TrialRecord, best_trial, evaluated, run_studies, settings_of
 from .tuning.storage import existing_run_storage, storage_errors
@@ -90,13 +92,14 @@ def write_report(run: str, out_dir: str | Path, *, storage: str | None = None, t
     ``plotly_js="inline"`` makes each HTML plot self-contained (about 4 MB, works offline);
     ``"cdn"`` loads plotly.js from its CDN instead (small files, needs a network to view).
     """
-    from .files import write_atomically
-
     study_storage = existing_run_storage(run, storage)
     with storage_errors(study_storage.display_url):
         names = run_studies(study_storage, run, where=study_storage.display_url)
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        private_dir(out)
+    except OSError as exc:
+        raise ChunkwiseError(f"cannot create the report folder {out}: {exc.strerror}") from None
     sections = [f"# chunkwise report: {run}", ""]
     for name in names:
         with storage_errors(study_storage.display_url):
@@ -189,7 +192,8 @@ def _plots(trials: list[TrialRecord], best: TrialRecord, known: dict[tuple, list
         ax.legend(fontsize=7, loc="lower right")
         fig.tight_layout()
         png = f"{stem}-recall-{axis.slug}.png"
-        fig.savefig(out / png)
+        with atomic_writer(out / png, binary=True) as stream:  # a full disk leaves no truncated plot
+            fig.savefig(stream, format="png")
         plt.close(fig)
         files.append(png)
 
@@ -214,7 +218,8 @@ def _plots(trials: list[TrialRecord], best: TrialRecord, known: dict[tuple, list
         figure.update_layout(title=f"{stem}: recall against {short}", xaxis_title=axis.label,
                              yaxis_title="recall", xaxis_type="log" if axis.slug == "iou" else "linear")
         page = png.replace(".png", ".html")
-        figure.write_html(out / page, include_plotlyjs=True if plotly_js == "inline" else "cdn", full_html=True)
+        with atomic_writer(out / page) as stream:
+            figure.write_html(stream, include_plotlyjs=True if plotly_js == "inline" else "cdn", full_html=True)
         html.append(page)
     return files + html
 
@@ -232,11 +237,8 @@ def _comparison(study: optuna.Study, settings: dict, trials: list[TrialRecord], 
     cache = cache if cache is not None else EmbeddingCache()
     ranked = sorted(trials, key=lambda t: -t.score)[:top]
     configs = [EvaluationConfig.from_dict(t.config) for t in ranked]
-    base_config = EvaluationConfig.from_dict({
-        **configs[0].to_dict(),
-        "chunker": {"name": BASELINE[0], "params": {"size": BASELINE[1], "overlap": BASELINE[2]}},
-        "retrieval": RetrievalConfig(k=BASELINE_K).to_dict(),
-    })
+    base_config = EvaluationConfig(ChunkerConfig(BASELINE[0], {"size": BASELINE[1], "overlap": BASELINE[2]}).resolved(),
+                                   configs[0].embedder, RetrievalConfig(k=BASELINE_K), configs[0].unit)
     per_query = []
     embedder = configs[0].embedder.build(cache)
     for config in [*configs, base_config]:

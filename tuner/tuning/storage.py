@@ -77,7 +77,9 @@ def portable_url(url: str) -> str:
     if parsed.password is None:
         return url
     register_secret(str(parsed.password))
-    return parsed.set(password=None).render_as_string(hide_password=False)
+    bare = sa.engine.URL.create(parsed.drivername, parsed.username, None, parsed.host, parsed.port, parsed.database,
+                                parsed.query)
+    return bare.render_as_string(hide_password=False)
 
 
 def _with_environment_password(url: str) -> str:

@@ -72,6 +72,8 @@ class StudySpec:
     heartbeat_interval: int = 10
     grace_period: int = 30
     cache: str | None = None
+    #: Re-locate references whose offsets do not match, when their text occurs once.
+    repair_references: bool = False
 
     def __post_init__(self) -> None:
         for key in ("trials", "jobs", "heartbeat_interval", "grace_period"):
@@ -105,7 +107,7 @@ def build_spec(study_file: str | Path | None = None, *, name: str | None = None,
                queries: str | None = None, space: str | None = None, embedder: str | None = None,
                base_url: str | None = None, unit: str | None = None, weights: str | None = None,
                storage: str | None = None, trials: int | None = None, jobs: int | None = None,
-               seed: int | None = None, cache: str | None = None) -> StudySpec:
+               seed: int | None = None, cache: str | None = None, repair_references: bool = False) -> StudySpec:
     """A run's spec from a study file and/or command-line values (given values win).
 
     ``corpora`` are ``[NAME=]PATH`` strings (see :func:`tuner.corpus.parse_corpus_spec`),
@@ -126,11 +128,12 @@ def build_spec(study_file: str | Path | None = None, *, name: str | None = None,
         name=name, corpora=tuple(parse_corpus_spec(c) for c in corpora) if corpora else None,
         queries=queries, space=space, embedder=spec.embedder.overridden(embedder, base_url), unit=unit,
         weights=Weights.parse(weights) if weights else None,
-        storage=absolute_url(storage) if storage else None, trials=trials, jobs=jobs, seed=seed, cache=cache)
+        storage=absolute_url(storage) if storage else None, trials=trials, jobs=jobs, seed=seed, cache=cache,
+        repair_references=repair_references or None)
 
 
 STUDY_KEYS = ("name", "corpora", "queries", "space", "embedder", "unit", "weights", "rates", "scales",
-              "storage", "trials", "jobs", "seed", "heartbeat", "cache")
+              "storage", "trials", "jobs", "seed", "heartbeat", "cache", "repair_references")
 
 
 def load_study_file(path: str | Path) -> StudySpec:
@@ -182,6 +185,7 @@ def load_study_file(path: str | Path) -> StudySpec:
             heartbeat_interval=heartbeat.get("interval", 10),
             grace_period=heartbeat.get("grace_period", 30),
             cache=relative(data["cache"], "cache") if data.get("cache") else None,
+            repair_references=bool(data.get("repair_references", False)),
         )
     except (InvalidParameterError, TypeError) as exc:
         raise StudyError(f"{where}: {exc}") from None
@@ -199,7 +203,7 @@ class LoadedStudyData:
 def load_study_data(spec: StudySpec) -> LoadedStudyData:
     """Load and validate everything a run reads: corpora, queries and the space."""
     corpora = [load_corpus(path, name) for name, path in spec.corpora]
-    evalset = load_evaluation_set(spec.queries, corpora)
+    evalset = load_evaluation_set(spec.queries, corpora, repair=spec.repair_references)
     per_corpus = {}
     for corpus in corpora:
         queries = tuple(q for q in evalset if q.corpus == corpus.name)
@@ -227,6 +231,7 @@ def study_settings(spec: StudySpec, corpus: Corpus, evalset: EvaluationSet, spac
         "weights": _plain(spec.weights),
         "rates": _plain(spec.rates),
         "scales": _plain(spec.scales),
+        "repair_references": spec.repair_references,
     }
 
 
@@ -298,7 +303,8 @@ def load_study_inputs(settings: dict[str, Any], study: str, corpus_path: str | N
     if corpus.sha256 != settings["corpus_sha256"]:
         raise StudyError(f"corpus at {corpus_path} differs from the one study {study!r} was "
                          "created with (content hash mismatch); pass the same corpus with --corpus")
-    evalset = load_evaluation_set(queries_path, corpus, ignore_other_corpora=True)
+    evalset = load_evaluation_set(queries_path, corpus, ignore_other_corpora=True,
+                                  repair=bool(settings.get("repair_references")))
     if evalset.sha256 != settings["evaluation_set_sha256"]:
         raise StudyError(f"the queries in {queries_path} differ from those study {study!r} was "
                          "created with (content hash mismatch); pass the same file with --queries")
