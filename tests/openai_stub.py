@@ -456,3 +456,24 @@ def _make_handler(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
                 pass  # the client is gone (a test killed it): nothing to answer
 
     return Handler
+
+
+class EmbeddingGate:
+    """Let a stub's embedding requests through until closed; then hold them, so a trial stays
+    RUNNING while a test strikes (``held`` is set once a request waits)."""
+
+    def __init__(self, stub: OpenAIStub, timeout_s: float = 120) -> None:
+        import threading
+
+        self.open = threading.Event()
+        self.open.set()
+        self.held = threading.Event()
+        inner = stub.embedding_fn
+
+        def gated(text, dim):
+            if not self.open.is_set():
+                self.held.set()
+                self.open.wait(timeout=timeout_s)
+            return inner(text, dim)
+
+        stub.embedding_fn = gated

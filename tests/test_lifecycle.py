@@ -22,7 +22,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -34,6 +33,8 @@ from optuna.trial import TrialState
 
 from tuner.tuning.ledger import pid_alive
 from tuner.tuning.storage import make_storage
+
+from openai_stub import EmbeddingGate
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "handbook"
@@ -49,24 +50,6 @@ def storage_url(request, tmp_path):
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path}/life.db"
     return request.getfixturevalue("fresh_postgres_url")
-
-
-class Gate:
-    """Let embedding requests through until closed; then hold them (trials stay RUNNING)."""
-
-    def __init__(self, stub) -> None:
-        self.open = threading.Event()
-        self.open.set()
-        self.held = threading.Event()
-        inner = stub.embedding_fn
-
-        def gated(text, dim):
-            if not self.open.is_set():
-                self.held.set()
-                self.open.wait(timeout=120)
-            return inner(text, dim)
-
-        stub.embedding_fn = gated
 
 
 def write_study(tmp_path: Path, stub, storage: str, trials: int, jobs: int = 1) -> Path:
@@ -165,7 +148,7 @@ def test_a_lost_worker_is_replaced_and_the_run_goes_on(tmp_path, openai_server, 
 
 
 def _start_held(tmp_path, stub, storage_url, *, jobs: int, new_session: bool = False):
-    gate = Gate(stub)
+    gate = EmbeddingGate(stub)
     study = write_study(tmp_path, stub, storage_url, trials=10, jobs=jobs)
     process = chunkwise(tmp_path, "tune", str(study), new_session=new_session)
     deadline = time.monotonic() + 120

@@ -11,7 +11,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 import warnings
 from pathlib import Path
@@ -27,6 +26,8 @@ from tuner.config import EmbedderConfig
 from tuner.tuning import StudyError, StudySpec, Weights, tune, weighted_score
 from tuner.tuning.objective import Scales
 from tuner.tuning.storage import make_storage
+
+from openai_stub import EmbeddingGate
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "handbook"
@@ -241,27 +242,9 @@ def _write_study_file(tmp_path, stub, trials: int) -> Path:
     return path
 
 
-class _Gate:
-    """Let embedding requests through until closed; then hold them (a trial stays RUNNING)."""
-
-    def __init__(self, stub) -> None:
-        self.open = threading.Event()
-        self.open.set()
-        self.held = threading.Event()
-        inner = stub.embedding_fn
-
-        def gated(text, dim):
-            if not self.open.is_set():
-                self.held.set()
-                self.open.wait(timeout=60)
-            return inner(text, dim)
-
-        stub.embedding_fn = gated
-
-
 def _start_tune_and_hold_a_trial(tmp_path, stub, trials=6):
     """Run `chunkwise tune` in a subprocess until a trial is held mid-flight."""
-    gate = _Gate(stub)
+    gate = EmbeddingGate(stub)
     study_file = _write_study_file(tmp_path, stub, trials)
     process = subprocess.Popen([sys.executable, "-m", "tuner", "tune", str(study_file)],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
