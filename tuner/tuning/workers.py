@@ -228,10 +228,12 @@ def _trial_loop(study: optuna.Study, study_id: int, ledger: Ledger, worker_id: s
             return report
         # A lost trial is re-queued only while the study is short of its target: a retry left
         # WAITING after the run ends would only surprise the next one.
-        short = ledger.progress(study_id)
-        retries = options.max_retry if short.complete < short.target else 0
-        report.reclaimed += reclaim(study, ledger, study_id, options.grace_period, retries)
         progress = ledger.progress(study_id)
+        retries = options.max_retry if progress.complete < progress.target else 0
+        reclaimed = reclaim(study, ledger, study_id, options.grace_period, retries)
+        if reclaimed:
+            report.reclaimed += reclaimed
+            progress = ledger.progress(study_id)
         if progress.complete >= progress.target:
             return report
         if progress.complete + progress.running >= progress.target:
@@ -396,6 +398,10 @@ class PoolReport:
     errors: list[str] = field(default_factory=list)
 
 
+_WORKER_BOOT = ("import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+                "from tuner.tuning.workers import worker_process_main as main; raise SystemExit(main())")
+
+
 class WorkerPool:
     """Run worker processes for one study; replace a lost one, stop them all on Ctrl-C.
 
@@ -416,8 +422,9 @@ class WorkerPool:
 
     def _start(self, options: WorkerOptions) -> subprocess.Popen:
         env = {**os.environ, "CHUNKWISE_PARENT_PID": str(os.getpid()), "PYTHONUNBUFFERED": "1"}
-        process = subprocess.Popen([sys.executable, "-c", "from tuner.tuning.workers import worker_process_main as m; "
-                                    "raise SystemExit(m())"], stdin=subprocess.PIPE, env=env, text=True)
+        # Ctrl-C reaching a worker still importing its libraries would print a traceback: it
+        # ignores SIGINT until its handlers are in place, and the pool stops it with SIGTERM.
+        process = subprocess.Popen([sys.executable, "-c", _WORKER_BOOT], stdin=subprocess.PIPE, env=env, text=True)
         assert process.stdin is not None
         process.stdin.write(options.to_json())
         process.stdin.close()
@@ -457,13 +464,14 @@ class WorkerPool:
         return self.report
 
     def _stop_all(self, running: dict[int, subprocess.Popen]) -> None:
-        """Ctrl-C: the workers fail their in-flight trials and exit; kill those that do not."""
+        """Ctrl-C: the workers fail their in-flight trials and exit (SIGTERM); kill those that
+        do not within ``stop_timeout_s``, whose trials the run's final reclaim then fails."""
         with contextlib.suppress(KeyboardInterrupt):
             previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not skip the cleanup
             try:
                 for process in running.values():
                     with contextlib.suppress(ProcessLookupError):
-                        process.send_signal(signal.SIGINT)  # harmless if the group already got it
+                        process.send_signal(signal.SIGTERM)  # harmless if the group's SIGINT got there first
                 deadline = time.monotonic() + self.stop_timeout_s
                 for process in running.values():
                     try:
