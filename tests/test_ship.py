@@ -106,12 +106,21 @@ def test_export_load_and_rechunk_give_the_trials_chunks(tuned, tmp_path, capsys)
     spec, outcome = tuned
     out = tmp_path / "best.json"
     assert main(["export", "--storage", spec.storage, "--study", "ship", "--corpus", "handbook", "-o", str(out)]) == 0
-    assert f"trial {outcome.best.number} of ship/handbook" in capsys.readouterr().out
+    chosen = outcome.recommended  # by default, the tie gate's recommendation
+    assert f"trial {chosen.number} of ship/handbook (recommended)" in capsys.readouterr().out
     data = json.loads(out.read_text())
     assert data["chunkwise_export"] == SCHEMA_VERSION
-    assert data["metrics"]["score"] == outcome.best.score
-    assert data["source"] == {"study": "ship/handbook", "trial": outcome.best.number, "storage": spec.storage,
-                              "weights": {"recall": 1.0, "iou": 0.5, "latency": 0.1, "cost": 0.1}}
+    assert data["metrics"]["score"] == chosen.score
+    tied = list(outcome.recommendation.recommendation.tied)
+    assert chosen.number in tied and outcome.best.number in tied
+    assert data["source"] == {"study": "ship/handbook", "trial": chosen.number, "storage": spec.storage,
+                              "weights": {"recall": 1.0, "iou": 0.5, "latency": 0.1, "cost": 0.1},
+                              "selection": {"chosen": "recommended", "best_trial": outcome.best.number,
+                                            "tied_with_best": tied}}
+    best_out = tmp_path / "raw-best.json"
+    assert main(["export", "--storage", spec.storage, "--study", "ship", "--best", "-o", str(best_out)]) == 0
+    assert json.loads(best_out.read_text())["source"]["trial"] == outcome.best.number
+    outcome = type(outcome)(**{**outcome.__dict__, "best": chosen})  # the rest checks the exported trial
     corpus = load_corpus(EXAMPLE, "handbook")
     assert data["corpus"]["sha256"] == corpus.sha256
     assert {"chunkwise", "optuna", "tiktoken", "numpy"} <= set(data["versions"])

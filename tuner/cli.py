@@ -77,6 +77,9 @@ def _build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("-k", type=int, help="chunks retrieved per query (default 5)")
     evaluate.add_argument("--unit", choices=("tokens", "chars"),
                           help="scoring unit: cl100k tokens (default) or characters")
+    evaluate.add_argument("--copies", choices=("any", "marked"),
+                          help="a reference whose text occurs more than once in its corpus is satisfied by any copy "
+                               "(default) or only at its marked offsets")
     evaluate.add_argument("--scope", choices=("pooled", "per-corpus"),
                           help="retrieve from one index of all corpora (default) or per corpus")
     evaluate.add_argument("--index", choices=("numpy", "chroma"),
@@ -118,6 +121,8 @@ def _build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--embedder", metavar="PROVIDER[:MODEL]", help="embedder for every trial")
     tune.add_argument("--base-url", help="OpenAI-compatible endpoint for --embedder openai")
     tune.add_argument("--unit", choices=("tokens", "chars"), help="scoring unit")
+    tune.add_argument("--copies", choices=("any", "marked"),
+                      help="repeated reference texts count at any copy (default) or only at the marked one")
     tune.add_argument("--weights", metavar="recall=W,iou=W,latency=W,cost=W",
                       help="weights of the score (default 1, 0.5, 0.1, 0.1)")
     tune.add_argument("--repair-references", action="store_true",
@@ -163,7 +168,10 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     export.add_argument("--study", required=True, metavar="NAME", help="run name (or NAME/CORPUS)")
     export.add_argument("--corpus", metavar="ID", help="corpus of the run (optional when it has one)")
-    export.add_argument("--trial", type=int, metavar="N", help="trial number (default: highest weighted score)")
+    export.add_argument("--trial", type=int, metavar="N",
+                        help="trial number (default: the recommended one, the cheapest configuration statistically "
+                             "tied with the best)")
+    export.add_argument("--best", action="store_true", help="the highest-scoring trial instead of the recommended one")
     export.add_argument("--storage", metavar="URL", help="SQLAlchemy URL (default: sqlite:///studies/NAME.db)")
     export.add_argument("-o", "--output", required=True, metavar="FILE", help="where to write the JSON")
     export.set_defaults(handler=_cmd_export)
@@ -285,7 +293,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     cache = None if args.no_cache else EmbeddingCache(args.cache) if args.cache else True
     result = evaluate(corpora, evalset, config, chunker=args.chunker, k=args.k, unit=args.unit,
                       scope=args.scope, index=args.index, embedder=embedder, cache=cache,
-                      index_path=args.index_path, progress=not args.json, **params)
+                      index_path=args.index_path, progress=not args.json, copies=args.copies, **params)
     for note in result.notes:
         print(f"chunkwise: note: {note}", file=sys.stderr)
     if args.json:
@@ -301,7 +309,8 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     from .tuning.study import build_spec
 
     spec = build_spec(args.study_file, name=args.name, corpora=args.corpus, queries=args.queries, space=args.space,
-                      embedder=args.embedder, base_url=args.base_url, unit=args.unit, weights=args.weights,
+                      embedder=args.embedder, base_url=args.base_url, unit=args.unit, copies=args.copies,
+                      weights=args.weights,
                       storage=args.storage, trials=args.n_trials, jobs=args.jobs, seed=args.seed, cache=args.cache,
                       repair_references=args.repair_references)
     _quiet_optuna()
@@ -352,9 +361,11 @@ def _cmd_dashboard(args: argparse.Namespace) -> int:
 def _cmd_export(args: argparse.Namespace) -> int:
     from .export import export_run_trial
 
-    exported = export_run_trial(args.study, args.output, corpus=args.corpus, trial=args.trial, storage=args.storage)
-    print(f"wrote {args.output}: trial {exported.record.number} of {exported.study}, {exported.record.describe()}, "
-          f"score {exported.record.score:.4f}")
+    exported = export_run_trial(args.study, args.output, corpus=args.corpus, trial=args.trial, best=args.best,
+                                storage=args.storage)
+    print(f"wrote {args.output}: trial {exported.record.number} of {exported.study} ({exported.why}), "
+          f"{exported.record.describe()}, score {exported.record.score:.4f}",
+          file=sys.stderr if is_stdout(args.output) else sys.stdout)
     return 0
 
 
@@ -451,14 +462,16 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
-    from .files import is_stdout
+    from .repeats import OccurrenceTable
 
-    _, evalset = _load_data(args)
+    corpora, evalset = _load_data(args)
     references = sum(len(q.references) for q in evalset)
     # With -o - the JSONL goes to stdout, so the summary goes to stderr.
     to_stdout = bool(args.output) and is_stdout(args.output)
     print(f"{len(evalset)} queries, {references} references: all match their documents",
           file=sys.stderr if to_stdout else sys.stdout)
+    if repeated := OccurrenceTable.build(evalset, corpora).summary().describe():
+        print(repeated, file=sys.stderr if to_stdout else sys.stdout)
     if args.output:
         evalset.write_jsonl(args.output)
         if not to_stdout:
@@ -508,7 +521,7 @@ def format_result(result) -> str:
         f"chunker    {config.chunker.name}({params})",
         f"embedder   {config.embedder.provider}:{config.embedder.model}",
         f"retrieval  k={config.retrieval.k}, {config.retrieval.scope}, {config.retrieval.index}; "
-        f"unit={config.unit}",
+        f"unit={config.unit}, copies={config.copies}",
         "",
     ]
     header = f"{'corpus':<24}{'queries':>8}{'recall':>16}{'precision':>16}{'IoU':>16}{'precision-Ω':>16}"
@@ -534,6 +547,8 @@ def format_result(result) -> str:
         "time       " + ", ".join(f"{k} {v:.2f}s" for k, v in result.timings.items()),
         "(metrics in percent: mean ± standard deviation over queries)",
     ]
+    if result.repeats is not None and (repeated := result.repeats.describe()):
+        lines.append(repeated)
     return "\n".join(lines)
 
 

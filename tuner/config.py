@@ -146,18 +146,27 @@ class RetrievalConfig:
         return cls(**data)
 
 
+#: How a reference whose exact text occurs more than once in its corpus is matched: at any
+#: copy (the one the retrieved chunks cover best), or only at its marked offsets.
+COPIES = ("any", "marked")
+
+
 @dataclass(frozen=True)
 class EvaluationConfig:
-    """One complete configuration: chunker, embedder, retrieval and scoring unit."""
+    """One complete configuration: chunker, embedder, retrieval, and how it is scored
+    (``unit``: cl100k tokens or characters; ``copies``: see :data:`COPIES`)."""
 
     chunker: ChunkerConfig = field(default_factory=ChunkerConfig)
     embedder: EmbedderConfig = field(default_factory=EmbedderConfig)
     retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
     unit: str = "tokens"
+    copies: str = "any"
 
     def __post_init__(self) -> None:
         if self.unit not in UNITS:
             raise InvalidParameterError(f"unit={self.unit!r} is invalid; allowed: {', '.join(UNITS)}")
+        if self.copies not in COPIES:
+            raise InvalidParameterError(f"copies={self.copies!r} is invalid; allowed: {', '.join(COPIES)}")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -165,16 +174,18 @@ class EvaluationConfig:
             "embedder": self.embedder.to_dict(),
             "retrieval": self.retrieval.to_dict(),
             "unit": self.unit,
+            "copies": self.copies,
         }
 
     @classmethod
     def from_dict(cls, data: Any, where: str = "config") -> EvaluationConfig:
-        data = _mapping(data, where, {"chunker", "embedder", "retrieval", "unit"})
+        data = _mapping(data, where, {"chunker", "embedder", "retrieval", "unit", "copies"})
         return cls(
             ChunkerConfig.from_dict(data.get("chunker", {}), f"{where}.chunker"),
             EmbedderConfig.from_dict(data.get("embedder", {}), f"{where}.embedder"),
             RetrievalConfig.from_dict(data.get("retrieval", {}), f"{where}.retrieval"),
             data.get("unit", "tokens"),
+            data.get("copies", "any"),
         )
 
 

@@ -15,6 +15,7 @@ from .corpus import Corpus
 from .embedding import Embedder, EmbeddingCache
 from .evalset import EvaluationSet
 from .metrics import ChunkIntervals, QueryScores, UnitSpace, query_references, score, summarise
+from .repeats import OccurrenceTable, RepeatSummary
 from .retrieval import make_index
 from .tokens import count_tokens_batch
 
@@ -43,6 +44,8 @@ class EvaluationResult:
         notes: things the caller should know about how the figures were obtained, one
             sentence each (e.g. ``k`` larger than the chunks there were to retrieve, so
             queries retrieved fewer than ``k``). The command line prints them.
+        repeats: how many references occur more than once in their corpus (scored at any
+            copy unless ``config.copies`` is ``"marked"``).
     """
 
     config: EvaluationConfig
@@ -57,6 +60,7 @@ class EvaluationResult:
     timings: dict[str, float] = field(default_factory=dict)
     embedding: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    repeats: RepeatSummary | None = None
 
     def metrics_at(self, k: int) -> dict[str, Any]:
         """The metric summary at another cut-off ``k`` (up to the searched one)."""
@@ -69,6 +73,7 @@ class EvaluationResult:
             "chunks": len(self.chunks),
             "mean_chunk_tokens": float(counts.mean()) if len(counts) else 0.0,
             "max_chunk_tokens": int(counts.max()) if len(counts) else 0,
+            "identical_chunks": identical_chunks(self.chunks),
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -81,7 +86,14 @@ class EvaluationResult:
             "embedding": self.embedding,
             "timings": self.timings,
             "notes": self.notes,
+            "repeated_references": None if self.repeats is None else self.repeats.to_dict(),
         }
+
+
+def identical_chunks(chunks: Sequence[Chunk]) -> int:
+    """Chunks whose text equals an earlier chunk's (identical texts embed identically: the
+    index ranks them by position, the earlier first, so rankings stay deterministic)."""
+    return len(chunks) - len({c.text for c in chunks})
 
 
 def evaluate(corpora: Corpus | Sequence[Corpus], evaluation_set: EvaluationSet,
@@ -91,6 +103,7 @@ def evaluate(corpora: Corpus | Sequence[Corpus], evaluation_set: EvaluationSet,
              embedder: Embedder | EmbedderConfig | None = None,
              cache: EmbeddingCache | bool | None = True,
              index_path: str | None = None, progress: bool = False,
+             occurrences: OccurrenceTable | None = None, copies: str | None = None,
              **chunker_params: Any) -> EvaluationResult:
     """Score one chunking configuration on corpora and their evaluation set.
 
@@ -114,9 +127,13 @@ def evaluate(corpora: Corpus | Sequence[Corpus], evaluation_set: EvaluationSet,
             :class:`~tuner.embedding.EmbeddingCache`, or ``None``/``False`` for none.
         index_path: folder of a persistent chromadb database (``index="chroma"``).
         progress: show a progress bar while embedding.
+        copies: ``"any"`` (default): a reference whose text occurs more than once in its
+            corpus is satisfied by any copy; ``"marked"``: only by its marked offsets.
+        occurrences: the references' occurrences, precomputed (a tuning worker builds them
+            once for all its trials); found in the corpora when not given.
     """
     corpus_list = [corpora] if isinstance(corpora, Corpus) else list(corpora)
-    config = _merge_config(config, chunker, chunker_params, k, unit, scope, index, embedder)
+    config = _merge_config(config, chunker, chunker_params, k, unit, scope, index, embedder, copies)
     if cache is True:
         cache = EmbeddingCache()
     elif cache is False:
@@ -158,11 +175,16 @@ def evaluate(corpora: Corpus | Sequence[Corpus], evaluation_set: EvaluationSet,
     timings["retrieval"] = time.perf_counter() - t
 
     t = time.perf_counter()
+    if occurrences is None:
+        occurrences = OccurrenceTable.build(evaluation_set, corpus_list)
+    repeats = occurrences.summary()
+    if config.copies == "marked":
+        occurrences = OccurrenceTable.marked_only(evaluation_set)
     space = UnitSpace(corpus_list, config.unit)
     intervals = ChunkIntervals.from_spans(
         [[space.interval(corpus, c.document, s, e) for s, e in c.all_spans]
          for c, corpus in zip(chunks, chunk_corpora)])
-    scores = score(query_references(space, queries), intervals, ranking, space.size)
+    scores = score(query_references(space, queries, occurrences), intervals, ranking, space.size)
     query_corpora = [q.corpus for q in queries]
     metrics = summarise(scores.at(config.retrieval.k), query_corpora)
     timings["scoring"] = time.perf_counter() - t
@@ -175,6 +197,9 @@ def evaluate(corpora: Corpus | Sequence[Corpus], evaluation_set: EvaluationSet,
         per_corpus = {name: chunk_corpora.count(name) for name in dict.fromkeys(query_corpora)}
         searched = float(np.mean([per_corpus[name] for name in query_corpora]))
     notes = [note] if (note := _short_index_note(config.retrieval.k, per_corpus)) else []
+    if duplicates := identical_chunks(chunks):
+        notes.append(f"{duplicates} chunk(s) repeat the text of an earlier chunk: identical texts tie in the "
+                     "index, and the earlier one ranks first")
     query_tokens = float(np.mean(count_tokens_batch([q.question for q in queries])))
     embedding = _stats_delta(model, before)
     embedding["unit_texts"], embedding["unit_tokens"] = units["texts"], units["tokens"]
@@ -182,7 +207,7 @@ def evaluate(corpora: Corpus | Sequence[Corpus], evaluation_set: EvaluationSet,
     if llm_usage is not None:  # LLM chunkers: tokens the model read and wrote while splitting
         embedding["llm_tokens"] = llm_usage.prompt_tokens + llm_usage.completion_tokens - llm_before
     return EvaluationResult(config, metrics, scores, chunks, chunk_corpora, query_corpora, ranking,
-                            query_tokens, searched, timings, embedding, notes)
+                            query_tokens, searched, timings, embedding, notes, repeats)
 
 
 def _short_index_note(k: int, chunks_per_index: dict[str, int]) -> str | None:
@@ -202,7 +227,7 @@ def _short_index_note(k: int, chunks_per_index: dict[str, int]) -> str | None:
             "their corpus, fewer than k")
 
 
-def _merge_config(config, chunker, chunker_params, k, unit, scope, index, embedder) -> EvaluationConfig:
+def _merge_config(config, chunker, chunker_params, k, unit, scope, index, embedder, copies) -> EvaluationConfig:
     base = config or EvaluationConfig()
     chunker_config = base.chunker
     if chunker is not None or chunker_params:
@@ -217,7 +242,7 @@ def _merge_config(config, chunker, chunker_params, k, unit, scope, index, embedd
         index if index is not None else base.retrieval.index,
     )
     return EvaluationConfig(chunker_config.resolved(), embedder_config, retrieval,
-                            unit if unit is not None else base.unit)
+                            unit if unit is not None else base.unit, copies if copies is not None else base.copies)
 
 
 def _rank(retrieval: RetrievalConfig, chunk_vectors: np.ndarray, chunk_corpora: list[str],

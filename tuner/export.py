@@ -79,9 +79,11 @@ class ExportedTrial:
     study: str
     record: TrialRecord
     data: dict[str, Any]
+    why: str  # "recommended", "best" or "chosen"
 
 
-def export_trial(study, record: TrialRecord, storage_display_url: str, path: str | Path) -> dict[str, Any]:
+def export_trial(study, record: TrialRecord, storage_display_url: str, path: str | Path,
+                 selection: dict[str, Any] | None = None) -> dict[str, Any]:
     """Write the export of a complete trial of a chunkwise study (atomically).
 
     ``storage_display_url`` is recorded as the trial's source: pass it with the password
@@ -98,7 +100,7 @@ def export_trial(study, record: TrialRecord, storage_display_url: str, path: str
         "config": record.config,
         "metrics": {key: record.metrics[key] for key in EXPORTED_METRIC_ATTRS if key in record.metrics},
         "source": {"study": study.study_name, "trial": record.number, "storage": storage_display_url,
-                   "weights": settings["weights"]},
+                   "weights": settings["weights"], **({"selection": selection} if selection else {})},
         "corpus": {"name": settings["corpus"], "path": settings["corpus_path"],
                    "sha256": settings["corpus_sha256"]},
         "evaluation_set": {"path": settings["queries_path"], "queries": settings["queries"],
@@ -112,20 +114,31 @@ def export_trial(study, record: TrialRecord, storage_display_url: str, path: str
 
 
 def export_run_trial(run: str, path: str | Path, *, corpus: str | None = None, trial: int | None = None,
-                     storage: str | None = None) -> ExportedTrial:
-    """Export trial ``trial`` (default: the best) of run ``run``'s study for ``corpus``.
+                     best: bool = False, storage: str | None = None) -> ExportedTrial:
+    """Export a trial of run ``run``'s study for ``corpus``: by default the recommended one
+    (the cheapest configuration statistically tied with the best, see
+    :mod:`tuner.tuning.selection`), with ``best`` the highest-scoring one, or trial ``trial``.
 
     ``run`` may be ``RUN`` or ``RUN/CORPUS``; ``storage`` defaults to ``sqlite:///studies/RUN.db``.
     """
     from .tuning.records import load_run_study, select_trial
+    from .tuning.selection import recommend_for_study
     from .tuning.storage import existing_run_storage, storage_errors
 
     study_storage = existing_run_storage(run, storage)
     with storage_errors(study_storage.display_url):
         study = load_run_study(study_storage, run, corpus, where=study_storage.display_url)
-        record = select_trial(study, trial)
-    data = export_trial(study, record, study_storage.display_url, path)
-    return ExportedTrial(study.study_name, record, data)
+        verdict = recommend_for_study(study) if trial is None and not best else None
+        if verdict is not None:
+            record, why = verdict.recommended, "recommended"
+            selection = {"chosen": why, "best_trial": verdict.recommendation.best,
+                         "tied_with_best": list(verdict.recommendation.tied)}
+        else:
+            record = select_trial(study, trial)
+            why = "chosen" if trial is not None else "best"
+            selection = {"chosen": why}
+    data = export_trial(study, record, study_storage.display_url, path, selection)
+    return ExportedTrial(study.study_name, record, data, why)
 
 
 def load_config(path: str | Path) -> ExportedConfig:

@@ -14,6 +14,14 @@ counted with multiplicity (a unit in two retrieved chunks counts twice). Then::
 ``|t_e ∩ t_r|`` counts each reference unit once, however many retrieved chunks hold
 it. A ratio whose denominator is 0 (nothing retrieved) is 0.
 
+A reference may have several *occurrences* (its exact text appears more than once in its
+corpus, see :mod:`tuner.repeats`). Then, per query and per ``k``, each reference is scored
+at the occurrence that the top ``k`` chunks cover best (most units; a tie keeps the marked
+occurrence, listed first, then the earliest), and ``t_e`` is the union of the chosen
+occurrences, for recall, precision and IoU alike. Precision-Ω, which does not depend on
+``k``, uses the occurrences chosen at the largest ``k`` scored. A reference with one
+occurrence is scored exactly as before.
+
 Units live on one integer line per run: each document of each corpus gets its own
 stretch, so a chunk of another corpus (pooled retrieval) can never overlap a
 reference. In the ``tokens`` unit a token belongs to a span when the span holds the
@@ -26,12 +34,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .corpus import Corpus
 from .errors import InvalidParameterError
 from .evalset import Query
+
+if TYPE_CHECKING:
+    from .repeats import OccurrenceTable
 
 UNITS = ("tokens", "chars")
 METRICS = ("recall", "precision", "iou", "precision_omega")
@@ -132,17 +144,71 @@ class QueryScores:
         }
 
 
-def score(references: Sequence[Sequence[tuple[int, int]]], chunks: ChunkIntervals,
+Interval = tuple[int, int]
+
+
+def score(references: Sequence[Sequence[Interval | Sequence[Interval]]], chunks: ChunkIntervals,
           ranking: np.ndarray, space_size: int) -> QueryScores:
     """Score rankings against references, on the unit line.
 
     Args:
-        references: per query, its reference intervals ``[a, b)`` (may overlap).
+        references: per query, its references; each is an interval ``[a, b)``, or the
+            intervals of its occurrences, the marked one first (intervals may overlap).
         chunks: every chunk of the run, retrieved or not (for precision-Ω).
         ranking: chunk indices per query, best first, shape ``(n_queries, K)``;
             ``-1`` marks an empty slot.
         space_size: length of the unit line.
     """
+    occurrences = [[_as_occurrences(r) for r in query] for query in references]
+    scores = _score_marked([[r[0] for r in query] for query in occurrences], chunks, ranking, space_size)
+    for q, query in enumerate(occurrences):
+        if any(len(r) > 1 for r in query):
+            _rescore_best_occurrences(scores, q, query, chunks, ranking[q], space_size)
+    return scores
+
+
+def _as_occurrences(reference: Interval | Sequence[Interval]) -> list[Interval]:
+    if len(reference) == 2 and all(isinstance(x, (int, np.integer)) for x in reference):
+        return [(int(reference[0]), int(reference[1]))]
+    return [(int(a), int(b)) for a, b in reference]
+
+
+def _rescore_best_occurrences(scores: QueryScores, q: int, references: list[list[Interval]],
+                              chunks: ChunkIntervals, ranking: np.ndarray, space_size: int) -> None:
+    """Row ``q`` of ``scores``, each reference at its best-covered occurrence per ``k``.
+
+    Both the choice and the metrics come from :func:`_score_marked`: the units of an
+    occurrence covered by the top ``k`` chunks are its recall at ``k`` times its length.
+    """
+    max_k = len(ranking)
+    row = ranking[None, :]
+    choices = []
+    for alternatives in references:
+        if len(alternatives) == 1:
+            choices.append(np.zeros(max_k, dtype=np.int64))
+            continue
+        single = _score_marked([[o] for o in alternatives], chunks, np.repeat(row, len(alternatives), axis=0),
+                               space_size)
+        covered = np.rint(single.recall * np.array([[b - a] for a, b in alternatives]))  # (occurrences, K)
+        choices.append(np.argmax(covered, axis=0))  # ties: the first, i.e. marked, then earliest
+    chosen_per_k = np.stack(choices, axis=1)  # (K, references)
+    scored: dict[tuple[int, ...], QueryScores] = {}  # the choice often stays the same as k grows
+    for k in range(1, max_k + 1):
+        picked = tuple(int(i) for i in chosen_per_k[k - 1])
+        if picked not in scored:
+            scored[picked] = _score_marked([[alts[i] for alts, i in zip(references, picked)]], chunks, row,
+                                           space_size)
+        again = scored[picked]
+        scores.recall[q, k - 1] = again.recall[0, k - 1]
+        scores.precision[q, k - 1] = again.precision[0, k - 1]
+        scores.iou[q, k - 1] = again.iou[0, k - 1]
+        if k == max_k:
+            scores.precision_omega[q] = again.precision_omega[0]
+
+
+def _score_marked(references: Sequence[Sequence[Interval]], chunks: ChunkIntervals,
+                  ranking: np.ndarray, space_size: int) -> QueryScores:
+    """The metrics with each reference at one interval (see the module docstring)."""
     n_queries, max_k = ranking.shape
     positions, owner = _reference_positions(references)
     expected = np.bincount(owner, minlength=n_queries).astype(np.float64)
@@ -229,7 +295,12 @@ def summarise(values: dict[str, np.ndarray], groups: Sequence[str] | None = None
     return result
 
 
-def query_references(space: UnitSpace, queries: Sequence[Query]) -> list[list[tuple[int, int]]]:
-    """Reference intervals of each query on ``space``'s unit line."""
-    return [[space.reference_interval(q.corpus, r.document, r.start_index, r.end_index)
-             for r in q.references] for q in queries]
+def query_references(space: UnitSpace, queries: Sequence[Query],
+                     occurrences: OccurrenceTable | None = None) -> list[list[list[Interval]]]:
+    """Each query's references on ``space``'s unit line: per reference, the intervals of its
+    occurrences, the marked one first (only the marked one without ``occurrences``)."""
+    if occurrences is None:
+        return [[[space.reference_interval(q.corpus, r.document, r.start_index, r.end_index)]
+                 for r in q.references] for q in queries]
+    return [[[space.reference_interval(q.corpus, doc, start, end) for doc, start, end in alternatives]
+             for alternatives in table] for q, table in zip(queries, occurrences.queries)]

@@ -5,12 +5,14 @@ For each corpus study the report writes ``<corpus>-recall-iou.png``/``.html`` an
 ``<corpus>-recall-cost.png``/``.html`` (every trial, the Pareto front, the best
 weighted configuration and the well-known defaults where they were evaluated), and a
 section of ``report.md``: the Pareto-optimal configurations, the best configuration,
-how it compares with the common token 800/400 default, and 95% bootstrap confidence
-intervals over queries for the top configurations, so a real win can be told from noise.
+how it compares with the common token 800/400 default, 95% bootstrap confidence intervals
+over questions for the top configurations (with the selection caveat: the winner was
+chosen on those questions), the recommendation of the tie gate, the held-out check
+(search against validation score) and a cross-validated estimate of the gain over the
+default (:mod:`tuner.tuning.selection`).
 
-Per-query scores are not stored in trials; the report re-evaluates the top
-configurations and the baseline with the study's own settings (fast: every vector is
-in the embedding cache after tuning).
+Per-query scores come from the trials, which store them; only the baseline (and a trial
+recorded before chunkwise stored them) is evaluated, with the study's own settings.
 """
 
 from __future__ import annotations
@@ -27,8 +29,10 @@ from .embedding import EmbeddingCache
 from .errors import ChunkwiseError
 from .evaluation import evaluate
 from .files import atomic_writer, private_dir, write_atomically
+from .repeats import OccurrenceTable
 from .tuning.objective import ResolvedRates, Scales, Weights, trial_attributes
 from .tuning.records import RESOLVED_RATES_KEY, StudyError, TrialRecord, best_trial, evaluated, run_studies, settings_of
+from .tuning.selection import Candidate, candidate, cross_validated_gain, recommend_for_study, search_mask
 from .tuning.storage import existing_run_storage, storage_errors
 from .tuning.study import load_study_inputs
 from .tuning.trial import embedder_key
@@ -226,9 +230,12 @@ def _plots(trials: list[TrialRecord], best: TrialRecord, known: dict[tuple, list
 
 def _comparison(study: optuna.Study, settings: dict, trials: list[TrialRecord], best: TrialRecord, top: int,
                 bootstrap: int, seed: int, cache: EmbeddingCache | None) -> tuple[list[str], TrialRecord | None]:
-    """Top configurations and the baseline, re-evaluated for per-query bootstrap intervals.
+    """Top configurations against the baseline with per-query bootstrap intervals, the tie
+    gate's recommendation, the held-out check and the cross-validated gain.
 
-    Returns the markdown lines and the baseline as a record (None when skipped).
+    Per-query scores come from the trials (stored when they ran); only the baseline, and a
+    trial recorded before chunkwise stored them, are evaluated here. Returns the markdown
+    lines and the baseline as a record (None when skipped).
     """
     try:
         corpus, evalset = load_study_inputs(settings, study.study_name)
@@ -236,26 +243,36 @@ def _comparison(study: optuna.Study, settings: dict, trials: list[TrialRecord], 
         return ["The corpus or queries changed since the study ran: bootstrap intervals skipped."], None
     cache = cache if cache is not None else EmbeddingCache()
     ranked = sorted(trials, key=lambda t: -t.score)[:top]
-    configs = [EvaluationConfig.from_dict(t.config) for t in ranked]
+    first = EvaluationConfig.from_dict(ranked[0].config)
     base_config = EvaluationConfig(ChunkerConfig(BASELINE[0], {"size": BASELINE[1], "overlap": BASELINE[2]}).resolved(),
-                                   configs[0].embedder, RetrievalConfig(k=BASELINE_K), configs[0].unit)
-    per_query = []
-    embedder = configs[0].embedder.build(cache)
-    for config in [*configs, base_config]:
-        result = evaluate(corpus, evalset, config, embedder=embedder)
-        per_query.append(result.scores.at(config.retrieval.k))
-    baseline = per_query[-1]
+                                   first.embedder, RetrievalConfig(k=BASELINE_K), first.unit, first.copies)
+    embedder = first.embedder.build(cache)
+    occurrences = OccurrenceTable.build(evalset, [corpus])
+
+    def per_query_of(record: TrialRecord) -> dict[str, np.ndarray]:
+        stored = record.per_query()
+        if stored is not None:
+            return stored
+        config = EvaluationConfig.from_dict(record.config)
+        return evaluate(corpus, evalset, config, embedder=embedder, occurrences=occurrences).scores.at(
+            config.retrieval.k)
+
+    per_query = [per_query_of(record) for record in ranked]
+    result = evaluate(corpus, evalset, base_config, embedder=embedder, occurrences=occurrences)
+    baseline = result.scores.at(BASELINE_K)
+    weights, scales = Weights(**settings["weights"]), Scales(**settings["scales"])
     rates = ResolvedRates(**settings[RESOLVED_RATES_KEY][embedder_key(base_config.embedder)])
-    base = TrialRecord.from_attrs(-1, trial_attributes(result, rates, Weights(**settings["weights"]),
-                                                       Scales(**settings["scales"])))
+    search = search_mask(settings, len(evalset))
+    base = TrialRecord.from_attrs(-1, trial_attributes(result, rates, weights, scales, search=search))
     rng = np.random.default_rng(seed)
     n = len(evalset)
     lines = [
         f"### Top {len(ranked)} configurations against the token {BASELINE[1]}/{BASELINE[2]} default (k={BASELINE_K})",
         "",
-        f"Means over the {n} queries with {CONFIDENCE:.0%} bootstrap confidence intervals ({bootstrap} resamples "
-        "of the queries); the differences are paired per query, so an interval that excludes 0 is a real "
-        "difference, not noise.",
+        f"Means over all {n} questions with {CONFIDENCE:.0%} bootstrap confidence intervals ({bootstrap} resamples "
+        "of the questions); the differences are paired per question. These configurations were *selected* "
+        "for scoring well on the search questions, so their intervals are optimistic (the winner's curse): "
+        "read them with the held-out check and the cross-validated gain below.",
         "",
         "| configuration | recall | IoU | Δ recall vs default | Δ IoU vs default |",
         "|---|---|---|---|---|",
@@ -276,6 +293,7 @@ def _comparison(study: optuna.Study, settings: dict, trials: list[TrialRecord], 
         low, high = bootstrap_mean_ci(baseline[metric], rng, bootstrap)
         base_cells.append(f"{baseline[metric].mean():.1%} [{low:.1%}, {high:.1%}]")
     lines.append(f"| {BASELINE_LABEL} | " + " | ".join(base_cells) + " | | |")
+    lines += ["", *_selection_lines(study, best, trials, base, baseline, weights, scales, seed)]
     b, d = best, base
     lines += [
         "",
@@ -296,6 +314,38 @@ def _comparison(study: optuna.Study, settings: dict, trials: list[TrialRecord], 
         f"| weighted score | {b.score:.4f} | {d.score:.4f} | {(b.score - d.score):+.4f} |",
     ]
     return lines, base
+
+
+def _selection_lines(study: optuna.Study, best: TrialRecord, trials: list[TrialRecord], base: TrialRecord,
+                     baseline: dict[str, np.ndarray], weights: Weights, scales: Scales, seed: int) -> list[str]:
+    """The recommendation (tie gate), the held-out check and the cross-validated gain."""
+    lines = ["### Recommendation, held-out check and what tuning really gains", ""]
+    verdict = recommend_for_study(study, seed=seed)
+    if verdict is not None:
+        chosen = verdict.recommended
+        lines += [f"**Recommended**: `{chosen.label()}` (trial {chosen.number}). "
+                  + verdict.recommendation.describe(), ""]
+    checked = [best] + ([verdict.recommended] if verdict is not None and verdict.recommended.number != best.number
+                        else [])
+    if best.validation_score is not None:
+        lines += ["Scores on the search questions (which chose the winner) and on the held-out questions (never "
+                  "seen by the search); the difference is the optimism of picking the best:", "",
+                  "| trial | configuration | search score | held-out score | optimism gap | held-out recall |",
+                  "|---|---|---|---|---|---|"]
+        for record in checked:
+            lines.append(f"| {record.number} | {record.label()} | {record.score:.4f} | {record.validation_score:.4f} | "
+                         f"{record.score - record.validation_score:+.4f} | {record.validation_recall:.1%} |")
+        lines.append("")
+    candidates = [c for c in (candidate(r) for r in trials) if c is not None]
+    if len(candidates) >= 2:
+        default = Candidate(-1, baseline["recall"], baseline["iou"], base.latency_ms / 1000,
+                            base.cost_usd_per_1k_queries, int(base.metric("chunks")))
+        gain = cross_validated_gain(candidates, default, weights, scales, seed=seed)
+        lines += [f"Cross-validated gain over {BASELINE_LABEL} ({len(gain.folds)} folds: the configuration chosen on "
+                  f"the other folds' questions, scored on each fold): score {gain.gain:+.4f}, recall "
+                  f"{gain.recall_gain * 100:+.1f} points; choosing and scoring on the same questions would claim "
+                  f"{gain.naive_gain:+.4f}.", ""]
+    return lines
 
 
 def _ratio(value: float, reference: float) -> str:

@@ -37,7 +37,7 @@ from ..embedding import Embedder
 from ..embedding.cache import default_cache_path
 from ..errors import ChunkwiseError, InvalidParameterError
 from ..files import private_dir, write_atomically
-from .records import CONFIG_ATTR, SCORE_ATTR
+from .records import CONFIG_ATTR, SCORE_ATTR, VALIDATION_PREFIX
 
 METRIC_NAMES = ("recall", "IoU")
 
@@ -249,15 +249,20 @@ def calibrated_throughput(embedder: Embedder) -> float:
 
 
 def trial_attributes(result, rates: ResolvedRates, weights: Weights, scales: Scales,
-                     k: int | None = None) -> dict[str, Any]:
+                     k: int | None = None, search: np.ndarray | None = None) -> dict[str, Any]:
     """Everything one trial records (Optuna user attributes), from an evaluation result.
 
     ``k`` scores a smaller cut-off of the same ranking (default: the one evaluated).
+    ``search`` (a boolean mask over the queries) restricts the metrics and the score to the
+    search part of the questions; the other queries are the validation part, whose recall,
+    IoU, precision-Ω and score are recorded as ``validation_*`` (see :mod:`.records`).
     """
     k = result.config.retrieval.k if k is None else k
-    overall = result.metrics_at(k)["overall"]
+    per_query = result.scores.at(k)
+    n_queries = len(result.ranking)
+    search = np.ones(n_queries, dtype=bool) if search is None else np.asarray(search, dtype=bool)
     token_counts = np.array([c.token_count for c in result.chunks] + [0], dtype=np.float64)
-    ranking = result.ranking[:, :k]
+    ranking = result.ranking[search, :k]
     retrieved_tokens = float(token_counts[ranking].sum(axis=1).mean()) if len(ranking) else 0.0
     query_tokens = result.query_tokens
     chunks_searched = result.chunks_searched
@@ -267,16 +272,17 @@ def trial_attributes(result, rates: ResolvedRates, weights: Weights, scales: Sca
     latency, cost = model_latency_and_cost(query_tokens, retrieved_tokens, chunks_searched, index_tokens, rates)
     # An LLM chunker's tokens are paid once per index, at the reader's rate, like embedding.
     cost += llm_tokens * rates.reader_usd_per_mtok / 1e6 * 1000 / rates.amortize_queries
-    recall, iou = overall["recall"]["mean"], overall["iou"]["mean"]
     attrs: dict[str, Any] = {}
     for metric in ("recall", "precision", "iou", "precision_omega"):
-        attrs[metric] = overall[metric]["mean"]
-        attrs[f"{metric}_std"] = overall[metric]["std"]
+        values = per_query[metric][search]
+        attrs[metric] = float(values.mean()) if len(values) else 0.0
+        attrs[f"{metric}_std"] = float(values.std()) if len(values) else 0.0
     attrs.update({
-        SCORE_ATTR: weighted_score(recall, iou, latency, cost, weights, scales),
+        SCORE_ATTR: weighted_score(attrs["recall"], attrs["iou"], latency, cost, weights, scales),
         "chunks": len(result.chunks),
+        "identical_chunks": result.chunk_stats["identical_chunks"],
         "mean_chunk_tokens": float(token_counts[:-1].mean()) if result.chunks else 0.0,
-        "tokens_embedded": index_tokens + round(query_tokens * len(ranking)),
+        "tokens_embedded": index_tokens + round(query_tokens * n_queries),
         "retrieved_tokens_per_query": retrieved_tokens,
         "latency_ms": latency * 1000,
         "cost_usd_per_1k_queries": cost,
@@ -287,4 +293,12 @@ def trial_attributes(result, rates: ResolvedRates, weights: Weights, scales: Sca
         "cache_hit_rate": result.embedding["cache_hit_rate"],
         CONFIG_ATTR: json.dumps(result.config.to_dict(), sort_keys=True),
     })
+    held_out = ~search
+    if held_out.any():
+        validation = {metric: float(per_query[metric][held_out].mean())
+                      for metric in ("recall", "precision", "iou", "precision_omega")}
+        for metric, value in validation.items():
+            attrs[f"{VALIDATION_PREFIX}{metric}"] = value
+        attrs[f"{VALIDATION_PREFIX}{SCORE_ATTR}"] = weighted_score(validation["recall"], validation["iou"], latency,
+                                                                   cost, weights, scales)
     return attrs

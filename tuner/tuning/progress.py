@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+import textwrap
 import threading
 from typing import TYPE_CHECKING
 
@@ -101,7 +102,6 @@ def write_note(study: optuna.Study, result: CorpusOutcome) -> None:
     ]
     best = best_trial(study)
     if best is not None:
-        m = best.metrics
         lines += [
             f"### Best configuration: trial {best.number}",
             "",
@@ -109,9 +109,16 @@ def write_note(study: optuna.Study, result: CorpusOutcome) -> None:
             "",
             "| score | recall | IoU | precision-Ω | latency | cost / 1k queries |",
             "|---|---|---|---|---|---|",
-            f"| {best.score:.4f} | {m['recall']:.1%} | {m['iou']:.2%} | {m['precision_omega']:.1%} "
-            f"| {m['latency_ms']:.0f} ms | ${m['cost_usd_per_1k_queries']:.3f} |",
+            f"| {best.score:.4f} | {best.recall:.1%} | {best.iou:.2%} | {best.precision_omega:.1%} "
+            f"| {best.latency_ms:.0f} ms | ${best.cost_usd_per_1k_queries:.3f} |",
+            "",
         ]
+        if held_out := best.validation_line():
+            lines += [held_out, ""]
+    if result.recommendation is not None:
+        chosen = result.recommended
+        lines += [f"### Recommended: trial {chosen.number}", "", f"`{chosen.describe()}`", "",
+                  result.recommendation.recommendation.describe()]
     optuna_dashboard.save_note(study, "\n".join(lines))
 
 
@@ -140,8 +147,18 @@ def format_summary(run: str, storage_url: str, outcomes: list[CorpusOutcome]) ->
         if best is None:
             lines.append("    no complete trial yet")
             continue
-        lines.append(f"    {best.describe()}   [trial {best.number}]")
-        lines.append(f"    {best.headline()}")
+        chosen = item.recommended or best
+        label = "recommended" if item.recommendation is not None else "best"
+        lines.append(f"    {label}: {chosen.describe()}   [trial {chosen.number}]")
+        lines.append(f"    {chosen.headline()}")
+        if held_out := chosen.validation_line():
+            lines.append(f"    {held_out}")
+        if item.recommendation is not None:
+            verdict = item.recommendation.recommendation
+            lines += [f"    {line}" for line in textwrap.wrap(verdict.describe(), 100)]
+            if chosen.number != best.number:
+                lines.append(f"    highest score: {best.describe()}   [trial {best.number}, score {best.score:.4f}; "
+                             "export it with --best]")
     url = portable_url(storage_url)
     quoted = shlex.quote(url)
     lines += ["", "next:", f"  chunkwise dashboard --storage {quoted}"]

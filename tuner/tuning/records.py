@@ -17,12 +17,14 @@ A run named ``example`` keeps one study per corpus, named ``example/<corpus>``:
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
@@ -57,6 +59,10 @@ ERROR_ATTR = "error"
 LOST_ATTR = "lost"
 #: The worker (``host:pid:token``) that runs the trial.
 WORKER_ATTR = "worker"
+#: Metrics on the validation part of the questions carry this prefix (``validation_score``, ...).
+VALIDATION_PREFIX = "validation_"
+#: Every query's scores, compact (a system attribute: kept out of the dashboard's attribute list).
+PER_QUERY_SYSTEM_ATTR = "chunkwise:per_query"
 
 #: Metrics every complete trial records (means over the queries, then their spread).
 METRIC_ATTRS = ("recall", "precision", "iou", "precision_omega")
@@ -64,11 +70,29 @@ METRIC_ATTRS = ("recall", "precision", "iou", "precision_omega")
 EXPORTED_METRIC_ATTRS = (SCORE_ATTR, "recall", "recall_std", "precision", "precision_std", "iou", "iou_std",
                          "precision_omega", "precision_omega_std", "chunks", "mean_chunk_tokens",
                          "tokens_embedded", "retrieved_tokens_per_query", "latency_ms",
-                         "cost_usd_per_1k_queries", "index_build_s")
+                         "cost_usd_per_1k_queries", "index_build_s", "identical_chunks",
+                         VALIDATION_PREFIX + SCORE_ATTR, VALIDATION_PREFIX + "recall", VALIDATION_PREFIX + "iou",
+                         VALIDATION_PREFIX + "precision_omega")
 
 
 class StudyError(ChunkwiseError):
     """A study file is invalid, a study cannot be found, or a run disagrees with the study it resumes."""
+
+
+def encode_per_query(result: Any, k: int | None = None) -> dict[str, Any]:
+    """Every query's scores at ``k``, compact (base64 of little-endian float32, in
+    evaluation-set order), so reports, tie checks and cross-validation never re-evaluate."""
+    k = result.config.retrieval.k if k is None else k
+    per_query = result.scores.at(k)
+    return {"k": k, "queries": len(result.ranking),
+            **{metric: base64.b64encode(np.asarray(values, dtype="<f4").tobytes()).decode("ascii")
+               for metric, values in per_query.items()}}
+
+
+def decode_per_query(stored: dict[str, Any]) -> dict[str, np.ndarray]:
+    """The arrays :func:`encode_per_query` stored, as float64."""
+    return {metric: np.frombuffer(base64.b64decode(stored[metric]), dtype="<f4").astype(np.float64)
+            for metric in ("recall", "precision", "iou", "precision_omega")}
 
 
 def study_name(run: str, corpus: str) -> str:
@@ -119,13 +143,16 @@ class TrialRecord:
     error: str | None
     lost: bool
     attrs: dict[str, Any]
+    stored_per_query: dict[str, Any] | None = None
 
     @classmethod
     def from_trial(cls, trial: FrozenTrial) -> TrialRecord:
-        return cls.from_attrs(trial.number, trial.user_attrs, trial.state)
+        return cls.from_attrs(trial.number, trial.user_attrs, trial.state,
+                              trial.system_attrs.get(PER_QUERY_SYSTEM_ATTR))
 
     @classmethod
-    def from_attrs(cls, number: int, attrs: dict[str, Any], state: TrialState = TrialState.COMPLETE) -> TrialRecord:
+    def from_attrs(cls, number: int, attrs: dict[str, Any], state: TrialState = TrialState.COMPLETE,
+                   stored_per_query: dict[str, Any] | None = None) -> TrialRecord:
         """A record of the attributes a trial records (also for configurations evaluated
         outside a study, such as a report's baseline)."""
         attrs = dict(attrs)
@@ -146,7 +173,26 @@ class TrialRecord:
             error=attrs.get(ERROR_ATTR),
             lost=bool(attrs.get(LOST_ATTR)),
             attrs=attrs,
+            stored_per_query=stored_per_query,
         )
+
+    def per_query(self) -> dict[str, np.ndarray] | None:
+        """Every query's recall, precision, IoU and precision-Ω at the trial's ``k``, in
+        evaluation-set order (None for trials recorded before chunkwise stored them)."""
+        return None if self.stored_per_query is None else decode_per_query(self.stored_per_query)
+
+    @property
+    def validation_score(self) -> float | None:
+        """The weighted score on the held-out questions (None without a validation part)."""
+        return self.metrics.get(VALIDATION_PREFIX + SCORE_ATTR)
+
+    @property
+    def validation_recall(self) -> float:
+        return self.metric(VALIDATION_PREFIX + "recall")
+
+    @property
+    def validation_iou(self) -> float:
+        return self.metric(VALIDATION_PREFIX + "iou")
 
     def metric(self, name: str) -> float:
         """A recorded metric (NaN when the trial did not record it)."""
@@ -182,6 +228,14 @@ class TrialRecord:
         return (f"score {self.score:.4f}   recall {self.recall * 100:.1f}%   IoU {self.iou * 100:.2f}%   "
                 f"precision-Ω {self.precision_omega * 100:.1f}%   latency {self.latency_ms:.0f} ms   "
                 f"cost ${self.cost_usd_per_1k_queries:.3f}/1k queries")
+
+    def validation_line(self) -> str:
+        """The held-out check: the validation score beside the search score (empty without one)."""
+        if self.validation_score is None:
+            return ""
+        gap = self.score - self.validation_score
+        return (f"held-out questions: score {self.validation_score:.4f} (search {self.score:.4f}, optimism gap "
+                f"{gap:+.4f})   recall {self.validation_recall * 100:.1f}%   IoU {self.validation_iou * 100:.2f}%")
 
     @property
     def evaluated(self) -> bool:

@@ -33,6 +33,7 @@ from .records import (
     run_studies,
     summarize,
 )
+from .selection import StudyRecommendation, recommend_for_study
 from .storage import StudyStorage, make_storage, storage_errors
 from .study import LoadedStudyData, StudySpec, load_study_data, open_study, study_settings
 from .trial import resolve_study_rates, settings_space
@@ -61,6 +62,12 @@ class CorpusOutcome:
     reclaimed: list[int] = field(default_factory=list)
     lost_workers: int = 0
     exhausted: bool = False
+    recommendation: StudyRecommendation | None = None
+
+    @property
+    def recommended(self) -> TrialRecord | None:
+        """What the tie gate recommends (the cheapest configuration tied with the best)."""
+        return None if self.recommendation is None else self.recommendation.recommended
 
     @property
     def complete(self) -> int:
@@ -193,7 +200,7 @@ def _run_study(storage: StudyStorage, study: optuna.Study, run: RunSettings, add
         outcome = CorpusOutcome(
             corpus=name.split("/", 1)[1], study=name, summary=summary, best=best_trial(study), target=target,
             added=after.complete - before.complete, reclaimed=reclaimed, lost_workers=pool.lost_workers,
-            exhausted=exhausted)
+            exhausted=exhausted, recommendation=recommend_for_study(study))
         write_note(study, outcome)
     if pool.errors:
         raise ChunkwiseError(f"study {name}: " + "; ".join(pool.errors))

@@ -26,6 +26,7 @@ hashes) are stored in the study, and resuming with different settings is refused
 
 from __future__ import annotations
 
+import hashlib
 import json
 import warnings
 from dataclasses import dataclass, field, replace
@@ -35,19 +36,23 @@ from typing import Any
 import optuna
 
 from .._version import __version__
-from ..config import EmbedderConfig
+from ..config import COPIES, EmbedderConfig
 from ..corpus import Corpus, default_corpus_name, load_corpus, parse_corpus_spec
 from ..errors import InvalidParameterError
 from ..evalset import EvaluationSet, load_evaluation_set
 from ..files import read_yaml
+from ..repeats import OccurrenceTable
 from .objective import METRIC_NAMES, Rates, Scales, Weights
 from .records import SETTINGS_ATTR, SUMMARY_ATTRS, StudyError, check_name, study_name
 from .space import DEFAULT_SPACE, SearchSpace, load_search_space, resolve_space
 from .storage import absolute_url, default_storage_url
 
 #: Settings that define a study's results: a resumed run must agree on all of them.
-COMPARED_SETTINGS = ("space", "embedder", "unit", "weights", "rates", "scales",
-                     "corpus_sha256", "evaluation_set_sha256")
+COMPARED_SETTINGS = ("space", "embedder", "unit", "copies", "weights", "rates", "scales",
+                     "corpus_sha256", "evaluation_set_sha256", "validation")
+#: Share of each corpus's questions held out of the search by default (``--validation``).
+DEFAULT_VALIDATION = 0.25
+MAX_VALIDATION = 0.5
 #: Changed values longer than this are shortened in a refusal's diff.
 DIFF_VALUE_CHARS = 80
 
@@ -62,6 +67,8 @@ class StudySpec:
     space: str
     embedder: EmbedderConfig = field(default_factory=EmbedderConfig)
     unit: str = "tokens"
+    copies: str = "any"
+    validation: float = DEFAULT_VALIDATION
     weights: Weights = field(default_factory=Weights)
     rates: Rates = field(default_factory=Rates)
     scales: Scales = field(default_factory=Scales)
@@ -92,6 +99,12 @@ class StudySpec:
             raise StudyError(f"several corpora are named {', '.join(repeated)}; name them with NAME=PATH")
         if self.unit not in ("tokens", "chars"):
             raise StudyError(f"unit={self.unit!r} is invalid; allowed: tokens, chars")
+        if self.copies not in COPIES:
+            raise StudyError(f"copies={self.copies!r} is invalid; allowed: {', '.join(COPIES)}")
+        if isinstance(self.validation, bool) or not isinstance(self.validation, (int, float)) \
+                or not 0 <= self.validation <= MAX_VALIDATION:
+            raise StudyError(f"validation={self.validation!r} is invalid; allowed: a share of the questions from 0 "
+                             f"(no held-out check) to {MAX_VALIDATION}")
         if not self.storage:
             object.__setattr__(self, "storage", absolute_url(default_storage_url(self.name)))
 
@@ -105,7 +118,8 @@ class StudySpec:
 
 def build_spec(study_file: str | Path | None = None, *, name: str | None = None, corpora: list[str] | None = None,
                queries: str | None = None, space: str | None = None, embedder: str | None = None,
-               base_url: str | None = None, unit: str | None = None, weights: str | None = None,
+               base_url: str | None = None, unit: str | None = None, copies: str | None = None,
+               validation: float | None = None, weights: str | None = None,
                storage: str | None = None, trials: int | None = None, jobs: int | None = None,
                seed: int | None = None, cache: str | None = None, repair_references: bool = False) -> StudySpec:
     """A run's spec from a study file and/or command-line values (given values win).
@@ -127,12 +141,14 @@ def build_spec(study_file: str | Path | None = None, *, name: str | None = None,
     return spec.with_overrides(
         name=name, corpora=tuple(parse_corpus_spec(c) for c in corpora) if corpora else None,
         queries=queries, space=space, embedder=spec.embedder.overridden(embedder, base_url), unit=unit,
+        copies=copies, validation=validation,
         weights=Weights.parse(weights) if weights else None,
         storage=absolute_url(storage) if storage else None, trials=trials, jobs=jobs, seed=seed, cache=cache,
         repair_references=repair_references or None)
 
 
-STUDY_KEYS = ("name", "corpora", "queries", "space", "embedder", "unit", "weights", "rates", "scales",
+STUDY_KEYS = ("name", "corpora", "queries", "space", "embedder", "unit", "copies", "validation", "weights", "rates",
+              "scales",
               "storage", "trials", "jobs", "seed", "heartbeat", "cache", "repair_references")
 
 
@@ -175,6 +191,8 @@ def load_study_file(path: str | Path) -> StudySpec:
             space=relative(data["space"], "space"),
             embedder=EmbedderConfig.from_dict(data.get("embedder") or {}, f"{where}: embedder"),
             unit=data.get("unit", "tokens"),
+            copies=data.get("copies", "any"),
+            validation=data.get("validation", DEFAULT_VALIDATION),
             weights=Weights.from_dict(data.get("weights"), f"{where}: weights"),
             rates=Rates.from_dict(data.get("rates"), f"{where}: rates"),
             scales=Scales.from_dict(data.get("scales"), f"{where}: scales"),
@@ -228,11 +246,35 @@ def study_settings(spec: StudySpec, corpus: Corpus, evalset: EvaluationSet, spac
         "space_source": space.source,
         "embedder": spec.embedder.to_dict(),
         "unit": spec.unit,
+        "copies": spec.copies,
+        "validation": validation_split(evalset, spec.validation),
+        "repeated_references": OccurrenceTable.build(evalset, [corpus]).summary().to_dict(),
         "weights": _plain(spec.weights),
         "rates": _plain(spec.rates),
         "scales": _plain(spec.scales),
         "repair_references": spec.repair_references,
     }
+
+
+def validation_split(evalset: EvaluationSet, fraction: float, seed: int = 0) -> dict[str, Any]:
+    """The held-out part of a corpus's questions: ``round(fraction * n)`` queries (at least one
+    when ``fraction > 0`` and there are two or more), chosen by a hash of ``seed`` and each
+    query's id, so the split is the same in every run, worker and machine, and does not depend
+    on the order of the file.
+
+    >>> from tuner.evalset import EvaluationSet, Query
+    >>> queries = EvaluationSet(tuple(Query(f"q{i}", "?", "c", ()) for i in range(8)))
+    >>> validation_split(queries, 0.25)["queries"]  # of q0..q7
+    ['q4', 'q6']
+    """
+    ids = [q.id for q in evalset]
+    count = round(fraction * len(ids))
+    if fraction > 0 and count == 0 and len(ids) >= 2:
+        count = 1
+    count = min(count, len(ids) - 1) if ids else 0
+    ranked = sorted(ids, key=lambda qid: hashlib.sha256(f"{seed}:{qid}".encode()).hexdigest())
+    held_out = set(ranked[:count])
+    return {"fraction": fraction, "seed": seed, "queries": [qid for qid in ids if qid in held_out], "ids": ids}
 
 
 def _plain(obj: Any) -> dict[str, Any]:

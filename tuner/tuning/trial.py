@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
+import numpy as np
 import optuna
 
 from ..config import EmbedderConfig, EvaluationConfig, RetrievalConfig
@@ -15,9 +16,18 @@ from ..corpus import Corpus
 from ..embedding import Embedder, EmbeddingCache
 from ..evalset import EvaluationSet
 from ..evaluation import evaluate
+from ..repeats import OccurrenceTable
 from .ledger import Claim, ClaimResult
 from .objective import Rates, ResolvedRates, Scales, Weights, resolve_rates, trial_attributes
-from .records import CHUNKER_ATTR, CONFIG_ATTR, K_ATTR, PARAMS_ATTR, RESOLVED_RATES_KEY
+from .records import (
+    CHUNKER_ATTR,
+    CONFIG_ATTR,
+    K_ATTR,
+    PARAMS_ATTR,
+    PER_QUERY_SYSTEM_ATTR,
+    RESOLVED_RATES_KEY,
+    encode_per_query,
+)
 from .space import SearchSpace, parse_search_space
 
 
@@ -107,6 +117,11 @@ class TrialObjective:
                                for key, value in settings.get(RESOLVED_RATES_KEY, {}).items()}
         self.rates = Rates(**settings["rates"])
         self.cache = cache
+        self.copies = settings.get("copies", "any")
+        # Found once per worker: every trial scores repeated references against the same copies.
+        self.occurrences = OccurrenceTable.build(evaluation_set, [corpus])
+        held_out = set((settings.get("validation") or {}).get("queries", []))
+        self.search = np.array([q.id not in held_out for q in evaluation_set], dtype=bool)
 
     def embedder(self, config: EmbedderConfig) -> Embedder:
         return shared_embedder(config, self.cache)
@@ -119,7 +134,8 @@ class TrialObjective:
 
     def sample(self, trial: optuna.Trial) -> EvaluationConfig:
         chunker, k, embedder_config = self.space.sample(trial)
-        return EvaluationConfig(chunker, embedder_config or self.default_embedder, RetrievalConfig(k=k), self.unit)
+        return EvaluationConfig(chunker, embedder_config or self.default_embedder, RetrievalConfig(k=k), self.unit,
+                                self.copies)
 
     def __call__(self, trial: optuna.Trial, claim: Callable[[str], ClaimResult]) -> tuple[float, float]:
         config = self.sample(trial)
@@ -130,11 +146,14 @@ class TrialObjective:
             raise ConfigurationTaken(granted.holder)
         if granted.outcome == Claim.FULL:
             raise TargetReached
-        result = evaluate(self.corpus, self.evaluation_set, config, embedder=self.embedder(config.embedder))
-        attrs = trial_attributes(result, self.rates_for(config.embedder), self.weights, self.scales)
+        result = evaluate(self.corpus, self.evaluation_set, config, embedder=self.embedder(config.embedder),
+                          occurrences=self.occurrences)
+        attrs = trial_attributes(result, self.rates_for(config.embedder), self.weights, self.scales,
+                                 search=self.search)
         attrs[CHUNKER_ATTR] = config.chunker.name
         attrs[PARAMS_ATTR] = config.chunker.params
         attrs[K_ATTR] = config.retrieval.k
         for key, value in attrs.items():
             trial.set_user_attr(key, value)
+        trial.storage.set_trial_system_attr(trial._trial_id, PER_QUERY_SYSTEM_ATTR, encode_per_query(result))
         return attrs["recall"], attrs["iou"]
