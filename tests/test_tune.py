@@ -341,3 +341,29 @@ def test_study_file_errors(tmp_path, capsys):
     assert "unknown key(s) workers" in capsys.readouterr().err
     assert main(["tune", "--name", "x"]) == 2
     assert "without a study file, tune needs --corpus, --queries" in capsys.readouterr().err
+
+
+def test_trials_hold_out_questions_and_store_per_query_scores(tmp_path, openai_server):
+    import base64
+
+    import numpy as np
+
+    spec = make_spec(tmp_path, openai_server, trials=4, validation=0.2)
+    (result,) = tune(spec, progress=False, echo=lambda _: None)
+    storage = make_storage(spec.storage, heartbeat_interval=None)
+    study = optuna.load_study(study_name="t/handbook", storage=storage)
+    split = study.user_attrs["settings"]["validation"]
+    assert len(split["queries"]) == 6 and len(split["ids"]) == 30  # round(0.2 * 30) of the 30 questions
+    search = np.array([qid not in split["queries"] for qid in split["ids"]])
+    for trial in complete(study.get_trials()):
+        stored = trial.system_attrs["chunkwise:per_query"]
+        recall = np.frombuffer(base64.b64decode(stored["recall"]), dtype="<f4")
+        iou = np.frombuffer(base64.b64decode(stored["iou"]), dtype="<f4")
+        assert len(recall) == 30
+        # The objectives and the score see only the search questions; the rest is the held-out check.
+        assert trial.values == pytest.approx([recall[search].mean(), iou[search].mean()], abs=1e-6)
+        assert trial.user_attrs["validation_recall"] == pytest.approx(recall[~search].mean(), abs=1e-6)
+        assert "validation_score" in trial.user_attrs
+    assert result.recommendation is not None
+    assert result.recommended.number in result.recommendation.recommendation.tied
+    assert study.user_attrs["settings"]["repeated_references"]["references"] == 35

@@ -123,6 +123,9 @@ def _build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--unit", choices=("tokens", "chars"), help="scoring unit")
     tune.add_argument("--copies", choices=("any", "marked"),
                       help="repeated reference texts count at any copy (default) or only at the marked one")
+    tune.add_argument("--validation", type=float, metavar="SHARE",
+                      help="share of each corpus's questions held out of the search for the held-out check "
+                           "(0.25; 0 turns it off)")
     tune.add_argument("--weights", metavar="recall=W,iou=W,latency=W,cost=W",
                       help="weights of the score (default 1, 0.5, 0.1, 0.1)")
     tune.add_argument("--repair-references", action="store_true",
@@ -310,7 +313,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
 
     spec = build_spec(args.study_file, name=args.name, corpora=args.corpus, queries=args.queries, space=args.space,
                       embedder=args.embedder, base_url=args.base_url, unit=args.unit, copies=args.copies,
-                      weights=args.weights,
+                      validation=args.validation, weights=args.weights,
                       storage=args.storage, trials=args.n_trials, jobs=args.jobs, seed=args.seed, cache=args.cache,
                       repair_references=args.repair_references)
     _quiet_optuna()

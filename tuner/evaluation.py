@@ -46,6 +46,9 @@ class EvaluationResult:
             queries retrieved fewer than ``k``). The command line prints them.
         repeats: how many references occur more than once in their corpus (scored at any
             copy unless ``config.copies`` is ``"marked"``).
+        window: the embedder's input window (``max_input_tokens``) and what lies past it:
+            ``truncated_chunks``, the share of chunks the model reads only in part, and
+            ``unread_text``, the share of all chunk characters it never reads.
     """
 
     config: EvaluationConfig
@@ -61,6 +64,7 @@ class EvaluationResult:
     embedding: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     repeats: RepeatSummary | None = None
+    window: dict[str, Any] = field(default_factory=dict)
 
     def metrics_at(self, k: int) -> dict[str, Any]:
         """The metric summary at another cut-off ``k`` (up to the searched one)."""
@@ -87,7 +91,31 @@ class EvaluationResult:
             "timings": self.timings,
             "notes": self.notes,
             "repeated_references": None if self.repeats is None else self.repeats.to_dict(),
+            "window": self.window,
         }
+
+
+#: Above this share of truncated chunks, a configuration's scores come with a warning.
+TRUNCATION_WARNING = 0.05
+
+
+def embedder_window(model: Embedder, chunks: Sequence[Chunk]) -> dict[str, Any]:
+    """The model's input window and how much of the chunks lies past it (see ``window``)."""
+    texts = [c.text for c in chunks]
+    unread = model.unread_characters(texts) if texts else np.zeros(0, dtype=np.int64)
+    total = sum(len(t) for t in texts)
+    return {"max_input_tokens": model.max_input_tokens,
+            "truncated_chunks": float(np.mean(unread > 0)) if len(unread) else 0.0,
+            "unread_text": float(unread.sum() / total) if total else 0.0}
+
+
+def window_note(window: dict[str, Any], model: str) -> str | None:
+    """A sentence when more than :data:`TRUNCATION_WARNING` of the chunks exceed the window."""
+    if window.get("truncated_chunks", 0.0) <= TRUNCATION_WARNING:
+        return None
+    return (f"{window['truncated_chunks']:.0%} of the chunks exceed {model}'s input window of "
+            f"{window['max_input_tokens']} tokens ({window['unread_text']:.0%} of their text is never embedded): "
+            "they are retrieved on their first part only")
 
 
 def identical_chunks(chunks: Sequence[Chunk]) -> int:
@@ -197,6 +225,9 @@ def evaluate(corpora: Corpus | Sequence[Corpus], evaluation_set: EvaluationSet,
         per_corpus = {name: chunk_corpora.count(name) for name in dict.fromkeys(query_corpora)}
         searched = float(np.mean([per_corpus[name] for name in query_corpora]))
     notes = [note] if (note := _short_index_note(config.retrieval.k, per_corpus)) else []
+    window = embedder_window(model, chunks)
+    if note := window_note(window, config.embedder.model):
+        notes.append(note)
     if duplicates := identical_chunks(chunks):
         notes.append(f"{duplicates} chunk(s) repeat the text of an earlier chunk: identical texts tie in the "
                      "index, and the earlier one ranks first")
@@ -207,7 +238,7 @@ def evaluate(corpora: Corpus | Sequence[Corpus], evaluation_set: EvaluationSet,
     if llm_usage is not None:  # LLM chunkers: tokens the model read and wrote while splitting
         embedding["llm_tokens"] = llm_usage.prompt_tokens + llm_usage.completion_tokens - llm_before
     return EvaluationResult(config, metrics, scores, chunks, chunk_corpora, query_corpora, ranking,
-                            query_tokens, searched, timings, embedding, notes, repeats)
+                            query_tokens, searched, timings, embedding, notes, repeats, window)
 
 
 def _short_index_note(k: int, chunks_per_index: dict[str, int]) -> str | None:

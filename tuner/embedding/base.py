@@ -57,6 +57,23 @@ class Embedder(ABC):
     def identity(self) -> str:
         """Model identity for the cache key, e.g. ``"sentence-transformers:all-MiniLM-L6-v2:1a2b..."``."""
 
+    #: The most tokens of its own the model reads from one text (None: unknown); the rest
+    #: of a longer text is silently truncated, so a long chunk is judged on its first part.
+    max_input_tokens: int | None = None
+
+    def unread_characters(self, texts: Sequence[str]) -> np.ndarray:
+        """For each text, how many of its characters the model never reads (0 when it fits in
+        :attr:`max_input_tokens`). This default counts cl100k tokens, as OpenAI's models do,
+        and prorates the characters of a truncated text."""
+        limit = self.max_input_tokens
+        out = np.zeros(len(texts), dtype=np.int64)
+        if limit is None:
+            return out
+        for i, (text, tokens) in enumerate(zip(texts, count_tokens_batch(list(texts)))):
+            if tokens > limit:
+                out[i] = round(len(text) * (tokens - limit) / tokens)
+        return out
+
     @abstractmethod
     def _embed(self, texts: list[str]) -> np.ndarray:
         """Embed one batch; returns an array of shape ``(len(texts), dim)``."""

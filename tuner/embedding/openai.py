@@ -18,6 +18,8 @@ DEFAULT_OPENAI_MODEL = "text-embedding-3-small"
 #: Seconds to wait for one batch's vectors: generous, as a local server on a CPU may take
 #: a minute for 256 long chunks.
 DEFAULT_TIMEOUT_S = 300.0
+#: Documented input limits of OpenAI's embedding models, in cl100k tokens.
+MAX_INPUT_TOKENS = {"text-embedding-3-small": 8191, "text-embedding-3-large": 8191, "text-embedding-ada-002": 8191}
 
 
 class OpenAIEmbedder(Embedder):
@@ -38,6 +40,7 @@ class OpenAIEmbedder(Embedder):
                  **kwargs) -> None:
         super().__init__(batch_size=batch_size, **kwargs)
         self.model = model
+        self.max_input_tokens = MAX_INPUT_TOKENS.get(model)
         self.base_url = base_url or os.environ.get("OPENAI_BASE_URL")
         self.api_key = api_key
         self.dimensions = dimensions

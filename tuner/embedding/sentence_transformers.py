@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from functools import cached_property
 from pathlib import Path
@@ -65,6 +66,42 @@ class SentenceTransformerEmbedder(Embedder):
             return SentenceTransformer(str(self.path), device=self.device)
         except Exception as exc:  # a corrupt or incompatible model folder
             raise EmbeddingError(f"cannot load sentence-transformers model {self.path}: {exc}") from exc
+
+    @cached_property
+    def max_input_tokens(self) -> int | None:  # type: ignore[override]
+        """The model's ``max_seq_length``, read from its folder (the model is not loaded)."""
+        try:
+            config = json.loads((self.path / "sentence_bert_config.json").read_text(encoding="utf-8"))
+            return int(config["max_seq_length"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    @cached_property
+    def _tokenizer(self):
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(str(self.path))
+
+    def unread_characters(self, texts) -> np.ndarray:
+        """Characters past the model's window, by its own tokenizer: the text after the last
+        token that fits beside [CLS] and [SEP]. Only the tokenizer loads, not the model, and a
+        text of n characters has at most n + 2 tokens, so shorter ones are not tokenised."""
+        texts = list(texts)
+        out = np.zeros(len(texts), dtype=np.int64)
+        limit = self.max_input_tokens
+        if limit is None:
+            return out
+        long = [i for i, t in enumerate(texts) if len(t) + 2 > limit]
+        if not long:
+            return out
+        encoded = self._tokenizer([texts[i] for i in long], add_special_tokens=False, truncation=False,
+                                  return_offsets_mapping=True, verbose=False)
+        room = limit - 2  # [CLS] and [SEP]
+        for i, offsets in zip(long, encoded["offset_mapping"]):
+            if len(offsets) > room:
+                out[i] = len(texts[i]) - offsets[room - 1][1]
+        return out
 
     def _embed(self, texts: list[str]) -> np.ndarray:
         return self._model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,

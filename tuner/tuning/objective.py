@@ -281,6 +281,8 @@ def trial_attributes(result, rates: ResolvedRates, weights: Weights, scales: Sca
         SCORE_ATTR: weighted_score(attrs["recall"], attrs["iou"], latency, cost, weights, scales),
         "chunks": len(result.chunks),
         "identical_chunks": result.chunk_stats["identical_chunks"],
+        "truncated_chunks": result.window.get("truncated_chunks", 0.0),
+        "unread_text": result.window.get("unread_text", 0.0),
         "mean_chunk_tokens": float(token_counts[:-1].mean()) if result.chunks else 0.0,
         "tokens_embedded": index_tokens + round(query_tokens * n_queries),
         "retrieved_tokens_per_query": retrieved_tokens,

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from ..evaluation import TRUNCATION_WARNING
 from .records import ERROR_ATTR, SETTINGS_ATTR, best_trial
 
 if TYPE_CHECKING:
@@ -153,6 +154,9 @@ def format_summary(run: str, storage_url: str, outcomes: list[CorpusOutcome]) ->
         lines.append(f"    {chosen.headline()}")
         if held_out := chosen.validation_line():
             lines.append(f"    {held_out}")
+        if (truncated := chosen.metric("truncated_chunks")) > TRUNCATION_WARNING:
+            lines.append(f"    note: {truncated:.0%} of its chunks exceed the embedder's input window "
+                         f"({chosen.metric('unread_text'):.0%} of their text is never embedded)")
         if item.recommendation is not None:
             verdict = item.recommendation.recommendation
             lines += [f"    {line}" for line in textwrap.wrap(verdict.describe(), 100)]

@@ -36,7 +36,7 @@ from .records import (
 from .selection import StudyRecommendation, recommend_for_study
 from .storage import StudyStorage, make_storage, storage_errors
 from .study import LoadedStudyData, StudySpec, load_study_data, open_study, study_settings
-from .trial import resolve_study_rates, settings_space
+from .trial import resolve_study_rates, settings_space, shared_embedder
 from .workers import (
     PoolReport,
     WorkerOptions,
@@ -119,6 +119,7 @@ def _tune_corpus(spec: StudySpec, data: LoadedStudyData, corpus: Corpus, run: Ru
                                   dict(spec.corpora)[corpus.name])
         study = open_study(storage, name, settings)
     cache = EmbeddingCache(spec.cache) if spec.cache else EmbeddingCache()
+    warn_about_window(data.space, shared_embedder(spec.embedder, cache), spec.embedder.model, echo)
     stored = study.user_attrs[SETTINGS_ATTR]
     resolved = resolve_study_rates(stored, spec.rates, [spec.embedder, *settings_space(stored).embedders], cache,
                                    echo)
@@ -126,6 +127,20 @@ def _tune_corpus(spec: StudySpec, data: LoadedStudyData, corpus: Corpus, run: Ru
         with storage_errors(spec.storage):
             study.set_user_attr(SETTINGS_ATTR, resolved)
     return _run_study(storage, study, run, spec.trials, progress, echo)
+
+
+#: A space whose chunks can be this many times the embedder's window is worth a warning.
+WINDOW_WARNING_FACTOR = 2
+
+
+def warn_about_window(space, embedder, model: str, echo: Echo) -> None:
+    """Say when the space allows chunks far beyond what the embedder reads (they are truncated,
+    so such configurations are judged on their first part; each trial records how much)."""
+    largest, window = space.largest("size"), embedder.max_input_tokens
+    if largest is not None and window is not None and largest > WINDOW_WARNING_FACTOR * window:
+        echo(f"note: the search space allows chunks of up to {largest:g} tokens, but {model} reads at most "
+             f"{window} tokens of a text; longer chunks are embedded by their first part only (each trial records "
+             "the share of truncated chunks)")
 
 
 def join_run(storage_url: str, run_name: str, *, n_trials: int | None = None, jobs: int = 1,

@@ -160,6 +160,21 @@ class SearchSpace:
             out["embedders"] = [e.to_dict() for e in self.embedders]
         return out
 
+    def largest(self, parameter: str = "size") -> float | None:
+        """The largest value a numeric parameter (``size`` by default) can take in any branch."""
+        values = []
+        for domains in self.chunkers.values():
+            domain = domains.get(parameter)
+            if domain is None:
+                continue
+            if domain.is_constant and isinstance(domain.constant, (int, float)):
+                values.append(domain.constant)
+            elif domain.choices is not None:
+                values += [c for c in domain.choices if isinstance(c, (int, float))]
+            elif domain.high is not None:
+                values.append(domain.high)
+        return max(values, default=None)
+
     def sample(self, trial: optuna.Trial) -> tuple[ChunkerConfig, int, EmbedderConfig | None]:
         """Sample one configuration, define-by-run: the chunker first, then its parameters."""
         name = trial.suggest_categorical("chunker", list(self.chunkers))
