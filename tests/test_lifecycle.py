@@ -259,3 +259,33 @@ def test_resume_refusal_names_only_the_changed_keys(tmp_path, openai_server):
     assert code == 2
     assert "weights.recall: 1.0 -> 2.0" in err and len(err) < 600, err
     assert json.dumps(yaml.safe_load(QUICK.read_text(encoding="utf-8"))) not in err
+
+
+def _embedded_texts(stub) -> set[str]:
+    texts = set()
+    for request in stub.requests_to("/v1/embeddings"):
+        body = request.json_body["input"]
+        texts.update([body] if isinstance(body, str) else body)
+    return texts
+
+
+def test_a_second_machine_embeds_nothing_the_first_embedded(tmp_path, openai_server, fresh_postgres_url):
+    # Two "machines": each has its own local cache folder; the study, and so the shared embedding
+    # cache, is in PostgreSQL. Every trial embeds the questions, so without the shared cache the
+    # second machine would embed all 30 of them again.
+    study = write_study(tmp_path, openai_server, fresh_postgres_url, trials=3)
+    data = yaml.safe_load(study.read_text(encoding="utf-8"))
+    del data["cache"]  # no explicit cache file: the study's database holds the shared one
+    study.write_text(yaml.safe_dump(data), encoding="utf-8")
+    code, _, err = finish(chunkwise(tmp_path / "a", "tune", str(study)))
+    assert code == 0, err
+    first = _embedded_texts(openai_server)
+    openai_server.reset()
+    questions = {json.loads(line)["question"] for line in QUERIES.read_text(encoding="utf-8").splitlines()}
+    assert questions <= first
+    code, _, err = finish(chunkwise(tmp_path / "b", "worker", "--storage", fresh_postgres_url, "--study", "life",
+                                    "--n-trials", "3"))
+    assert code == 0, err
+    second = _embedded_texts(openai_server)
+    assert not second & first, f"{len(second & first)} texts embedded again"
+    assert len(load(fresh_postgres_url).get_trials(states=(TrialState.COMPLETE,))) == 6

@@ -203,9 +203,10 @@ def run_worker(options: WorkerOptions,
                                       sampler=WeightedScoreSampler(seed=seed))
             settings = settings_of(study)
         corpus, evalset = load_study_inputs(settings, options.study, options.corpus_path, options.queries_path)
-        from ..embedding import EmbeddingCache
+        from ..embedding.shared_cache import cache_for_study
 
-        cache = EmbeddingCache(options.cache) if options.cache else EmbeddingCache()
+        # A PostgreSQL study shares one embedding cache between machines, in its own database.
+        cache = cache_for_study(storage.engine.url.render_as_string(hide_password=False), options.cache)
         objective = TrialObjective(corpus, evalset, settings, cache)
         arm_during_tell(storage.engine)
         with storage_errors(options.storage):
