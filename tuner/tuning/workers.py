@@ -339,9 +339,15 @@ def stop_handlers() -> Iterator[None]:
     SIGINT or SIGTERM during the cleanup of the first is ignored, so an interrupted trial is
     always recorded as failed. The previous handlers come back afterwards."""
 
+    stopping = False
+
     def on_signal(signum: int, _frame: Any) -> None:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        # Ignore later signals by returning, not by installing SIG_IGN: a signal that arrived
+        # just before would then be reported as "ignored due to race condition" (an OSError).
+        nonlocal stopping
+        if stopping:
+            return
+        stopping = True
         if signum == signal.SIGINT:
             raise KeyboardInterrupt
         raise WorkerStopped(signal.Signals(signum).name)
@@ -466,19 +472,15 @@ class WorkerPool:
 
     def _stop_all(self, running: dict[int, subprocess.Popen]) -> None:
         """Ctrl-C: the workers fail their in-flight trials and exit (SIGTERM); kill those that
-        do not within ``stop_timeout_s``, whose trials the run's final reclaim then fails."""
-        with contextlib.suppress(KeyboardInterrupt):
-            previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not skip the cleanup
+        do not within ``stop_timeout_s``, whose trials the run's final reclaim then fails.
+        (Under :func:`stop_handlers`, a second Ctrl-C meanwhile is ignored.)"""
+        for process in running.values():
+            with contextlib.suppress(ProcessLookupError):
+                process.send_signal(signal.SIGTERM)  # harmless if the group's SIGINT got there first
+        deadline = time.monotonic() + self.stop_timeout_s
+        for process in running.values():
             try:
-                for process in running.values():
-                    with contextlib.suppress(ProcessLookupError):
-                        process.send_signal(signal.SIGTERM)  # harmless if the group's SIGINT got there first
-                deadline = time.monotonic() + self.stop_timeout_s
-                for process in running.values():
-                    try:
-                        process.wait(timeout=max(0.1, deadline - time.monotonic()))
-                    except subprocess.TimeoutExpired:
-                        process.kill()
-                        process.wait()
-            finally:
-                signal.signal(signal.SIGINT, previous)
+                process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
