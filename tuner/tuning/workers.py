@@ -112,7 +112,7 @@ class WorkerReport:
     failed: int = 0
     duplicates: int = 0
     reclaimed: list[int] = field(default_factory=list)
-    stopped: str = "target"  # target | exhausted | stop requested
+    stopped: str = "target"  # target | exhausted
 
 
 def retry_trial(study: optuna.Study, trial: FrozenTrial, max_retry: int) -> bool:
@@ -175,8 +175,7 @@ class _Heartbeat:
 
 
 def run_worker(options: WorkerOptions,
-               on_trial: Callable[[optuna.Study, FrozenTrial], None] | None = None,
-               should_stop: Callable[[], bool] | None = None) -> WorkerReport:
+               on_trial: Callable[[optuna.Study, FrozenTrial], None] | None = None) -> WorkerReport:
     """Join a study and run trials until it holds its target of complete trials.
 
     Each worker builds its own storage connection and sampler, loads the corpus and queries
@@ -210,7 +209,7 @@ def run_worker(options: WorkerOptions,
         objective = TrialObjective(corpus, evalset, settings, cache)
         arm_during_tell(storage.engine)
         with storage_errors(options.storage):
-            return _trial_loop(study, study_id, ledger, worker_id, objective, options, on_trial, should_stop)
+            return _trial_loop(study, study_id, ledger, worker_id, objective, options, on_trial)
     finally:
         heartbeat.stop()
         with contextlib.suppress(Exception):
@@ -218,15 +217,11 @@ def run_worker(options: WorkerOptions,
 
 
 def _trial_loop(study: optuna.Study, study_id: int, ledger: Ledger, worker_id: str, objective: TrialObjective,
-                options: WorkerOptions, on_trial: Callable | None, should_stop: Callable[[], bool] | None,
-                ) -> WorkerReport:
+                options: WorkerOptions, on_trial: Callable | None) -> WorkerReport:
     report = WorkerReport()
     failures_in_a_row = duplicates_in_a_row = 0
     last_error = ""
     while True:
-        if should_stop is not None and should_stop():
-            report.stopped = "stop requested"
-            return report
         # A lost trial is re-queued only while the study is short of its target: a retry left
         # WAITING after the run ends would only surprise the next one.
         progress = ledger.progress(study_id)
