@@ -21,7 +21,7 @@ documents", and BENCHMARKS.md for the measurements):
   the speed of pdfminer.six. PDFs carry no markup, so headings and paragraphs are recovered
   from the layout here: lines set in a font larger than the body text become markdown
   headings (the largest size ``#``), and a vertical gap larger than the line spacing starts
-  a new paragraph.
+  a new paragraph (both measured against the most common size and line spacing).
 * **HTML, DOCX, PPTX, XLSX, EPUB: markitdown** (Microsoft, MIT), which keeps structure as
   markdown: headings, lists, tables, links. Markdown escaping of ``_`` and ``*`` is turned
   off so that text copied from the original document (an identifier such as
@@ -39,8 +39,8 @@ import hashlib
 import io
 import json
 import re
-import statistics
 import warnings
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
@@ -337,7 +337,9 @@ def _pdf_markdown(lines: list[_Line]) -> str:
     steps = [a.bottom - b.bottom for a, b in pairwise(visible)
              if a.page == b.page and a.size and b.size and not _is_heading_size(a.size, body)
              and not _is_heading_size(b.size, body) and a.bottom > b.bottom]
-    spacing = statistics.median(steps) if steps else 0.0
+    # The usual line spacing: the most common step between body lines (the smaller on a tie).
+    rounded = Counter(round(step * 2) / 2 for step in steps)
+    spacing = max(rounded, key=lambda step: (rounded[step], -step)) if rounded else 0.0
 
     blocks: list[str] = []
     current: list[str] = []
