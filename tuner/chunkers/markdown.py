@@ -98,7 +98,8 @@ class MarkdownChunker(Chunker):
                 chunks.append(dataclasses.replace(make_chunk(document, *span, count), headings=names))
                 continue
             pieces: list[Chunk] = []
-            splitter._split(document, start, end, splitter.separators, pieces)
+            # The stripped span: a whitespace-only piece at the end would only repeat carried-over text.
+            splitter._split(document, span[0], span[1], splitter.separators, pieces)
             chunks.extend(dataclasses.replace(piece, headings=names) for piece in pieces)
         return chunks
 
