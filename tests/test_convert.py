@@ -9,6 +9,7 @@ conventions (``#`` headings, blank lines between blocks, ``*`` bullets).
 from __future__ import annotations
 
 import json
+import re
 import zipfile
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import pytest
 
 import tuner
 import tuner.convert as convert
+import tuner.embedding
 from tuner.cli import main
 from tuner.convert import ConversionError, convert_file
 from tuner.corpus import load_corpus, matches
@@ -375,3 +377,97 @@ def test_zip_named_docx_with_no_document_is_damaged(tmp_path):
         archive.writestr("hello.txt", "not a word document")
     with pytest.raises(ConversionError, match=r"empty\.docx cannot be converted"):
         load_corpus(path)
+
+
+# --- generate and tune on PDFs; a changed converter is a refused resume ------------------------------
+
+
+class _WordsEmbedder(tuner.embedding.Embedder):
+    """Bag of hashed words: texts sharing words are similar (no model to load)."""
+
+    identity = "words:64"
+
+    def _embed(self, texts):
+        import hashlib
+
+        import numpy as np
+
+        out = np.zeros((len(texts), 64), dtype=np.float32)
+        for i, text in enumerate(texts):
+            for word in re.findall(r"[a-z]+", text.lower()):
+                out[i, int(hashlib.md5(word.encode()).hexdigest(), 16) % 64] += 1
+        return out + 1e-6
+
+
+SHORE = [  # three PDFs about the shore, one sentence per line
+    [("h", 20, "Rock Pools"), ("p", "Rock pools are left behind on the shore when the tide goes out."),
+     ("h", 15, "Temperature"), ("p", "Shallow pools warm up quickly on sunny afternoons in summer."),
+     ("p", "Animals in them must tolerate large swings in salinity as well.")],
+    [("h", 20, "Seaweeds"), ("p", "Bladder wrack carries small air pockets that keep its fronds afloat."),
+     ("h", 15, "Kelp"), ("p", "Kelp forests grow below the low tide line in cold clear water.")],
+    [("h", 20, "Birds"), ("p", "Oystercatchers open mussels with their strong orange bills."),
+     ("h", 15, "Gulls"), ("p", "Herring gulls drop shellfish onto rocks to break them open.")],
+]
+
+
+@pytest.mark.slow
+def test_generate_on_pdfs_then_tune_and_refuse_a_changed_converter(tmp_path, openai_server, monkeypatch, capsys):
+    from tuner.generate import generate_evaluation_set
+    from tuner.llm import LLMClient
+    from tuner.tuning.storage import make_storage
+    from tuner.tuning.study import load_study_inputs
+
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    folder = tmp_path / "shore"
+    folder.mkdir()
+    for i, blocks in enumerate(SHORE):
+        write_pdf(folder / f"part{i + 1}.pdf", blocks)
+
+    def answer(body):  # the stub "LLM" copies the passage's first full sentence as the excerpt
+        passage = body["messages"][1]["content"].split("<passage>\n", 1)[1].split("\n</passage>", 1)[0]
+        sentence = re.findall(r"[A-Z][^.!?\n]{30,}[.!?]", passage)[0]
+        return json.dumps({"question": "What does it say about " + " ".join(sentence.split()[1:4]) + "?",
+                           "references": [{"content": sentence}]})
+
+    openai_server.chat_handler = answer
+    queries = tmp_path / "shore.jsonl"
+    client = LLMClient(model="stub-llm", base_url=openai_server.base_url, cache_path=tmp_path / "llm.sqlite3")
+    corpus = tuner.load_corpus(folder)
+    report = generate_evaluation_set(corpus, queries, 4, client, _WordsEmbedder(), relevance_threshold=0.0,
+                                     duplicate_threshold=1.0)
+    assert report.accepted == 4
+    evalset = tuner.load_evaluation_set(queries, corpus)  # validates every offset against the converted text
+    for query in evalset:
+        for ref in query.references:
+            assert corpus.document(ref.document).text[ref.start_index:ref.end_index] == ref.content
+            assert ref.document.endswith(".pdf")
+
+    storage = f"sqlite:///{tmp_path}/shore.db"
+    command = ["tune", "--name", "shore", "--corpus", str(folder), "--queries", str(queries), "--space",
+               str(Path(__file__).resolve().parents[1] / "search_spaces" / "structure.yaml"), "--embedder",
+               "openai:stub-embed", "--base-url", openai_server.base_url, "--storage", storage, "--n-trials", "3",
+               "--cache", str(tmp_path / "embeddings.sqlite3")]
+    assert main(command) == 0
+    assert "chunkwise: corpus 'shore': read 3 files (.pdf 3; 3 converted to text, 3 from the conversion cache)" \
+        in capsys.readouterr().err
+    import optuna
+
+    study = optuna.load_study(study_name="shore/shore", storage=make_storage(storage, heartbeat_interval=None))
+    settings = study.user_attrs["settings"]
+    assert sorted(settings["conversion"]["documents"]) == ["part1.pdf", "part2.pdf", "part3.pdf"]
+    assert settings["conversion"]["documents"]["part1.pdf"] == corpus.document("part1.pdf").conversion.key
+
+    # The same files through another converter version: the resume is refused, naming the converter.
+    monkeypatch.setattr(convert, "CONVERSION_VERSION", 2)
+    convert.converter_identity.cache_clear()
+    try:
+        assert main(command) == 2
+        err = capsys.readouterr().err
+        assert "study 'shore/shore' was created with different settings" in err
+        assert 'conversion.converters..pdf: "pdf: chunkwise-convert 1, pypdfium2' in err
+        assert '-> "pdf: chunkwise-convert 2, pypdfium2' in err
+        with pytest.raises(tuner.ChunkwiseError, match="is converted to text differently than when study 'shore/shore' "
+                                                       "was created"):
+            load_study_inputs(settings, "shore/shore")
+    finally:
+        convert.converter_identity.cache_clear()
