@@ -471,3 +471,30 @@ def test_generate_on_pdfs_then_tune_and_refuse_a_changed_converter(tmp_path, ope
             load_study_inputs(settings, "shore/shore")
     finally:
         convert.converter_identity.cache_clear()
+
+
+def test_study_files_take_include_and_exclude(tmp_path):
+    from tuner.tuning import StudyError
+    from tuner.tuning.study import load_study_data, load_study_file
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    write_pdf(docs / "guide.pdf")
+    (docs / "draft.md").write_text("# Draft\n\nNot ready.\n", encoding="utf-8")
+    sentence = "Their sting is harmless to people."
+    start = PDF_TEXT.index(sentence)
+    (tmp_path / "q.jsonl").write_text(json.dumps({"question": "Do anemones sting?", "references": [
+        {"document": "guide.pdf", "start_index": start, "end_index": start + len(sentence),
+         "content": sentence}]}) + "\n", encoding="utf-8")
+    study = tmp_path / "s.yaml"
+    quick = Path(__file__).resolve().parents[1] / "search_spaces" / "quick.yaml"
+    study.write_text(f"name: s\ncorpora: {{docs: docs}}\nqueries: q.jsonl\nspace: {quick}\nexclude: '*.md'\n"
+                     "include: ['*.pdf', '*.md']\n", encoding="utf-8")
+    spec = load_study_file(study)
+    assert (spec.include, spec.exclude) == (("*.pdf", "*.md"), ("*.md",))
+    (corpus,) = load_study_data(spec).corpora
+    assert [d.id for d in corpus] == ["guide.pdf"]
+    study.write_text(f"name: s\ncorpora: {{docs: docs}}\nqueries: q.jsonl\nspace: {quick}\nexclude: [3]\n",
+                     encoding="utf-8")
+    with pytest.raises(StudyError, match=r"exclude must be a glob pattern or a list of them, got \[3\]"):
+        load_study_file(study)
