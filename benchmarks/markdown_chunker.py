@@ -34,8 +34,8 @@ def main() -> int:
     handbook = tuner.load_corpus(ROOT / "examples" / "handbook")
     handbook_set = tuner.load_evaluation_set(ROOT / "examples" / "handbook-queries.jsonl", handbook)
     print("| dataset | size/overlap | chunker | recall (tokens) | IoU (tokens) | recall (chars) | IoU (chars) "
-          "| chunks |")
-    print("|---|---|---|---|---|---|---|---|")
+          "| chunks | mean tokens |")
+    print("|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         embedder = tuner.EmbedderConfig().build(EmbeddingCache(Path(tmp) / "cache.sqlite3"))
         for label, (corpora, evalset) in (("chroma-dev", chroma), ("handbook", ([handbook], handbook_set))):
@@ -48,7 +48,8 @@ def main() -> int:
                         m = result.metrics["overall"]
                         cells += [f"{m['recall']['mean']:.1%}", f"{m['iou']['mean']:.2%}"]
                     print(f"| {label} | {size}/{overlap} | {name} | {' | '.join(cells)} "
-                          f"| {result.chunk_stats['chunks']} |", flush=True)
+                          f"| {result.chunk_stats['chunks']} | {result.chunk_stats['mean_chunk_tokens']:.0f} |",
+                          flush=True)
     return 0
 
 
