@@ -167,5 +167,5 @@ def test_console_script_lists_chunkers():
     lines = result.stdout.splitlines()
     names = [line.split()[0] for line in lines if line and not line.startswith(" ")]
     assert names == ["cluster", "clustering", "double_pass", "kamradt", "kamradt_bounded", "llm", "logprob",
-                     "recursive", "sentence", "token"]
+                     "markdown", "recursive", "sentence", "token"]
     assert any(line.split()[:2] == ["overlap", "int"] for line in lines)

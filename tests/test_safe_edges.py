@@ -28,6 +28,8 @@ from tuner.production import BUILDING_PREFIX, CollectionError, build_collection,
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "handbook"
+#: What loading the example folder prints on standard error before anything else.
+LOADED = "chunkwise: corpus 'handbook': read 5 files (.md 5); skipped none"
 KEY = "edge-test-key-7f3a9c"  # matches none of redact()'s patterns: only registration can hide it
 CHUNKER = {"name": "token", "params": {"size": 64, "overlap": 8}}
 
@@ -74,7 +76,8 @@ def test_failed_replace_keeps_the_old_collection_and_writes_no_output(openai_ser
     capsys.readouterr()
     assert main(chunk_argv(config, db, tmp_path / "c2.sqlite3", "--replace", "-o", str(out))) == 2
     err = capsys.readouterr().err
-    assert err.startswith("chunkwise: error: the embedding endpoint") and "HTTP 500" in err
+    # The folder's one-line loading summary, then the error.
+    assert err.startswith(f"{LOADED}\nchunkwise: error: the embedding endpoint") and "HTTP 500" in err
     assert collections(db) == {"handbook": count}
     assert not out.exists() and not list(tmp_path.glob(".chunks.jsonl*"))
 
@@ -481,8 +484,8 @@ def test_chunk_into_a_closed_pipe(tmp_path):
     process.stdout.close()  # like `| head -c 100`
     err = process.stderr.read().decode()
     assert process.wait(timeout=60) == 2
-    assert err == "chunkwise: error: cannot write to standard output: the program reading it has stopped " \
-                  "(broken pipe)\n"
+    assert err == f"{LOADED}\nchunkwise: error: cannot write to standard output: the program reading it has " \
+                  "stopped (broken pipe)\n"
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full")
@@ -491,4 +494,4 @@ def test_chunk_to_a_full_device(tmp_path):
         process = chunk_process(tmp_path, full)
         err = process.stderr.read().decode()
         assert process.wait(timeout=60) == 2
-    assert err == "chunkwise: error: cannot write to standard output: No space left on device\n"
+    assert err == f"{LOADED}\nchunkwise: error: cannot write to standard output: No space left on device\n"

@@ -24,7 +24,7 @@ def write(tmp_path, text: str) -> Path:
 
 @pytest.mark.parametrize(("text", "message"), [
     ("chunkers: {semantic_magic: {}}", "chunkers.semantic_magic: unknown chunker; available: cluster, clustering, "
-     "double_pass, kamradt, kamradt_bounded, llm, logprob, recursive, sentence, token"),
+     "double_pass, kamradt, kamradt_bounded, llm, logprob, markdown, recursive, sentence, token"),
     ("chunkers: {fast: {chunker: nope}}", "chunkers.fast.chunker: unknown chunker 'nope'"),
     ("chunkers: {token: {width: 3}}", "chunkers.token.width: token has no parameter 'width'; it takes: size, overlap"),
     ("chunkers: {token: {size: {type: int, low: 0, high: 10}}}",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,6 +33,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not hasattr(args, "handler"):
         parser.print_help()
         return EXIT_USAGE
+    _show_corpus_loading()
     try:
         return args.handler(args) or 0
     except ChunkwiseError as exc:
@@ -48,6 +50,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"chunkwise: error: {message}", file=sys.stderr)
         return EXIT_USAGE
+
+
+class _StderrHandler(logging.Handler):
+    """Prints a record as ``chunkwise: MESSAGE`` on the current ``sys.stderr`` (tests swap it)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        print(f"chunkwise: {record.getMessage()}", file=sys.stderr)
+
+
+def _show_corpus_loading() -> None:
+    """Print the corpus loader's one-line summaries (what a folder read and skipped, conversion
+    warnings) on standard error, once per process however often :func:`main` runs."""
+    logger = logging.getLogger("tuner.corpus")
+    if not any(isinstance(h, _StderrHandler) for h in logger.handlers):
+        logger.addHandler(_StderrHandler())
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -115,9 +134,10 @@ def _build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--corpus", action="append", metavar="[NAME=]PATH",
                       help="a corpus to tune (repeatable); replaces the study file's corpora")
     tune.add_argument("--queries", metavar="FILE", help="evaluation set (JSONL or Chroma CSV)")
+    _add_filter_arguments(tune)
     tune.add_argument("--space", metavar="FILE|NAME",
                       help="search space: a YAML file, or a bundled space by name (default, quick, semantic, llm, "
-                           "default-grid); default: default")
+                           "structure, default-grid); default: default")
     tune.add_argument("--embedder", metavar="PROVIDER[:MODEL]", help="embedder for every trial")
     tune.add_argument("--base-url", help="OpenAI-compatible endpoint for --embedder openai")
     tune.add_argument("--unit", choices=("tokens", "chars"), help="scoring unit")
@@ -145,7 +165,9 @@ def _build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--storage", required=True, metavar="URL", help="the study's SQLAlchemy URL")
     worker.add_argument("--study", required=True, metavar="NAME",
                         help="study name: NAME/CORPUS, or NAME for every corpus of that run")
-    worker.add_argument("--corpus", metavar="PATH", help="corpus path on this machine (default: the study's)")
+    worker.add_argument("--corpus", metavar="PATH",
+                        help="corpus path on this machine (default: the study's); its files are chosen with the "
+                             "study's --include/--exclude patterns")
     worker.add_argument("--queries", metavar="FILE", help="evaluation set on this machine (default: the study's)")
     worker.add_argument("--n-trials", type=int, metavar="N",
                         help="raise the study's target by N trials (default: work toward the current target)")
@@ -189,6 +211,7 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     chunk.add_argument("paths", nargs="+", metavar="PATH", help="files, folders or quoted globs")
     chunk.add_argument("--config", required=True, metavar="FILE", help="exported configuration (best.json)")
+    _add_filter_arguments(chunk)
     chunk.add_argument("-o", "--output", metavar="FILE", help="write chunks as JSONL here (default: stdout)")
     chunk.add_argument("--chroma", metavar="DIR", help="also build a persistent chromadb collection in DIR")
     chunk.add_argument("--collection", metavar="NAME", help="collection name (with --chroma)")
@@ -223,6 +246,7 @@ def _build_parser() -> argparse.ArgumentParser:
     generate.add_argument("corpus", metavar="CORPUS", help="the corpus: a file, a folder or a quoted glob")
     generate.add_argument("-o", "--output", required=True, metavar="FILE", help="evaluation set (JSONL) to write")
     generate.add_argument("--name", help="corpus name (default: the file or folder name)")
+    _add_filter_arguments(generate)
     generate.add_argument("--n", type=int, default=50, help="accepted queries wanted (50)")
     generate.add_argument("--model", help="LLM (default: $CHUNKWISE_LLM_MODEL or gpt-4o-mini)")
     generate.add_argument("--base-url", help="OpenAI-compatible endpoint (default: $OPENAI_BASE_URL or OpenAI)")
@@ -239,6 +263,18 @@ def _build_parser() -> argparse.ArgumentParser:
     generate.add_argument("--calibrate", action="store_true",
                           help="print the similarity distributions of the output's queries instead of generating")
     generate.set_defaults(handler=_cmd_generate)
+
+    convert = commands.add_parser(
+        "convert", help="convert documents (PDF, HTML, DOCX, ...) to the text chunkwise reads",
+        description="Convert a file, folder or glob of documents to text exactly as every other command reads them, "
+                    "and write each document's text to DIR/<its path>.md (text files are copied as they are): "
+                    "the text to read, and to write evaluation-set references against. References keep the "
+                    "original path as their document id (report.pdf, not report.pdf.md).",
+    )
+    convert.add_argument("source", metavar="SRC", help="a file, a folder or a quoted glob")
+    convert.add_argument("-o", "--output", required=True, metavar="DIR", help="folder to write the texts into")
+    _add_filter_arguments(convert)
+    convert.set_defaults(handler=_cmd_convert)
     return parser
 
 
@@ -252,9 +288,18 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache", metavar="FILE", help="embedding cache file")
 
 
+def _add_filter_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--include", action="append", metavar="GLOB",
+                        help="read only the files of a folder or glob matching GLOB (repeatable; a pattern without / "
+                             "matches file names, e.g. '*.pdf')")
+    parser.add_argument("--exclude", action="append", metavar="GLOB",
+                        help="leave out the files of a folder or glob matching GLOB (repeatable; e.g. 'drafts/*')")
+
+
 def _add_data_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--corpus", action="append", required=True, metavar="[NAME=]PATH",
                         help="a corpus: a file, a folder or a quoted glob; repeat for several corpora")
+    _add_filter_arguments(parser)
     parser.add_argument("--queries", required=True, metavar="FILE",
                         help="evaluation set: chunkwise JSONL or Chroma CSV")
     parser.add_argument("--repair-references", action="store_true",
@@ -273,7 +318,8 @@ def _load_data(args: argparse.Namespace):
     from .corpus import load_corpus, parse_corpus_spec
     from .evalset import load_evaluation_set
 
-    corpora = [load_corpus(path, name) for name, path in map(parse_corpus_spec, args.corpus)]
+    corpora = [load_corpus(path, name, include=args.include or (), exclude=args.exclude or ())
+               for name, path in map(parse_corpus_spec, args.corpus)]
     names = [c.name for c in corpora]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
@@ -317,7 +363,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
                       embedder=args.embedder, base_url=args.base_url, unit=args.unit, copies=args.copies,
                       validation=args.validation, weights=args.weights,
                       storage=args.storage, trials=args.n_trials, jobs=args.jobs, seed=args.seed, cache=args.cache,
-                      repair_references=args.repair_references)
+                      repair_references=args.repair_references, include=args.include, exclude=args.exclude)
     _quiet_optuna()
     if args.dry_run:
         from .tuning.plan import format_plan, plan_run
@@ -397,7 +443,7 @@ def _cmd_chunk(args: argparse.Namespace) -> int:
         check_writable(args.output)
     if args.chroma:
         check_collection_target(args.chroma, args.collection, replace=args.replace)
-    chunks = list(chunk_paths(config, args.paths))
+    chunks = list(chunk_paths(config, args.paths, include=args.include or (), exclude=args.exclude or ()))
     if args.chroma:
         cache = EmbeddingCache(args.cache) if args.cache else None
         collection = build_collection(config, args.paths, args.chroma, args.collection, cache=cache,
@@ -446,7 +492,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     from .generate import format_distributions, generate_evaluation_set, similarity_distributions
     from .llm import LLMClient
 
-    corpus = load_corpus(args.corpus, args.name)
+    corpus = load_corpus(args.corpus, args.name, include=args.include or (), exclude=args.exclude or ())
     embedder = (EmbedderConfig.parse(args.embedder) if args.embedder else EmbedderConfig()).build(EmbeddingCache())
     if args.calibrate:
         if not Path(args.output).is_file():
@@ -468,6 +514,18 @@ def _cmd_generate(args: argparse.Namespace) -> int:
           f"{report.attempts} requests; rejected: {rejected})")
     print(f"model {client.model}: {report.prompt_tokens} prompt + {report.completion_tokens} completion tokens, "
           f"{report.tokens_per_accepted:.0f} per accepted query, about ${report.cost_usd:.4f}")
+    return 0
+
+
+def _cmd_convert(args: argparse.Namespace) -> int:
+    from .convert import write_text_corpus
+    from .corpus import load_corpus
+
+    corpus = load_corpus(args.source, include=args.include or (), exclude=args.exclude or ())
+    written = write_text_corpus(corpus, args.output)
+    converted = sum(d.conversion is not None for d in corpus)
+    print(f"wrote {len(written)} document text(s) to {args.output} ({converted} converted, "
+          f"{len(written) - converted} text file(s) copied); references use the original paths as document ids")
     return 0
 
 

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from .tokens import TextTokens
+
+if TYPE_CHECKING:
+    from .convert import Conversion
 
 
 @dataclass(eq=False)
@@ -20,11 +24,15 @@ class Document:
         encoding: how the file was decoded: ``"utf-8"``, or, for a file that starts with
             a byte-order mark, ``"utf-8-sig"``, ``"utf-16-le"``, ``"utf-16-be"``,
             ``"utf-32-le"`` or ``"utf-32-be"``. Only used to explain offset mismatches.
+        conversion: for a document converted from another format (PDF, HTML, DOCX, ...), how:
+            the converter's identity, the source file's hash and the conversion hash. Its
+            ``text`` is then the converted text, and offsets count its characters.
     """
 
     id: str
     text: str
     encoding: str = "utf-8"
+    conversion: Conversion | None = None
 
     @property
     def had_bom(self) -> bool:

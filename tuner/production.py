@@ -39,11 +39,14 @@ class CollectionError(ChunkwiseError):
     """A chromadb collection could not be built, opened or queried."""
 
 
-def chunk_paths(config: ExportedConfig, paths: Sequence[str | Path]) -> Iterator[tuple[str, Chunk]]:
-    """Chunks of every document under ``paths`` (files, folders, globs), with their corpus name."""
+def chunk_paths(config: ExportedConfig, paths: Sequence[str | Path], *, include: Sequence[str] = (),
+                exclude: Sequence[str] = ()) -> Iterator[tuple[str, Chunk]]:
+    """Chunks of every document under ``paths`` (files, folders, globs; PDF, HTML, DOCX ... are
+    converted to text as in tuning), with their corpus name; ``include``/``exclude`` as in
+    :func:`tuner.corpus.load_corpus`."""
     chunker = config.chunker()
     for path in paths:
-        corpus = load_corpus(path)
+        corpus = load_corpus(path, include=include, exclude=exclude)
         for document in corpus:
             for chunk in chunker.split(document):
                 yield corpus.name, chunk
@@ -55,11 +58,14 @@ def chunk_id(corpus: str, chunk: Chunk) -> str:
 
 
 def write_chunks_jsonl(chunks: Iterable[tuple[str, Chunk]], out) -> int:
-    """One JSON object per chunk: text, document, start and end offsets, token count, corpus."""
+    """One JSON object per chunk: text, document, start and end offsets, token count, corpus, and
+    the heading path (``headings``) for a chunker that records one (``markdown``)."""
     count = 0
     for corpus, chunk in chunks:
         record = {"text": chunk.text, "document": chunk.document, "start_index": chunk.start_index,
                   "end_index": chunk.end_index, "token_count": chunk.token_count, "corpus": corpus}
+        if chunk.headings:
+            record["headings"] = list(chunk.headings)
         out.write(json.dumps(record, ensure_ascii=False) + "\n")
         count += 1
     return count
@@ -152,8 +158,7 @@ def build_collection(config: str | Path | ExportedConfig, paths: Sequence[str | 
                     ids=ids[start : start + len(part)],
                     embeddings=vectors[start : start + len(part)],
                     documents=[c.text for _, c in part],
-                    metadatas=[{"corpus": corpus, "document": c.document, "start_index": c.start_index,
-                                "end_index": c.end_index, "token_count": c.token_count} for corpus, c in part],
+                    metadatas=[_metadata(corpus, c) for corpus, c in part],
                 )
         _take_name(client, directory, building, name, replace)
     except BaseException:
@@ -162,6 +167,16 @@ def build_collection(config: str | Path | ExportedConfig, paths: Sequence[str | 
     with _chromadb_errors(directory, name, "open"):
         collection = client.get_collection(name, embedding_function=None)
     return Collection(collection, embedder, exported.config.retrieval.k, str(directory))
+
+
+def _metadata(corpus: str, chunk: Chunk) -> dict[str, Any]:
+    """A chunk's metadata in a collection; the heading path, when there is one, as a JSON list
+    (chromadb metadata values are scalars)."""
+    meta: dict[str, Any] = {"corpus": corpus, "document": chunk.document, "start_index": chunk.start_index,
+                            "end_index": chunk.end_index, "token_count": chunk.token_count}
+    if chunk.headings:
+        meta["headings"] = json.dumps(list(chunk.headings), ensure_ascii=False)
+    return meta
 
 
 def open_collection(config: str | Path | ExportedConfig, directory: str | Path, name: str,

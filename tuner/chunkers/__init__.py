@@ -9,6 +9,7 @@ from .clustering import ClusteringChunker
 from .double_pass import DoublePassChunker
 from .kamradt import KamradtBoundedChunker, KamradtChunker
 from .llm import LLMChunker, LogprobChunker
+from .markdown import MarkdownChunker
 from .recursive import RecursiveChunker
 from .registry import chunker_class, chunker_names, make_chunker, register
 from .sentence import SentenceChunker
@@ -24,6 +25,7 @@ __all__ = [
     "KamradtChunker",
     "LLMChunker",
     "LogprobChunker",
+    "MarkdownChunker",
     "ParamSpec",
     "RecursiveChunker",
     "SentenceChunker",

@@ -49,7 +49,7 @@ from .storage import absolute_url, default_storage_url
 
 #: Settings that define a study's results: a resumed run must agree on all of them.
 COMPARED_SETTINGS = ("space", "embedder", "unit", "copies", "weights", "rates", "scales",
-                     "corpus_sha256", "evaluation_set_sha256", "validation")
+                     "corpus_sha256", "evaluation_set_sha256", "validation", "conversion")
 #: Share of each corpus's questions held out of the search by default (``--validation``).
 DEFAULT_VALIDATION = 0.25
 MAX_VALIDATION = 0.5
@@ -81,6 +81,9 @@ class StudySpec:
     cache: str | None = None
     #: Re-locate references whose offsets do not match, when their text occurs once.
     repair_references: bool = False
+    #: Glob patterns choosing the files of folder and glob corpora (see tuner.corpus.load_corpus).
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for key in ("trials", "jobs", "heartbeat_interval", "grace_period"):
@@ -121,7 +124,8 @@ def build_spec(study_file: str | Path | None = None, *, name: str | None = None,
                base_url: str | None = None, unit: str | None = None, copies: str | None = None,
                validation: float | None = None, weights: str | None = None,
                storage: str | None = None, trials: int | None = None, jobs: int | None = None,
-               seed: int | None = None, cache: str | None = None, repair_references: bool = False) -> StudySpec:
+               seed: int | None = None, cache: str | None = None, repair_references: bool = False,
+               include: list[str] | None = None, exclude: list[str] | None = None) -> StudySpec:
     """A run's spec from a study file and/or command-line values (given values win).
 
     ``corpora`` are ``[NAME=]PATH`` strings (see :func:`tuner.corpus.parse_corpus_spec`),
@@ -144,12 +148,13 @@ def build_spec(study_file: str | Path | None = None, *, name: str | None = None,
         copies=copies, validation=validation,
         weights=Weights.parse(weights) if weights else None,
         storage=absolute_url(storage) if storage else None, trials=trials, jobs=jobs, seed=seed, cache=cache,
-        repair_references=repair_references or None)
+        repair_references=repair_references or None, include=tuple(include) if include else None,
+        exclude=tuple(exclude) if exclude else None)
 
 
 STUDY_KEYS = ("name", "corpora", "queries", "space", "embedder", "unit", "copies", "validation", "weights", "rates",
-              "scales",
-              "storage", "trials", "jobs", "seed", "heartbeat", "cache", "repair_references")
+              "scales", "storage", "trials", "jobs", "seed", "heartbeat", "cache", "repair_references", "include",
+              "exclude")
 
 
 def load_study_file(path: str | Path) -> StudySpec:
@@ -204,9 +209,21 @@ def load_study_file(path: str | Path) -> StudySpec:
             grace_period=heartbeat.get("grace_period", 30),
             cache=relative(data["cache"], "cache") if data.get("cache") else None,
             repair_references=bool(data.get("repair_references", False)),
+            include=_patterns(data.get("include"), f"{where}: include"),
+            exclude=_patterns(data.get("exclude"), f"{where}: exclude"),
         )
     except (InvalidParameterError, TypeError) as exc:
         raise StudyError(f"{where}: {exc}") from None
+
+
+def _patterns(value: Any, where: str) -> tuple[str, ...]:
+    """``include``/``exclude`` of a study file: a glob pattern or a list of them."""
+    if value is None:
+        return ()
+    values = [value] if isinstance(value, str) else value
+    if not isinstance(values, list) or not all(isinstance(v, str) and v for v in values):
+        raise StudyError(f"{where} must be a glob pattern or a list of them, got {value!r}")
+    return tuple(values)
 
 
 @dataclass
@@ -220,7 +237,7 @@ class LoadedStudyData:
 
 def load_study_data(spec: StudySpec) -> LoadedStudyData:
     """Load and validate everything a run reads: corpora, queries and the space."""
-    corpora = [load_corpus(path, name) for name, path in spec.corpora]
+    corpora = [load_corpus(path, name, include=spec.include, exclude=spec.exclude) for name, path in spec.corpora]
     evalset = load_evaluation_set(spec.queries, corpora, repair=spec.repair_references)
     per_corpus = {}
     for corpus in corpora:
@@ -253,6 +270,11 @@ def study_settings(spec: StudySpec, corpus: Corpus, evalset: EvaluationSet, spac
         "rates": _plain(spec.rates),
         "scales": _plain(spec.scales),
         "repair_references": spec.repair_references,
+        # Converted documents (PDF, HTML, DOCX, ...): the converters, compared on resume, and
+        # each document's conversion hash; None for a corpus of text files.
+        "conversion": corpus.conversion,
+        "corpus_include": list(spec.include),
+        "corpus_exclude": list(spec.exclude),
     }
 
 
@@ -341,8 +363,15 @@ def load_study_inputs(settings: dict[str, Any], study: str, corpus_path: str | N
     paths on this machine), refused with :class:`StudyError` if their content changed."""
     corpus_path = corpus_path or settings["corpus_path"]
     queries_path = queries_path or settings["queries_path"]
-    corpus = load_corpus(corpus_path, settings["corpus"])
+    corpus = load_corpus(corpus_path, settings["corpus"], include=settings.get("corpus_include") or (),
+                         exclude=settings.get("corpus_exclude") or ())
     if corpus.sha256 != settings["corpus_sha256"]:
+        changed = settings_diff((settings.get("conversion") or {}).get("converters"),
+                                (corpus.conversion or {}).get("converters"), "converters")
+        if changed:
+            raise StudyError(f"corpus at {corpus_path} is converted to text differently than when study {study!r} "
+                             f"was created ({'; '.join(changed)}), so its offsets may differ; install the converter "
+                             "versions the study was created with, or start a new study")
         raise StudyError(f"corpus at {corpus_path} differs from the one study {study!r} was "
                          "created with (content hash mismatch); pass the same corpus with --corpus")
     evalset = load_evaluation_set(queries_path, corpus, ignore_other_corpora=True,
