@@ -78,10 +78,17 @@ class SentenceTransformerEmbedder(Embedder):
 
     @cached_property
     def _tokenizer(self):
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        from transformers import AutoTokenizer
+        """The model's own tokenizer, from its ``tokenizer.json`` (the light ``tokenizers``
+        package: a warm evaluation, which never loads the model, stays fast)."""
+        from tokenizers import Tokenizer
 
-        return AutoTokenizer.from_pretrained(str(self.path))
+        path = self.path / "tokenizer.json"
+        if not path.is_file():
+            raise EmbeddingError(f"sentence-transformers model {self.path} has no tokenizer.json")
+        tokenizer = Tokenizer.from_file(str(path))
+        tokenizer.no_truncation()
+        tokenizer.no_padding()
+        return tokenizer
 
     def unread_characters(self, texts) -> np.ndarray:
         """Characters past the model's window, by its own tokenizer: the text after the last
@@ -95,12 +102,11 @@ class SentenceTransformerEmbedder(Embedder):
         long = [i for i, t in enumerate(texts) if len(t) + 2 > limit]
         if not long:
             return out
-        encoded = self._tokenizer([texts[i] for i in long], add_special_tokens=False, truncation=False,
-                                  return_offsets_mapping=True, verbose=False)
+        encoded = self._tokenizer.encode_batch([texts[i] for i in long], add_special_tokens=False)
         room = limit - 2  # [CLS] and [SEP]
-        for i, offsets in zip(long, encoded["offset_mapping"]):
-            if len(offsets) > room:
-                out[i] = len(texts[i]) - offsets[room - 1][1]
+        for i, encoding in zip(long, encoded):
+            if len(encoding.offsets) > room:
+                out[i] = len(texts[i]) - encoding.offsets[room - 1][1]
         return out
 
     def _embed(self, texts: list[str]) -> np.ndarray:
