@@ -57,16 +57,17 @@ def arm_during_tell(engine) -> None:
         return
     from sqlalchemy import event
 
-    first_in_transaction = [True]
-
+    # Count each finishing transaction once, per connection: another thread's transaction (the
+    # worker's heartbeat) may commit while this one is open.
     @event.listens_for(engine, "before_cursor_execute")
     def _kill_mid_write(conn, cursor, statement, parameters, context, executemany) -> None:
-        # Optuna finishes a trial in one transaction: its state, then one row per value.
-        # Count each finishing transaction once, and die inside it, before it commits.
-        if first_in_transaction[0] and statement.lstrip().upper().startswith("INSERT INTO TRIAL_VALUES"):
-            first_in_transaction[0] = False
+        # Optuna finishes a trial in one transaction: its state, then one row per value; die
+        # at the first value row, before the transaction commits.
+        if not conn.info.get("chunkwise_tell_counted") and \
+                statement.lstrip().upper().startswith("INSERT INTO TRIAL_VALUES"):
+            conn.info["chunkwise_tell_counted"] = True
             fault_point("during_tell")
 
     @event.listens_for(engine, "commit")
     def _next_transaction(conn) -> None:
-        first_in_transaction[0] = True
+        conn.info["chunkwise_tell_counted"] = False
