@@ -16,7 +16,9 @@ overlaps, sentence windows, and the recursive-based units of the semantic chunke
 chroma-dev and on generated stress texts (multi-byte characters, no separators, CRLF) are
 fingerprinted chunk by chunk ((document, start, end, token count, spans) of every chunk).
 ``--record`` writes the fingerprints of the code as it is to ``chunking_fingerprints.json``;
-every other run recomputes them and requires them to be identical, and with ``--before``
+every other run recomputes them and requires them to be identical, both *cold* (every
+per-process cache emptied before each configuration) and *warm* (the whole grid chunked in
+one go, each configuration after whatever the previous ones cached), and with ``--before``
 also requires the older checkout's chunks to be identical, configuration by configuration.
 
     python benchmarks/chunking_speed.py [--repeats 5] [--before /tmp/i12-before]
@@ -157,13 +159,18 @@ def worker(payload: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"tuner": tuner.__file__}
     if payload["mode"] == "fingerprint":
         stress = [("stress", doc_id, text) for doc_id, text in stress_texts().items()]
-        results = {}
+        results, warm = {}, {}
         for set_name, set_rows in (("chroma-dev", rows), ("stress", stress)):
-            for name, params in equality_grid():
+            for name, params in equality_grid():  # cold: nothing cached from other configurations
                 documents = _fresh_documents(set_rows)
                 results[f"{set_name} {config_label(name, params)}"] = _fingerprint(
                     _chunk_all(name, params, documents), documents)
+            documents = _fresh_documents(set_rows)
+            for name, params in equality_grid():  # warm: whatever earlier configurations cached
+                warm[f"{set_name} {config_label(name, params)}"] = _fingerprint(
+                    _chunk_all(name, params, documents), documents)
         out["fingerprints"] = results
+        out["warm"] = warm
         return out
     seconds: dict[str, float] = {}
     for name, params in SPEED_CONFIGS:
@@ -260,20 +267,22 @@ def main() -> int:
     require_chroma_dev(args.data)
     payload = {"data": str(args.data), "mode": "fingerprint"}
 
-    current = run_worker(ROOT, payload)["fingerprints"]
+    measured = run_worker(ROOT, payload)
+    current = measured["fingerprints"]
     if args.record:
         FINGERPRINTS.write_text(json.dumps(current, indent=1, sort_keys=True) + "\n")
         print(f"recorded {len(current)} configurations in {FINGERPRINTS}")
         return 0
     failures = _compare("recorded", json.loads(FINGERPRINTS.read_text()), current)
+    failures += _compare("cold (warm: chunked after every other configuration)", current, measured["warm"])
     if args.before:
         failures += _compare(f"before ({args.before})", run_worker(args.before, payload)["fingerprints"], current)
     total = sum(v["chunks"] for v in current.values())
     if failures:
         print(f"{failures} configuration(s) changed their chunks", file=sys.stderr)
         return 1
-    print(f"equality: {len(current)} configurations, {total:,} chunks, identical chunk for chunk"
-          + (" to the recorded fingerprints" + (" and to --before" if args.before else "")))
+    print(f"equality: {len(current)} configurations, {total:,} chunks, identical chunk for chunk to the recorded "
+          f"fingerprints, cold and warm" + (", and to --before" if args.before else ""))
     if args.check_only:
         return 0
 

@@ -1,4 +1,11 @@
-"""Recursive separator splitting, merged up to a token budget."""
+"""Recursive separator splitting, merged up to a token budget.
+
+How a span of a document splits on a separator list, and the token count of each piece
+and of each emitted span, depend only on the document's text, not on ``size`` or
+``overlap``: they are memoised per text and process (:func:`tuner.tokens.text_memo`), so
+a study pays for them once and every later configuration only merges and checks the
+spans it has not counted before.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +18,7 @@ import numpy as np
 
 from ..document import Document
 from ..errors import InvalidParameterError
-from ..tokens import count_tokens, count_tokens_batch
+from ..tokens import MEMO_ENTRY_BYTES, count_span, encoding, memo_grew, text_memo
 from .base import Chunk, Chunker, check_smaller, make_chunk, param
 from .registry import register
 
@@ -54,20 +61,7 @@ class RecursiveChunker(Chunker):
 
     def _split(self, document: Document, start: int, end: int,
                separators: tuple[str, ...], out: list[Chunk]) -> None:
-        text = document.text
-        segment = text[start:end]
-        rest: tuple[str, ...] = ()
-        separator = ""
-        for i, candidate in enumerate(separators):
-            if candidate == "" or candidate in segment:
-                separator, rest = candidate, separators[i + 1 :]
-                break
-        if separator:
-            cuts = [start] + [start + m.start() for m in re.finditer(re.escape(separator), segment)]
-            pieces = [(a, b) for a, b in pairwise([*cuts, end]) if a < b]
-        else:
-            pieces = _token_atoms(document, start, end)
-        counts = count_tokens_batch([text[a:b] for a, b in pieces])
+        pieces, counts, rest = _pieces(document, start, end, separators)
         good: list[Span] = []
         good_counts: list[int] = []
         for piece, count in zip(pieces, counts):
@@ -116,7 +110,7 @@ class RecursiveChunker(Chunker):
                 if span is None:
                     count = 0
                     break
-                count = count_tokens(document.text[span[0] : span[1]])
+                count = count_span(document.text, span[0], span[1])
                 if count <= self.size or take == 1:
                     break
             if span is not None:
@@ -125,6 +119,36 @@ class RecursiveChunker(Chunker):
                 return first
             first += take
         return first
+
+
+def _pieces(document: Document, start: int, end: int,
+            separators: tuple[str, ...]) -> tuple[list[Span], list[int], tuple[str, ...]]:
+    """``[start, end)`` cut before every occurrence of its first separator that occurs (the
+    empty separator, or none occurring: between tokens), each piece's token count, and
+    the separators left for pieces still too long. Memoised per text."""
+    memo = text_memo(document.text)
+    key = (start, end, separators)
+    found = memo.get(key)
+    if found is not None:
+        return found
+    text = document.text
+    segment = text[start:end]
+    rest: tuple[str, ...] = ()
+    separator = ""
+    for i, candidate in enumerate(separators):
+        if candidate == "" or candidate in segment:
+            separator, rest = candidate, separators[i + 1 :]
+            break
+    if separator:
+        cuts = [start] + [start + m.start() for m in re.finditer(re.escape(separator), segment)]
+        pieces = [(a, b) for a, b in pairwise([*cuts, end]) if a < b]
+    else:
+        pieces = _token_atoms(document, start, end)
+    encode = encoding().encode_ordinary
+    found = pieces, [len(encode(text[a:b])) for a, b in pieces], rest
+    memo[key] = found
+    memo_grew(text, MEMO_ENTRY_BYTES * (len(pieces) + 1))
+    return found
 
 
 def _strip(text: str, start: int, end: int) -> Span | None:
