@@ -2,13 +2,16 @@
 chonkie, semchunk and langchain-text-splitters, and proof that chunkwise's chunks did not change.
 
 Throughput: every document of chroma-dev's three corpora is chunked once per measurement;
-MB/s is UTF-8 megabytes (10^6 bytes) of text per second. chunkwise is measured twice per
-configuration: *cold*, on fresh documents with no token table computed yet (what the first
-configuration of a study pays), and *warm*, on documents whose token table exists (every
-later configuration). chunkwise runs in a fresh process per round (``--worker``), so the same
-driver measures an older checkout side by side: ``--before DIR`` (made with
-``git worktree add /tmp/before <commit>``). Rounds are interleaved (before, current, peers)
-and each figure is the median over ``--repeats`` rounds. Peers are imported only here and
+MB/s is UTF-8 megabytes (10^6 bytes) of text per second. chunkwise is measured three ways
+per configuration: *cold*, on fresh documents with nothing cached in the process (what the
+first configuration of a study pays); *warm*, after the same chunker one grid step smaller
+and larger ran on the same documents (a new configuration later in a study: the token
+tables exist, and whatever the chunker memoises per text); *again*, the same configuration
+once more (the same chunking at another ``k``, which the default grid asks for 10 times).
+chunkwise runs in a fresh process per round (``--worker``), so the same driver measures an
+older checkout side by side: ``--before DIR`` (made with ``git worktree add /tmp/before
+<commit>``). Rounds are interleaved (before, current, peers) and each figure is the median
+over ``--repeats`` rounds. Peers are imported only here and
 skipped when not installed; each uses the offline cl100k encoding (nothing is downloaded).
 
 Equality: the chunks of a grid of configurations (token and recursive at many sizes and
@@ -23,6 +26,7 @@ also requires the older checkout's chunks to be identical, configuration by conf
 
     python benchmarks/chunking_speed.py [--repeats 5] [--before /tmp/i12-before]
     python benchmarks/chunking_speed.py --check-only      # equality only
+    python benchmarks/chunking_speed.py --no-check --before /tmp/i12-before   # timings only
     python benchmarks/chunking_speed.py --record          # (re)record the reference fingerprints
 """
 
@@ -174,15 +178,31 @@ def worker(payload: dict[str, Any]) -> dict[str, Any]:
         return out
     seconds: dict[str, float] = {}
     for name, params in SPEED_CONFIGS:
+        label = config_label(name, params)
         documents = _fresh_documents(rows)
         started = time.perf_counter()
         _chunk_all(name, params, documents)
-        seconds[f"cold {config_label(name, params)}"] = time.perf_counter() - started
+        seconds[f"{label} cold"] = time.perf_counter() - started
+        documents = _fresh_documents(rows)
+        for other in neighbours(name, params):
+            _chunk_all(name, other, documents)
         started = time.perf_counter()
         _chunk_all(name, params, documents)
-        seconds[f"warm {config_label(name, params)}"] = time.perf_counter() - started
+        seconds[f"{label} warm"] = time.perf_counter() - started
+        started = time.perf_counter()
+        _chunk_all(name, params, documents)
+        seconds[f"{label} again"] = time.perf_counter() - started
     out["seconds"] = seconds
     return out
+
+
+def neighbours(name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+    """Configurations a study would have tried before: the same chunker one grid step
+    smaller and larger (what is cached then is what a new trial finds)."""
+    if name == "sentence":
+        return [{**params, "sentences": params["sentences"] + d} for d in (-1, 1)]
+    return [{"size": params["size"] + d, "overlap": params["overlap"] * (params["size"] + d) // params["size"]}
+            for d in (-50, 50)]
 
 
 def config_label(name: str, params: dict[str, Any]) -> str:
@@ -259,20 +279,32 @@ def main() -> int:
     parser.add_argument("--before", type=Path, help="checkout of older code to measure and compare with")
     parser.add_argument("--record", action="store_true", help="write the reference fingerprints and stop")
     parser.add_argument("--check-only", action="store_true", help="check equality and stop")
+    parser.add_argument("--no-check", action="store_true", help="skip the equality check (timings only)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         print(json.dumps(worker(json.loads(args.worker))))
         return 0
     require_chroma_dev(args.data)
-    payload = {"data": str(args.data), "mode": "fingerprint"}
+    if args.record:
+        fingerprints = run_worker(ROOT, {"data": str(args.data), "mode": "fingerprint"})["fingerprints"]
+        FINGERPRINTS.write_text(json.dumps(fingerprints, indent=1, sort_keys=True) + "\n")
+        print(f"recorded {len(fingerprints)} configurations in {FINGERPRINTS}")
+        return 0
+    if not args.no_check and check_equality(args):
+        return 1
+    if args.check_only:
+        return 0
+    measure_speed(args)
+    return 0
 
+
+def check_equality(args: argparse.Namespace) -> int:
+    """Compare with the recorded (and ``--before``) fingerprints; the number of
+    configurations that differ."""
+    payload = {"data": str(args.data), "mode": "fingerprint"}
     measured = run_worker(ROOT, payload)
     current = measured["fingerprints"]
-    if args.record:
-        FINGERPRINTS.write_text(json.dumps(current, indent=1, sort_keys=True) + "\n")
-        print(f"recorded {len(current)} configurations in {FINGERPRINTS}")
-        return 0
     failures = _compare("recorded", json.loads(FINGERPRINTS.read_text()), current)
     failures += _compare("cold (warm: chunked after every other configuration)", current, measured["warm"])
     if args.before:
@@ -280,12 +312,14 @@ def main() -> int:
     total = sum(v["chunks"] for v in current.values())
     if failures:
         print(f"{failures} configuration(s) changed their chunks", file=sys.stderr)
-        return 1
+        return failures
     print(f"equality: {len(current)} configurations, {total:,} chunks, identical chunk for chunk to the recorded "
           f"fingerprints, cold and warm" + (", and to --before" if args.before else ""))
-    if args.check_only:
-        return 0
+    return 0
 
+
+def measure_speed(args: argparse.Namespace) -> None:
+    """Interleaved rounds of (before, current, peers); medians."""
     rows = load_documents(args.data)
     texts = [text for _, _, text in rows]
     megabytes = sum(len(t.encode("utf-8")) for t in texts) / 1e6
@@ -311,7 +345,6 @@ def main() -> int:
             old = samples[key.replace(" current ", " before ")]
             ratios = [o / n for o, n in zip(old, samples[key])]
             print(f"| {key.removeprefix('chunkwise current ')} | {statistics.median(ratios):.2f}x |")
-    return 0
 
 
 def _compare(what: str, expected: dict[str, Any], actual: dict[str, Any]) -> int:

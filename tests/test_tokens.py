@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tuner import tokens
-from tuner.chunkers import make_chunker
+from tuner.chunkers import make_chunker, recursive
 from tuner.document import Document
 from tuner.tokens import (
     TextCache,
@@ -153,3 +153,37 @@ def test_token_cache_limit_comes_from_the_environment(monkeypatch):
     assert tokens._token_cache_limit() == 2 * 2**20
     monkeypatch.setenv("CHUNKWISE_TOKEN_CACHE_MB", "lots")
     assert tokens._token_cache_limit() == tokens.DEFAULT_TOKEN_CACHE_MB * 2**20
+
+
+_words = st.lists(st.sampled_from(["word", " ", "  ", ".", "...", "\n", "\r\n", "\t", "\x1c", "\x1f", "\u00a0",
+                                   "\u3000", "\u2028", "naïve", "東京", "🙂", "'s", "123456", "-", "\x85"]),
+                  max_size=80).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.one_of(_words, st.text(max_size=200)))
+def test_tokens_are_at_least_the_runs_of_non_space_characters(text):
+    # The recursive chunker's bound: skip encoding a piece that has >= size such runs.
+    assert recursive._bound_applies(), "cl100k's pattern changed: re-check the bound's proof"
+    runs = len(recursive._NON_SPACE_RUN.findall(text))
+    assert count_tokens(text) >= runs
+    size = max(runs, 1)
+    exact = recursive._count_unless_at_least(text, (0, len(text)), size)
+    assert exact is None if runs >= size and len(text) >= size else exact == count_tokens(text)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=_words, size=st.integers(2, 30), overlap_share=st.floats(0, 0.9))
+def test_recursive_chunks_are_the_same_without_the_bound(text, size, overlap_share):
+    overlap = min(int(size * overlap_share), size - 1)
+    chunker = make_chunker("recursive", size=size, overlap=overlap)
+    clear_token_cache()
+    fast = chunker.chunk(text, "doc")
+    original = recursive._bound_applies
+    recursive._bound_applies = lambda: False
+    try:
+        clear_token_cache()
+        assert chunker.chunk(text, "doc") == fast
+    finally:
+        recursive._bound_applies = original
+        clear_token_cache()
