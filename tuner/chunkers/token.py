@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..document import Document
-from ..tokens import count_span
+from ..tokens import count_span, memo_grew, text_memo
 from .base import Chunk, Chunker, check_smaller, make_chunk, param
 from .registry import register
 
@@ -34,13 +34,8 @@ class TokenChunker(Chunker):
         check_smaller(self.name, "overlap", self.overlap, "size", self.size)
 
     def split(self, document: Document) -> list[Chunk]:
-        tokens = document.tokens
-        n = len(tokens)
         text = document.text
-        # Python lists and bisect: a window needs a few scalar look-ups, which numpy's
-        # per-call overhead would dominate.
-        bounds = np.flatnonzero(tokens.aligned).tolist()  # token indices where a cut is allowed
-        chars = tokens.boundary_chars.tolist()
+        n, bounds, chars = _cuts(document)
         chunks: list[Chunk] = []
         start = 0
         while start < n:
@@ -64,3 +59,18 @@ class TokenChunker(Chunker):
             next_start = bounds[back]
             start = next_start if next_start > start else bounds[first]
         return chunks
+
+
+def _cuts(document: Document) -> tuple[int, list[int], list[int]]:
+    """The document's token count, the token indices where a cut is allowed (between two
+    characters) and each token boundary's character offset, as Python lists: a window
+    needs a few scalar look-ups, which numpy's per-call overhead would dominate.
+    Memoised per text, so every size and overlap of a study shares them."""
+    memo = text_memo(document.text)
+    found = memo.get("token-cuts")
+    if found is None:
+        tokens = document.tokens
+        found = memo["token-cuts"] = (len(tokens), np.flatnonzero(tokens.aligned).tolist(),
+                                      tokens.boundary_chars.tolist())
+        memo_grew(document.text, 80 * (len(tokens) + 1))  # two list slots and two ints per token
+    return found
