@@ -286,3 +286,16 @@ def test_a_search_space_tells_precisions_of_one_model_apart():
     grid = list(space.grid())
     assert {point["embedder"] for point in grid} == {"sentence-transformers:all-MiniLM-L6-v2",
                                                      "sentence-transformers:all-MiniLM-L6-v2:bf16"}
+
+
+def test_a_present_gpu_is_used_with_gpu_sized_batches(monkeypatch):
+    from tuner.embedding import sentence_transformers
+
+    monkeypatch.setattr(sentence_transformers, "_cuda_available", lambda: True)
+    model = SentenceTransformerEmbedder()
+    assert (model.device, model.batch_size) == ("cuda", GPU_BATCH_SIZE)
+    assert SentenceTransformerEmbedder(precision="int8").device == "cpu"
+    assert SentenceTransformerEmbedder(batch_size=8).batch_size == 8
+    monkeypatch.setattr(sentence_transformers, "_cuda_available", lambda: False)
+    model = SentenceTransformerEmbedder()
+    assert (model.device, model.batch_size) == ("cpu", CPU_BATCH_SIZE)
