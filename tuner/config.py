@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .chunkers import Chunker, make_chunker
-from .embedding import PROVIDERS, Embedder, EmbeddingCache, make_embedder
+from .embedding import PRECISIONS, PROVIDERS, Embedder, EmbeddingCache, make_embedder
 from .embedding.sentence_transformers import DEFAULT_MODEL
 from .errors import InvalidParameterError
 from .metrics import UNITS
@@ -60,12 +60,16 @@ class EmbedderConfig:
     ``provider`` is ``"sentence-transformers"`` (``model``: ``"all-MiniLM-L6-v2"``,
     bundled, or a local model folder) or ``"openai"`` (``model``, optional
     ``base_url`` and ``dimensions``; the key comes from ``$OPENAI_API_KEY``).
+    ``precision`` (local models only) is ``"fp32"`` (default), ``"bf16"`` or ``"int8"``;
+    it is written out only when not fp32, so configurations saved before it existed
+    read and compare as they did.
     """
 
     provider: str = "sentence-transformers"
     model: str = DEFAULT_MODEL
     base_url: str | None = None
     dimensions: int | None = None
+    precision: str = "fp32"
 
     def __post_init__(self) -> None:
         if self.provider not in PROVIDERS:
@@ -73,10 +77,17 @@ class EmbedderConfig:
                 f"embedder.provider={self.provider!r} is invalid; allowed: {', '.join(PROVIDERS)}")
         if self.dimensions is not None and (not isinstance(self.dimensions, int) or self.dimensions < 1):
             raise InvalidParameterError(f"embedder.dimensions={self.dimensions!r} must be an integer >= 1")
+        if self.precision not in PRECISIONS:
+            raise InvalidParameterError(
+                f"embedder.precision={self.precision!r} is invalid; allowed: {', '.join(PRECISIONS)}")
+        if self.precision != "fp32" and self.provider != "sentence-transformers":
+            raise InvalidParameterError(
+                f"embedder.precision={self.precision!r} applies to local sentence-transformers models only; "
+                f"provider {self.provider!r} takes fp32")
 
     def build(self, cache: EmbeddingCache | None = None) -> Embedder:
         return make_embedder(self.provider, self.model, base_url=self.base_url,
-                             dimensions=self.dimensions, cache=cache)
+                             dimensions=self.dimensions, cache=cache, precision=self.precision)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"provider": self.provider, "model": self.model}
@@ -84,15 +95,17 @@ class EmbedderConfig:
             out["base_url"] = self.base_url
         if self.dimensions:
             out["dimensions"] = self.dimensions
+        if self.precision != "fp32":
+            out["precision"] = self.precision
         return out
 
     @classmethod
     def from_dict(cls, data: Any, where: str = "embedder") -> EmbedderConfig:
-        data = _mapping(data, where, {"provider", "model", "base_url", "dimensions"})
+        data = _mapping(data, where, {"provider", "model", "base_url", "dimensions", "precision"})
         provider = data.get("provider", "sentence-transformers")
         default_model = DEFAULT_MODEL if provider == "sentence-transformers" else "text-embedding-3-small"
         return cls(provider, data.get("model") or default_model, data.get("base_url"),
-                   data.get("dimensions"))
+                   data.get("dimensions"), data.get("precision", "fp32"))
 
     @classmethod
     def parse(cls, spec: str) -> EmbedderConfig:
@@ -111,7 +124,8 @@ class EmbedderConfig:
         if spec is None and base_url is None:
             return self
         parsed = self.parse(spec) if spec is not None else self
-        return EmbedderConfig(parsed.provider, parsed.model, base_url or parsed.base_url, parsed.dimensions)
+        return EmbedderConfig(parsed.provider, parsed.model, base_url or parsed.base_url, parsed.dimensions,
+                              self.precision if parsed.provider == "sentence-transformers" else "fp32")
 
 
 @dataclass(frozen=True)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import cached_property
+import weakref
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .tokens import TextTokens
+from .tokens import TextTokens, text_tokens
 
 if TYPE_CHECKING:
     from .convert import Conversion
@@ -33,16 +33,30 @@ class Document:
     text: str
     encoding: str = "utf-8"
     conversion: Conversion | None = None
+    _tokens: weakref.ref | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def had_bom(self) -> bool:
         """Whether the file started with a byte-order mark (dropped from :attr:`text`)."""
         return self.encoding != "utf-8"
 
-    @cached_property
+    @property
     def tokens(self) -> TextTokens:
-        """cl100k tokens of the whole text with character offsets (computed once)."""
-        return TextTokens(self.text)
+        """cl100k tokens of the whole text with character offsets.
+
+        Computed once per process for each distinct text and shared by every Document
+        with that text (see :func:`tuner.tokens.text_tokens`), so evaluating many
+        configurations, or re-reading a corpus, tokenises each document once. The
+        document keeps only a weak reference: the per-process cache bounds the memory.
+        """
+        tokens = self._tokens() if self._tokens is not None else None
+        if tokens is None:
+            tokens = text_tokens(self.text)
+            self._tokens = weakref.ref(tokens)
+        return tokens
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_tokens": None}  # a weak reference does not pickle
 
     def __len__(self) -> int:
         return len(self.text)

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 from ..document import Document
 from ..errors import InvalidParameterError
-from ..tokens import count_tokens
+from ..tokens import count_span, count_tokens
 
 #: How the spans of a multi-span chunk are joined into its text.
 SPAN_SEPARATOR = "\n\n"
@@ -212,7 +212,9 @@ def check_smaller(owner: str, name: str, value: int, bound_name: str, bound: int
 def make_chunk(document: Document, start: int, end: int, token_count: int | None = None) -> Chunk:
     """Build a chunk from exact offsets; the text is sliced, never searched for."""
     text = document.text[start:end]
-    return Chunk(document.id, start, end, text, count_tokens(text) if token_count is None else token_count)
+    if token_count is None:
+        token_count = count_span(document.text, start, end)
+    return Chunk(document.id, start, end, text, token_count)
 
 
 def make_multi_span_chunk(document: Document, spans: list[tuple[int, int]]) -> Chunk:

@@ -1,17 +1,25 @@
-"""Recursive separator splitting, merged up to a token budget."""
+"""Recursive separator splitting, merged up to a token budget.
+
+How a span of a document splits on a separator list, and the token count of each piece
+and of each emitted span, depend only on the document's text, not on ``size`` or
+``overlap``: they are memoised per text and process (:func:`tuner.tokens.text_memo`), so
+a study pays for them once and every later configuration only merges and checks the
+spans it has not counted before.
+"""
 
 from __future__ import annotations
 
 import re
 from collections import deque
 from dataclasses import dataclass
-from itertools import pairwise
+from functools import lru_cache
+from itertools import islice, pairwise
 
 import numpy as np
 
 from ..document import Document
 from ..errors import InvalidParameterError
-from ..tokens import count_tokens, count_tokens_batch
+from ..tokens import MEMO_ENTRY_BYTES, count_span, encoding, memo_grew, text_memo
 from .base import Chunk, Chunker, check_smaller, make_chunk, param
 from .registry import register
 
@@ -54,24 +62,16 @@ class RecursiveChunker(Chunker):
 
     def _split(self, document: Document, start: int, end: int,
                separators: tuple[str, ...], out: list[Chunk]) -> None:
-        text = document.text
-        segment = text[start:end]
-        rest: tuple[str, ...] = ()
-        separator = ""
-        for i, candidate in enumerate(separators):
-            if candidate == "" or candidate in segment:
-                separator, rest = candidate, separators[i + 1 :]
-                break
-        if separator:
-            cuts = [start] + [start + m.start() for m in re.finditer(re.escape(separator), segment)]
-            pieces = [(a, b) for a, b in pairwise([*cuts, end]) if a < b]
-        else:
-            pieces = _token_atoms(document, start, end)
-        counts = count_tokens_batch([text[a:b] for a, b in pieces])
+        pieces, counts, rest = _pieces(document, start, end, separators)
         good: list[Span] = []
         good_counts: list[int] = []
-        for piece, count in zip(pieces, counts):
-            if count < self.size:
+        for i, piece in enumerate(pieces):
+            count = counts[i]
+            if count is None:  # not counted yet: count it, unless it is surely too long
+                count = _count_unless_at_least(document.text, piece, self.size)
+                if count is not None:
+                    counts[i] = count  # the memo's list: exact counts hold for every size
+            if count is not None and count < self.size:
                 good.append(piece)
                 good_counts.append(count)
                 continue
@@ -116,7 +116,7 @@ class RecursiveChunker(Chunker):
                 if span is None:
                     count = 0
                     break
-                count = count_tokens(document.text[span[0] : span[1]])
+                count = count_span(document.text, span[0], span[1])
                 if count <= self.size or take == 1:
                     break
             if span is not None:
@@ -125,6 +125,67 @@ class RecursiveChunker(Chunker):
                 return first
             first += take
         return first
+
+
+def _pieces(document: Document, start: int, end: int,
+            separators: tuple[str, ...]) -> tuple[list[Span], list[int | None], tuple[str, ...]]:
+    """``[start, end)`` cut before every occurrence of its first separator that occurs (the
+    empty separator, or none occurring: between tokens), a list for each piece's token
+    count (None until counted), and the separators left for pieces still too long.
+    Memoised per text: callers fill in counts as they need them."""
+    memo = text_memo(document.text)
+    key = (start, end, separators)
+    found = memo.get(key)
+    if found is not None:
+        return found
+    text = document.text
+    segment = text[start:end]
+    rest: tuple[str, ...] = ()
+    separator = ""
+    for i, candidate in enumerate(separators):
+        if candidate == "" or candidate in segment:
+            separator, rest = candidate, separators[i + 1 :]
+            break
+    if separator:
+        cuts = [start] + [start + m.start() for m in re.finditer(re.escape(separator), segment)]
+        pieces = [(a, b) for a, b in pairwise([*cuts, end]) if a < b]
+    else:
+        pieces = _token_atoms(document, start, end)
+    found = pieces, [None] * len(pieces), rest
+    memo[key] = found
+    memo_grew(text, MEMO_ENTRY_BYTES * (len(pieces) + 1))
+    return found
+
+
+#: cl100k's pre-tokenisation pattern, for which :func:`_count_unless_at_least`'s bound is proven.
+CL100K_PATTERN = (r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|"""
+                  r"""\s++$|\s*[\r\n]|\s+(?!\S)|\s""")
+#: Runs of characters outside Unicode's White_Space (what the pattern's ``\s`` matches;
+#: Python's own ``\s`` also matches U+001C-U+001F, which must count as non-space here).
+_NON_SPACE_RUN = re.compile("[^\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+")
+
+
+def _count_unless_at_least(text: str, piece: Span, size: int) -> int | None:
+    """The piece's exact token count, or None when it surely has at least ``size`` tokens.
+
+    A lower bound spares encoding pieces that will be split again anyway: cl100k encodes
+    each match of its pre-tokenisation pattern separately, into at least one token, and no
+    match holds non-space characters on both sides of a White_Space character (letters
+    may follow one leading character, punctuation one leading space, and the rest are
+    whitespace only). So a text has at least as many tokens as it has runs of non-space
+    characters. Only used when the encoding's pattern is the one this is proven for.
+    """
+    start, end = piece
+    if end - start >= size and _bound_applies():
+        runs = sum(1 for _ in islice(_NON_SPACE_RUN.finditer(text, start, end), size))
+        if runs >= size:
+            return None
+    return len(encoding().encode_ordinary(text[start:end]))
+
+
+@lru_cache(maxsize=1)
+def _bound_applies() -> bool:
+    return getattr(encoding(), "_pat_str", None) == CL100K_PATTERN
 
 
 def _strip(text: str, start: int, end: int) -> Span | None:

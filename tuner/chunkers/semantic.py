@@ -14,18 +14,26 @@ import numpy as np
 
 from ..document import Document
 from ..sentences import split_sentences
-from ..tokens import count_tokens_batch
+from ..tokens import MEMO_ENTRY_BYTES, count_span, memo_grew, text_memo
 from .base import Chunk, make_chunk, make_multi_span_chunk
 
 Span = tuple[int, int]
 
 
 def sentence_units(document: Document, max_tokens: int | None = None) -> list[Span]:
-    """Sentence spans; with ``max_tokens``, longer sentences are split by the recursive chunker."""
-    spans = split_sentences(document.text)
+    """Sentence spans; with ``max_tokens``, longer sentences are split by the recursive chunker.
+
+    The sentences of a text are found once per process (memoised with the text), however
+    many configurations ask.
+    """
+    memo = text_memo(document.text)
+    spans = memo.get("sentences")
+    if spans is None:
+        spans = memo["sentences"] = split_sentences(document.text)
+        memo_grew(document.text, MEMO_ENTRY_BYTES * len(spans))
     if max_tokens is None or not spans:
-        return spans
-    counts = count_tokens_batch([document.text[s:e] for s, e in spans])
+        return list(spans)  # a copy: the memo's list stays as found
+    counts = [count_span(document.text, s, e) for s, e in spans]
     out: list[Span] = []
     for (start, end), count in zip(spans, counts):
         if count <= max_tokens:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..document import Document
-from ..tokens import count_tokens
+from ..tokens import count_span, memo_grew, text_memo
 from .base import Chunk, Chunker, check_smaller, make_chunk, param
 from .registry import register
 
@@ -33,31 +34,43 @@ class TokenChunker(Chunker):
         check_smaller(self.name, "overlap", self.overlap, "size", self.size)
 
     def split(self, document: Document) -> list[Chunk]:
-        tokens = document.tokens
-        n = len(tokens)
         text = document.text
-        bounds = np.flatnonzero(tokens.aligned)  # token indices where a cut is allowed
-        chars = tokens.boundary_chars
+        n, bounds, chars = _cuts(document)
         chunks: list[Chunk] = []
         start = 0
         while start < n:
             # Largest allowed cut within size tokens; at least one whole character.
-            hi = int(np.searchsorted(bounds, min(start + self.size, n), side="right")) - 1
-            first = int(np.searchsorted(bounds, start, side="right"))
+            hi = bisect_right(bounds, min(start + self.size, n)) - 1
+            first = bisect_right(bounds, start)
             hi = max(hi, first)
             while True:
-                end = int(bounds[hi])
-                count = count_tokens(text[chars[start] : chars[end]])
+                end = bounds[hi]
+                count = count_span(text, chars[start], chars[end])
                 if count <= self.size or hi == first:
                     break
                 hi -= 1
             if text[chars[start] : chars[end]].strip():
-                chunks.append(make_chunk(document, int(chars[start]), int(chars[end]), count))
+                chunks.append(make_chunk(document, chars[start], chars[end], count))
             if end >= n:
                 break
             # Next window: `overlap` tokens back from this end, at an allowed cut; at
             # least one character further than this window's start.
-            back = max(int(np.searchsorted(bounds, end - self.overlap, side="right")) - 1, 0)
-            next_start = int(bounds[back])
-            start = next_start if next_start > start else int(bounds[first])
+            back = max(bisect_right(bounds, end - self.overlap) - 1, 0)
+            next_start = bounds[back]
+            start = next_start if next_start > start else bounds[first]
         return chunks
+
+
+def _cuts(document: Document) -> tuple[int, list[int], list[int]]:
+    """The document's token count, the token indices where a cut is allowed (between two
+    characters) and each token boundary's character offset, as Python lists: a window
+    needs a few scalar look-ups, which numpy's per-call overhead would dominate.
+    Memoised per text, so every size and overlap of a study shares them."""
+    memo = text_memo(document.text)
+    found = memo.get("token-cuts")
+    if found is None:
+        tokens = document.tokens
+        found = memo["token-cuts"] = (len(tokens), np.flatnonzero(tokens.aligned).tolist(),
+                                      tokens.boundary_chars.tolist())
+        memo_grew(document.text, 80 * (len(tokens) + 1))  # two list slots and two ints per token
+    return found

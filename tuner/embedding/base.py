@@ -40,7 +40,9 @@ class Embedder(ABC):
 
     Subclasses implement :meth:`_embed` (the model call on one batch) and
     :attr:`identity` (a string that changes whenever the vectors would). :meth:`embed`
-    adds deduplication, the persistent cache and batching.
+    adds deduplication, the persistent cache and batching. Batches hold texts of similar
+    length (see :meth:`_batch_lengths`): a model pads every text of a batch to the longest
+    one, so batches in document order waste work on padding.
 
     Args:
         cache: where vectors persist; ``None`` disables caching.
@@ -78,6 +80,15 @@ class Embedder(ABC):
     def _embed(self, texts: list[str]) -> np.ndarray:
         """Embed one batch; returns an array of shape ``(len(texts), dim)``."""
 
+    def _batch_lengths(self, texts: list[str]) -> list[int]:
+        """Length of each text as the model will see it, to batch texts of similar length.
+
+        Characters by default; a local model overrides this with its own tokenizer's
+        (truncated) length, which predicts its padding best. Only the batching order
+        depends on it, never a vector's cache key.
+        """
+        return [len(t) for t in texts]
+
     def embed(self, texts: Sequence[str],
               progress: Callable[[int], None] | None = None) -> np.ndarray:
         """Vectors of ``texts``, shape ``(len(texts), dim)``, float32, unit norm.
@@ -97,6 +108,10 @@ class Embedder(ABC):
             progress(len(texts) - sum(multiplicity[unique[j]] for j in missing))
         if missing:
             started = time.perf_counter()
+            # Longest first (ties in request order): batches of similar length pad little, and
+            # the largest batch comes first, so a memory limit shows at once.
+            lengths = self._batch_lengths([unique[j] for j in missing])
+            missing = [j for _, j in sorted(zip(lengths, missing), key=lambda pair: -pair[0])]
             for i in range(0, len(missing), self.batch_size):
                 batch = missing[i : i + self.batch_size]
                 out = _normalise(np.asarray(self._embed([unique[j] for j in batch]), dtype=np.float32))

@@ -407,7 +407,9 @@ def _parse_embedders(raw: Any, source: str) -> Iterator[EmbedderConfig]:
 
 
 def _embedder_label(config: EmbedderConfig) -> str:
-    return f"{config.provider}:{config.model}"
+    # The precision tells apart the same model at fp32 and bf16/int8 (fp32 labels are unchanged).
+    suffix = "" if config.precision == "fp32" else f":{config.precision}"
+    return f"{config.provider}:{config.model}{suffix}"
 
 
 def _int_domain(domain: Domain) -> bool:

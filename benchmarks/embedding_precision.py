@@ -1,0 +1,218 @@
+"""Embedding throughput by batch order and precision, and whether bf16 or int8 change decisions.
+
+**Throughput** (``--part throughput``): the chunks of recursive 250/0 on chroma-dev's three
+corpora, embedded by all-MiniLM-L6-v2 with no cache, four ways, interleaved ``--repeats``
+times (model loaded and warmed first, so load time is not counted):
+
+* *shipped*: batches of 64 in request (document) order, as ``Embedder.embed`` did before
+  length-sorted batching (sentence-transformers still sorts inside each batch);
+* *sorted fp32*: ``Embedder.embed`` now, batches of similar length by the model's tokenizer;
+* *sorted bf16*, *sorted int8*: the same with ``precision="bf16"`` / ``"int8"``.
+
+Reported: median seconds, median per-round speed-up over *shipped*, the padding factor
+(word pieces the model processes, padding included, over real word pieces) and the cosine
+of each variant's vectors with fp32's.
+
+**Agreement** (``--part agreement``): every point of ``search_spaces/default-grid.yaml``
+(``--grid full``: token and recursive, sizes 50-1000 by 50, overlaps 0, 1/4 and 1/2 of the
+size, k = 1-10: 1,200 points) or of a smaller grid (``--grid small``: sizes 100, 200, 400,
+800, overlaps 0 and 1/4: 160 points) is evaluated with ``tuner.evaluate`` at k = 10 and read
+at every k with ``EvaluationResult.metrics_at``, once per precision; pooled over the three
+corpora and for each corpus on its own (as one study per corpus sees it), in cl100k tokens.
+Reported per precision against fp32: the largest and mean absolute difference of recall
+and IoU in points, and whether the top-5 configurations by recall and by IoU are the same.
+The bar for a faster default: every configuration within 0.3 points, same top-5.
+
+    python benchmarks/embedding_precision.py --part throughput [--repeats 5]
+    python benchmarks/embedding_precision.py --part agreement --grid full [--cache-dir DIR]
+
+``--cache-dir`` keeps one embedding cache per precision, so a second run only re-scores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from _common import CHROMA_DEV, ROOT, require_chroma_dev
+
+PRECISIONS = ("fp32", "bf16", "int8")
+BAR_POINTS = 0.3
+TOP = 5
+
+
+def available_precisions() -> list[str]:
+    from tuner.embedding.sentence_transformers import cpu_supports_bf16
+
+    out = ["fp32"]
+    if cpu_supports_bf16():
+        out.append("bf16")
+    else:
+        print("this CPU has no native bf16: bf16 skipped", file=sys.stderr)
+    out.append("int8")
+    return out
+
+
+# --- throughput -----------------------------------------------------------------------------
+
+
+def padding_factor(lengths: list[int], batch_size: int) -> float:
+    """Word pieces processed (each batch padded to its longest text) over real word pieces."""
+    padded = sum(max(lengths[i:i + batch_size]) * len(lengths[i:i + batch_size])
+                 for i in range(0, len(lengths), batch_size))
+    return padded / sum(lengths)
+
+
+def throughput(args: argparse.Namespace) -> None:
+    import tuner
+    from tuner.embedding import SentenceTransformerEmbedder
+    from tuner.evalset import load_chroma_dataset
+
+    corpora, _ = load_chroma_dataset(args.data)
+    chunker = tuner.make_chunker("recursive", size=250, overlap=0)
+    texts = list(dict.fromkeys(c.text for corpus in corpora for doc in corpus for c in chunker.split(doc)))
+    models = {p: SentenceTransformerEmbedder(precision=p) for p in available_precisions()}
+    for model in models.values():
+        model._embed(texts[:8])  # load and warm up
+    batch = models["fp32"].batch_size
+    lengths = models["fp32"]._batch_lengths(texts)
+    print(f"{len(texts)} texts (recursive 250/0 chunks of chroma-dev), {sum(lengths):,} word pieces; "
+          f"padding factor {padding_factor(lengths, batch):.2f} in document order, "
+          f"{padding_factor(sorted(lengths, reverse=True), batch):.2f} sorted\n")
+
+    def shipped() -> np.ndarray:
+        model = models["fp32"]
+        return np.concatenate([model._embed(texts[i:i + batch]) for i in range(0, len(texts), batch)])
+
+    variants = {"shipped (document order, fp32)": shipped}
+    for precision, model in models.items():
+        variants[f"sorted {precision}"] = lambda m=model: m.embed(texts)
+    seconds: dict[str, list[float]] = {name: [] for name in variants}
+    vectors: dict[str, np.ndarray] = {}
+    for _ in range(args.repeats):
+        for name, run in variants.items():
+            started = time.perf_counter()
+            vectors[name] = np.asarray(run(), dtype=np.float32)
+            seconds[name].append(time.perf_counter() - started)
+    reference = vectors["shipped (document order, fp32)"]
+    reference = reference / np.linalg.norm(reference, axis=1, keepdims=True)
+    base = seconds["shipped (document order, fp32)"]
+    print(f"median of {args.repeats} interleaved rounds\n")
+    print("| variant | median s | texts/s | speed-up over shipped (median of per-round ratios) "
+          "| cos with fp32 shipped: min / mean |")
+    print("|---|---|---|---|---|")
+    for name, values in seconds.items():
+        cos = np.sum(vectors[name] * reference, axis=1)
+        ratio = statistics.median(b / v for b, v in zip(base, values))
+        print(f"| {name} | {statistics.median(values):.2f} | {len(texts) / statistics.median(values):.1f} "
+              f"| {ratio:.2f}x | {cos.min():.7f} / {cos.mean():.7f} |")
+
+
+# --- agreement ------------------------------------------------------------------------------
+
+
+def grid_configs(grid: str) -> list[tuple[str, int, int]]:
+    """(chunker, size, overlap) of the grid's chunkings; every k comes from one evaluation."""
+    from tuner.tuning.space import fraction_value
+
+    if grid == "full":
+        sizes, shares = range(50, 1001, 50), (0.0, 0.25, 0.5)
+    else:
+        sizes, shares = (100, 200, 400, 800), (0.0, 0.25)
+    return [(name, size, fraction_value(share, size)) for name in ("token", "recursive")
+            for size in sizes for share in shares]
+
+
+def agreement_tables(args: argparse.Namespace, precision: str, cache_dir: Path) -> dict[str, dict[str, Any]]:
+    """``{scope: {"chunker size overlap k": {"recall", "iou"}}}`` for one precision, in points."""
+    import tuner
+    from tuner.embedding import EmbeddingCache
+    from tuner.evalset import load_chroma_dataset
+
+    corpora, pooled_set = load_chroma_dataset(args.data)
+    embedder = tuner.EmbedderConfig(precision=precision).build(EmbeddingCache(cache_dir / f"{precision}.sqlite3"))
+    scopes = [("pooled", corpora, pooled_set)]
+    for corpus in corpora:
+        scopes.append((corpus.name, corpus, tuner.load_evaluation_set(
+            args.data / "questions.csv", corpus, ignore_other_corpora=True)))
+    tables: dict[str, dict[str, Any]] = {}
+    started = time.perf_counter()
+    for scope, data, evalset in scopes:
+        table = tables.setdefault(scope, {})
+        for name, size, overlap in grid_configs(args.grid):
+            result = tuner.evaluate(data, evalset, chunker=name, size=size, overlap=overlap, k=10, embedder=embedder)
+            for k in range(1, 11):
+                overall = result.metrics_at(k)["overall"]
+                table[f"{name} {size}/{overlap} k={k}"] = {"recall": 100 * overall["recall"]["mean"],
+                                                            "iou": 100 * overall["iou"]["mean"]}
+        print(f"  {precision} {scope}: {len(table)} points ({time.perf_counter() - started:.0f} s so far)",
+              file=sys.stderr, flush=True)
+    return tables
+
+
+def top(table: dict[str, dict[str, float]], metric: str) -> list[str]:
+    """The best configurations by ``metric`` (ties broken by name, so the order is stable)."""
+    return sorted(table, key=lambda key: (-round(table[key][metric], 9), key))[:TOP]
+
+
+def agreement(args: argparse.Namespace) -> None:
+    cache_dir = args.cache_dir or Path(tempfile.mkdtemp(prefix="chunkwise-precision-"))
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    precisions = available_precisions()
+    results = {p: agreement_tables(args, p, cache_dir) for p in precisions}
+    if args.out:
+        args.out.write_text(json.dumps(results, indent=1))
+    reference = results["fp32"]
+    points = len(next(iter(reference.values())))
+    print(f"\n{args.grid} grid: {points} points per scope; differences in points (percent) against fp32\n")
+    print("| precision | scope | recall max / mean abs diff | IoU max / mean abs diff | same top-5 by recall "
+          "| same top-5 by IoU | within the bar |")
+    print("|---|---|---|---|---|---|---|")
+    for precision in precisions[1:]:
+        for scope, table in results[precision].items():
+            ref = reference[scope]
+            diffs = {m: [abs(table[key][m] - ref[key][m]) for key in ref] for m in ("recall", "iou")}
+            same = {m: top(table, m) == top(ref, m) for m in ("recall", "iou")}
+            same_set = {m: set(top(table, m)) == set(top(ref, m)) for m in ("recall", "iou")}
+            ok = max(diffs["recall"] + diffs["iou"]) <= BAR_POINTS and all(same_set.values())
+
+            said = {m: "yes" if same[m] else ("same set, other order" if same_set[m] else "no")
+                    for m in ("recall", "iou")}
+            print(f"| {precision} | {scope} | {max(diffs['recall']):.3f} / {statistics.mean(diffs['recall']):.3f} "
+                  f"| {max(diffs['iou']):.3f} / {statistics.mean(diffs['iou']):.3f} | {said['recall']} "
+                  f"| {said['iou']} | {'yes' if ok else 'no'} |")
+    for scope in reference:
+        print(f"\nfp32 top-5 ({scope}) by recall: {top(reference[scope], 'recall')}; "
+              f"by IoU: {top(reference[scope], 'iou')}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=CHROMA_DEV)
+    parser.add_argument("--part", choices=("throughput", "agreement", "all"), default="all")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--grid", choices=("full", "small"), default="full")
+    parser.add_argument("--cache-dir", type=Path, help="embedding caches, one per precision (default: temporary)")
+    parser.add_argument("--out", type=Path, help="write the agreement tables as JSON")
+    args = parser.parse_args()
+    require_chroma_dev(args.data)
+    warnings.simplefilter("ignore")
+    sys.path.insert(0, str(ROOT))
+    if args.part in ("throughput", "all"):
+        throughput(args)
+    if args.part in ("agreement", "all"):
+        agreement(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
