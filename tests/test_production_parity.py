@@ -138,3 +138,42 @@ def test_a_failed_build_leaves_no_bm25_index(stub, tmp_path, monkeypatch):
     with pytest.raises(CollectionError, match="disk I/O error"):
         build_collection(config, [EXAMPLE], db, "handbook", cache=EmbeddingCache(tmp_path / "c.sqlite3"))
     assert list((db / BM25_FOLDER).iterdir()) == []
+
+
+def test_a_tuned_retrieval_is_recorded_exported_and_served_as_evaluated(stub, tmp_path):
+    from tuner.tuning import StudySpec, tune
+    from tuner.tuning.records import records
+    from tuner.tuning.storage import make_storage
+
+    space = tmp_path / "space.yaml"
+    space.write_text("k: {type: int, low: 2, high: 6}\n"
+                     "chunkers: {token: {size: {type: int, low: 24, high: 96, step: 24}}}\n"
+                     "retrieval: {method: [bm25, hybrid], fusion: [rrf, weighted], alpha: [0.3, 0.7],\n"
+                     "            context: [none, headings]}\n", encoding="utf-8")
+    spec = StudySpec(name="ret", corpora=(("handbook", str(EXAMPLE)),), queries=str(QUERIES), space=str(space),
+                     embedder=tuner.EmbedderConfig("openai", "stub-embed", base_url=stub.base_url),
+                     storage=f"sqlite:///{tmp_path}/ret.db", trials=6, cache=str(tmp_path / "cache.sqlite3"))
+    (outcome,) = tune(spec, progress=False, echo=lambda _: None)
+    import optuna
+
+    study = optuna.load_study(study_name="ret/handbook", storage=make_storage(spec.storage, heartbeat_interval=None))
+    done = [r for r in records(study) if r.evaluated]
+    assert len(done) == 6
+    for record in done:  # the trial's retrieval is in its configuration, attributes and description
+        retrieval = tuner.RetrievalConfig.from_dict(record.config["retrieval"])
+        assert retrieval.method in ("bm25", "hybrid") and record.attrs["retrieval"] == retrieval.describe()
+        assert retrieval.describe() in record.describe()
+        if retrieval.method == "bm25":
+            assert record.metrics["tokens_embedded"] == 0
+    assert study.user_attrs["settings"]["space"]["retrieval"]["method"]["choices"] == ["bm25", "hybrid"]
+
+    out, db = tmp_path / "best.json", tmp_path / "db"
+    assert main(["export", "--storage", spec.storage, "--study", "ret", "--trial", str(outcome.best.number),
+                 "-o", str(out)]) == 0
+    assert json.loads(out.read_text())["config"]["retrieval"] == outcome.best.config["retrieval"]
+    cache = EmbeddingCache(spec.cache)
+    questions, expected = evaluated_top_k(out, cache)
+    assert main(["chunk", "--config", str(out), str(EXAMPLE), "--chroma", str(db), "--collection", "handbook",
+                 "--cache", spec.cache]) == 0
+    collection = open_collection(out, db, "handbook", cache=cache)
+    assert [hit_ids(collection.query(q)) for q in questions] == expected
