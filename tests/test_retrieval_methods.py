@@ -123,6 +123,48 @@ def test_weighted_fusion_by_hand():
     assert one.rows.tolist() == [[7, -1]] and one.scores[0, 0] == pytest.approx(0.5)
 
 
+def naive_fusion(lists, k):
+    """A plain loop over (rows, contributions) lists: the reference the vectorised fusion must match."""
+    out = []
+    for q in range(len(lists[0][0])):
+        fused = {}
+        for rows, values in lists:
+            for row, value in zip(rows[q], values[q]):
+                if row >= 0:
+                    fused[int(row)] = fused.get(int(row), 0.0) + float(value)
+        out.append(sorted(fused.items(), key=lambda item: (-item[1], item[0]))[:k])
+    return out
+
+
+def test_fusion_matches_a_plain_loop_on_random_rankings():
+    rng = np.random.default_rng(5)
+    for _ in range(20):
+        queries, depth, n = 6, 8, 30
+        lists = []
+        for _ in range(2):
+            rows = np.array([rng.choice(n, size=depth, replace=False) for _ in range(queries)])
+            rows[rng.random((queries, depth)) < 0.2] = -1
+            scores = np.sort(rng.integers(0, 4, size=(queries, depth)).astype(float), axis=1)[:, ::-1]  # ties
+            lists.append(ranked(np.where(np.cumsum(rows < 0, axis=1) > 0, -1, rows), scores))
+        rrf = fuse_rrf(lists, 10, 5)
+        ranks = [(r.rows, np.broadcast_to(1 / (10 + np.arange(1, depth + 1)), r.rows.shape)) for r in lists]
+        for q, best in enumerate(naive_fusion(ranks, 5)):
+            assert rrf.rows[q, : len(best)].tolist() == [row for row, _ in best]
+            assert rrf.scores[q, : len(best)] == pytest.approx([value for _, value in best])
+        weighted = fuse_weighted(lists[0], lists[1], 0.3, 5)
+        normalised = []
+        for r, w in zip(lists, (0.3, 0.7)):
+            values = np.zeros(r.rows.shape)
+            for q in range(queries):
+                valid = r.rows[q] >= 0
+                if valid.any():
+                    low, high = r.scores[q][valid].min(), r.scores[q][valid].max()
+                    values[q] = w * ((r.scores[q] - low) / (high - low) if high > low else 1.0)
+            normalised.append((r.rows, values))
+        for q, best in enumerate(naive_fusion(normalised, 5)):
+            assert weighted.rows[q, : len(best)].tolist() == [row for row, _ in best]
+
+
 def test_top_rows_breaks_ties_across_the_cut_by_row():
     scores = np.array([[1.0, 2.0, 2.0, 2.0, 0.0], [0.0, 0.0, 3.0, 0.0, 0.0]])
     assert top_rows(scores, 2).rows.tolist() == [[1, 2], [2, 0]]

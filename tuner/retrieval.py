@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import json
 import uuid
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -313,44 +314,51 @@ class BM25Index:
 def fuse_rrf(rankings: Sequence[Ranked], rrf_k: int, k: int) -> Ranked:
     """Reciprocal-rank fusion: each row scores ``Σ 1 / (rrf_k + rank)`` over the rankings that
     hold it (ranks from 1); the ``k`` best, ties to the lower row."""
-    queries = len(rankings[0].rows)
-    out = Ranked.empty(queries, k)
-    for q in range(queries):
-        fused: dict[int, float] = {}
-        for ranking in rankings:
-            for rank, row in enumerate(ranking.rows[q], start=1):
-                if row < 0:
-                    break
-                fused[int(row)] = fused.get(int(row), 0.0) + 1.0 / (rrf_k + rank)
-        _write_best(out, q, fused, k)
-    return out
+    parts = [(r.rows, np.broadcast_to(1.0 / (rrf_k + np.arange(1, r.rows.shape[1] + 1)), r.rows.shape))
+             for r in rankings]
+    return _fuse(parts, len(rankings[0].rows), k)
 
 
 def fuse_weighted(dense: Ranked, sparse: Ranked, alpha: float, k: int) -> Ranked:
     """Weighted score fusion: ``alpha · dense + (1 - alpha) · bm25``, each score min-max
     normalised over its ranking's candidates for the query (all equal: 1), 0 where a row is
     not a candidate; the ``k`` best, ties to the lower row."""
-    queries = len(dense.rows)
+    parts = []
+    for ranking, weight in ((dense, alpha), (sparse, 1.0 - alpha)):
+        valid = ranking.rows >= 0
+        scores = np.where(valid, ranking.scores, np.nan)
+        with np.errstate(invalid="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # a query without candidates: all-NaN
+            low = np.nanmin(scores, axis=1, keepdims=True)
+            high = np.nanmax(scores, axis=1, keepdims=True)
+            spread = high - low
+            normalised = np.where(spread > 0, (scores - low) / np.where(spread > 0, spread, 1), 1.0)
+        parts.append((ranking.rows, weight * normalised))
+    return _fuse(parts, len(dense.rows), k)
+
+
+def _fuse(parts: Sequence[tuple[np.ndarray, np.ndarray]], queries: int, k: int) -> Ranked:
+    """Sum each (query, row)'s contributions over ``parts`` (rows ``-1`` contribute nothing) and
+    keep each query's ``k`` best, ties to the lower row. Contributions are added in the order of
+    ``parts``, as a loop over the rankings would."""
     out = Ranked.empty(queries, k)
-    for q in range(queries):
-        fused: dict[int, float] = {}
-        for ranking, weight in ((dense, alpha), (sparse, 1.0 - alpha)):
-            valid = ranking.rows[q] >= 0
-            rows, scores = ranking.rows[q][valid], ranking.scores[q][valid]
-            if not len(rows):
-                continue
-            low, high = scores.min(), scores.max()
-            normalised = (scores - low) / (high - low) if high > low else np.ones(len(scores))
-            for row, value in zip(rows.tolist(), normalised.tolist()):
-                fused[row] = fused.get(row, 0.0) + weight * value
-        _write_best(out, q, fused, k)
+    query = np.concatenate([np.broadcast_to(np.arange(queries)[:, None], rows.shape)[rows >= 0] for rows, _ in parts])
+    rows = np.concatenate([rows[rows >= 0] for rows, _ in parts])
+    values = np.concatenate([np.asarray(v, dtype=np.float64)[rows_ >= 0] for rows_, v in parts])
+    if not len(rows):
+        return out
+    width = int(rows.max()) + 1
+    keys, inverse = np.unique(query * width + rows, return_inverse=True)
+    fused = np.bincount(inverse.ravel(), weights=values, minlength=len(keys))
+    query, rows = keys // width, keys % width
+    order = np.lexsort((rows, -fused, query))
+    query, rows, fused = query[order], rows[order], fused[order]
+    first = np.searchsorted(query, query, side="left")
+    slot = np.arange(len(query)) - first
+    keep = slot < k
+    out.rows[query[keep], slot[keep]] = rows[keep]
+    out.scores[query[keep], slot[keep]] = fused[keep]
     return out
-
-
-def _write_best(out: Ranked, q: int, fused: dict[int, float], k: int) -> None:
-    best = sorted(fused.items(), key=lambda item: (-item[1], item[0]))[:k]
-    for slot, (row, value) in enumerate(best):
-        out.rows[q, slot], out.scores[q, slot] = row, value
 
 
 def retrieve(settings: RetrievalConfig, *, dense: VectorIndex | None = None, lexical: BM25Index | None = None,
