@@ -70,6 +70,23 @@ def test_bm25_scores_by_hand():
     assert index.search_scored(["the zebra"], 2).rows.tolist() == [[-1, -1]]
 
 
+def test_bm25_agrees_with_the_formula_on_random_texts():
+    rng = np.random.default_rng(11)
+    words = ["river", "rivers", "stone", "stones", "bridge", "the", "of", "cloud", "x", "lantern"]
+    texts = [" ".join(rng.choice(words, size=rng.integers(0, 12))) for _ in range(40)]
+    questions = [" ".join(rng.choice(words, size=3)) for _ in range(10)]
+    terms = bm25_tokenize(texts)
+    avgdl = sum(map(len, terms)) / len(terms)
+    expected = np.zeros((len(questions), len(texts)))
+    for q, query in enumerate(bm25_tokenize(questions)):
+        for term in query:  # a repeated query term counts again
+            df = sum(term in t for t in terms)
+            for d, document in enumerate(terms):
+                if term in document:
+                    expected[q, d] += lucene(document.count(term), len(document), avgdl, df, len(texts))
+    assert np.allclose(BM25Index(texts).scores(questions), expected, rtol=1e-5, atol=1e-6)
+
+
 def test_bm25_ties_go_to_the_lower_row():
     index = BM25Index(["pear plum", "fig", "pear plum", "pear plum"])
     assert index.search_scored(["pear"], 2).rows.tolist() == [[0, 2]]
