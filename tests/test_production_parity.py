@@ -177,3 +177,27 @@ def test_a_tuned_retrieval_is_recorded_exported_and_served_as_evaluated(stub, tm
                  "--cache", spec.cache]) == 0
     collection = open_collection(out, db, "handbook", cache=cache)
     assert [hit_ids(collection.query(q)) for q in questions] == expected
+
+
+def test_a_collection_built_before_retrieval_methods_still_queries_as_dense(stub, tmp_path):
+    """A collection written by an earlier chunkwise (no method in its stored configuration, no
+    row in its chunks' metadata) opens with the same configuration and ranks as evaluation does."""
+    import chromadb
+
+    config = write_config(tmp_path, stub.base_url, {"k": 4})
+    cache = EmbeddingCache(tmp_path / "c.sqlite3")
+    exported = tuner.load_config(config)
+    chunks = [(corpus.name, c) for corpus in [tuner.load_corpus(EXAMPLE)] for d in corpus
+              for c in exported.chunker().split(d)]
+    vectors = exported.config.embedder.build(cache).embed([c.text for _, c in chunks])
+    client = chromadb.PersistentClient(path=str(tmp_path / "db"))
+    old = client.create_collection("handbook", configuration={"hnsw": {"space": "cosine", "ef_search": 400}},
+                                   embedding_function=None,
+                                   metadata={"chunkwise_config": json.dumps(exported.config.to_dict())})
+    old.add(ids=[chunk_id(name, c) for name, c in chunks], embeddings=vectors, documents=[c.text for _, c in chunks],
+            metadatas=[{"corpus": name, "document": c.document, "start_index": c.start_index,
+                        "end_index": c.end_index, "token_count": c.token_count} for name, c in chunks])
+    questions, expected = evaluated_top_k(config, cache)
+    collection = open_collection(config, tmp_path / "db", "handbook", cache=cache)
+    assert [hit_ids(collection.query(q)) for q in questions] == expected
+    assert "distance" in collection.query(questions[0])[0]
