@@ -193,7 +193,8 @@ def _build_parser() -> argparse.ArgumentParser:
         "chunk", help="chunk documents with an exported configuration",
         description="Chunk new documents with an exported configuration and write JSONL (text, document, "
                     "start and end offsets, token count); optionally build a persistent chromadb collection "
-                    "with the configured embedder, ready to query.",
+                    "with the configured embedder (and the BM25 index a bm25 or hybrid configuration needs), "
+                    "ready to query as the configuration was scored.",
     )
     chunk.add_argument("paths", nargs="+", metavar="PATH", help="files, folders or quoted globs")
     chunk.add_argument("--config", required=True, metavar="FILE", help="exported configuration (best.json)")
