@@ -15,6 +15,7 @@ Three parts (``--part fixed|studies|parity``, all by default):
 
     python benchmarks/retrieval_methods.py [--part fixed] [--trials 30] [--seed 0]
         [--data ../shared/datasets/chroma-dev] [--storage-dir retrieval-studies]
+        [--spaces dense "all methods"] [--sets chroma-dev]
 """
 
 from __future__ import annotations
@@ -99,6 +100,8 @@ def studies(data: dict, args: argparse.Namespace, out) -> None:
     seconds: dict[str, list[float]] = {}
     for name, (corpora, queries) in data.items():
         for label, retrieval in SPACES.items():
+            if label not in args.spaces:
+                continue
             space = folder / f"{label.replace(' + ', '-').replace(' ', '-')}.yaml"
             content = {**grid, **({"retrieval": retrieval} if retrieval else {})}
             space.write_text(yaml.safe_dump(content, sort_keys=False), encoding="utf-8")
@@ -120,10 +123,10 @@ def studies(data: dict, args: argparse.Namespace, out) -> None:
                         seconds.setdefault(f"{method} ({'warm' if warm else 'cold'})", []).append(
                             record.metrics["eval_seconds"])
     print("\nMean best score over corpora:\n", file=out)
-    print("| data | " + " | ".join(SPACES) + " |", file=out)
-    print("|---" * (len(SPACES) + 1) + "|", file=out)
+    print("| data | " + " | ".join(args.spaces) + " |", file=out)
+    print("|---" * (len(args.spaces) + 1) + "|", file=out)
     for name in data:
-        print(f"| {name} | " + " | ".join(f"{statistics.mean(means[(name, s)]):.4f}" for s in SPACES) + " |",
+        print(f"| {name} | " + " | ".join(f"{statistics.mean(means[(name, s)]):.4f}" for s in args.spaces) + " |",
               file=out)
     print("\nTime of one trial's evaluation (chunk, embed or tokenise, index, retrieve, score), median over the "
           "trials above:\n", file=out)
@@ -174,11 +177,16 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=30)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--storage-dir", default="retrieval-studies", help="kept, so a re-run resumes")
+    parser.add_argument("--spaces", nargs="+", choices=list(SPACES), default=list(SPACES), metavar="SPACE",
+                        help=f"studies' spaces (default: all of {', '.join(SPACES)})")
+    parser.add_argument("--sets", nargs="+", choices=("chroma-dev", "handbook"), default=["chroma-dev", "handbook"],
+                        help="data sets of the fixed and studies parts (default: both)")
     args = parser.parse_args()
     require_chroma_dev(args.data)
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     warnings.simplefilter("ignore")
     data = {"chroma-dev": chroma_dev_data(args.data), "handbook": (HANDBOOK, HANDBOOK_QUERIES)}
+    data = {name: value for name, value in data.items() if name in args.sets}
     if args.part in ("fixed", "all"):
         fixed(data, sys.stdout)
     if args.part in ("studies", "all"):
