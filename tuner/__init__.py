@@ -9,7 +9,10 @@ The public API is small:
 * :func:`make_chunker`, :func:`chunker_names`: the chunker registry.
 * :class:`EvaluationConfig` and its parts: the configuration schema shared by the
   command line, the Python API and exported configurations.
-* :func:`load_chunker`, :func:`load_config`: use an exported configuration in production.
+* :func:`load_chunker`, :func:`load_config`: use an exported configuration in production
+  (``load_chunker(path).as_langchain()`` / ``.as_llamaindex()`` for those pipelines), and
+  :func:`build_collection`, :func:`open_collection`: a chromadb collection that retrieves as
+  the configuration was scored (dense, BM25 or hybrid, with its context header).
 * :mod:`tuner.tuning`: search spaces, the weighted objective and ``tune``.
 """
 

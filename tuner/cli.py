@@ -105,6 +105,16 @@ def _build_parser() -> argparse.ArgumentParser:
                           help="exact numpy search (default) or chromadb (HNSW)")
     evaluate.add_argument("--index-path", metavar="DIR",
                           help="persistent chromadb folder for --index chroma (default: in memory)")
+    evaluate.add_argument("--method", choices=("dense", "bm25", "hybrid"),
+                          help="retrieval: embeddings (dense, default), BM25 (embeds nothing), or both fused (hybrid)")
+    evaluate.add_argument("--fusion", choices=("rrf", "weighted"),
+                          help="how --method hybrid fuses: reciprocal-rank fusion (rrf, default) or weighted scores")
+    evaluate.add_argument("--alpha", type=float, metavar="A",
+                          help="weight of the dense score in --fusion weighted, in [0, 1] (0.5)")
+    evaluate.add_argument("--rrf-k", type=int, metavar="K", help="constant of reciprocal-rank fusion, >= 0 (60)")
+    evaluate.add_argument("--context", choices=("none", "title", "headings"),
+                          help="header prepended to the text embedded and indexed (not to offsets or scores): "
+                               "none (default), the document title, or the chunk's heading path")
     _add_cache_arguments(evaluate)
     evaluate.add_argument("--json", action="store_true", help="print machine-readable JSON")
     evaluate.set_defaults(handler=_cmd_evaluate)
@@ -207,7 +217,8 @@ def _build_parser() -> argparse.ArgumentParser:
         "chunk", help="chunk documents with an exported configuration",
         description="Chunk new documents with an exported configuration and write JSONL (text, document, "
                     "start and end offsets, token count); optionally build a persistent chromadb collection "
-                    "with the configured embedder, ready to query.",
+                    "with the configured embedder (and the BM25 index a bm25 or hybrid configuration needs), "
+                    "ready to query as the configuration was scored.",
     )
     chunk.add_argument("paths", nargs="+", metavar="PATH", help="files, folders or quoted globs")
     chunk.add_argument("--config", required=True, metavar="FILE", help="exported configuration (best.json)")
@@ -344,7 +355,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     cache = None if args.no_cache else EmbeddingCache(args.cache) if args.cache else True
     result = evaluate(corpora, evalset, config, chunker=args.chunker, k=args.k, unit=args.unit,
                       scope=args.scope, index=args.index, embedder=embedder, cache=cache,
-                      index_path=args.index_path, progress=not args.json, copies=args.copies, **params)
+                      index_path=args.index_path, progress=not args.json, copies=args.copies, method=args.method,
+                      fusion=args.fusion, alpha=args.alpha, rrf_k=args.rrf_k, context=args.context, **params)
     for note in result.notes:
         print(f"chunkwise: note: {note}", file=sys.stderr)
     if args.json:
@@ -449,7 +461,7 @@ def _cmd_chunk(args: argparse.Namespace) -> int:
         collection = build_collection(config, args.paths, args.chroma, args.collection, cache=cache,
                                       replace=args.replace, chunks=chunks)
         print(f"collection {args.collection!r} in {args.chroma}: {collection.collection.count()} chunks, "
-              f"query with k={collection.k}", file=sys.stderr)
+              f"query with {config.config.retrieval.describe()}, k={collection.k}", file=sys.stderr)
     if args.output or not args.chroma:
         try:
             with atomic_writer(args.output or STDOUT) as out:
@@ -588,7 +600,8 @@ def format_result(result) -> str:
     lines = [
         f"chunker    {config.chunker.name}({params})",
         f"embedder   {config.embedder.provider}:{config.embedder.model}",
-        f"retrieval  k={config.retrieval.k}, {config.retrieval.scope}, {config.retrieval.index}; "
+        f"retrieval  {config.retrieval.describe()}, k={config.retrieval.k}, {config.retrieval.scope}, "
+        f"{config.retrieval.index}; "
         f"unit={config.unit}, copies={config.copies}",
         "",
     ]

@@ -7,6 +7,9 @@ A configuration says how to chunk, embed and retrieve::
      "retrieval": {"k": 5, "scope": "pooled", "index": "numpy"},
      "unit": "tokens"}
 
+``retrieval`` may also name a ``method`` (``dense``, ``bm25``, ``hybrid``), the fusion of a
+hybrid and its parameter, and a ``context`` header (see :class:`RetrievalConfig`).
+
 Every section is validated when built, with errors that name the bad key and the
 allowed values.
 """
@@ -17,11 +20,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .chunkers import Chunker, make_chunker
+from .context import CONTEXTS
 from .embedding import PRECISIONS, PROVIDERS, Embedder, EmbeddingCache, make_embedder
 from .embedding.sentence_transformers import DEFAULT_MODEL
 from .errors import InvalidParameterError
 from .metrics import UNITS
-from .retrieval import BACKENDS
+from .retrieval import BACKENDS, DEFAULT_ALPHA, DEFAULT_RRF_K, FUSIONS, METHODS
 
 SCOPES = ("pooled", "per-corpus")
 
@@ -130,16 +134,35 @@ class EmbedderConfig:
 
 @dataclass(frozen=True)
 class RetrievalConfig:
-    """How many chunks to retrieve, from which pool, with which index.
+    """How chunks are retrieved: how many, from which pool, with which index and method.
 
     ``scope="pooled"`` searches one index holding the chunks of every corpus (a chunk
     of another corpus counts as retrieved but irrelevant, as in Chroma's report);
     ``"per-corpus"`` searches only the query's own corpus.
+
+    ``method`` is ``"dense"`` (vectors, the default), ``"bm25"`` (no embedding at all) or
+    ``"hybrid"`` (both, fused by ``fusion``: ``"rrf"``, reciprocal-rank fusion with constant
+    ``rrf_k``, or ``"weighted"``, ``alpha`` times the dense score plus ``1 - alpha`` times the
+    BM25 score); see :mod:`tuner.retrieval`. A fusion parameter belongs to its fusion only:
+    ``alpha`` with another method or fusion is an error, not silently ignored, so every
+    configuration has one spelling (the key under which a study records it).
+
+    ``context`` (``"none"``, ``"title"``, ``"headings"``) prepends the document title or the
+    chunk's heading path to the text that is embedded and indexed, never to the chunk's
+    offsets or scored units; see :mod:`tuner.context`.
+
+    ``to_dict`` leaves out the method and context at their defaults, so configurations,
+    exports and studies written before they existed read, and compare, unchanged.
     """
 
     k: int = 5
     scope: str = "pooled"
     index: str = "numpy"
+    method: str = "dense"
+    fusion: str | None = None
+    alpha: float | None = None
+    rrf_k: int | None = None
+    context: str = "none"
 
     def __post_init__(self) -> None:
         if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
@@ -150,13 +173,75 @@ class RetrievalConfig:
         if self.index not in BACKENDS:
             raise InvalidParameterError(
                 f"retrieval.index={self.index!r} is invalid; allowed: {', '.join(BACKENDS)}")
+        if self.method not in METHODS:
+            raise InvalidParameterError(
+                f"retrieval.method={self.method!r} is invalid; allowed: {', '.join(METHODS)}")
+        if self.context not in CONTEXTS:
+            raise InvalidParameterError(
+                f"retrieval.context={self.context!r} is invalid; allowed: {', '.join(CONTEXTS)}")
+        if self.method != "hybrid":
+            for name in ("fusion", "alpha", "rrf_k"):
+                if getattr(self, name) is not None:
+                    raise InvalidParameterError(
+                        f"retrieval.{name}={getattr(self, name)!r} applies only to method 'hybrid', "
+                        f"but the method is {self.method!r}")
+            return
+        fusion = "rrf" if self.fusion is None else self.fusion
+        if fusion not in FUSIONS:
+            raise InvalidParameterError(
+                f"retrieval.fusion={fusion!r} is invalid; allowed: {', '.join(FUSIONS)}")
+        object.__setattr__(self, "fusion", fusion)
+        unused = "alpha" if fusion == "rrf" else "rrf_k"
+        if getattr(self, unused) is not None:
+            raise InvalidParameterError(
+                f"retrieval.{unused}={getattr(self, unused)!r} does not apply to fusion {fusion!r} "
+                f"({'rrf_k' if fusion == 'rrf' else 'alpha'} does)")
+        if fusion == "rrf":
+            rrf_k = DEFAULT_RRF_K if self.rrf_k is None else self.rrf_k
+            if isinstance(rrf_k, bool) or not isinstance(rrf_k, int) or rrf_k < 0:
+                raise InvalidParameterError(f"retrieval.rrf_k={rrf_k!r} is invalid; expected an integer >= 0")
+            object.__setattr__(self, "rrf_k", rrf_k)
+        else:
+            alpha = DEFAULT_ALPHA if self.alpha is None else self.alpha
+            if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 <= alpha <= 1:
+                raise InvalidParameterError(
+                    f"retrieval.alpha={alpha!r} is invalid; expected a number in [0, 1] (the weight of the "
+                    "dense score)")
+            object.__setattr__(self, "alpha", float(alpha))
+
+    @property
+    def embeds(self) -> bool:
+        """Whether this retrieval embeds chunks and questions (``bm25`` does not)."""
+        return self.method != "bm25"
+
+    @property
+    def lexical(self) -> bool:
+        """Whether this retrieval needs a BM25 index."""
+        return self.method != "dense"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"k": self.k, "scope": self.scope, "index": self.index}
+        out: dict[str, Any] = {"k": self.k, "scope": self.scope, "index": self.index}
+        if self.method != "dense":
+            out["method"] = self.method
+        for name in ("fusion", "alpha", "rrf_k"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
+        if self.context != "none":
+            out["context"] = self.context
+        return out
+
+    def describe(self) -> str:
+        """``bm25``, ``hybrid rrf(k=60)``, ``hybrid weighted(alpha=0.3)``, with ``+ headings``."""
+        text = self.method
+        if self.fusion == "rrf":
+            text += f" rrf(k={self.rrf_k})"
+        elif self.fusion == "weighted":
+            text += f" weighted(alpha={self.alpha:g})"
+        return text + (f" + {self.context}" if self.context != "none" else "")
 
     @classmethod
     def from_dict(cls, data: Any, where: str = "retrieval") -> RetrievalConfig:
-        data = _mapping(data, where, {"k", "scope", "index"})
+        data = _mapping(data, where, {"k", "scope", "index", "method", "fusion", "alpha", "rrf_k", "context"})
         return cls(**data)
 
 

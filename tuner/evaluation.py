@@ -11,12 +11,13 @@ import numpy as np
 
 from .chunkers import Chunk
 from .config import ChunkerConfig, EmbedderConfig, EvaluationConfig, RetrievalConfig
+from .context import contextualize
 from .corpus import Corpus
 from .embedding import Embedder, EmbeddingCache
 from .evalset import EvaluationSet
 from .metrics import ChunkIntervals, QueryScores, UnitSpace, query_references, score, summarise
 from .repeats import OccurrenceTable, RepeatSummary
-from .retrieval import make_index
+from .retrieval import BM25Index, make_index, retrieve
 from .tokens import count_tokens_batch
 
 
@@ -35,12 +36,16 @@ class EvaluationResult:
         ranking: retrieved chunk indices per query, best first, shape
             ``(n_queries, k)``; ``-1`` marks an empty slot.
         query_tokens: mean cl100k tokens per question.
+        indexed_texts: what was embedded and indexed for each chunk: its text, with the
+            context header in front when ``config.retrieval.context`` asks for one.
         chunks_searched: mean number of chunks in the index a query searched.
         timings: seconds per stage (``chunking``, split into ``unit_embedding`` and
             ``segmentation`` for semantic chunkers; ``embedding``, ``retrieval``,
             ``scoring``, ``total``).
         embedding: texts and tokens embedded for the index and the questions, the cache
-            hit rate, and what semantic chunkers embedded while splitting (``unit_*``).
+            hit rate, and what semantic chunkers embedded while splitting (``unit_*``);
+            ``index_tokens``: cl100k tokens of the texts the index embedded (headers
+            included; 0 for ``bm25``, which embeds nothing).
         notes: things the caller should know about how the figures were obtained, one
             sentence each (e.g. ``k`` larger than the chunks there were to retrieve, so
             queries retrieved fewer than ``k``). The command line prints them.
@@ -65,6 +70,7 @@ class EvaluationResult:
     notes: list[str] = field(default_factory=list)
     repeats: RepeatSummary | None = None
     window: dict[str, Any] = field(default_factory=dict)
+    indexed_texts: list[str] = field(default_factory=list, repr=False)
 
     def metrics_at(self, k: int) -> dict[str, Any]:
         """The metric summary at another cut-off ``k`` (up to the searched one)."""
@@ -99,9 +105,10 @@ class EvaluationResult:
 TRUNCATION_WARNING = 0.05
 
 
-def embedder_window(model: Embedder, chunks: Sequence[Chunk]) -> dict[str, Any]:
-    """The model's input window and how much of the chunks lies past it (see ``window``)."""
-    texts = [c.text for c in chunks]
+def embedder_window(model: Embedder, chunks: Sequence[Chunk] | Sequence[str]) -> dict[str, Any]:
+    """The model's input window and how much of the chunks (or the texts embedded for them,
+    context headers included) lies past it (see ``window``)."""
+    texts = [c if isinstance(c, str) else c.text for c in chunks]
     unread = model.unread_characters(texts) if texts else np.zeros(0, dtype=np.int64)
     total = sum(len(t) for t in texts)
     return {"max_input_tokens": model.max_input_tokens,
@@ -132,6 +139,8 @@ def evaluate(corpora: Corpus | Sequence[Corpus], evaluation_set: EvaluationSet,
              cache: EmbeddingCache | bool | None = True,
              index_path: str | None = None, progress: bool = False,
              occurrences: OccurrenceTable | None = None, copies: str | None = None,
+             method: str | None = None, fusion: str | None = None, alpha: float | None = None,
+             rrf_k: int | None = None, context: str | None = None,
              **chunker_params: Any) -> EvaluationResult:
     """Score one chunking configuration on corpora and their evaluation set.
 
@@ -149,6 +158,10 @@ def evaluate(corpora: Corpus | Sequence[Corpus], evaluation_set: EvaluationSet,
         chunker, **chunker_params: chunker name and its parameters.
         k, unit, scope, index: retrieval cut-off, scoring unit (``"tokens"`` or
             ``"chars"``), ``"pooled"`` or ``"per-corpus"``, ``"numpy"`` or ``"chroma"``.
+        method, fusion, alpha, rrf_k, context: the retrieval method (``"dense"``,
+            ``"bm25"``, ``"hybrid"``), a hybrid's fusion (``"rrf"`` with ``rrf_k``, or
+            ``"weighted"`` with ``alpha``) and the context header (``"none"``, ``"title"``,
+            ``"headings"``); see :class:`~tuner.config.RetrievalConfig`.
         embedder: an :class:`~tuner.embedding.Embedder` instance to reuse (keeps its
             loaded model across calls) or an :class:`EmbedderConfig`.
         cache: ``True`` for the default persistent cache, an
@@ -161,7 +174,8 @@ def evaluate(corpora: Corpus | Sequence[Corpus], evaluation_set: EvaluationSet,
             once for all its trials); found in the corpora when not given.
     """
     corpus_list = [corpora] if isinstance(corpora, Corpus) else list(corpora)
-    config = _merge_config(config, chunker, chunker_params, k, unit, scope, index, embedder, copies)
+    config = _merge_config(config, chunker, chunker_params, k, unit, scope, index, embedder, copies,
+                           {"method": method, "fusion": fusion, "alpha": alpha, "rrf_k": rrf_k, "context": context})
     if cache is True:
         cache = EmbeddingCache()
     elif cache is False:
@@ -179,27 +193,35 @@ def evaluate(corpora: Corpus | Sequence[Corpus], evaluation_set: EvaluationSet,
     llm_before = 0 if llm_usage is None else llm_usage.prompt_tokens + llm_usage.completion_tokens
     chunks: list[Chunk] = []
     chunk_corpora: list[str] = []
+    # What the retriever reads: the chunk's text, after its context header if there is one
+    # (offsets and scored units stay the chunk's own).
+    indexed: list[str] = []
     for corpus in corpus_list:
+        first = len(chunks)
         for doc in corpus:
             pieces = splitter.split(doc)
             chunks.extend(pieces)
             chunk_corpora.extend([corpus.name] * len(pieces))
+        indexed += contextualize(chunks[first:], corpus, config.retrieval.context)
     timings["chunking"] = time.perf_counter() - t
     units = _stats_delta(model, before_units)
     timings["unit_embedding"] = units["seconds"]
     timings["segmentation"] = timings["chunking"] - units["seconds"]
 
     queries = list(evaluation_set)
+    questions = [q.question for q in queries]
     t = time.perf_counter()
     before = _stats_snapshot(model)
-    with _progress_bar(progress, len(chunks) + len(queries)) as bar:
-        chunk_vectors = model.embed([c.text for c in chunks], progress=bar)
-        query_vectors = model.embed([q.question for q in queries], progress=bar)
+    chunk_vectors = query_vectors = None
+    if config.retrieval.embeds:  # BM25 alone embeds nothing
+        with _progress_bar(progress, len(chunks) + len(queries)) as bar:
+            chunk_vectors = model.embed(indexed, progress=bar)
+            query_vectors = model.embed(questions, progress=bar)
     timings["embedding"] = time.perf_counter() - t
 
     t = time.perf_counter()
     ranking = _rank(config.retrieval, chunk_vectors, chunk_corpora, query_vectors,
-                    [q.corpus for q in queries], index_path)
+                    [q.corpus for q in queries], index_path, indexed, questions)
     timings["retrieval"] = time.perf_counter() - t
 
     t = time.perf_counter()
@@ -225,7 +247,7 @@ def evaluate(corpora: Corpus | Sequence[Corpus], evaluation_set: EvaluationSet,
         per_corpus = {name: chunk_corpora.count(name) for name in dict.fromkeys(query_corpora)}
         searched = float(np.mean([per_corpus[name] for name in query_corpora]))
     notes = [note] if (note := _short_index_note(config.retrieval.k, per_corpus)) else []
-    window = embedder_window(model, chunks)
+    window = embedder_window(model, indexed) if config.retrieval.embeds else {}
     if note := window_note(window, config.embedder.model):
         notes.append(note)
     if duplicates := identical_chunks(chunks):
@@ -233,12 +255,14 @@ def evaluate(corpora: Corpus | Sequence[Corpus], evaluation_set: EvaluationSet,
                      "index, and the earlier one ranks first")
     query_tokens = float(np.mean(count_tokens_batch([q.question for q in queries])))
     embedding = _stats_delta(model, before)
+    embedding["index_tokens"] = 0 if not config.retrieval.embeds else (
+        sum(count_tokens_batch(indexed)) if config.retrieval.context != "none" else sum(c.token_count for c in chunks))
     embedding["unit_texts"], embedding["unit_tokens"] = units["texts"], units["tokens"]
     embedding["unit_model_seconds"] = units["model_seconds"]
     if llm_usage is not None:  # LLM chunkers: tokens the model read and wrote while splitting
         embedding["llm_tokens"] = llm_usage.prompt_tokens + llm_usage.completion_tokens - llm_before
     return EvaluationResult(config, metrics, scores, chunks, chunk_corpora, query_corpora, ranking,
-                            query_tokens, searched, timings, embedding, notes, repeats, window)
+                            query_tokens, searched, timings, embedding, notes, repeats, window, indexed)
 
 
 def _short_index_note(k: int, chunks_per_index: dict[str, int]) -> str | None:
@@ -258,7 +282,8 @@ def _short_index_note(k: int, chunks_per_index: dict[str, int]) -> str | None:
             "their corpus, fewer than k")
 
 
-def _merge_config(config, chunker, chunker_params, k, unit, scope, index, embedder, copies) -> EvaluationConfig:
+def _merge_config(config, chunker, chunker_params, k, unit, scope, index, embedder, copies,
+                  retrieval_overrides: dict[str, Any] | None = None) -> EvaluationConfig:
     base = config or EvaluationConfig()
     chunker_config = base.chunker
     if chunker is not None or chunker_params:
@@ -267,37 +292,45 @@ def _merge_config(config, chunker, chunker_params, k, unit, scope, index, embedd
         params.update(chunker_params)
         chunker_config = ChunkerConfig(name, params)
     embedder_config = embedder if isinstance(embedder, EmbedderConfig) else base.embedder
-    retrieval = RetrievalConfig(
-        k if k is not None else base.retrieval.k,
-        scope if scope is not None else base.retrieval.scope,
-        index if index is not None else base.retrieval.index,
-    )
-    return EvaluationConfig(chunker_config.resolved(), embedder_config, retrieval,
+    given = {key: value for key, value in (retrieval_overrides or {}).items() if value is not None}
+    retrieval = base.retrieval.to_dict()
+    if given.get("method", retrieval.get("method", "dense")) != retrieval.get("method", "dense") or (
+            given.get("fusion", retrieval.get("fusion")) != retrieval.get("fusion")):
+        # Another method or fusion: the base's fusion parameters do not carry over.
+        for key in ("fusion", "alpha", "rrf_k"):
+            retrieval.pop(key, None)
+    retrieval.update(given)
+    retrieval.update({key: value for key, value in (("k", k), ("scope", scope), ("index", index))
+                      if value is not None})
+    return EvaluationConfig(chunker_config.resolved(), embedder_config, RetrievalConfig(**retrieval),
                             unit if unit is not None else base.unit, copies if copies is not None else base.copies)
 
 
-def _rank(retrieval: RetrievalConfig, chunk_vectors: np.ndarray, chunk_corpora: list[str],
-          query_vectors: np.ndarray, query_corpora: list[str], index_path: str | None) -> np.ndarray:
-    """Top-k chunk indices per query (global chunk numbering), pooled or per corpus."""
+def _rank(retrieval: RetrievalConfig, chunk_vectors: np.ndarray | None, chunk_corpora: list[str],
+          query_vectors: np.ndarray | None, query_corpora: list[str], index_path: str | None,
+          indexed_texts: Sequence[str] = (), questions: Sequence[str] = ()) -> np.ndarray:
+    """Top-k chunk indices per query (global chunk numbering), pooled or per corpus, ranked by
+    :func:`tuner.retrieval.retrieve` (the function production queries call too)."""
     k = retrieval.k
+    texts = list(indexed_texts)
     if retrieval.scope == "pooled":
-        index = make_index(chunk_vectors, retrieval.index, path=index_path)
+        groups = [(np.arange(len(chunk_corpora)), np.arange(len(query_corpora)), None)]
+    else:
+        chunk_labels, query_labels = np.asarray(chunk_corpora), np.asarray(query_corpora)
+        groups = [(np.flatnonzero(chunk_labels == corpus), np.flatnonzero(query_labels == corpus),
+                   f"chunkwise-{corpus}" if index_path else None) for corpus in dict.fromkeys(query_corpora)]
+    ranking = np.full((len(query_corpora), k), -1, dtype=np.int64)
+    for members, asking, collection in groups:
+        dense = (make_index(chunk_vectors[members], retrieval.index, path=index_path, collection=collection)
+                 if retrieval.embeds else None)
+        lexical = BM25Index([texts[i] for i in members]) if retrieval.lexical else None
         try:
-            return index.search(query_vectors, k)
+            local = retrieve(retrieval, dense=dense, lexical=lexical,
+                             query_vectors=None if query_vectors is None else query_vectors[asking],
+                             questions=[questions[i] for i in asking]).rows
         finally:
-            index.close()
-    ranking = np.full((len(query_vectors), k), -1, dtype=np.int64)
-    chunk_labels = np.asarray(chunk_corpora)
-    query_labels = np.asarray(query_corpora)
-    for corpus in dict.fromkeys(query_corpora):
-        members = np.flatnonzero(chunk_labels == corpus)
-        asking = np.flatnonzero(query_labels == corpus)
-        index = make_index(chunk_vectors[members], retrieval.index, path=index_path,
-                           collection=f"chunkwise-{corpus}" if index_path else None)
-        try:
-            local = index.search(query_vectors[asking], k)
-        finally:
-            index.close()
+            if dense is not None:
+                dense.close()
         ranking[asking] = np.where(local >= 0, members[np.maximum(local, 0)], -1)
     return ranking
 

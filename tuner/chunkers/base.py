@@ -200,6 +200,23 @@ class Chunker(ABC):
         """Chunks of a plain string (convenience wrapper around :meth:`split`)."""
         return self.split(Document(document, text))
 
+    def as_langchain(self, **options: Any) -> Any:
+        """This chunker as a LangChain text splitter (``pip install 'chunkwise[langchain]'``):
+        documents with exact ``start_index``/``end_index``, the heading path and the context
+        header in their metadata; see :class:`tuner.integrations.langchain.ChunkwiseTextSplitter`
+        for ``options`` (``context``, ``prepend_context``, ``source_key``)."""
+        from ..integrations.langchain import ChunkwiseTextSplitter
+
+        return ChunkwiseTextSplitter(self, **options)
+
+    def as_llamaindex(self, **options: Any) -> Any:
+        """This chunker as a LlamaIndex node parser (``pip install 'chunkwise[llamaindex]'``):
+        nodes with exact character offsets and the heading path, embedding the context header
+        as the configuration did; see :class:`tuner.integrations.llamaindex.ChunkwiseNodeParser`."""
+        from ..integrations.llamaindex import ChunkwiseNodeParser
+
+        return ChunkwiseNodeParser.from_chunker(self, **options)
+
 
 def check_smaller(owner: str, name: str, value: int, bound_name: str, bound: int) -> None:
     """Refuse ``value >= bound`` (an overlap must be smaller than what it overlaps)."""

@@ -12,6 +12,13 @@ machine load. The model, per query:
   amortize_queries`` (rates in $ per million tokens; building the index is paid once and
   spread over ``amortize_queries`` queries).
 
+What is embedded depends on the retrieval method. ``dense`` and ``hybrid`` embed every
+chunk (with its context header, if any: ``index_tokens`` counts the text really embedded)
+and every question. ``bm25`` embeds nothing: its index costs tokenisation only, modelled
+as free, so its ``index_tokens`` and embedded query tokens are 0 (a semantic chunker still
+embeds its units to split). ``hybrid`` searches two indexes: ``chunks_searched`` counts
+both.
+
 The weighted score puts each term on a 0-1 utility scale (1 is best) and averages them
 with the user's weights:
 
@@ -264,10 +271,13 @@ def trial_attributes(result, rates: ResolvedRates, weights: Weights, scales: Sca
     token_counts = np.array([c.token_count for c in result.chunks] + [0], dtype=np.float64)
     ranking = result.ranking[search, :k]
     retrieved_tokens = float(token_counts[ranking].sum(axis=1).mean()) if len(ranking) else 0.0
-    query_tokens = result.query_tokens
-    chunks_searched = result.chunks_searched
-    # Building the index embeds the chunks, and first the units a semantic chunker compares.
-    index_tokens = int(token_counts.sum()) + int(result.embedding.get("unit_tokens", 0))
+    retrieval = result.config.retrieval
+    # BM25 alone embeds neither the questions nor the chunks (see the module docstring).
+    query_tokens = result.query_tokens if retrieval.embeds else 0.0
+    chunks_searched = result.chunks_searched * (2 if retrieval.method == "hybrid" else 1)
+    # Building the index embeds the chunks (headers included), and first the units a semantic chunker compares.
+    embedded = result.embedding.get("index_tokens", int(token_counts.sum()))
+    index_tokens = int(embedded) + int(result.embedding.get("unit_tokens", 0))
     llm_tokens = int(result.embedding.get("llm_tokens", 0))
     latency, cost = model_latency_and_cost(query_tokens, retrieved_tokens, chunks_searched, index_tokens, rates)
     # An LLM chunker's tokens are paid once per index, at the reader's rate, like embedding.
@@ -290,6 +300,7 @@ def trial_attributes(result, rates: ResolvedRates, weights: Weights, scales: Sca
         "cost_usd_per_1k_queries": cost,
         "index_build_s": index_tokens / rates.embed_tokens_per_s,
         "llm_tokens": llm_tokens,
+        "retrieval": retrieval.describe(),  # e.g. "hybrid rrf(k=60) + headings"; the full config is below
         "eval_seconds": result.timings["total"],
         "model_seconds": result.embedding["model_seconds"] + result.embedding.get("unit_model_seconds", 0.0),
         "cache_hit_rate": result.embedding["cache_hit_rate"],

@@ -243,14 +243,19 @@ class TrialRecord:
         return self.state == TrialState.COMPLETE and self.score is not None
 
     def label(self) -> str:
-        """Short label: ``recursive 250/0 k=5``."""
+        """Short label: ``recursive 250/0 k=5`` (``... k=5 bm25`` for another retrieval than dense)."""
         shown = "/".join(str(self.params[p]) for p in ("size", "overlap") if p in self.params)
-        return f"{self.chunker} {shown} k={self.k}"
+        return f"{self.chunker} {shown} k={self.k}{self._retrieval(' ')}"
 
     def describe(self) -> str:
-        """``recursive(size=250, overlap=0), k=5`` (separators left out: they are long)."""
+        """``recursive(size=250, overlap=0), k=5`` (separators left out: they are long), then the
+        retrieval when it is not plain dense (``, hybrid rrf(k=60) + headings``)."""
         params = ", ".join(f"{key}={value!r}" for key, value in self.params.items() if key != "separators")
-        return f"{self.chunker}({params}), k={self.k}"
+        return f"{self.chunker}({params}), k={self.k}{self._retrieval(', ')}"
+
+    def _retrieval(self, separator: str) -> str:
+        retrieval = self.attrs.get("retrieval")
+        return f"{separator}{retrieval}" if isinstance(retrieval, str) and retrieval != "dense" else ""
 
 
 def records(study: optuna.Study, states: Iterable[TrialState] | None = None) -> list[TrialRecord]:

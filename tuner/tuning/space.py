@@ -35,6 +35,21 @@ Parameters are conditional on the chunker (define-by-run): Optuna sees ``chunker
 label), then ``<label>.<param>`` for that branch only, then ``k``. Loading checks every key,
 type and range against the chunker's declared parameters, and builds each chunker at
 the corners of its domain, so a space that loads can never produce an invalid trial.
+
+An optional ``retrieval`` mapping searches the retriever around the chunks (see
+:class:`~tuner.config.RetrievalConfig`); a list is short for ``{type: categorical, choices:
+[...]}``, and anything left out keeps its default (``dense``, no context)::
+
+    retrieval:
+      method: [dense, bm25, hybrid]
+      fusion: [rrf, weighted]                      # hybrid only
+      alpha: {type: float, low: 0.1, high: 0.9}    # weighted fusion only
+      rrf_k: {type: int, low: 10, high: 100}       # rrf only
+      context: [none, title, headings]
+
+It is sampled after ``k`` and the embedder, define-by-run as well: Optuna sees ``retrieval``
+(the method), ``fusion`` only for a hybrid, ``alpha`` only for weighted fusion, ``rrf_k`` only
+for rrf, then ``context``.
 """
 
 from __future__ import annotations
@@ -51,11 +66,24 @@ import optuna
 
 from ..chunkers import chunker_class, chunker_names
 from ..chunkers.base import ParamSpec
-from ..config import ChunkerConfig, EmbedderConfig
+from ..config import ChunkerConfig, EmbedderConfig, RetrievalConfig
+from ..context import CONTEXTS
 from ..errors import ChunkwiseError, InvalidParameterError
 from ..files import read_yaml
+from ..retrieval import FUSIONS, METHODS
 
 DOMAIN_TYPES = ("int", "float", "categorical", "fraction")
+#: The keys of a space's ``retrieval`` section, their allowed values, and the Optuna
+#: parameter each is sampled as.
+RETRIEVAL_SPECS = {
+    "method": ParamSpec(str, choices=METHODS),
+    "fusion": ParamSpec(str, choices=FUSIONS),
+    "alpha": ParamSpec(float, low=0.0, high=1.0),
+    "rrf_k": ParamSpec(int, low=0),
+    "context": ParamSpec(str, choices=CONTEXTS),
+}
+RETRIEVAL_PARAMS = {"method": "retrieval", "fusion": "fusion", "alpha": "alpha", "rrf_k": "rrf_k",
+                    "context": "context"}
 
 
 class SearchSpaceError(ChunkwiseError):
@@ -136,6 +164,8 @@ class SearchSpace:
         k: domain of the number of retrieved chunks.
         embedders: embedders to choose from (empty: use the study's embedder).
         source: where it was read from (for messages).
+        retrieval: domains of the retrieval settings (``method``, ``fusion``, ``alpha``,
+            ``rrf_k``, ``context``); empty: dense retrieval without context, as before.
     """
 
     chunkers: dict[str, dict[str, Domain]]
@@ -144,6 +174,7 @@ class SearchSpace:
     source: str = "<space>"
     _embedder_labels: tuple[str, ...] = field(default=(), repr=False)
     kinds: dict[str, str] = field(default_factory=dict)
+    retrieval: dict[str, Domain] = field(default_factory=dict)
 
     def kind(self, label: str) -> str:
         return self.kinds.get(label, label)
@@ -158,6 +189,8 @@ class SearchSpace:
         }
         if self.embedders:
             out["embedders"] = [e.to_dict() for e in self.embedders]
+        if self.retrieval:  # absent from spaces without one, so their stored form is unchanged
+            out["retrieval"] = {key: domain.to_dict() for key, domain in self.retrieval.items()}
         return out
 
     def largest(self, parameter: str = "size") -> float | None:
@@ -195,8 +228,49 @@ class SearchSpace:
             embedder = self.embedders[0]
         return ChunkerConfig(name, params).resolved(), k, embedder
 
+    def sample_retrieval(self, trial: optuna.Trial, k: int) -> RetrievalConfig:
+        """Sample the retrieval settings (after :meth:`sample`), define-by-run: the method, then
+        a hybrid's fusion and that fusion's parameter only, then the context."""
+        def pick(key: str, default: Any) -> Any:
+            domain = self.retrieval.get(key)
+            return default if domain is None else domain.suggest(trial, RETRIEVAL_PARAMS[key])
+
+        method = pick("method", "dense")
+        fusion = alpha = rrf_k = None
+        if method == "hybrid":
+            fusion = pick("fusion", "rrf")
+            if fusion == "weighted":
+                alpha = pick("alpha", None)
+            else:
+                rrf_k = pick("rrf_k", None)
+        return RetrievalConfig(k=k, method=method, fusion=fusion, alpha=alpha, rrf_k=rrf_k,
+                               context=pick("context", "none"))
+
+    def _retrieval_points(self) -> list[dict[str, Any]]:
+        """Every combination of the retrieval settings as Optuna parameters, conditional as
+        :meth:`sample_retrieval` samples them (``[{}]`` without a retrieval section)."""
+        def options(key: str, default: Any) -> list[tuple[dict[str, Any], Any]]:
+            domain = self.retrieval.get(key)
+            if domain is None or domain.is_constant:
+                return [({}, default if domain is None else domain.constant)]
+            return [({RETRIEVAL_PARAMS[key]: v}, v)
+                    for v in domain.grid_values(f"{self.source}: retrieval.{key}")]
+
+        points = []
+        for method_param, method in options("method", "dense"):
+            branches: list[dict[str, Any]] = [{}]
+            if method == "hybrid":
+                branches = [{**fusion_param, **value_param}
+                            for fusion_param, fusion in options("fusion", "rrf")
+                            for value_param, _ in options("alpha" if fusion == "weighted" else "rrf_k", None)]
+            for branch in branches:
+                for context_param, _ in options("context", "none"):
+                    points.append({**method_param, **branch, **context_param})
+        return points
+
     def grid(self) -> Iterator[dict[str, Any]]:
         """Every point of a discrete space as Optuna parameters (for exhaustive search)."""
+        retrieval = self._retrieval_points()
         for name, domains in self.chunkers.items():
             axes = [(f"{name}.{p}_fraction" if d.type == "fraction" else f"{name}.{p}",
                      d.grid_values(f"{self.source}: chunkers.{name}.{p}"))
@@ -205,7 +279,8 @@ class SearchSpace:
             if len(self.embedders) > 1:
                 axes.append(("embedder", list(self._embedder_labels)))
             for values in itertools.product(*(v for _, v in axes)):
-                yield {"chunker": name, **dict(zip((a for a, _ in axes), values))}
+                for point in retrieval:
+                    yield {"chunker": name, **dict(zip((a for a, _ in axes), values)), **point}
 
 
 #: The spaces shipped with chunkwise (the repository's ``search_spaces/``, installed as package data).
@@ -250,9 +325,10 @@ def parse_search_space(data: Any, source: str = "<space>") -> SearchSpace:
     """Validate a search space given as a mapping (the YAML's content)."""
     if not isinstance(data, dict):
         raise SearchSpaceError(f"{source}: a search space must be a mapping with 'chunkers' and 'k'")
-    unknown = sorted(set(data) - {"chunkers", "k", "embedders"})
+    unknown = sorted(set(data) - {"chunkers", "k", "embedders", "retrieval"})
     if unknown:
-        raise SearchSpaceError(f"{source}: unknown key(s) {', '.join(unknown)}; allowed: chunkers, k, embedders")
+        raise SearchSpaceError(f"{source}: unknown key(s) {', '.join(unknown)}; allowed: chunkers, k, embedders, "
+                               "retrieval")
     chunkers = data.get("chunkers")
     if not isinstance(chunkers, dict) or not chunkers:
         raise SearchSpaceError(f"{source}: 'chunkers' must map chunker names to their parameters; "
@@ -277,7 +353,51 @@ def parse_search_space(data: Any, source: str = "<space>") -> SearchSpace:
         raise SearchSpaceError(f"{source}: k must be an integer domain, a list of choices or a constant")
     embedders = tuple(_parse_embedders(data.get("embedders", []), source))
     labels = tuple(_embedder_label(e) for e in embedders)
-    return SearchSpace(parsed, k, embedders, source, labels, kinds)
+    retrieval = _parse_retrieval(data.get("retrieval"), source)
+    return SearchSpace(parsed, k, embedders, source, labels, kinds, retrieval)
+
+
+def _parse_retrieval(raw: Any, source: str) -> dict[str, Domain]:
+    """Validate a space's ``retrieval`` section: known keys, allowed values, and fusion
+    parameters only where the methods and fusions allowed can use them."""
+    if raw is None:
+        return {}
+    where = f"{source}: retrieval"
+    if not isinstance(raw, dict):
+        raise SearchSpaceError(f"{where} must map {', '.join(RETRIEVAL_SPECS)} to values or domains")
+    unknown = sorted(set(raw) - set(RETRIEVAL_SPECS))
+    if unknown:
+        raise SearchSpaceError(f"{where}: unknown key(s) {', '.join(map(str, unknown))}; allowed: "
+                               f"{', '.join(RETRIEVAL_SPECS)}")
+    domains: dict[str, Domain] = {}
+    for key, spec in RETRIEVAL_SPECS.items():  # in sampling order
+        if key in raw:
+            value = raw[key]
+            if isinstance(value, list):  # [dense, bm25] is short for a categorical domain
+                value = {"type": "categorical", "choices": value}
+            domains[key] = _parse_domain(value, spec, f"{where}.{key}", {})
+            if domains[key].type == "fraction":
+                raise SearchSpaceError(f"{where}.{key}: type fraction applies to chunker parameters only")
+
+    def allowed(key: str, default: Any) -> set[Any]:
+        domain = domains.get(key)
+        if domain is None:
+            return {default}
+        return {domain.constant} if domain.is_constant else set(domain.choices or ())
+
+    methods, fusions = allowed("method", "dense"), allowed("fusion", "rrf")
+    for key in ("fusion", "alpha", "rrf_k"):
+        if key in domains and "hybrid" not in methods:
+            raise SearchSpaceError(f"{where}.{key} applies only to method hybrid, which retrieval.method does not "
+                                   f"allow ({', '.join(sorted(methods))})")
+    for key, fusion in (("alpha", "weighted"), ("rrf_k", "rrf")):
+        if key in domains and fusion not in fusions and "fusion" in domains:
+            raise SearchSpaceError(f"{where}.{key} applies only to fusion {fusion}, which retrieval.fusion does not "
+                                   f"allow ({', '.join(sorted(fusions))})")
+        if key == "alpha" and key in domains and fusion not in fusions:
+            raise SearchSpaceError(f"{where}.alpha applies only to fusion weighted; fusion defaults to rrf: add "
+                                   "fusion: weighted (or fusion: [rrf, weighted])")
+    return domains
 
 
 def _parse_chunker(name: str, params: Any, where: str) -> dict[str, Domain]:

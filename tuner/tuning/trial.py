@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import optuna
 
-from ..config import EmbedderConfig, EvaluationConfig, RetrievalConfig
+from ..config import EmbedderConfig, EvaluationConfig
 from ..corpus import Corpus
 from ..embedding import Embedder, EmbeddingCache
 from ..evalset import EvaluationSet
@@ -134,7 +134,8 @@ class TrialObjective:
 
     def sample(self, trial: optuna.Trial) -> EvaluationConfig:
         chunker, k, embedder_config = self.space.sample(trial)
-        return EvaluationConfig(chunker, embedder_config or self.default_embedder, RetrievalConfig(k=k), self.unit,
+        retrieval = self.space.sample_retrieval(trial, k)  # dense, no context, for a space without retrieval
+        return EvaluationConfig(chunker, embedder_config or self.default_embedder, retrieval, self.unit,
                                 self.copies)
 
     def __call__(self, trial: optuna.Trial, claim: Callable[[str], ClaimResult]) -> tuple[float, float]:
