@@ -128,7 +128,7 @@ def format_summary(run: str, storage_url: str, outcomes: list[CorpusOutcome]) ->
     the commands to run next (shell-quoted; a storage password is never printed)."""
     from .storage import portable_url
 
-    lines = ["", "best configuration per corpus (highest weighted score):"]
+    lines = ["", "configuration per corpus (recommended: the cheapest statistically tied with the highest score):"]
     for item in outcomes:
         summary = item.summary
         lines.append(f"  {item.corpus}  (study {item.study}: {summary.complete} complete, {summary.failed} failed)")

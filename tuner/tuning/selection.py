@@ -69,7 +69,7 @@ class Recommendation:
             text = f"The best configuration (trial {self.best}) is significantly better than every other one."
         if self.questions_to_separate is not None and self.runner_up is not None:
             text += (f" Telling the top two apart (trials {self.best} and {self.runner_up}) at "
-                     f"{self.confidence:.0%} would take about {self.questions_to_separate} questions.")
+                     f"{self.confidence:.0%} would take about {self.questions_to_separate:,} questions.")
         return text
 
 
