@@ -237,8 +237,10 @@ def _trial_loop(study: optuna.Study, study_id: int, ledger: Ledger, worker_id: s
             continue
         trial = study.ask()
         fault_point("after_ask")
-        trial.set_user_attr(WORKER_ATTR, worker_id)
         try:
+            # Under heavy lock contention this write can come after another worker has already
+            # counted the new, owner-less trial as lost and failed it: then just go on.
+            trial.set_user_attr(WORKER_ATTR, worker_id)
             state, values = _run_trial(study, study_id, ledger, trial, objective)
         except UpdateFinishedTrialError:
             _print_reclaimed(trial.number)
