@@ -34,6 +34,7 @@ from functools import cached_property
 from pathlib import PurePosixPath
 
 from .chunkers.base import Chunk
+from .chunkers.markdown import headings
 from .document import Document
 
 #: ``context`` values: nothing, the document title, or the heading path.
@@ -42,10 +43,6 @@ CONTEXTS = ("none", "title", "headings")
 HEADER_SEPARATOR = "\n\n"
 #: Between the titles of a heading path.
 PATH_SEPARATOR = " > "
-
-_HEADING = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
-_CLOSING = re.compile(r"(?:^|[ \t]+)#+$")
-_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
 
 
 @dataclass(frozen=True)
@@ -58,29 +55,13 @@ class Heading:
 
 
 def markdown_headings(text: str) -> list[Heading]:
-    """Every ATX heading of ``text`` outside code fences, in order, with exact line offsets.
+    """Every ATX heading of ``text`` outside code fences, in order, with exact line offsets
+    (the ``markdown`` chunker's own parser: one definition of a heading for both).
 
     >>> [(h.offset, h.level, h.title) for h in markdown_headings("# A\\n\\nx\\n## B ##\\n```\\n# no\\n```\\n#no\\n")]
     [(0, 1, 'A'), (7, 2, 'B')]
     """
-    found: list[Heading] = []
-    fence = ""
-    offset = 0
-    for line in text.splitlines(keepends=True):
-        body = line.rstrip("\r\n")
-        opening = _FENCE.match(body)
-        if fence:
-            # A fence closes with a run of the same character at least as long, and nothing else.
-            if opening and opening.group(1)[0] == fence[0] and len(opening.group(1)) >= len(fence) \
-                    and not body.strip().strip(fence[0]):
-                fence = ""
-        elif opening:
-            fence = opening.group(1)
-        elif match := _HEADING.fullmatch(body):
-            title = _CLOSING.sub("", match.group(2) or "").strip()
-            found.append(Heading(offset, len(match.group(1)), title))
-        offset += len(line)
-    return found
+    return [Heading(offset, level, title) for offset, level, title in headings(text)]
 
 
 class Outline:
