@@ -92,7 +92,7 @@ def encode_per_query(result: Any, k: int | None = None) -> dict[str, Any]:
 def decode_per_query(stored: dict[str, Any]) -> dict[str, np.ndarray]:
     """The arrays :func:`encode_per_query` stored, as float64."""
     return {metric: np.frombuffer(base64.b64decode(stored[metric]), dtype="<f4").astype(np.float64)
-            for metric in ("recall", "precision", "iou", "precision_omega")}
+            for metric in METRIC_ATTRS}
 
 
 def study_name(run: str, corpus: str) -> str:
