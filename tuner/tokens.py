@@ -15,6 +15,11 @@ For scoring, a token belongs to a character span when the span holds the token's
 whitespace). Each token has exactly one anchor, so chunks that partition a text
 partition its tokens, and a reference that starts at a word (cl100k tokens carry the
 preceding space) still owns that word's token.
+
+A study evaluates many configurations of the same documents, so what depends only on a
+text is computed once per process: its token table (:func:`text_tokens`) and what
+chunkers memoise about it (:func:`text_memo`, :func:`count_span`), in caches keyed by the
+text and bounded in memory by ``CHUNKWISE_TOKEN_CACHE_MB``.
 """
 
 from __future__ import annotations
