@@ -23,6 +23,8 @@ from tuner.convert import ConversionError, convert_file
 from tuner.corpus import load_corpus, matches
 from tuner.errors import CorpusError
 
+from fakes import HashedWordsEmbedder
+
 fpdf = pytest.importorskip("fpdf", reason="fpdf2 is a test dependency: pip install -e '.[test]'")
 docx = pytest.importorskip("docx", reason="python-docx is a test dependency: pip install -e '.[test]'")
 
@@ -382,23 +384,6 @@ def test_zip_named_docx_with_no_document_is_damaged(tmp_path):
 # --- generate and tune on PDFs; a changed converter is a refused resume ------------------------------
 
 
-class _WordsEmbedder(tuner.embedding.Embedder):
-    """Bag of hashed words: texts sharing words are similar (no model to load)."""
-
-    identity = "words:64"
-
-    def _embed(self, texts):
-        import hashlib
-
-        import numpy as np
-
-        out = np.zeros((len(texts), 64), dtype=np.float32)
-        for i, text in enumerate(texts):
-            for word in re.findall(r"[a-z]+", text.lower()):
-                out[i, int(hashlib.md5(word.encode()).hexdigest(), 16) % 64] += 1
-        return out + 1e-6
-
-
 SHORE = [  # three PDFs about the shore, one sentence per line
     [("h", 20, "Rock Pools"), ("p", "Rock pools are left behind on the shore when the tide goes out."),
      ("h", 15, "Temperature"), ("p", "Shallow pools warm up quickly on sunny afternoons in summer."),
@@ -433,7 +418,7 @@ def test_generate_on_pdfs_then_tune_and_refuse_a_changed_converter(tmp_path, ope
     queries = tmp_path / "shore.jsonl"
     client = LLMClient(model="stub-llm", base_url=openai_server.base_url, cache_path=tmp_path / "llm.sqlite3")
     corpus = tuner.load_corpus(folder)
-    report = generate_evaluation_set(corpus, queries, 4, client, _WordsEmbedder(), relevance_threshold=0.0,
+    report = generate_evaluation_set(corpus, queries, 4, client, HashedWordsEmbedder(), relevance_threshold=0.0,
                                      duplicate_threshold=1.0)
     assert report.accepted == 4
     evalset = tuner.load_evaluation_set(queries, corpus)  # validates every offset against the converted text

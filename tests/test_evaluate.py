@@ -12,40 +12,18 @@ import pytest
 
 import tuner
 from tuner.cli import main
-from tuner.corpus import Corpus
-from tuner.document import Document
 from tuner.embedding import EmbeddingCache
-from tuner.embedding.base import Embedder
-from tuner.evalset import EvaluationSet, Query, Reference
 from tuner.retrieval import ChromaIndex, NumpyIndex
+
+from fakes import WordEmbedder, two_corpora
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE_CORPUS = ROOT / "examples" / "handbook"
 EXAMPLE_QUERIES = ROOT / "examples" / "handbook-queries.jsonl"
 
 
-class WordEmbedder(Embedder):
-    """Bag-of-words vectors over a fixed vocabulary: retrieval is predictable by hand."""
-
-    identity = "words:v1"
-    VOCAB = ("apple", "banana", "cherry", "engine", "wheel", "brake")
-
-    def _embed(self, texts):
-        return np.array([[t.lower().count(w) for w in self.VOCAB] + [0.01] for t in texts], dtype=float)
-
-
-def _two_corpora():
-    fruit = Corpus("fruit", [Document("f.md", "apple apple apple.\n\nbanana banana banana.")])
-    cars = Corpus("cars", [Document("c.md", "apple engine engine.\n\nwheel brake brake.")])
-    queries = EvaluationSet((
-        Query("q1", "apple", "fruit", (Reference("f.md", 0, 18, "apple apple apple."),)),
-        Query("q2", "brake", "cars", (Reference("c.md", 22, 40, "wheel brake brake."),)),
-    ))
-    return [fruit, cars], queries
-
-
 def test_pooled_and_per_corpus_retrieval():
-    corpora, queries = _two_corpora()
+    corpora, queries = two_corpora()
     # One chunk per paragraph (4 + 5 tokens do not fit in 6).
     kwargs = dict(chunker="recursive", size=6, k=2, unit="chars", embedder=WordEmbedder(), cache=None)
     pooled = tuner.evaluate(corpora, queries, **kwargs)

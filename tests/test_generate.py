@@ -2,35 +2,21 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 import tuner
 from tuner.cli import main
-from tuner.embedding.base import Embedder
 from tuner.generate import generate_evaluation_set, locate
 from tuner.llm import LLMClient, LLMError
 
+from fakes import HashedWordsEmbedder
+
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "handbook"
-
-
-class WordsEmbedder(Embedder):
-    """Bag of hashed words: texts sharing words are similar, others are not."""
-
-    identity = "words:64"
-
-    def _embed(self, texts):
-        out = np.zeros((len(texts), 64), dtype=np.float32)
-        for i, text in enumerate(texts):
-            for word in re.findall(r"[a-z]+", text.lower()):
-                out[i, int(hashlib.md5(word.encode()).hexdigest(), 16) % 64] += 1
-        return out + 1e-6
 
 
 def passage_of(body) -> str:
@@ -71,7 +57,7 @@ def corpus():
 def test_accepted_queries_load_as_an_evaluation_set(openai_server, client, corpus, tmp_path):
     openai_server.chat_handler = answer_with(echo_question)
     out = tmp_path / "generated.jsonl"
-    report = generate_evaluation_set(corpus, out, 5, client, WordsEmbedder(), relevance_threshold=0.1,
+    report = generate_evaluation_set(corpus, out, 5, client, HashedWordsEmbedder(), relevance_threshold=0.1,
                                      duplicate_threshold=0.999)
     assert (report.accepted, report.attempts) == (5, 5)
     evalset = tuner.load_evaluation_set(out, corpus)  # validates every offset
@@ -85,7 +71,7 @@ def test_accepted_queries_load_as_an_evaluation_set(openai_server, client, corpu
 
 def test_references_not_in_the_text_are_rejected(openai_server, client, corpus, tmp_path):
     openai_server.chat_handler = answer_with(echo_question, lambda passage: "The scheduler runs on the moon.")
-    report = generate_evaluation_set(corpus, tmp_path / "g.jsonl", 3, client, WordsEmbedder(), max_attempts=4)
+    report = generate_evaluation_set(corpus, tmp_path / "g.jsonl", 3, client, HashedWordsEmbedder(), max_attempts=4)
     assert report.accepted == 0 and report.rejected == {"reference not in the text": 4}
 
 
@@ -98,14 +84,14 @@ def test_whitespace_normalised_reference_maps_back_to_exact_offsets():
 
 def test_duplicate_questions_are_dropped(openai_server, client, corpus, tmp_path):
     openai_server.chat_handler = answer_with(lambda reference: "How do I configure Tidewater?")
-    report = generate_evaluation_set(corpus, tmp_path / "g.jsonl", 3, client, WordsEmbedder(), max_attempts=4,
+    report = generate_evaluation_set(corpus, tmp_path / "g.jsonl", 3, client, HashedWordsEmbedder(), max_attempts=4,
                                      relevance_threshold=-1.0)
     assert report.accepted == 1 and report.rejected == {"near-duplicate question": 3}
 
 
 def test_weakly_supported_queries_are_dropped(openai_server, client, corpus, tmp_path):
     openai_server.chat_handler = answer_with(lambda reference: "Quarterly revenue forecast?")
-    report = generate_evaluation_set(corpus, tmp_path / "g.jsonl", 2, client, WordsEmbedder(), max_attempts=2,
+    report = generate_evaluation_set(corpus, tmp_path / "g.jsonl", 2, client, HashedWordsEmbedder(), max_attempts=2,
                                      relevance_threshold=0.2)
     assert report.rejected == {"weakest reference too dissimilar": 2}
 
@@ -113,30 +99,32 @@ def test_weakly_supported_queries_are_dropped(openai_server, client, corpus, tmp
 def test_rate_limit_then_success_and_malformed_replies(openai_server, client, corpus, tmp_path):
     openai_server.script("/v1/chat/completions", [429, 200])
     openai_server.chat_handler = answer_with(echo_question)
-    report = generate_evaluation_set(corpus, tmp_path / "g.jsonl", 1, client, WordsEmbedder(), relevance_threshold=0)
+    report = generate_evaluation_set(corpus, tmp_path / "g.jsonl", 1, client, HashedWordsEmbedder(),
+                                     relevance_threshold=0)
     assert report.accepted == 1
     assert len(openai_server.requests_to("/v1/chat/completions")) == 2
     openai_server.chat_handler = lambda body: "Sure! Here is a question: how?"
     uncached = LLMClient(model="stub-llm", base_url=openai_server.base_url, api_key="k", cache_path=False)
-    report = generate_evaluation_set(corpus, tmp_path / "h.jsonl", 1, uncached, WordsEmbedder(), max_attempts=2)
+    report = generate_evaluation_set(corpus, tmp_path / "h.jsonl", 1, uncached, HashedWordsEmbedder(), max_attempts=2)
     assert report.rejected == {"malformed reply": 2}
 
 
 def test_server_errors_until_giving_up_and_bad_key(openai_server, client, corpus, tmp_path):
     openai_server.script("/v1/chat/completions", [500] * 5)
     with pytest.raises(LLMError, match="failed with HTTP 500 after 2 retries"):
-        generate_evaluation_set(corpus, tmp_path / "g.jsonl", 1, client, WordsEmbedder())
+        generate_evaluation_set(corpus, tmp_path / "g.jsonl", 1, client, HashedWordsEmbedder())
     openai_server.api_key = "right"
     with pytest.raises(LLMError, match="refused the API key"):
-        generate_evaluation_set(corpus, tmp_path / "g.jsonl", 1, client, WordsEmbedder())
+        generate_evaluation_set(corpus, tmp_path / "g.jsonl", 1, client, HashedWordsEmbedder())
 
 
 def test_resume_continues_toward_n(openai_server, client, corpus, tmp_path):
     openai_server.chat_handler = answer_with(echo_question)
     out = tmp_path / "g.jsonl"
-    generate_evaluation_set(corpus, out, 2, client, WordsEmbedder(), relevance_threshold=0, duplicate_threshold=1.0)
+    generate_evaluation_set(corpus, out, 2, client, HashedWordsEmbedder(), relevance_threshold=0,
+                            duplicate_threshold=1.0)
     first = out.read_text(encoding="utf-8").splitlines()
-    report = generate_evaluation_set(corpus, out, 4, client, WordsEmbedder(), relevance_threshold=0,
+    report = generate_evaluation_set(corpus, out, 4, client, HashedWordsEmbedder(), relevance_threshold=0,
                                      duplicate_threshold=1.0)
     lines = out.read_text(encoding="utf-8").splitlines()
     assert (report.already, report.accepted, len(lines)) == (2, 2, 4)
@@ -167,7 +155,7 @@ def test_generate_then_tune_end_to_end(openai_server, tmp_path, monkeypatch):
     openai_server.chat_handler = answer_with(echo_question)
     out = tmp_path / "generated.jsonl"
     client = LLMClient(model="stub-llm", base_url=openai_server.base_url, cache_path=tmp_path / "llm.sqlite3")
-    generate_evaluation_set(tuner.load_corpus(EXAMPLE, "handbook"), out, 8, client, WordsEmbedder(),
+    generate_evaluation_set(tuner.load_corpus(EXAMPLE, "handbook"), out, 8, client, HashedWordsEmbedder(),
                             relevance_threshold=0.1)
     storage = f"sqlite:///{tmp_path}/gen.db"
     assert main(["tune", "--name", "gen", "--corpus", f"handbook={EXAMPLE}", "--queries", str(out),
@@ -181,7 +169,7 @@ def test_prompt_size_per_request(openai_server, corpus, tmp_path):
 
     openai_server.chat_handler = answer_with(echo_question)
     client = LLMClient(model="stub-llm", base_url=openai_server.base_url, api_key="k", cache_path=False)
-    generate_evaluation_set(corpus, tmp_path / "g.jsonl", 30, client, WordsEmbedder(), relevance_threshold=0,
+    generate_evaluation_set(corpus, tmp_path / "g.jsonl", 30, client, HashedWordsEmbedder(), relevance_threshold=0,
                             duplicate_threshold=1.0)
     sizes = [sum(count_tokens(m["content"]) for m in r.json_body["messages"])
              for r in openai_server.requests_to("/v1/chat/completions")]

@@ -11,11 +11,7 @@ import pytest
 
 import tuner
 from tuner.config import EvaluationConfig, RetrievalConfig
-from tuner.corpus import Corpus
-from tuner.document import Document
-from tuner.embedding.base import Embedder
 from tuner.errors import InvalidParameterError
-from tuner.evalset import EvaluationSet, Query, Reference
 from tuner.retrieval import (
     BM25Index,
     ChromaIndex,
@@ -30,6 +26,8 @@ from tuner.retrieval import (
 from tuner.tuning import SearchSpaceError
 from tuner.tuning.objective import ResolvedRates, Scales, Weights, trial_attributes
 from tuner.tuning.space import parse_search_space
+
+from fakes import WordEmbedder, two_corpora
 
 NAN = float("nan")
 
@@ -257,31 +255,6 @@ def test_invalid_retrieval_settings_name_the_value_and_the_allowed_range(kwargs,
 
 
 # ------------------------------------------------------------------------------- evaluation
-
-class WordEmbedder(Embedder):
-    """Bag-of-words vectors over a fixed vocabulary: retrieval is predictable by hand."""
-
-    identity = "words:v1"
-    VOCAB = ("apple", "banana", "cherry", "engine", "wheel", "brake")
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.seen: list[str] = []
-
-    def _embed(self, texts):
-        self.seen += texts
-        return np.array([[t.lower().count(w) for w in self.VOCAB] + [0.01] for t in texts], dtype=float)
-
-
-def two_corpora():
-    fruit = Corpus("fruit", [Document("f.md", "apple apple apple.\n\nbanana banana banana.")])
-    cars = Corpus("cars", [Document("c.md", "apple engine engine.\n\nwheel brake brake.")])
-    queries = EvaluationSet((
-        Query("q1", "apple", "fruit", (Reference("f.md", 0, 18, "apple apple apple."),)),
-        Query("q2", "brake", "cars", (Reference("c.md", 22, 40, "wheel brake brake."),)),
-    ))
-    return [fruit, cars], queries
-
 
 KW = dict(chunker="recursive", size=6, k=2, unit="chars", cache=None)
 

@@ -1,0 +1,58 @@
+"""Embedders whose rankings can be worked out by hand, and a tiny two-corpus fixture.
+
+No model loads: tests that need *predictable* similarity, not MiniLM's, use these.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+import numpy as np
+
+from tuner.corpus import Corpus
+from tuner.document import Document
+from tuner.embedding.base import Embedder
+from tuner.evalset import EvaluationSet, Query, Reference
+
+
+class WordEmbedder(Embedder):
+    """Bag-of-words vectors over a fixed vocabulary: retrieval is predictable by hand.
+
+    ``seen`` lists every text the model embedded (cache misses), in order.
+    """
+
+    identity = "words:v1"
+    VOCAB = ("apple", "banana", "cherry", "engine", "wheel", "brake")
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.seen: list[str] = []
+
+    def _embed(self, texts):
+        self.seen += texts
+        return np.array([[t.lower().count(w) for w in self.VOCAB] + [0.01] for t in texts], dtype=float)
+
+
+class HashedWordsEmbedder(Embedder):
+    """Bag of hashed words: texts sharing words are similar, others are not."""
+
+    identity = "words:64"
+
+    def _embed(self, texts):
+        out = np.zeros((len(texts), 64), dtype=np.float32)
+        for i, text in enumerate(texts):
+            for word in re.findall(r"[a-z]+", text.lower()):
+                out[i, int(hashlib.md5(word.encode()).hexdigest(), 16) % 64] += 1
+        return out + 1e-6
+
+
+def two_corpora() -> tuple[list[Corpus], EvaluationSet]:
+    """Two one-document corpora (fruit, cars) that share the word "apple", and one question each."""
+    fruit = Corpus("fruit", [Document("f.md", "apple apple apple.\n\nbanana banana banana.")])
+    cars = Corpus("cars", [Document("c.md", "apple engine engine.\n\nwheel brake brake.")])
+    queries = EvaluationSet((
+        Query("q1", "apple", "fruit", (Reference("f.md", 0, 18, "apple apple apple."),)),
+        Query("q2", "brake", "cars", (Reference("c.md", 22, 40, "wheel brake brake."),)),
+    ))
+    return [fruit, cars], queries
