@@ -12,7 +12,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from ..evaluation import TRUNCATION_WARNING
-from .records import ERROR_ATTR, SETTINGS_ATTR, best_trial
+from .records import ERROR_ATTR, SCORE_ATTR, SETTINGS_ATTR, best_trial
 
 if TYPE_CHECKING:
     from .run import CorpusOutcome
@@ -46,7 +46,7 @@ class ProgressBar:
         if trial.state == TrialState.FAIL and ERROR_ATTR in trial.user_attrs:
             self.write(f"trial {trial.number} failed: {trial.user_attrs[ERROR_ATTR]}")
         if trial.state == TrialState.COMPLETE:
-            self.best = max(self.best, trial.user_attrs.get("score", float("-inf")))
+            self.best = max(self.best, trial.user_attrs.get(SCORE_ATTR, float("-inf")))
             self.advance(1)
 
     def set(self, complete: int, best: float | None) -> None:

@@ -318,9 +318,10 @@ def _tell(study: optuna.Study, trial: optuna.Trial, state: TrialState,
     except UpdateFinishedTrialError:
         _print_reclaimed(trial.number)
         return None
-    except ValueError as exc:
+    except ValueError as exc:  # Optuna's "Cannot tell a FAIL trial": the same situation, worded by tell()
         if "finished" not in str(exc) and "Cannot tell" not in str(exc):
             raise
+        _print_reclaimed(trial.number)
         return None
 
 
