@@ -1,4 +1,5 @@
-"""Embedders whose rankings can be worked out by hand, and a tiny two-corpus fixture.
+"""Embedders whose rankings can be worked out by hand, a tiny two-corpus fixture, and a
+storage probe for tests that strike a run mid-flight.
 
 No model loads: tests that need *predictable* similarity, not MiniLM's, use these.
 """
@@ -9,6 +10,7 @@ import hashlib
 import re
 
 import numpy as np
+import sqlalchemy as sa
 
 from tuner.corpus import Corpus
 from tuner.document import Document
@@ -56,3 +58,19 @@ def two_corpora() -> tuple[list[Corpus], EvaluationSet]:
         Query("q2", "brake", "cars", (Reference("c.md", 22, 40, "wheel brake brake."),)),
     ))
     return [fruit, cars], queries
+
+
+def complete_trial_count(storage_url: str) -> int:
+    """How many trials of any study in ``storage_url`` are COMPLETE (0 before Optuna's tables exist).
+
+    Read with plain SQL, not ``optuna.load_study``, so it is cheap enough to ask on every
+    embedding request of a held run (see ``openai_stub.EmbeddingGate``).
+    """
+    engine = sa.create_engine(storage_url)
+    try:
+        with engine.connect() as conn:
+            return conn.execute(sa.text("SELECT COUNT(*) FROM trials WHERE state = 'COMPLETE'")).scalar_one()
+    except sa.exc.SQLAlchemyError:
+        return 0
+    finally:
+        engine.dispose()

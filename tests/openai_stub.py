@@ -460,17 +460,34 @@ def _make_handler(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
 
 class EmbeddingGate:
     """Let a stub's embedding requests through until closed; then hold them, so a trial stays
-    RUNNING while a test strikes (``held`` is set once a request waits)."""
+    RUNNING while a test strikes (``held`` is set once a request waits).
 
-    def __init__(self, stub: OpenAIStub, timeout_s: float = 120) -> None:
-        import threading
+    ``close_when``, if given, is asked before each embedding (at most every 50 ms) until it first
+    holds, and then closes the gate once: the gate shuts in the stub's own thread, at the request
+    that comes after the condition, however slowly the test itself polls. Opening the gate again
+    lets everything through from then on.
+    """
 
+    def __init__(self, stub: OpenAIStub, timeout_s: float = 120, close_when: Callable[[], bool] | None = None) -> None:
         self.open = threading.Event()
         self.open.set()
         self.held = threading.Event()
         inner = stub.embedding_fn
+        lock = threading.Lock()
+        last_check = [0.0]
+        armed = [close_when is not None]
+
+        def close_if_due() -> None:
+            with lock:
+                if not armed[0] or time.monotonic() - last_check[0] < 0.05:
+                    return
+                last_check[0] = time.monotonic()
+                if close_when():
+                    armed[0] = False
+                    self.open.clear()
 
         def gated(text, dim):
+            close_if_due()
             if not self.open.is_set():
                 self.held.set()
                 self.open.wait(timeout=timeout_s)

@@ -34,6 +34,7 @@ from optuna.trial import TrialState
 from tuner.tuning.ledger import pid_alive
 from tuner.tuning.storage import make_storage
 
+from fakes import complete_trial_count
 from openai_stub import EmbeddingGate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -148,20 +149,24 @@ def test_a_lost_worker_is_replaced_and_the_run_goes_on(tmp_path, openai_server, 
 
 
 def _start_held(tmp_path, stub, storage_url, *, jobs: int, new_session: bool = False):
-    gate = EmbeddingGate(stub)
+    """Start `tune` and return once two trials completed and `jobs` trials are held mid-embedding.
+
+    The gate shuts inside the stub as soon as two trials are complete, so a fast run cannot
+    finish between two of this function's polls.
+    """
+    gate = EmbeddingGate(stub, close_when=lambda: complete_trial_count(storage_url) >= 2)
     study = write_study(tmp_path, stub, storage_url, trials=10, jobs=jobs)
     process = chunkwise(tmp_path, "tune", str(study), new_session=new_session)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         time.sleep(0.2)
         if process.poll() is not None:
-            pytest.fail(f"tune ended early: {process.communicate()[1]}")
+            out, err = process.communicate()
+            pytest.fail(f"tune ended early (exit {process.returncode}): {out}\n{err}")
         try:
             trials = load(storage_url).get_trials()
         except Exception:  # not created yet
             continue
-        if gate.open.is_set() and len([t for t in trials if t.state == TrialState.COMPLETE]) >= 2:
-            gate.open.clear()
         running = [t for t in trials if t.state == TrialState.RUNNING]
         if gate.held.is_set() and len(running) >= jobs:
             return process, gate, study

@@ -27,6 +27,7 @@ from tuner.tuning import StudyError, StudySpec, Weights, tune, weighted_score
 from tuner.tuning.objective import Scales
 from tuner.tuning.storage import make_storage
 
+from fakes import complete_trial_count
 from openai_stub import EmbeddingGate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -244,12 +245,14 @@ def _write_study_file(tmp_path, stub, trials: int) -> Path:
 
 def _start_tune_and_hold_a_trial(tmp_path, stub, trials=6):
     """Run `chunkwise tune` in a subprocess until a trial is held mid-flight."""
-    gate = EmbeddingGate(stub)
+    spec_storage = f"sqlite:///{tmp_path}/crash.db"
+    # The gate shuts inside the stub once two trials are complete: a fast run cannot finish
+    # between two polls of this loop.
+    gate = EmbeddingGate(stub, close_when=lambda: complete_trial_count(spec_storage) >= 2)
     study_file = _write_study_file(tmp_path, stub, trials)
     process = subprocess.Popen([sys.executable, "-m", "tuner", "tune", str(study_file)],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                env={**os.environ, "CHUNKWISE_CACHE_DIR": str(tmp_path / "cachedir")})
-    spec_storage = f"sqlite:///{tmp_path}/crash.db"
     deadline = time.monotonic() + 120
     storage = None
     while time.monotonic() < deadline:
@@ -263,8 +266,6 @@ def _start_tune_and_hold_a_trial(tmp_path, stub, trials=6):
             trials = optuna.load_study(study_name="crash/handbook", storage=storage).get_trials()
         except KeyError:
             continue
-        if gate.open.is_set() and len(complete(trials)) >= 2:
-            gate.open.clear()  # hold the next trial's embedding request
         if gate.held.is_set() and any(t.state == TrialState.RUNNING for t in trials):
             return process, gate, spec_storage
     process.kill()
