@@ -158,6 +158,10 @@ def _build_parser() -> argparse.ArgumentParser:
                            "(0.25; 0 turns it off)")
     tune.add_argument("--weights", metavar="recall=W,iou=W,latency=W,cost=W",
                       help="weights of the score (default 1, 0.5, 0.1, 0.1)")
+    tune.add_argument("--fidelity", metavar="auto|full|RUNGS",
+                      help="multi-fidelity search: 'full' evaluates every trial on the whole index; rungs such as "
+                           "0.1,0.3,1 evaluate each trial on 10%% of the distractor chunks first and promote the best "
+                           "third; 'auto' (default) uses 0.1,0.3,1 on corpora of 2 MB of text or more")
     tune.add_argument("--dry-run", action="store_true",
                       help="print what the run would embed and about how long it takes, then stop (no trial runs)")
     tune.add_argument("--repair-references", action="store_true",
@@ -375,7 +379,8 @@ def _cmd_tune(args: argparse.Namespace) -> int:
                       embedder=args.embedder, base_url=args.base_url, unit=args.unit, copies=args.copies,
                       validation=args.validation, weights=args.weights,
                       storage=args.storage, trials=args.n_trials, jobs=args.jobs, seed=args.seed, cache=args.cache,
-                      repair_references=args.repair_references, include=args.include, exclude=args.exclude)
+                      repair_references=args.repair_references, include=args.include, exclude=args.exclude,
+                      fidelity=args.fidelity)
     _quiet_optuna()
     if args.dry_run:
         from .tuning.plan import format_plan, plan_run

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,6 +15,7 @@ from .context import contextualize
 from .corpus import Corpus
 from .embedding import Embedder, EmbeddingCache
 from .evalset import EvaluationSet
+from .fidelity import FULL, Fidelity, distractor_sample, holding_references
 from .metrics import ChunkIntervals, QueryScores, UnitSpace, query_references, score, summarise
 from .repeats import OccurrenceTable, RepeatSummary
 from .retrieval import BM25Index, make_index, retrieve
@@ -53,7 +54,12 @@ class EvaluationResult:
             copy unless ``config.copies`` is ``"marked"``).
         window: the embedder's input window (``max_input_tokens``) and what lies past it:
             ``truncated_chunks``, the share of chunks the model reads only in part, and
-            ``unread_text``, the share of all chunk characters it never reads.
+            ``unread_text``, the share of all chunk characters it never reads (of the
+            chunks indexed).
+        fidelity: the share of distractor chunks indexed (1.0: every chunk; see
+            :mod:`tuner.fidelity`); ``indexed_chunks`` counts the chunks the index held.
+            Chunk counts, tokens and the modelled latency and cost always describe the
+            full index.
     """
 
     config: EvaluationConfig
@@ -71,6 +77,8 @@ class EvaluationResult:
     repeats: RepeatSummary | None = None
     window: dict[str, Any] = field(default_factory=dict)
     indexed_texts: list[str] = field(default_factory=list, repr=False)
+    fidelity: float = 1.0
+    indexed_chunks: int | None = None
 
     def metrics_at(self, k: int) -> dict[str, Any]:
         """The metric summary at another cut-off ``k`` (up to the searched one)."""
@@ -141,6 +149,7 @@ def evaluate(corpora: Corpus | Sequence[Corpus], evaluation_set: EvaluationSet,
              occurrences: OccurrenceTable | None = None, copies: str | None = None,
              method: str | None = None, fusion: str | None = None, alpha: float | None = None,
              rrf_k: int | None = None, context: str | None = None,
+             fidelity: float = 1.0, fidelity_seed: int = 0,
              **chunker_params: Any) -> EvaluationResult:
     """Score one chunking configuration on corpora and their evaluation set.
 
@@ -172,6 +181,9 @@ def evaluate(corpora: Corpus | Sequence[Corpus], evaluation_set: EvaluationSet,
             corpus is satisfied by any copy; ``"marked"``: only by its marked offsets.
         occurrences: the references' occurrences, precomputed (a tuning worker builds them
             once for all its trials); found in the corpora when not given.
+        fidelity, fidelity_seed: below 1.0, index only the chunks holding a reference and
+            this fraction of the others, sampled with this seed (see :mod:`tuner.fidelity`);
+            the scores are then comparable only with scores at the same fidelity.
     """
     corpus_list = [corpora] if isinstance(corpora, Corpus) else list(corpora)
     config = _merge_config(config, chunker, chunker_params, k, unit, scope, index, embedder, copies,
@@ -181,88 +193,156 @@ def evaluate(corpora: Corpus | Sequence[Corpus], evaluation_set: EvaluationSet,
     elif cache is False:
         cache = None
     model = embedder if isinstance(embedder, Embedder) else config.embedder.build(cache)
-    started = time.perf_counter()
-    timings: dict[str, float] = {}
+    chunked = _Chunked.split(corpus_list, evaluation_set, config, model, occurrences)
+    return chunked.measure(model, fidelity, Fidelity(seed=fidelity_seed) if fidelity < 1 else FULL,
+                           index_path=index_path, progress=progress)
 
-    t = time.perf_counter()
-    splitter = config.chunker.build()
-    if splitter.needs_embedder:
-        splitter.bind(model)
-    before_units = _stats_snapshot(model)
-    llm_usage = getattr(splitter, "llm_usage", None)
-    llm_before = 0 if llm_usage is None else llm_usage.prompt_tokens + llm_usage.completion_tokens
-    chunks: list[Chunk] = []
-    chunk_corpora: list[str] = []
-    # What the retriever reads: the chunk's text, after its context header if there is one
-    # (offsets and scored units stay the chunk's own).
-    indexed: list[str] = []
-    for corpus in corpus_list:
-        first = len(chunks)
-        for doc in corpus:
-            pieces = splitter.split(doc)
-            chunks.extend(pieces)
-            chunk_corpora.extend([corpus.name] * len(pieces))
-        indexed += contextualize(chunks[first:], corpus, config.retrieval.context)
-    timings["chunking"] = time.perf_counter() - t
-    units = _stats_delta(model, before_units)
-    timings["unit_embedding"] = units["seconds"]
-    timings["segmentation"] = timings["chunking"] - units["seconds"]
 
-    queries = list(evaluation_set)
-    questions = [q.question for q in queries]
-    t = time.perf_counter()
-    before = _stats_snapshot(model)
-    chunk_vectors = query_vectors = None
-    if config.retrieval.embeds:  # BM25 alone embeds nothing
-        with _progress_bar(progress, len(chunks) + len(queries)) as bar:
-            chunk_vectors = model.embed(indexed, progress=bar)
-            query_vectors = model.embed(questions, progress=bar)
-    timings["embedding"] = time.perf_counter() - t
+def evaluate_rungs(corpora: Corpus | Sequence[Corpus], evaluation_set: EvaluationSet, config: EvaluationConfig,
+                   fidelity: Fidelity, *, embedder: Embedder,
+                   occurrences: OccurrenceTable | None = None) -> Iterator[EvaluationResult]:
+    """Score ``config`` at each of ``fidelity``'s rungs in turn, chunking only once.
 
-    t = time.perf_counter()
-    ranking = _rank(config.retrieval, chunk_vectors, chunk_corpora, query_vectors,
-                    [q.corpus for q in queries], index_path, indexed, questions)
-    timings["retrieval"] = time.perf_counter() - t
+    Yields one :class:`EvaluationResult` per rung (its ``fidelity`` says which); stop
+    iterating to stop climbing. A rung embeds only the chunks the one before did not (the
+    samples are nested and the embedder's cache keeps the rest)::
 
-    t = time.perf_counter()
-    if occurrences is None:
-        occurrences = OccurrenceTable.build(evaluation_set, corpus_list)
-    repeats = occurrences.summary()
-    if config.copies == "marked":
-        occurrences = OccurrenceTable.marked_only(evaluation_set)
-    space = UnitSpace(corpus_list, config.unit)
-    intervals = ChunkIntervals.from_spans(
-        [[space.interval(corpus, c.document, s, e) for s, e in c.all_spans]
-         for c, corpus in zip(chunks, chunk_corpora)])
-    scores = score(query_references(space, queries, occurrences), intervals, ranking, space.size)
-    query_corpora = [q.corpus for q in queries]
-    metrics = summarise(scores.at(config.retrieval.k), query_corpora)
-    timings["scoring"] = time.perf_counter() - t
-    timings["total"] = time.perf_counter() - started
+        for result in evaluate_rungs(corpus, evalset, config, Fidelity(rungs=(0.1, 1.0)), embedder=model):
+            if not good_enough(result):
+                break
+    """
+    corpus_list = [corpora] if isinstance(corpora, Corpus) else list(corpora)
+    chunked = _Chunked.split(corpus_list, evaluation_set, config, embedder, occurrences)
+    for fraction in fidelity.rungs:
+        yield chunked.measure(embedder, fraction, fidelity)
 
-    if config.retrieval.scope == "pooled":
-        searched = float(len(chunks))
-        per_corpus = {"": len(chunks)}
-    else:
-        per_corpus = {name: chunk_corpora.count(name) for name in dict.fromkeys(query_corpora)}
-        searched = float(np.mean([per_corpus[name] for name in query_corpora]))
-    notes = [note] if (note := _short_index_note(config.retrieval.k, per_corpus)) else []
-    window = embedder_window(model, indexed) if config.retrieval.embeds else {}
-    if note := window_note(window, config.embedder.model):
-        notes.append(note)
-    if duplicates := identical_chunks(chunks):
-        notes.append(f"{duplicates} chunk(s) repeat the text of an earlier chunk: identical texts tie in the "
-                     "index, and the earlier one ranks first")
-    query_tokens = float(np.mean(count_tokens_batch([q.question for q in queries])))
-    embedding = _stats_delta(model, before)
-    embedding["index_tokens"] = 0 if not config.retrieval.embeds else (
-        sum(count_tokens_batch(indexed)) if config.retrieval.context != "none" else sum(c.token_count for c in chunks))
-    embedding["unit_texts"], embedding["unit_tokens"] = units["texts"], units["tokens"]
-    embedding["unit_model_seconds"] = units["model_seconds"]
-    if llm_usage is not None:  # LLM chunkers: tokens the model read and wrote while splitting
-        embedding["llm_tokens"] = llm_usage.prompt_tokens + llm_usage.completion_tokens - llm_before
-    return EvaluationResult(config, metrics, scores, chunks, chunk_corpora, query_corpora, ranking,
-                            query_tokens, searched, timings, embedding, notes, repeats, window, indexed)
+
+@dataclass
+class _Chunked:
+    """A configuration's chunks, split once, ready to be measured at any fidelity."""
+
+    corpora: list[Corpus]
+    evaluation_set: EvaluationSet
+    config: EvaluationConfig
+    occurrences: OccurrenceTable
+    chunks: list[Chunk]
+    chunk_corpora: list[str]
+    indexed: list[str]
+    seconds: float
+    units: dict[str, Any]
+    llm_tokens: int | None
+
+    @classmethod
+    def split(cls, corpus_list: list[Corpus], evaluation_set: EvaluationSet, config: EvaluationConfig,
+              model: Embedder, occurrences: OccurrenceTable | None) -> _Chunked:
+        t = time.perf_counter()
+        splitter = config.chunker.build()
+        if splitter.needs_embedder:
+            splitter.bind(model)
+        before_units = _stats_snapshot(model)
+        llm_usage = getattr(splitter, "llm_usage", None)
+        llm_before = 0 if llm_usage is None else llm_usage.prompt_tokens + llm_usage.completion_tokens
+        chunks: list[Chunk] = []
+        chunk_corpora: list[str] = []
+        # What the retriever reads: the chunk's text, after its context header if there is one
+        # (offsets and scored units stay the chunk's own).
+        indexed: list[str] = []
+        for corpus in corpus_list:
+            first = len(chunks)
+            for doc in corpus:
+                pieces = splitter.split(doc)
+                chunks.extend(pieces)
+                chunk_corpora.extend([corpus.name] * len(pieces))
+            indexed += contextualize(chunks[first:], corpus, config.retrieval.context)
+        seconds = time.perf_counter() - t
+        units = _stats_delta(model, before_units)
+        llm_tokens = None if llm_usage is None else (
+            llm_usage.prompt_tokens + llm_usage.completion_tokens - llm_before)
+        if occurrences is None:
+            occurrences = OccurrenceTable.build(evaluation_set, corpus_list)
+        return cls(corpus_list, evaluation_set, config, occurrences, chunks, chunk_corpora, indexed, seconds,
+                   units, llm_tokens)
+
+    def measure(self, model: Embedder, fraction: float, fidelity: Fidelity, *, index_path: str | None = None,
+                progress: bool = False) -> EvaluationResult:
+        """Embed, index, retrieve and score, indexing every chunk (``fraction`` 1.0) or the
+        reference-holding chunks and ``fraction`` of the distractors (:mod:`tuner.fidelity`)."""
+        config, chunks, chunk_corpora = self.config, self.chunks, self.chunk_corpora
+        started = time.perf_counter()
+        timings = {"chunking": self.seconds, "unit_embedding": self.units["seconds"],
+                   "segmentation": self.seconds - self.units["seconds"]}
+        t = time.perf_counter()
+        repeats = self.occurrences.summary()
+        occurrences = (OccurrenceTable.marked_only(self.evaluation_set) if config.copies == "marked"
+                       else self.occurrences)
+        queries = list(self.evaluation_set)
+        space = UnitSpace(self.corpora, config.unit)
+        intervals = ChunkIntervals.from_spans(
+            [[space.interval(corpus, c.document, s, e) for s, e in c.all_spans]
+             for c, corpus in zip(chunks, chunk_corpora)])
+        references = query_references(space, queries, occurrences)
+        timings["scoring"] = time.perf_counter() - t
+
+        in_index = np.ones(len(chunks), dtype=bool)
+        if fraction < 1.0:
+            in_index = distractor_sample(chunks, chunk_corpora, fraction, seed=fidelity.seed,
+                                         block_chars=fidelity.block_chars)
+            in_index |= holding_references(references, intervals.starts, intervals.ends, space.size)
+        members = np.flatnonzero(in_index)
+        indexed = [self.indexed[i] for i in members]
+
+        questions = [q.question for q in queries]
+        t = time.perf_counter()
+        before = _stats_snapshot(model)
+        chunk_vectors = query_vectors = None
+        if config.retrieval.embeds:  # BM25 alone embeds nothing
+            with _progress_bar(progress, len(indexed) + len(queries)) as bar:
+                chunk_vectors = model.embed(indexed, progress=bar)
+                query_vectors = model.embed(questions, progress=bar)
+        timings["embedding"] = time.perf_counter() - t
+
+        t = time.perf_counter()
+        local = _rank(config.retrieval, chunk_vectors, [chunk_corpora[i] for i in members], query_vectors,
+                      [q.corpus for q in queries], index_path, indexed, questions)
+        ranking = np.where(local >= 0, members[np.maximum(local, 0)], -1)
+        timings["retrieval"] = time.perf_counter() - t
+
+        t = time.perf_counter()
+        scores = score(references, intervals, ranking, space.size)
+        query_corpora = [q.corpus for q in queries]
+        metrics = summarise(scores.at(config.retrieval.k), query_corpora)
+        timings["scoring"] += time.perf_counter() - t
+        timings["total"] = self.seconds + time.perf_counter() - started
+
+        # Searched chunks, tokens and notes describe the full index, the one production builds.
+        if config.retrieval.scope == "pooled":
+            searched = float(len(chunks))
+            per_corpus = {"": len(chunks)}
+        else:
+            per_corpus = {name: chunk_corpora.count(name) for name in dict.fromkeys(query_corpora)}
+            searched = float(np.mean([per_corpus[name] for name in query_corpora]))
+        notes = [note] if (note := _short_index_note(config.retrieval.k, per_corpus)) else []
+        window = embedder_window(model, indexed) if config.retrieval.embeds else {}
+        if note := window_note(window, config.embedder.model):
+            notes.append(note)
+        if duplicates := identical_chunks(chunks):
+            notes.append(f"{duplicates} chunk(s) repeat the text of an earlier chunk: identical texts tie in the "
+                         "index, and the earlier one ranks first")
+        if fraction < 1.0:
+            notes.append(f"low fidelity: {len(members)} of {len(chunks)} chunks indexed (every chunk holding a "
+                         f"reference, {fraction:.0%} of the others)")
+        query_tokens = float(np.mean(count_tokens_batch(questions)))
+        embedding = _stats_delta(model, before)
+        embedding["index_tokens"] = 0 if not config.retrieval.embeds else (
+            sum(count_tokens_batch(self.indexed)) if config.retrieval.context != "none"
+            else sum(c.token_count for c in chunks))
+        embedding["unit_texts"], embedding["unit_tokens"] = self.units["texts"], self.units["tokens"]
+        embedding["unit_model_seconds"] = self.units["model_seconds"]
+        if self.llm_tokens is not None:  # LLM chunkers: tokens the model read and wrote while splitting
+            embedding["llm_tokens"] = self.llm_tokens
+        return EvaluationResult(config, metrics, scores, chunks, chunk_corpora, query_corpora, ranking,
+                                query_tokens, searched, timings, embedding, notes, repeats, window,
+                                self.indexed, fraction, len(members))
 
 
 def _short_index_note(k: int, chunks_per_index: dict[str, int]) -> str | None:
@@ -309,8 +389,8 @@ def _merge_config(config, chunker, chunker_params, k, unit, scope, index, embedd
 def _rank(retrieval: RetrievalConfig, chunk_vectors: np.ndarray | None, chunk_corpora: list[str],
           query_vectors: np.ndarray | None, query_corpora: list[str], index_path: str | None,
           indexed_texts: Sequence[str] = (), questions: Sequence[str] = ()) -> np.ndarray:
-    """Top-k chunk indices per query (global chunk numbering), pooled or per corpus, ranked by
-    :func:`tuner.retrieval.retrieve` (the function production queries call too)."""
+    """Top-k chunk indices per query (numbering the chunks given), pooled or per corpus, ranked
+    by :func:`tuner.retrieval.retrieve` (the function production queries call too)."""
     k = retrieval.k
     texts = list(indexed_texts)
     if retrieval.scope == "pooled":

@@ -5,7 +5,9 @@ still alive, or whether a configuration is already being evaluated elsewhere. Th
 tables beside Optuna's, in the same database (SQLite or PostgreSQL), answer that for every
 process and machine sharing a study:
 
-* ``chunkwise_targets``: the number of complete trials each study is being run toward.
+* ``chunkwise_targets``: the number of finished trials each study is being run toward
+  (finished: COMPLETE, or PRUNED by successive halving after evaluating at low fidelity;
+  a duplicate or skipped trial evaluates nothing and does not count).
 * ``chunkwise_workers``: every worker process that joined a study, with its host, pid,
   the ordinal that seeds its sampler (never reused, so no two workers share a seed) and
   a heartbeat (``seen``) refreshed by a background thread.
@@ -99,9 +101,10 @@ class WorkerRow:
 
 @dataclass(frozen=True)
 class Progress:
-    """A study's progress toward its target: complete trials, and claimed running ones."""
+    """A study's progress toward its target: finished trials (see the module docstring), and
+    claimed running ones."""
 
-    complete: int
+    finished: int
     running: int
     target: int
 
@@ -160,9 +163,15 @@ class Ledger:
             query = query.with_for_update()
         return conn.execute(query).scalar_one_or_none()
 
-    def _complete(self, conn: sa.Connection, study_id: int) -> int:
-        return conn.execute(sa.select(sa.func.count()).select_from(_TRIALS).where(
+    def _finished(self, conn: sa.Connection, study_id: int) -> int:
+        """COMPLETE trials, and PRUNED trials that held a claim (stopped at a low-fidelity rung:
+        duplicates and skipped trials never get one)."""
+        complete = conn.execute(sa.select(sa.func.count()).select_from(_TRIALS).where(
             _TRIALS.c.study_id == study_id, _state() == "COMPLETE")).scalar_one()
+        stopped = conn.execute(sa.select(sa.func.count()).select_from(
+            CLAIMS.join(_TRIALS, _TRIALS.c.trial_id == CLAIMS.c.trial_id)).where(
+            CLAIMS.c.study_id == study_id, _state() == "PRUNED")).scalar_one()
+        return complete + stopped
 
     def _running_claims(self, conn: sa.Connection, study_id: int) -> int:
         return conn.execute(sa.select(sa.func.count()).select_from(
@@ -173,7 +182,7 @@ class Ledger:
         """Add ``added`` trials to the study's target; returns ``(old, new)``.
 
         When other processes are working on the study, the target grows by ``added`` on top of
-        theirs; otherwise it is the complete trials plus ``added`` (a resume after a crash
+        theirs; otherwise it is the finished trials plus ``added`` (a resume after a crash
         does not inherit the crashed run's unfinished target).
         """
         with self.engine.begin() as conn:
@@ -181,21 +190,21 @@ class Ledger:
                 conn.execute(sa.text("INSERT INTO chunkwise_targets (study_id, target) VALUES (:s, 0) "
                                      "ON CONFLICT DO NOTHING"), {"s": study_id})
             current = self._lock_target(conn, study_id)
-            complete = self._complete(conn, study_id)
-            base = max(current or 0, complete) if others_active else complete
+            finished = self._finished(conn, study_id)
+            base = max(current or 0, finished) if others_active else finished
             new = base + added
             if current is None:
                 conn.execute(TARGETS.insert().values(study_id=study_id, target=new))
             else:
                 conn.execute(TARGETS.update().where(TARGETS.c.study_id == study_id).values(target=new))
-            return (current if current is not None else complete), new
+            return (current if current is not None else finished), new
 
     def progress(self, study_id: int) -> Progress:
         with self.engine.connect() as conn:
             target = conn.execute(sa.select(TARGETS.c.target).where(TARGETS.c.study_id == study_id)).scalar()
-            complete = self._complete(conn, study_id)
-            return Progress(complete, self._running_claims(conn, study_id),
-                            complete if target is None else int(target))
+            finished = self._finished(conn, study_id)
+            return Progress(finished, self._running_claims(conn, study_id),
+                            finished if target is None else int(target))
 
     # --- claims ------------------------------------------------------------------------------
     def claim(self, study_id: int, trial_id: int, config_key: str) -> ClaimResult:
@@ -203,7 +212,7 @@ class Ledger:
 
         DUPLICATE when another trial holds the configuration (running, complete, pruned, or
         failed for a reason that says something about the configuration); FULL when complete
-        plus claimed running trials already reach the target; else GRANTED.
+        (finished) plus claimed running trials already reach the target; else GRANTED.
         """
         digest = config_hash(config_key)
         with self.engine.begin() as conn:
@@ -216,7 +225,7 @@ class Ledger:
                 free = held.state == "FAIL" and held.reusable
                 if not free:
                     return ClaimResult(Claim.DUPLICATE, held.number)
-            if target is not None and self._complete(conn, study_id) + self._running_claims(conn, study_id) >= target:
+            if target is not None and self._finished(conn, study_id) + self._running_claims(conn, study_id) >= target:
                 return ClaimResult(Claim.FULL)
             if held is None:
                 conn.execute(CLAIMS.insert().values(study_id=study_id, config_hash=digest, trial_id=trial_id,

@@ -5,7 +5,8 @@ search space (chunking is cheap: nothing is embedded), and prints per corpus the
 cl100k tokens, trials, the embedding work of a cold trial, the estimated wall time of the run
 from the embedder's calibrated throughput and ``--jobs``, and the API cost for an OpenAI
 embedder. The estimate is an upper bound: every trial is priced cold, while trials that share
-chunks reuse the embedding cache.
+chunks reuse the embedding cache. With fidelity rungs, a trial is priced at the expected share
+of the distractors successive halving lets it embed (:meth:`Fidelity.expected_share`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from ..embedding import EmbeddingCache
 from ..tokens import count_tokens_batch
 from .objective import resolve_rates
 from .space import SearchSpace
-from .study import StudySpec, load_study_data
+from .study import StudySpec, load_study_data, resolve_fidelity
 from .trial import shared_embedder
 
 #: Configurations sampled from the space to estimate the embedding work of a trial.
@@ -40,6 +41,9 @@ class CorpusPlan:
     seconds_per_cold_trial: float
     wall_seconds: float
     api_usd: float | None
+    rungs: tuple[float, ...] = (1.0,)
+    #: The expected share of a full trial's embedding a trial pays at these rungs.
+    fidelity_share: float = 1.0
 
 
 def embedding_factor(space: SearchSpace, samples: int = SAMPLED_CONFIGURATIONS, seed: int = 0) -> float:
@@ -70,11 +74,15 @@ def plan_run(spec: StudySpec) -> list[CorpusPlan]:
     plans = []
     for corpus in data.corpora:
         tokens = int(sum(count_tokens_batch([d.text for d in corpus])))
+        fidelity = resolve_fidelity(spec.fidelity, corpus)
+        share = fidelity.expected_share()
         per_trial = tokens * factor
         seconds = per_trial / rates.embed_tokens_per_s
-        api = spec.trials * per_trial * rates.embed_usd_per_mtok / 1e6 if spec.embedder.provider == "openai" else None
+        api = (spec.trials * per_trial * share * rates.embed_usd_per_mtok / 1e6
+               if spec.embedder.provider == "openai" else None)
         plans.append(CorpusPlan(corpus.name, len(corpus), tokens, len(data.evaluation_sets[corpus.name]), spec.trials,
-                                per_trial, seconds, spec.trials * seconds / spec.jobs, api))
+                                per_trial, seconds, spec.trials * seconds * share / spec.jobs, api, fidelity.rungs,
+                                share))
     return plans
 
 
@@ -84,9 +92,12 @@ def format_plan(spec: StudySpec, plans: list[CorpusPlan]) -> str:
     for p in plans:
         cost = f", about ${p.api_usd:.2f} of API embedding" if p.api_usd is not None else ""
         lines += [f"  {p.corpus}: {p.documents} document(s), {p.tokens:,} tokens, {p.queries} questions",
-                  f"    a cold trial embeds about {p.tokens_per_cold_trial:,.0f} tokens: "
-                  f"{_duration(p.seconds_per_cold_trial)}",
-                  f"    {p.trials} trials: at most {_duration(p.wall_seconds)}{cost}"]
+                  f"    a cold trial embeds about {p.tokens_per_cold_trial:,.0f} tokens at full fidelity: "
+                  f"{_duration(p.seconds_per_cold_trial)}"]
+        if len(p.rungs) > 1:
+            lines.append(f"    fidelity rungs {', '.join(f'{r:g}' for r in p.rungs)}: a trial embeds about "
+                         f"{p.fidelity_share:.0%} of that on average, plus the chunks holding references")
+        lines.append(f"    {p.trials} trials: at most {_duration(p.wall_seconds)}{cost}")
     total = sum(p.wall_seconds for p in plans)
     lines += ["", f"at most {_duration(total)} in all (every trial priced cold; chunks shared between trials come "
                   "from the embedding cache, so real runs are shorter)"]

@@ -12,7 +12,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from ..evaluation import TRUNCATION_WARNING
-from .records import ERROR_ATTR, SCORE_ATTR, SETTINGS_ATTR, best_trial
+from .records import ERROR_ATTR, SCORE_ATTR, SETTINGS_ATTR, STOPPED_AT_ATTR, best_trial
 
 if TYPE_CHECKING:
     from .run import CorpusOutcome
@@ -23,7 +23,8 @@ def print_err(message: str) -> None:
 
 
 class ProgressBar:
-    """Trials completed by this run, and the study's best score, on stderr when it is a terminal.
+    """Trials finished by this run (complete, or stopped at a low-fidelity rung), and the study's
+    best score, on stderr when it is a terminal.
 
     The best score is the whole study's (earlier runs included), the same figure the summary
     shows. Failed trials are reported one line each, on stderr.
@@ -48,14 +49,16 @@ class ProgressBar:
         if trial.state == TrialState.COMPLETE:
             self.best = max(self.best, trial.user_attrs.get(SCORE_ATTR, float("-inf")))
             self.advance(1)
+        elif trial.state == TrialState.PRUNED and STOPPED_AT_ATTR in trial.user_attrs:
+            self.advance(1)
 
-    def set(self, complete: int, best: float | None) -> None:
+    def set(self, finished: int, best: float | None) -> None:
         """Show the study's state as polled from the storage (``--jobs N``)."""
         if best is not None:
             self.best = max(self.best, best)
         if self.bar is not None:
             with self._lock:
-                self.bar.n = max(0, min(complete - self.start, self.bar.total))
+                self.bar.n = max(0, min(finished - self.start, self.bar.total))
                 self._postfix()
                 self.bar.refresh()
 
@@ -96,7 +99,8 @@ def write_note(study: optuna.Study, result: CorpusOutcome) -> None:
         f"unit: {settings['unit']}",
         f"- **weights**: {weights}",
         f"- **trials**: {summary.complete} complete, {summary.failed} failed "
-        f"({summary.lost} lost with their worker), {summary.duplicates} repeated proposals pruned",
+        f"({summary.lost} lost with their worker), {summary.duplicates} repeated proposals pruned"
+        + (f", {summary.stopped_early} stopped at low fidelity" if summary.stopped_early else ""),
         "",
         "Objectives: recall and IoU (the Pareto front). Best = highest weighted `score` user attribute.",
         "",
@@ -131,7 +135,9 @@ def format_summary(run: str, storage_url: str, outcomes: list[CorpusOutcome]) ->
     lines = ["", "configuration per corpus (recommended: the cheapest statistically tied with the highest score):"]
     for item in outcomes:
         summary = item.summary
-        lines.append(f"  {item.corpus}  (study {item.study}: {summary.complete} complete, {summary.failed} failed)")
+        stopped = f", {summary.stopped_early} stopped at low fidelity" if summary.stopped_early else ""
+        lines.append(f"  {item.corpus}  (study {item.study}: {summary.complete} complete{stopped}, "
+                     f"{summary.failed} failed)")
         notes = []
         if item.reclaimed:
             notes.append(f"{len(item.reclaimed)} trial(s) of lost workers failed and retried "
@@ -140,8 +146,9 @@ def format_summary(run: str, storage_url: str, outcomes: list[CorpusOutcome]) ->
             notes.append(f"{item.lost_workers} worker process(es) lost and replaced")
         if summary.running:
             notes.append(f"{summary.running} trial(s) still running in other processes")
-        if item.exhausted and summary.complete < item.target:
-            notes.append(f"the search space looks exhausted: {summary.complete} distinct configurations evaluated "
+        evaluated = summary.complete + summary.stopped_early
+        if item.exhausted and evaluated < item.target:
+            notes.append(f"the search space looks exhausted: {evaluated} distinct configurations evaluated "
                          f"of the {item.target} asked for")
         lines += [f"    note: {note}" for note in notes]
         best = item.best

@@ -52,6 +52,11 @@ K_ATTR = "k"
 DUPLICATE_ATTR = "duplicate_of"
 #: Set on a trial pruned because the study had reached its target when it asked for a slot.
 SKIPPED_ATTR = "skipped"
+#: The weighted score a trial reached at each low-fidelity rung, ``{"0.1": 0.71, ...}`` (keys:
+#: the share of distractors indexed; comparable only between trials at the same rung).
+RUNG_SCORES_ATTR = "rung_scores"
+#: Set on a trial pruned by successive halving: the fidelity of the last rung it ran.
+STOPPED_AT_ATTR = "stopped_at_fidelity"
 #: Why a trial failed (a user-facing message).
 ERROR_ATTR = "error"
 #: Set on a failed trial whose worker disappeared (killed, lost) or was interrupted; such a
@@ -342,6 +347,8 @@ class StudySummary:
     duplicates: int
     running: int
     waiting: int
+    #: Pruned by successive halving at a low-fidelity rung (among ``pruned``).
+    stopped_early: int = 0
 
 
 def summarize(study: optuna.Study) -> StudySummary:
@@ -359,4 +366,5 @@ def summarize(study: optuna.Study) -> StudySummary:
         duplicates=sum(r.duplicate_of is not None for r in all_records),
         running=count(TrialState.RUNNING),
         waiting=count(TrialState.WAITING),
+        stopped_early=sum(r.state == TrialState.PRUNED and STOPPED_AT_ATTR in r.attrs for r in all_records),
     )

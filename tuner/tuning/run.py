@@ -31,12 +31,13 @@ from .records import (
     TrialRecord,
     best_trial,
     run_studies,
+    settings_of,
     summarize,
 )
 from .selection import StudyRecommendation, recommend_for_study
 from .storage import StudyStorage, make_storage, storage_errors
 from .study import LoadedStudyData, StudySpec, load_study_data, open_study, study_settings
-from .trial import resolve_study_rates, settings_space, shared_embedder
+from .trial import resolve_study_rates, settings_fidelity, settings_space, shared_embedder
 from .workers import (
     PoolReport,
     WorkerOptions,
@@ -181,13 +182,16 @@ def _run_study(storage: StudyStorage, study: optuna.Study, run: RunSettings, add
         study.set_user_attr(TARGET_ATTR, target)
         best = best_trial(study)
     workers = f"{run.jobs} worker{'s' if run.jobs > 1 else ''}"
+    rungs = settings_fidelity(settings_of(study)).rungs
+    done = f"{before.finished} {'finished' if len(rungs) > 1 else 'complete'} trial(s)"
+    climb = (f"; fidelity rungs {', '.join(f'{r:g}' for r in rungs)}" if len(rungs) > 1 else "")
     if others:
-        echo(f"study {name}: {before.complete} complete trial(s); {len(others)} other worker(s) already on it; "
-             f"target now {target} (+{added}); {workers} in {storage.display_url}")
+        echo(f"study {name}: {done}; {len(others)} other worker(s) already on it; "
+             f"target now {target} (+{added}); {workers}{climb} in {storage.display_url}")
     else:
-        echo(f"study {name}: {before.complete} complete trial(s); running {target - before.complete} more "
-             f"(target {target}; {workers}) in {storage.display_url}")
-    bar = ProgressBar(progress, max(0, target - before.complete), name, before.complete,
+        echo(f"study {name}: {done}; running {target - before.finished} more "
+             f"(target {target}; {workers}{climb}) in {storage.display_url}")
+    bar = ProgressBar(progress, max(0, target - before.finished), name, before.finished,
                       None if best is None else best.score)
     reclaimed: list[int] = []
     pool = PoolReport()
@@ -201,7 +205,7 @@ def _run_study(storage: StudyStorage, study: optuna.Study, run: RunSettings, add
                 exhausted = report.stopped == "exhausted"
             else:
                 pool = WorkerPool(options, echo=bar.write, on_poll=lambda: _poll(study, ledger, study_id, bar)).run(
-                    lambda: ledger.progress(study_id).complete < target)
+                    lambda: ledger.progress(study_id).finished < target)
             reclaimed += _final_reclaim(study, ledger, study_id, run, echo)
     finally:
         bar.close()
@@ -210,11 +214,11 @@ def _run_study(storage: StudyStorage, study: optuna.Study, run: RunSettings, add
     with storage_errors(run.storage):
         after = ledger.progress(study_id)
         summary = summarize(study)
-        if summary.complete < target and not exhausted and not pool.errors:
+        if after.finished < target and not exhausted and not pool.errors:
             exhausted = _space_exhausted(study)
         outcome = CorpusOutcome(
             corpus=name.split("/", 1)[1], study=name, summary=summary, best=best_trial(study), target=target,
-            added=after.complete - before.complete, reclaimed=reclaimed, lost_workers=pool.lost_workers,
+            added=after.finished - before.finished, reclaimed=reclaimed, lost_workers=pool.lost_workers,
             exhausted=exhausted, recommendation=recommend_for_study(study))
         write_note(study, outcome)
     if pool.errors:
@@ -225,7 +229,7 @@ def _run_study(storage: StudyStorage, study: optuna.Study, run: RunSettings, add
 def _poll(study: optuna.Study, ledger: Ledger, study_id: int, bar: ProgressBar) -> None:
     with contextlib.suppress(Exception):  # a transient lock while workers write: poll again next time
         best = best_trial(study)
-        bar.set(ledger.progress(study_id).complete, None if best is None else best.score)
+        bar.set(ledger.progress(study_id).finished, None if best is None else best.score)
 
 
 def _space_exhausted(study: optuna.Study) -> bool:

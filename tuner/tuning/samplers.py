@@ -20,6 +20,10 @@ chunkwise's objective prunes such a trial at once (``duplicate_of`` user attribu
 PRUNED, nothing evaluated; only evaluated trials count toward a study's number of
 trials), the view below hides it from TPE, and the trial after a duplicate is sampled at
 random: a converged search spends its remaining trials exploring instead of stalling.
+
+A trial that successive halving stopped at a low-fidelity rung (:mod:`tuner.fidelity`) is
+shown to TPE as a pruned trial with its rung scores as intermediate values, so TPE ranks it
+below every complete trial and above those stopped at an earlier rung.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from optuna.samplers import BaseSampler, RandomSampler, TPESampler
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
-from .records import DUPLICATE_ATTR, SCORE_ATTR, SKIPPED_ATTR
+from .records import DUPLICATE_ATTR, RUNG_SCORES_ATTR, SCORE_ATTR, SKIPPED_ATTR
 
 
 class _ScoreView:
@@ -68,6 +72,13 @@ class _ScoreView:
 
 
 def _as_scored(trial: FrozenTrial) -> FrozenTrial:
+    if trial.state == TrialState.PRUNED and trial.user_attrs.get(RUNG_SCORES_ATTR):
+        # Stopped at a low-fidelity rung: TPE ranks pruned trials by their last step, then its
+        # value, as it does for a single-objective study's pruned trials (rung index = step).
+        rungs = sorted(trial.user_attrs[RUNG_SCORES_ATTR].items(), key=lambda item: float(item[0]))
+        scored = copy.copy(trial)
+        scored.intermediate_values = {step: float(value) for step, (_, value) in enumerate(rungs)}
+        return scored
     if trial.state != TrialState.COMPLETE:
         return trial
     scored = copy.copy(trial)

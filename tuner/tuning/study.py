@@ -17,11 +17,19 @@ A study file (YAML) says what to tune, on what, and where results go::
     jobs: 1
     seed: 0
     heartbeat: {interval: 10, grace_period: 30}
+    fidelity: auto                  # auto | full | [0.1, 0.3, 1.0] | {rungs: [...], reduction: 3}
 
 Relative paths (a relative SQLite path too) are relative to the study file. Each
 corpus gets its own Optuna study, named ``<name>/<corpus>``; the settings that define
 its results (space, weights, rates, scales, embedder, unit, corpus and evaluation-set
-hashes) are stored in the study, and resuming with different settings is refused.
+hashes, fidelity rungs) are stored in the study, and resuming with different settings is
+refused.
+
+``fidelity`` decides how trials climb (:mod:`tuner.fidelity`): ``full`` evaluates every
+trial on the whole index; rungs such as ``[0.1, 0.3, 1.0]`` evaluate each trial first with
+10% of the distractor chunks, promote the best third to 30%, and the best third of those
+to the full index; ``auto`` (the default) uses :data:`AUTO_RUNGS` on a corpus of
+:data:`AUTO_MIN_CHARS` characters or more and ``full`` below.
 """
 
 from __future__ import annotations
@@ -40,6 +48,7 @@ from ..config import COPIES, EmbedderConfig
 from ..corpus import Corpus, default_corpus_name, load_corpus, parse_corpus_spec
 from ..errors import InvalidParameterError
 from ..evalset import EvaluationSet, load_evaluation_set
+from ..fidelity import FULL, Fidelity
 from ..files import read_yaml
 from ..repeats import OccurrenceTable
 from .objective import METRIC_NAMES, Rates, Scales, Weights
@@ -49,10 +58,16 @@ from .storage import absolute_url, default_storage_url
 
 #: Settings that define a study's results: a resumed run must agree on all of them.
 COMPARED_SETTINGS = ("space", "embedder", "unit", "copies", "weights", "rates", "scales",
-                     "corpus_sha256", "evaluation_set_sha256", "validation", "conversion")
+                     "corpus_sha256", "evaluation_set_sha256", "validation", "conversion", "fidelity")
 #: Share of each corpus's questions held out of the search by default (``--validation``).
 DEFAULT_VALIDATION = 0.25
 MAX_VALIDATION = 0.5
+#: ``fidelity: auto`` climbs :data:`AUTO_RUNGS` on corpora of at least this many characters
+#: (below it a cold trial takes about a minute on two cores: pruning would save little).
+AUTO_MIN_CHARS = 2_000_000
+#: The rungs ``fidelity: auto`` uses (see BENCHMARKS.md, "Multi-fidelity search").
+AUTO_RUNGS = Fidelity(rungs=(0.1, 0.3, 1.0), reduction=3)
+FIDELITY_CHOICES = ("auto", "full")
 #: Changed values longer than this are shortened in a refusal's diff.
 DIFF_VALUE_CHARS = 80
 
@@ -84,6 +99,8 @@ class StudySpec:
     #: Glob patterns choosing the files of folder and glob corpora (see tuner.corpus.load_corpus).
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
+    #: ``"auto"``, ``"full"`` or explicit rungs (see :func:`parse_fidelity`).
+    fidelity: str | Fidelity = "auto"
 
     def __post_init__(self) -> None:
         for key in ("trials", "jobs", "heartbeat_interval", "grace_period"):
@@ -108,6 +125,7 @@ class StudySpec:
                 or not 0 <= self.validation <= MAX_VALIDATION:
             raise StudyError(f"validation={self.validation!r} is invalid; allowed: a share of the questions from 0 "
                              f"(no held-out check) to {MAX_VALIDATION}")
+        object.__setattr__(self, "fidelity", parse_fidelity(self.fidelity, "fidelity"))
         if not self.storage:
             object.__setattr__(self, "storage", absolute_url(default_storage_url(self.name)))
 
@@ -125,7 +143,8 @@ def build_spec(study_file: str | Path | None = None, *, name: str | None = None,
                validation: float | None = None, weights: str | None = None,
                storage: str | None = None, trials: int | None = None, jobs: int | None = None,
                seed: int | None = None, cache: str | None = None, repair_references: bool = False,
-               include: list[str] | None = None, exclude: list[str] | None = None) -> StudySpec:
+               include: list[str] | None = None, exclude: list[str] | None = None,
+               fidelity: str | None = None) -> StudySpec:
     """A run's spec from a study file and/or command-line values (given values win).
 
     ``corpora`` are ``[NAME=]PATH`` strings (see :func:`tuner.corpus.parse_corpus_spec`),
@@ -149,12 +168,48 @@ def build_spec(study_file: str | Path | None = None, *, name: str | None = None,
         weights=Weights.parse(weights) if weights else None,
         storage=absolute_url(storage) if storage else None, trials=trials, jobs=jobs, seed=seed, cache=cache,
         repair_references=repair_references or None, include=tuple(include) if include else None,
-        exclude=tuple(exclude) if exclude else None)
+        exclude=tuple(exclude) if exclude else None,
+        fidelity=parse_fidelity(fidelity, "--fidelity") if fidelity is not None else None)
+
+
+def parse_fidelity(value: Any, where: str) -> str | Fidelity:
+    """``"auto"``, ``"full"``, a :class:`Fidelity`, from a study file's ``fidelity`` (one of
+    those words, a list of rungs, or a mapping of :class:`Fidelity`'s fields) or from
+    ``--fidelity`` (a word, or rungs separated by commas).
+
+    >>> parse_fidelity("0.1,0.3,1", "--fidelity").rungs
+    (0.1, 0.3, 1.0)
+    """
+    if isinstance(value, Fidelity) or value in FIDELITY_CHOICES:
+        return value
+    try:
+        if isinstance(value, str):
+            return Fidelity(rungs=tuple(float(part) for part in value.split(",")))
+        if isinstance(value, list):
+            return Fidelity(rungs=tuple(value))
+        if isinstance(value, dict):
+            return Fidelity.from_dict(value)
+    except ValueError:
+        pass
+    except InvalidParameterError as exc:
+        raise StudyError(f"{where}: {exc}") from None
+    raise StudyError(f"{where}={value!r} is invalid; allowed: auto, full, or increasing rungs ending at 1, "
+                     "e.g. 0.1,0.3,1")
+
+
+def resolve_fidelity(choice: str | Fidelity, corpus: Corpus) -> Fidelity:
+    """The rungs a corpus's study climbs: ``auto`` is :data:`AUTO_RUNGS` on a corpus of
+    :data:`AUTO_MIN_CHARS` characters or more, full fidelity below."""
+    if isinstance(choice, Fidelity):
+        return choice
+    if choice == "auto" and sum(len(doc.text) for doc in corpus) >= AUTO_MIN_CHARS:
+        return AUTO_RUNGS
+    return FULL
 
 
 STUDY_KEYS = ("name", "corpora", "queries", "space", "embedder", "unit", "copies", "validation", "weights", "rates",
               "scales", "storage", "trials", "jobs", "seed", "heartbeat", "cache", "repair_references", "include",
-              "exclude")
+              "exclude", "fidelity")
 
 
 def load_study_file(path: str | Path) -> StudySpec:
@@ -211,6 +266,7 @@ def load_study_file(path: str | Path) -> StudySpec:
             repair_references=bool(data.get("repair_references", False)),
             include=_patterns(data.get("include"), f"{where}: include"),
             exclude=_patterns(data.get("exclude"), f"{where}: exclude"),
+            fidelity=parse_fidelity(data.get("fidelity", "auto"), f"{where}: fidelity"),
         )
     except (InvalidParameterError, TypeError) as exc:
         raise StudyError(f"{where}: {exc}") from None
@@ -275,6 +331,7 @@ def study_settings(spec: StudySpec, corpus: Corpus, evalset: EvaluationSet, spac
         "conversion": corpus.conversion,
         "corpus_include": list(spec.include),
         "corpus_exclude": list(spec.exclude),
+        "fidelity": resolve_fidelity(spec.fidelity, corpus).to_dict(),
     }
 
 

@@ -10,12 +10,14 @@ from typing import Any
 
 import numpy as np
 import optuna
+from optuna.trial import TrialState
 
 from ..config import EmbedderConfig, EvaluationConfig
 from ..corpus import Corpus
 from ..embedding import Embedder, EmbeddingCache
 from ..evalset import EvaluationSet
-from ..evaluation import evaluate
+from ..evaluation import EvaluationResult, evaluate, evaluate_rungs
+from ..fidelity import FULL, Fidelity, promoted
 from ..repeats import OccurrenceTable
 from .ledger import Claim, ClaimResult
 from .objective import Rates, ResolvedRates, Scales, Weights, resolve_rates, trial_attributes
@@ -26,6 +28,9 @@ from .records import (
     PARAMS_ATTR,
     PER_QUERY_SYSTEM_ATTR,
     RESOLVED_RATES_KEY,
+    RUNG_SCORES_ATTR,
+    SCORE_ATTR,
+    STOPPED_AT_ATTR,
     encode_per_query,
 )
 from .space import SearchSpace, parse_search_space
@@ -43,6 +48,15 @@ class TargetReached(Exception):
     """The study's target was covered by complete and running trials before this one got a slot."""
 
 
+class StoppedAtRung(Exception):
+    """Successive halving stopped the trial after a low-fidelity rung (``fidelity``)."""
+
+    def __init__(self, fidelity: float, score: float) -> None:
+        super().__init__(f"not promoted past fidelity {fidelity:g} (score {score:.4f})")
+        self.fidelity = fidelity
+        self.score = score
+
+
 def embedder_key(config: EmbedderConfig) -> str:
     """The key under which a study keeps an embedder's resolved rates."""
     return f"{config.provider}:{config.model}:{config.base_url}:{config.dimensions}"
@@ -51,6 +65,11 @@ def embedder_key(config: EmbedderConfig) -> str:
 def settings_space(settings: dict[str, Any]) -> SearchSpace:
     """The search space stored with a study."""
     return parse_search_space(settings["space"], settings.get("space_source", "<study>"))
+
+
+def settings_fidelity(settings: dict[str, Any]) -> Fidelity:
+    """The fidelity rungs stored with a study (full fidelity for studies made before rungs existed)."""
+    return Fidelity.from_dict(settings["fidelity"]) if settings.get("fidelity") else FULL
 
 
 _EMBEDDERS: dict[tuple[str, str | None], Embedder] = {}
@@ -102,6 +121,12 @@ class TrialObjective:
     (raising :class:`ConfigurationTaken` or :class:`TargetReached` without evaluating
     anything), evaluates it and returns ``(recall, IoU)``, the study's two objectives; the
     weighted score is the ``score`` user attribute that the sampler optimises.
+
+    With multi-fidelity settings (``settings["fidelity"]``, see :mod:`tuner.fidelity`) the
+    configuration climbs the rungs: after each low-fidelity rung its score is recorded
+    (``rung_scores``) and compared with every other trial's at that rung; a trial that is
+    not promoted raises :class:`StoppedAtRung` (the worker records it PRUNED). Only a trial
+    that reaches full fidelity records metrics and returns values.
     """
 
     def __init__(self, corpus: Corpus, evaluation_set: EvaluationSet, settings: dict[str, Any],
@@ -122,6 +147,7 @@ class TrialObjective:
         self.occurrences = OccurrenceTable.build(evaluation_set, [corpus])
         held_out = set((settings.get("validation") or {}).get("queries", []))
         self.search = np.array([q.id not in held_out for q in evaluation_set], dtype=bool)
+        self.fidelity = settings_fidelity(settings)
 
     def embedder(self, config: EmbedderConfig) -> Embedder:
         return shared_embedder(config, self.cache)
@@ -147,14 +173,51 @@ class TrialObjective:
             raise ConfigurationTaken(granted.holder)
         if granted.outcome == Claim.FULL:
             raise TargetReached
-        result = evaluate(self.corpus, self.evaluation_set, config, embedder=self.embedder(config.embedder),
-                          occurrences=self.occurrences)
+        result = self._climb(trial, config)
+        attrs = self._attributes(result)
+        for key, value in attrs.items():
+            trial.set_user_attr(key, value)
+        trial.storage.set_trial_system_attr(trial._trial_id, PER_QUERY_SYSTEM_ATTR, encode_per_query(result))
+        return attrs["recall"], attrs["iou"]
+
+    def _attributes(self, result: EvaluationResult) -> dict[str, Any]:
+        config = result.config
         attrs = trial_attributes(result, self.rates_for(config.embedder), self.weights, self.scales,
                                  search=self.search)
         attrs[CHUNKER_ATTR] = config.chunker.name
         attrs[PARAMS_ATTR] = config.chunker.params
         attrs[K_ATTR] = config.retrieval.k
-        for key, value in attrs.items():
-            trial.set_user_attr(key, value)
-        trial.storage.set_trial_system_attr(trial._trial_id, PER_QUERY_SYSTEM_ATTR, encode_per_query(result))
-        return attrs["recall"], attrs["iou"]
+        return attrs
+
+    def _climb(self, trial: optuna.Trial, config: EvaluationConfig) -> EvaluationResult:
+        """The full-fidelity result, after the low-fidelity rungs promoted the trial."""
+        embedder = self.embedder(config.embedder)
+        if not self.fidelity.multi:
+            return evaluate(self.corpus, self.evaluation_set, config, embedder=embedder,
+                            occurrences=self.occurrences)
+        rung_scores: dict[str, float] = {}
+        for result in evaluate_rungs(self.corpus, self.evaluation_set, config, self.fidelity, embedder=embedder,
+                                     occurrences=self.occurrences):
+            if result.fidelity >= 1.0:
+                return result
+            attrs = self._attributes(result)
+            score = attrs[SCORE_ATTR]
+            key = f"{result.fidelity:g}"
+            rung_scores[key] = score
+            trial.set_user_attr(RUNG_SCORES_ATTR, dict(rung_scores))
+            if not promoted(score, self._scores_at(trial, key), self.fidelity.reduction):
+                for name in (CHUNKER_ATTR, PARAMS_ATTR, K_ATTR):
+                    trial.set_user_attr(name, attrs[name])
+                trial.set_user_attr(STOPPED_AT_ATTR, result.fidelity)
+                raise StoppedAtRung(result.fidelity, score)
+        raise AssertionError("the last rung is full fidelity")  # pragma: no cover - Fidelity checks it
+
+    @staticmethod
+    def _scores_at(trial: optuna.Trial, rung: str) -> list[float]:
+        """Every score recorded at ``rung`` by the study's trials (this one's included): complete,
+        pruned and still running ones, not failed ones (their worker was lost mid-rung, or the
+        configuration failed)."""
+        trials = trial.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED,
+                                                                TrialState.RUNNING))
+        return [float(t.user_attrs[RUNG_SCORES_ATTR][rung]) for t in trials
+                if rung in (t.user_attrs.get(RUNG_SCORES_ATTR) or {})]

@@ -12,7 +12,9 @@ complete trials. Every trial it starts ends COMPLETE, PRUNED or FAIL, whatever h
    configuration and *claims* it in the ledger (:mod:`.ledger`): a configuration already
    claimed makes the trial PRUNED (``duplicate_of``), and a study whose target is
    already covered makes it PRUNED (``skipped``), both without evaluating anything.
-3. It evaluates the configuration and tells Optuna the outcome. A ``ChunkwiseError``
+3. It evaluates the configuration and tells Optuna the outcome: COMPLETE, or PRUNED when
+   successive halving stopped it at a low-fidelity rung (``stopped_at_fidelity``; such a
+   trial counts toward the target, see :mod:`tuner.fidelity`). A ``ChunkwiseError``
    fails the trial (``error``); a fatal one (bad key, dead endpoint) also stops the
    worker. Ctrl-C (SIGINT) and SIGTERM fail the in-flight trial (``lost``) and stop it.
 
@@ -55,7 +57,7 @@ from .records import (
 )
 from .samplers import WeightedScoreSampler
 from .storage import make_storage, storage_errors
-from .trial import ConfigurationTaken, TargetReached, TrialObjective, limit_threads
+from .trial import ConfigurationTaken, StoppedAtRung, TargetReached, TrialObjective, limit_threads
 
 #: Consecutive failed trials after which a worker gives up.
 MAX_FAILURES_IN_A_ROW = 5
@@ -176,7 +178,7 @@ class _Heartbeat:
 
 def run_worker(options: WorkerOptions,
                on_trial: Callable[[optuna.Study, FrozenTrial], None] | None = None) -> WorkerReport:
-    """Join a study and run trials until it holds its target of complete trials.
+    """Join a study and run trials until it holds its target of finished trials.
 
     Each worker builds its own storage connection and sampler, loads the corpus and queries
     named in the study's settings (or the given paths) and checks their hashes.
@@ -225,14 +227,14 @@ def _trial_loop(study: optuna.Study, study_id: int, ledger: Ledger, worker_id: s
         # A lost trial is re-queued only while the study is short of its target: a retry left
         # WAITING after the run ends would only surprise the next one.
         progress = ledger.progress(study_id)
-        retries = options.max_retry if progress.complete < progress.target else 0
+        retries = options.max_retry if progress.finished < progress.target else 0
         reclaimed = reclaim(study, ledger, study_id, options.grace_period, retries)
         if reclaimed:
             report.reclaimed += reclaimed
             progress = ledger.progress(study_id)
-        if progress.complete >= progress.target:
+        if progress.finished >= progress.target:
             return report
-        if progress.complete + progress.running >= progress.target:
+        if progress.finished + progress.running >= progress.target:
             time.sleep(WAIT_POLL_S)  # the last trials run elsewhere: take over if their workers die
             continue
         trial = study.ask()
@@ -287,6 +289,8 @@ def _run_trial(study: optuna.Study, study_id: int, ledger: Ledger, trial: optuna
         return TrialState.PRUNED, None
     except TargetReached:
         trial.set_user_attr(SKIPPED_ATTR, "the study reached its target before this trial got a slot")
+        return TrialState.PRUNED, None
+    except StoppedAtRung:  # successive halving: its rung scores are recorded; it counts toward the target
         return TrialState.PRUNED, None
     except ChunkwiseError as exc:
         trial.set_user_attr(ERROR_ATTR, redact(str(exc)))
