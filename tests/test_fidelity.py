@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
+import optuna
 import pytest
+from optuna.trial import TrialState
 
 from tuner.chunkers import Chunk
-from tuner.config import ChunkerConfig, EvaluationConfig, RetrievalConfig
+from tuner.cli import main
+from tuner.config import ChunkerConfig, EmbedderConfig, EvaluationConfig, RetrievalConfig
 from tuner.corpus import Corpus
 from tuner.document import Document
 from tuner.embedding import EmbeddingCache
@@ -14,6 +19,10 @@ from tuner.errors import InvalidParameterError
 from tuner.evalset import EvaluationSet, Query, Reference
 from tuner.evaluation import evaluate, evaluate_rungs
 from tuner.fidelity import Fidelity, block_kept, distractor_sample, holding_references, promoted
+from tuner.tuning import StudyError, StudySpec, tune
+from tuner.tuning.progress import EmbeddingReport
+from tuner.tuning.records import DUPLICATE_ATTR, RUNG_SCORES_ATTR, STOPPED_AT_ATTR
+from tuner.tuning.storage import make_storage
 
 from fakes import WordEmbedder
 
@@ -136,3 +145,100 @@ def test_rungs_chunk_once_embed_only_the_added_chunks_and_end_at_the_full_result
     full = evaluate(corpus, queries, config, embedder=WordEmbedder(), cache=None)
     assert results[-1].ranking.tolist() == full.ranking.tolist()
     assert results[-1].metrics == full.metrics
+
+
+# --- a study climbing rungs ----------------------------------------------------------------------
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples"
+
+
+def _rung_spec(tmp_path, stub, **changes):
+    values = dict(
+        name="rungs", corpora=(("handbook", str(EXAMPLE / "handbook")),),
+        queries=str(EXAMPLE / "handbook-queries.jsonl"), space="quick",
+        embedder=EmbedderConfig("openai", "stub-embed", base_url=stub.base_url),
+        storage=f"sqlite:///{tmp_path}/rungs.db", trials=9, cache=str(tmp_path / "cache.sqlite3"),
+        fidelity=Fidelity(rungs=(0.3, 1.0), reduction=3))
+    values.update(changes)
+    return StudySpec(**values)
+
+
+def test_a_study_promotes_by_successive_halving_and_only_full_trials_are_results(tmp_path, openai_server,
+                                                                                 monkeypatch, capsys):
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    spec = _rung_spec(tmp_path, openai_server)
+    (outcome,) = tune(spec, progress=False, echo=lambda _: None)
+    study = optuna.load_study(study_name="rungs/handbook", storage=make_storage(spec.storage))
+    evaluated = [t for t in study.get_trials() if DUPLICATE_ATTR not in t.user_attrs]
+    complete = [t for t in evaluated if t.state == TrialState.COMPLETE]
+    stopped = [t for t in evaluated if t.state == TrialState.PRUNED]
+    # Stopped trials count toward the target: 9 configurations were evaluated, at some fidelity.
+    assert len(evaluated) == 9 and complete and stopped
+    assert outcome.summary.stopped_early == len(stopped) and outcome.summary.complete == len(complete)
+    for trial in stopped:
+        assert trial.values is None and trial.user_attrs[STOPPED_AT_ATTR] == 0.3
+        assert "recall" not in trial.user_attrs  # no full-fidelity metric was recorded
+    # One worker: trials reach the rung in number order. Replay the rule: a trial climbs when its
+    # rung score is in the best third of the scores recorded so far (the best, below three).
+    seen = []
+    for trial in sorted(evaluated, key=lambda t: t.number):
+        score = trial.user_attrs[RUNG_SCORES_ATTR]["0.3"]
+        seen.append(score)
+        ranked = sorted(seen, reverse=True)
+        climbs = score >= ranked[max(len(ranked) // 3 - 1, 0)]
+        assert (trial.state == TrialState.COMPLETE) is climbs, trial.number
+    # Results are full-fidelity trials only: the best, the Pareto front, export.
+    assert outcome.best.number in {t.number for t in complete}
+    assert {t.number for t in study.best_trials} <= {t.number for t in complete}
+    assert main(["export", "--storage", spec.storage, "--study", "rungs", "--trial", str(stopped[0].number),
+                 "-o", str(tmp_path / "x.json")]) == 2
+    assert f"no complete trial {stopped[0].number}" in capsys.readouterr().err
+    assert not (tmp_path / "x.json").exists()
+
+
+def test_fidelity_is_part_of_what_a_resume_must_agree_on(tmp_path, openai_server, monkeypatch, capsys):
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    spec = _rung_spec(tmp_path, openai_server, trials=2)
+    tune(spec, progress=False, echo=lambda _: None)
+    with pytest.raises(StudyError) as refused:
+        tune(spec.with_overrides(fidelity="full"), progress=False, echo=lambda _: None)
+    assert "fidelity" in str(refused.value)
+
+
+def test_auto_fidelity_is_full_on_a_small_corpus(tmp_path, openai_server, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    spec = _rung_spec(tmp_path, openai_server, trials=1, fidelity="auto")
+    tune(spec, progress=False, echo=lambda _: None)
+    study = optuna.load_study(study_name="rungs/handbook", storage=make_storage(spec.storage))
+    assert study.user_attrs["settings"]["fidelity"]["rungs"] == [1.0]  # 27 KB of text: below 2 MB
+
+
+@pytest.mark.parametrize(("given", "message"), [
+    ("0.1,0.5", "fidelity.rungs=[0.1, 0.5] is invalid"),
+    ("often", "--fidelity='often' is invalid"),
+])
+def test_bad_fidelity_flag_exits_2_naming_the_value(tmp_path, given, message, capsys):
+    code = main(["tune", "--name", "x", "--corpus", str(EXAMPLE / "handbook"), "--queries",
+                 str(EXAMPLE / "handbook-queries.jsonl"), "--storage", f"sqlite:///{tmp_path}/x.db",
+                 "--fidelity", given])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert not (tmp_path / "x.db").exists()
+
+
+def test_a_long_trial_reports_embedding_progress_and_a_short_one_says_nothing():
+    now, lines = [0.0], []
+    report = EmbeddingReport(3, write=lines.append, clock=lambda: now[0])
+    report(0, 400)  # rung 1 starts: 400 texts
+    for t, done in ((10, 100), (25, 300), (29, 399)):
+        now[0] = t
+        report(done, 400)
+    assert lines == []  # done within 30 s: nothing said
+    report(0, 4000)  # the next rung: 4,000 texts, timed from here (t = 29)
+    for t, done in ((59, 1000), (69, 1300), (89, 2000), (119, 4000)):
+        now[0] = t
+        report(done, 4000)
+    # 1,000 texts in 30 s: 3,000 left take 90 s; 10 s later no line (every 30 s); at 60 s,
+    # 2,000 in 60 s: 60 s left; the end is not reported.
+    assert lines == ["trial 3: embedded 1,000 of 4,000 texts (25%), about 90 s left",
+                     "trial 3: embedded 2,000 of 4,000 texts (50%), about 60 s left"]

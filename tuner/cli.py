@@ -93,6 +93,7 @@ def _build_parser() -> argparse.ArgumentParser:
                           help="sentence-transformers[:MODEL_DIR] (default, bundled all-MiniLM-L6-v2) "
                                "or openai[:MODEL] (key from $OPENAI_API_KEY)")
     evaluate.add_argument("--base-url", help="OpenAI-compatible endpoint for --embedder openai")
+    _add_precision_argument(evaluate)
     evaluate.add_argument("-k", type=int, help="chunks retrieved per query (default 5)")
     evaluate.add_argument("--unit", choices=("tokens", "chars"),
                           help="scoring unit: cl100k tokens (default) or characters")
@@ -150,6 +151,7 @@ def _build_parser() -> argparse.ArgumentParser:
                            "structure, default-grid); default: default")
     tune.add_argument("--embedder", metavar="PROVIDER[:MODEL]", help="embedder for every trial")
     tune.add_argument("--base-url", help="OpenAI-compatible endpoint for --embedder openai")
+    _add_precision_argument(tune)
     tune.add_argument("--unit", choices=("tokens", "chars"), help="scoring unit")
     tune.add_argument("--copies", choices=("any", "marked"),
                       help="repeated reference texts count at any copy (default) or only at the marked one")
@@ -303,6 +305,12 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache", metavar="FILE", help="embedding cache file")
 
 
+def _add_precision_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--precision", choices=("fp32", "bf16", "int8"),
+                        help="numeric precision of a local model (default fp32; bf16 and int8 are faster but change "
+                             "the vectors slightly, see BENCHMARKS.md; each has its own cache entries)")
+
+
 def _add_filter_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--include", action="append", metavar="GLOB",
                         help="read only the files of a folder or glob matching GLOB (repeatable; a pattern without / "
@@ -353,7 +361,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     from .export import load_config
 
     config = load_config(args.config).config if args.config else EvaluationConfig()
-    embedder = config.embedder.overridden(args.embedder, args.base_url)
+    embedder = config.embedder.overridden(args.embedder, args.base_url, args.precision)
     params = dict(_parse_param(p) for p in args.param)
     corpora, evalset = _load_data(args)
     cache = None if args.no_cache else EmbeddingCache(args.cache) if args.cache else True
@@ -380,7 +388,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
                       validation=args.validation, weights=args.weights,
                       storage=args.storage, trials=args.n_trials, jobs=args.jobs, seed=args.seed, cache=args.cache,
                       repair_references=args.repair_references, include=args.include, exclude=args.exclude,
-                      fidelity=args.fidelity)
+                      fidelity=args.fidelity, precision=args.precision)
     _quiet_optuna()
     if args.dry_run:
         from .tuning.plan import format_plan, plan_run

@@ -117,19 +117,24 @@ class EmbedderConfig:
         provider, _, model = spec.partition(":")
         return cls.from_dict({"provider": provider, "model": model or None})
 
-    def overridden(self, spec: str | None = None, base_url: str | None = None) -> EmbedderConfig:
-        """This embedder with a ``PROVIDER[:MODEL]`` and/or an endpoint given on the command line.
+    def overridden(self, spec: str | None = None, base_url: str | None = None,
+                   precision: str | None = None) -> EmbedderConfig:
+        """This embedder with a ``PROVIDER[:MODEL]``, an endpoint and/or a precision given on the
+        command line.
 
         >>> EmbedderConfig().overridden(base_url="http://127.0.0.1:8000/v1").provider
         'sentence-transformers'
         >>> EmbedderConfig().overridden("openai", "http://127.0.0.1:8000/v1").model
         'text-embedding-3-small'
+        >>> EmbedderConfig().overridden(precision="int8").precision
+        'int8'
         """
-        if spec is None and base_url is None:
+        if spec is None and base_url is None and precision is None:
             return self
         parsed = self.parse(spec) if spec is not None else self
+        kept = self.precision if parsed.provider == "sentence-transformers" else "fp32"
         return EmbedderConfig(parsed.provider, parsed.model, base_url or parsed.base_url, parsed.dimensions,
-                              self.precision if parsed.provider == "sentence-transformers" else "fp32")
+                              precision or kept)
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -150,6 +150,7 @@ def evaluate(corpora: Corpus | Sequence[Corpus], evaluation_set: EvaluationSet,
              method: str | None = None, fusion: str | None = None, alpha: float | None = None,
              rrf_k: int | None = None, context: str | None = None,
              fidelity: float = 1.0, fidelity_seed: int = 0,
+             on_progress: Callable[[int, int], None] | None = None,
              **chunker_params: Any) -> EvaluationResult:
     """Score one chunking configuration on corpora and their evaluation set.
 
@@ -177,6 +178,8 @@ def evaluate(corpora: Corpus | Sequence[Corpus], evaluation_set: EvaluationSet,
             :class:`~tuner.embedding.EmbeddingCache`, or ``None``/``False`` for none.
         index_path: folder of a persistent chromadb database (``index="chroma"``).
         progress: show a progress bar while embedding.
+        on_progress: called with ``(texts embedded so far, texts to embed)`` while embedding
+            (a tuning trial reports its progress through it).
         copies: ``"any"`` (default): a reference whose text occurs more than once in its
             corpus is satisfied by any copy; ``"marked"``: only by its marked offsets.
         occurrences: the references' occurrences, precomputed (a tuning worker builds them
@@ -195,12 +198,12 @@ def evaluate(corpora: Corpus | Sequence[Corpus], evaluation_set: EvaluationSet,
     model = embedder if isinstance(embedder, Embedder) else config.embedder.build(cache)
     chunked = _Chunked.split(corpus_list, evaluation_set, config, model, occurrences)
     return chunked.measure(model, fidelity, Fidelity(seed=fidelity_seed) if fidelity < 1 else FULL,
-                           index_path=index_path, progress=progress)
+                           index_path=index_path, progress=progress, on_progress=on_progress)
 
 
 def evaluate_rungs(corpora: Corpus | Sequence[Corpus], evaluation_set: EvaluationSet, config: EvaluationConfig,
-                   fidelity: Fidelity, *, embedder: Embedder,
-                   occurrences: OccurrenceTable | None = None) -> Iterator[EvaluationResult]:
+                   fidelity: Fidelity, *, embedder: Embedder, occurrences: OccurrenceTable | None = None,
+                   on_progress: Callable[[int, int], None] | None = None) -> Iterator[EvaluationResult]:
     """Score ``config`` at each of ``fidelity``'s rungs in turn, chunking only once.
 
     Yields one :class:`EvaluationResult` per rung (its ``fidelity`` says which); stop
@@ -214,7 +217,7 @@ def evaluate_rungs(corpora: Corpus | Sequence[Corpus], evaluation_set: Evaluatio
     corpus_list = [corpora] if isinstance(corpora, Corpus) else list(corpora)
     chunked = _Chunked.split(corpus_list, evaluation_set, config, embedder, occurrences)
     for fraction in fidelity.rungs:
-        yield chunked.measure(embedder, fraction, fidelity)
+        yield chunked.measure(embedder, fraction, fidelity, on_progress=on_progress)
 
 
 @dataclass
@@ -264,7 +267,7 @@ class _Chunked:
                    units, llm_tokens)
 
     def measure(self, model: Embedder, fraction: float, fidelity: Fidelity, *, index_path: str | None = None,
-                progress: bool = False) -> EvaluationResult:
+                progress: bool = False, on_progress: Callable[[int, int], None] | None = None) -> EvaluationResult:
         """Embed, index, retrieve and score, indexing every chunk (``fraction`` 1.0) or the
         reference-holding chunks and ``fraction`` of the distractors (:mod:`tuner.fidelity`)."""
         config, chunks, chunk_corpora = self.config, self.chunks, self.chunk_corpora
@@ -296,9 +299,20 @@ class _Chunked:
         before = _stats_snapshot(model)
         chunk_vectors = query_vectors = None
         if config.retrieval.embeds:  # BM25 alone embeds nothing
-            with _progress_bar(progress, len(indexed) + len(queries)) as bar:
-                chunk_vectors = model.embed(indexed, progress=bar)
-                query_vectors = model.embed(questions, progress=bar)
+            total = len(indexed) + len(queries)
+            with _progress_bar(progress, total) as bar:
+                update = bar
+                if on_progress is not None:
+                    done = [0]
+
+                    def update(count: int) -> None:
+                        if bar is not None:
+                            bar(count)
+                        done[0] += count
+                        on_progress(done[0], total)
+
+                chunk_vectors = model.embed(indexed, progress=update)
+                query_vectors = model.embed(questions, progress=update)
         timings["embedding"] = time.perf_counter() - t
 
         t = time.perf_counter()

@@ -20,6 +20,7 @@ from ..chunkers import chunker_class
 from ..embedding import EmbeddingCache
 from ..tokens import count_tokens_batch
 from .objective import resolve_rates
+from .progress import format_duration
 from .space import SearchSpace
 from .study import StudySpec, load_study_data, resolve_fidelity
 from .trial import shared_embedder
@@ -87,26 +88,19 @@ def plan_run(spec: StudySpec) -> list[CorpusPlan]:
 
 
 def format_plan(spec: StudySpec, plans: list[CorpusPlan]) -> str:
+    precision = f" ({spec.embedder.precision})" if spec.embedder.precision != "fp32" else ""
     lines = [f"dry run of {spec.name}: {spec.trials} trial(s) per corpus, {spec.jobs} worker(s), embedder "
-             f"{spec.embedder.provider}:{spec.embedder.model}; nothing is embedded or stored", ""]
+             f"{spec.embedder.provider}:{spec.embedder.model}{precision}; nothing is embedded or stored", ""]
     for p in plans:
         cost = f", about ${p.api_usd:.2f} of API embedding" if p.api_usd is not None else ""
         lines += [f"  {p.corpus}: {p.documents} document(s), {p.tokens:,} tokens, {p.queries} questions",
                   f"    a cold trial embeds about {p.tokens_per_cold_trial:,.0f} tokens at full fidelity: "
-                  f"{_duration(p.seconds_per_cold_trial)}"]
+                  f"{format_duration(p.seconds_per_cold_trial)}"]
         if len(p.rungs) > 1:
             lines.append(f"    fidelity rungs {', '.join(f'{r:g}' for r in p.rungs)}: a trial embeds about "
                          f"{p.fidelity_share:.0%} of that on average, plus the chunks holding references")
-        lines.append(f"    {p.trials} trials: at most {_duration(p.wall_seconds)}{cost}")
+        lines.append(f"    {p.trials} trials: at most {format_duration(p.wall_seconds)}{cost}")
     total = sum(p.wall_seconds for p in plans)
-    lines += ["", f"at most {_duration(total)} in all (every trial priced cold; chunks shared between trials come "
-                  "from the embedding cache, so real runs are shorter)"]
+    lines += ["", f"at most {format_duration(total)} in all (every trial priced cold; chunks shared between trials "
+                  "come from the embedding cache, so real runs are shorter)"]
     return "\n".join(lines)
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"

@@ -6,6 +6,8 @@ import shlex
 import sys
 import textwrap
 import threading
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import optuna
@@ -81,6 +83,48 @@ class ProgressBar:
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
+
+
+class EmbeddingReport:
+    """One line on stderr every ``every_s`` seconds while a trial embeds for longer than
+    ``after_s``: texts done of the total, and the time left at the rate so far. Short
+    trials say nothing. A new total (the next fidelity rung) starts the count again.
+
+    >>> now = [0.0]
+    >>> report = EmbeddingReport(7, write=print, clock=lambda: now[0])
+    >>> report(0, 1000); now[0] = 40.0; report(250, 1000)
+    trial 7: embedded 250 of 1,000 texts (25%), about 2 min left
+    """
+
+    def __init__(self, trial: int, *, after_s: float = 30.0, every_s: float = 30.0,
+                 write: Callable[[str], None] = print_err, clock: Callable[[], float] = time.monotonic) -> None:
+        self.trial = trial
+        self.after_s, self.every_s = after_s, every_s
+        self.write, self.clock = write, clock
+        self.total: int | None = None
+        self.started = self.last = 0.0
+
+    def __call__(self, done: int, total: int) -> None:
+        now = self.clock()
+        if total != self.total:
+            self.total, self.started, self.last = total, now, now
+            return
+        elapsed = now - self.started
+        if elapsed < self.after_s or now - self.last < self.every_s or not 0 < done < total:
+            return
+        self.last = now
+        left = (total - done) * elapsed / done
+        self.write(f"trial {self.trial}: embedded {done:,} of {total:,} texts ({done / total:.0%}), "
+                   f"about {format_duration(left)} left")
+
+
+def format_duration(seconds: float) -> str:
+    """``"45 s"``, ``"12 min"`` or ``"3.5 h"``."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def write_note(study: optuna.Study, result: CorpusOutcome) -> None:

@@ -144,7 +144,7 @@ def build_spec(study_file: str | Path | None = None, *, name: str | None = None,
                storage: str | None = None, trials: int | None = None, jobs: int | None = None,
                seed: int | None = None, cache: str | None = None, repair_references: bool = False,
                include: list[str] | None = None, exclude: list[str] | None = None,
-               fidelity: str | None = None) -> StudySpec:
+               fidelity: str | None = None, precision: str | None = None) -> StudySpec:
     """A run's spec from a study file and/or command-line values (given values win).
 
     ``corpora`` are ``[NAME=]PATH`` strings (see :func:`tuner.corpus.parse_corpus_spec`),
@@ -163,7 +163,7 @@ def build_spec(study_file: str | Path | None = None, *, name: str | None = None,
                          queries=str(queries), space=space or DEFAULT_SPACE)
     return spec.with_overrides(
         name=name, corpora=tuple(parse_corpus_spec(c) for c in corpora) if corpora else None,
-        queries=queries, space=space, embedder=spec.embedder.overridden(embedder, base_url), unit=unit,
+        queries=queries, space=space, embedder=spec.embedder.overridden(embedder, base_url, precision), unit=unit,
         copies=copies, validation=validation,
         weights=Weights.parse(weights) if weights else None,
         storage=absolute_url(storage) if storage else None, trials=trials, jobs=jobs, seed=seed, cache=cache,
@@ -189,10 +189,10 @@ def parse_fidelity(value: Any, where: str) -> str | Fidelity:
             return Fidelity(rungs=tuple(value))
         if isinstance(value, dict):
             return Fidelity.from_dict(value)
-    except ValueError:
-        pass
-    except InvalidParameterError as exc:
+    except InvalidParameterError as exc:  # before ValueError, which it is
         raise StudyError(f"{where}: {exc}") from None
+    except ValueError:  # not numbers
+        pass
     raise StudyError(f"{where}={value!r} is invalid; allowed: auto, full, or increasing rungs ending at 1, "
                      "e.g. 0.1,0.3,1")
 

@@ -21,6 +21,7 @@ from ..fidelity import FULL, Fidelity, promoted
 from ..repeats import OccurrenceTable
 from .ledger import Claim, ClaimResult
 from .objective import Rates, ResolvedRates, Scales, Weights, resolve_rates, trial_attributes
+from .progress import EmbeddingReport
 from .records import (
     CHUNKER_ATTR,
     CONFIG_ATTR,
@@ -192,12 +193,13 @@ class TrialObjective:
     def _climb(self, trial: optuna.Trial, config: EvaluationConfig) -> EvaluationResult:
         """The full-fidelity result, after the low-fidelity rungs promoted the trial."""
         embedder = self.embedder(config.embedder)
+        report = EmbeddingReport(trial.number)
         if not self.fidelity.multi:
             return evaluate(self.corpus, self.evaluation_set, config, embedder=embedder,
-                            occurrences=self.occurrences)
+                            occurrences=self.occurrences, on_progress=report)
         rung_scores: dict[str, float] = {}
         for result in evaluate_rungs(self.corpus, self.evaluation_set, config, self.fidelity, embedder=embedder,
-                                     occurrences=self.occurrences):
+                                     occurrences=self.occurrences, on_progress=report):
             if result.fidelity >= 1.0:
                 return result
             attrs = self._attributes(result)
