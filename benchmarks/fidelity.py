@@ -27,8 +27,14 @@ Reported:
 * the measured embedding throughput and chunking time, and the extrapolated wall time of a
   ``--trials`` study on a 20 MB corpus at full fidelity and with each rung set.
 
+**End to end** (``--part study``): the same corpus, written to a temporary folder, tuned by
+``chunkwise.tune`` twice with cold caches, ``--trials`` trials of ``--space`` on one worker:
+at full fidelity and with ``--rungs``. Reported: wall time, texts embedded, trials complete
+and stopped, and the best full-fidelity weighted score each study reaches.
+
     python benchmarks/fidelity.py [--mb 1] [--grid small] [--trials 60] [--out FILE]
     python benchmarks/fidelity.py --tables FILE     # report again from --out
+    python benchmarks/fidelity.py --part study --mb 1 --trials 30 [--rungs 0.1,0.3,1] [--reduction 3]
 """
 
 from __future__ import annotations
@@ -251,6 +257,45 @@ def extrapolate(tables: dict[str, Any], results: dict, trials: int, simulations:
         print(f"| {', '.join(f'{r:g}' for r in rungs)} | {reduction} | {sim['work']:.2f} | {hours:.1f} h |")
 
 
+def study(args: argparse.Namespace) -> None:
+    import sqlite3
+
+    from tuner.fidelity import Fidelity
+    from tuner.tuning import StudySpec, tune
+
+    corpus, queries, _ = build_corpus(args.data, args.mb)
+    work = Path(tempfile.mkdtemp(prefix="chunkwise-fidelity-study-"))
+    folder = work / "mixed"
+    folder.mkdir()
+    for doc in corpus:
+        (folder / doc.id).write_text(doc.text, encoding="utf-8")
+    questions = work / "questions.jsonl"
+    questions.write_text("".join(json.dumps(q.to_dict()) + "\n" for q in queries), encoding="utf-8")
+    rungs = Fidelity(rungs=tuple(float(r) for r in args.rungs.split(",")), reduction=args.reduction)
+    print(f"corpus: {len(corpus)} documents, {sum(len(d.text) for d in corpus) / 1e6:.2f} MB in {folder}; "
+          f"{args.trials} trials of {args.space}, one worker, cold caches", file=sys.stderr)
+    rows = []
+    for label, fidelity in (("full fidelity", "full"), (f"rungs {args.rungs}, reduction {args.reduction}", rungs)):
+        name = "full" if fidelity == "full" else "rungs"
+        spec = StudySpec(name=name, corpora=(("mixed", str(folder)),), queries=str(questions), space=args.space,
+                         storage=f"sqlite:///{work}/{name}.db", trials=args.trials, cache=str(work / f"{name}.sqlite3"),
+                         fidelity=fidelity)
+        started = time.perf_counter()
+        (outcome,) = tune(spec, progress=False, echo=lambda line: print(line, file=sys.stderr))
+        seconds = time.perf_counter() - started
+        with sqlite3.connect(work / f"{name}.sqlite3") as db:
+            embedded = db.execute("SELECT COUNT(*) FROM embeddings").fetchone()[0]
+        rows.append((label, seconds, embedded, outcome.summary.complete, outcome.summary.stopped_early,
+                     outcome.best.score, outcome.best.describe()))
+        print(f"  {label}: {seconds:.0f} s", file=sys.stderr, flush=True)
+    full_seconds, full_best = rows[0][1], rows[0][5]
+    print("\n| study | wall time | texts embedded | complete / stopped | best score (share of full's) | best |")
+    print("|---|---|---|---|---|---|")
+    for label, seconds, embedded, complete, stopped, best, described in rows:
+        print(f"| {label} | {seconds / 60:.1f} min ({full_seconds / seconds:.2f}x) | {embedded:,} | {complete} / "
+              f"{stopped} | {best:.4f} ({best / full_best:.1%}) | {described} |")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=CHROMA_DEV)
@@ -262,8 +307,16 @@ def main() -> int:
     parser.add_argument("--cache-dir", type=Path)
     parser.add_argument("--out", type=Path)
     parser.add_argument("--tables", type=Path, help="report again from a previous --out")
+    parser.add_argument("--part", choices=("grid", "study"), default="grid")
+    parser.add_argument("--space", default="default-grid", help="--part study: the search space")
+    parser.add_argument("--rungs", default="0.1,0.3,1", help="--part study: the rungs of the multi-fidelity study")
+    parser.add_argument("--reduction", type=int, default=3)
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
+    if args.part == "study":
+        require_chroma_dev(args.data)
+        study(args)
+        return 0
     if args.tables:
         tables = json.loads(args.tables.read_text())
     else:

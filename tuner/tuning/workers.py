@@ -51,6 +51,7 @@ from .records import (
     ERROR_ATTR,
     LOST_ATTR,
     SKIPPED_ATTR,
+    STOPPED_AT_ATTR,
     WORKER_ATTR,
     StudyError,
     settings_of,
@@ -111,6 +112,7 @@ class WorkerReport:
     """What one worker did."""
 
     completed: int = 0
+    stopped_early: int = 0
     failed: int = 0
     duplicates: int = 0
     reclaimed: list[int] = field(default_factory=list)
@@ -254,6 +256,9 @@ def _trial_loop(study: optuna.Study, study_id: int, ledger: Ledger, worker_id: s
             on_trial(study, frozen)
         if state == TrialState.COMPLETE:
             report.completed += 1
+            failures_in_a_row = duplicates_in_a_row = 0
+        elif STOPPED_AT_ATTR in frozen.user_attrs:  # evaluated, at low fidelity
+            report.stopped_early += 1
             failures_in_a_row = duplicates_in_a_row = 0
         elif state == TrialState.FAIL:
             report.failed += 1
