@@ -162,10 +162,17 @@ def _rung_spec(tmp_path, stub, **changes):
     return StudySpec(**values)
 
 
-def test_a_study_promotes_by_successive_halving_and_only_full_trials_are_results(tmp_path, openai_server,
+@pytest.fixture(params=["sqlite", "postgresql"])
+def storage_url(request, tmp_path):
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/rungs.db"
+    return request.getfixturevalue("fresh_postgres_url")
+
+
+def test_a_study_promotes_by_successive_halving_and_only_full_trials_are_results(tmp_path, openai_server, storage_url,
                                                                                  monkeypatch, capsys):
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-    spec = _rung_spec(tmp_path, openai_server)
+    spec = _rung_spec(tmp_path, openai_server, storage=storage_url)
     (outcome,) = tune(spec, progress=False, echo=lambda _: None)
     study = optuna.load_study(study_name="rungs/handbook", storage=make_storage(spec.storage))
     evaluated = [t for t in study.get_trials() if DUPLICATE_ATTR not in t.user_attrs]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -388,3 +389,19 @@ def test_dry_run_prices_the_run_and_stores_nothing(tmp_path, openai_server, caps
     # OpenAI's list price for text-embedding-3-small, $0.02 per million tokens, 10 trials:
     assert f"about ${10 * 2 * tokens * 0.02 / 1e6:.2f} of API embedding" in out
     assert not (tmp_path / "studies").exists() and not openai_server.requests_to("/v1/embeddings")
+
+
+def test_dry_run_prices_fidelity_rungs(tmp_path, openai_server, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    space = tmp_path / "plain.yaml"
+    space.write_text("k: 3\nchunkers: {token: {size: 128, overlap: 0}}\n", encoding="utf-8")
+    args = ["tune", "--name", "dry", "--corpus", f"handbook={EXAMPLE}", "--queries", str(QUERIES), "--space",
+            str(space), "--embedder", "openai:stub-embed", "--base-url", openai_server.base_url, "--n-trials", "9000",
+            "--dry-run"]
+    assert main([*args, "--fidelity", "0.1,0.3,1"]) == 0
+    out = capsys.readouterr().out
+    tokens = int(re.search(r"a cold trial embeds about ([0-9,]+) tokens", out).group(1).replace(",", ""))
+    # Every trial pays 10% of the distractors, a third of them 20% more, a ninth the last 70%:
+    # 0.1 + 0.2/3 + 0.7/9 = 24.4% of a full trial; 9,000 trials at $0.02 per million tokens.
+    assert "fidelity rungs 0.1, 0.3, 1: a trial embeds about 24% of that on average" in out
+    assert f"about ${9000 * tokens * 0.02 / 1e6 * (0.1 + 0.2 / 3 + 0.7 / 9):.2f} of API embedding" in out
