@@ -127,7 +127,8 @@ class TrialObjective:
     configuration climbs the rungs: after each low-fidelity rung its score is recorded
     (``rung_scores``) and compared with every other trial's at that rung; a trial that is
     not promoted raises :class:`StoppedAtRung` (the worker records it PRUNED). Only a trial
-    that reaches full fidelity records metrics and returns values.
+    that reaches full fidelity records metrics and returns values. A ``bm25`` configuration
+    embeds nothing and goes straight to full fidelity.
     """
 
     def __init__(self, corpus: Corpus, evaluation_set: EvaluationSet, settings: dict[str, Any],
@@ -194,7 +195,8 @@ class TrialObjective:
         """The full-fidelity result, after the low-fidelity rungs promoted the trial."""
         embedder = self.embedder(config.embedder)
         report = EmbeddingReport(trial.number)
-        if not self.fidelity.multi:
+        # BM25 alone embeds nothing: a smaller index would save nothing, and change its statistics.
+        if not self.fidelity.multi or not config.retrieval.embeds:
             return evaluate(self.corpus, self.evaluation_set, config, embedder=embedder,
                             occurrences=self.occurrences, on_progress=report)
         rung_scores: dict[str, float] = {}
