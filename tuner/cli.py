@@ -162,8 +162,8 @@ def _build_parser() -> argparse.ArgumentParser:
                       help="weights of the score (default 1, 0.5, 0.1, 0.1)")
     tune.add_argument("--fidelity", metavar="auto|full|RUNGS",
                       help="multi-fidelity search: 'full' evaluates every trial on the whole index; rungs such as "
-                           "0.1,0.3,1 evaluate each trial on 10%% of the distractor chunks first and promote the best "
-                           "third; 'auto' (default) uses 0.1,0.3,1 on corpora of 2 MB of text or more")
+                           "0.1,1 evaluate each trial on 10%% of the distractor chunks first and promote the best "
+                           "third; 'auto' (default) uses 0.1,1 on corpora of 2 MB of text or more")
     tune.add_argument("--dry-run", action="store_true",
                       help="print what the run would embed and about how long it takes, then stop (no trial runs)")
     tune.add_argument("--repair-references", action="store_true",
