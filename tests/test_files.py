@@ -346,6 +346,21 @@ def test_calibration_file_is_private_and_never_half_written(tmp_path, monkeypatc
     assert list(json.loads(path.read_text())) == ["fake-local:v1|threads=2"]
 
 
+def test_a_study_says_it_measures_throughput_only_when_it_does(tmp_path, monkeypatch):
+    from tuner.config import EmbedderConfig
+    from tuner.tuning import objective, trial
+    from tuner.tuning.objective import Rates
+
+    monkeypatch.setattr(objective, "calibration_file", lambda: tmp_path / "calibration.json")
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(get_num_threads=lambda: 2))
+    monkeypatch.setattr(trial, "shared_embedder", lambda config, cache: FakeLocalEmbedder())
+    said: list[str] = []
+    for _ in range(2):  # two new studies on one machine: the second reuses the measurement
+        resolved = trial.resolve_study_rates({}, Rates(), [EmbedderConfig()], None, said.append)
+        assert resolved["resolved_rates"]
+    assert len(said) == 1 and "measuring its throughput" in said[0]
+
+
 # --- the embedding cache on a full disk ---------------------------------------------------
 
 def test_full_embedding_cache_is_a_clear_fatal_error(tmp_path):

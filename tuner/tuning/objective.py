@@ -220,22 +220,37 @@ def calibration_file() -> Path:
     return default_cache_path().with_name("calibration.json")
 
 
+def _calibration_key(embedder: Embedder) -> str:
+    import torch
+
+    return f"{embedder.identity}|threads={torch.get_num_threads()}"
+
+
+def _stored_throughputs() -> dict[str, float]:
+    path = calibration_file()
+    if not path.is_file():
+        return {}
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def stored_throughput(embedder: Embedder) -> float | None:
+    """The throughput measured earlier on this machine for this model and thread count, if any."""
+    value = _stored_throughputs().get(_calibration_key(embedder))
+    return None if value is None else float(value)
+
+
 def calibrated_throughput(embedder: Embedder) -> float:
     """Tokens per second of a local embedder, measured once per model and thread count.
 
     The figure is stored next to the embedding cache (``calibration.json``) so every
     later trial, process and run reuses it; delete that file to measure again.
     """
-    import torch
-
-    key = f"{embedder.identity}|threads={torch.get_num_threads()}"
+    key = _calibration_key(embedder)
     path = calibration_file()
-    known: dict[str, float] = {}
-    if path.is_file():
-        try:
-            known = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            known = {}
+    known = _stored_throughputs()
     if key in known:
         return float(known[key])
     from ..tokens import count_tokens_batch

@@ -20,7 +20,15 @@ from ..evaluation import EvaluationResult, evaluate, evaluate_rungs
 from ..fidelity import FULL, Fidelity, promoted
 from ..repeats import OccurrenceTable
 from .ledger import Claim, ClaimResult
-from .objective import Rates, ResolvedRates, Scales, Weights, resolve_rates, trial_attributes
+from .objective import (
+    Rates,
+    ResolvedRates,
+    Scales,
+    Weights,
+    resolve_rates,
+    stored_throughput,
+    trial_attributes,
+)
 from .progress import EmbeddingReport
 from .records import (
     CHUNKER_ATTR,
@@ -90,16 +98,17 @@ def resolve_study_rates(settings: dict[str, Any], rates: Rates, embedders: list[
     """Settings with every embedder's rates resolved, or None when nothing was missing.
 
     Resolving a local model's rates measures its throughput once per machine (it loads the
-    model: ``echo`` says so, since it takes a while).
+    model: ``echo`` says so when it does, since it takes a while).
     """
     resolved = dict(settings.get(RESOLVED_RATES_KEY, {}))
     missing = [e for e in embedders if embedder_key(e) not in resolved]
     if not missing:
         return None
     for config in missing:
-        if echo is not None and config.provider == "sentence-transformers":
-            echo(f"loading {config.model} and measuring its throughput (once per machine)...")
         embedder = shared_embedder(config, cache)
+        if (echo is not None and config.provider == "sentence-transformers" and rates.embed_tokens_per_s is None
+                and stored_throughput(embedder) is None):
+            echo(f"loading {config.model} and measuring its throughput (once per machine)...")
         resolved[embedder_key(config)] = asdict(resolve_rates(rates, embedder, config.provider))
     return {**settings, RESOLVED_RATES_KEY: resolved}
 
