@@ -1,7 +1,8 @@
 """Trials per minute of ``tune``, with 1 and 2 workers, cold and warm, for one or two checkouts.
 
 Each measurement is a fresh Python process that runs ``tuner.tuning.tune`` through the
-public API only, so the same driver measures an older checkout too: pass ``--before DIR``
+public API only (cold and warm each in their own process, as two ``chunkwise tune`` runs
+are), so the same driver measures an older checkout too: pass ``--before DIR``
 (e.g. made with ``git worktree add /tmp/before <commit>``) and the two are run interleaved,
 ``--repeats`` times, and compared by median. Cold: an empty embedding cache. Warm: the same
 study spec (same seed) again into a new study, on the cache the cold run filled.
@@ -26,7 +27,10 @@ from pathlib import Path
 
 from _common import CHROMA_DEV, ROOT, require_chroma_dev
 
-# Runs inside the measured checkout (PYTHONPATH); prints {"cold": s, "warm": s, "trials": n}.
+# Runs inside the measured checkout (PYTHONPATH), one phase per process, as a user's `chunkwise
+# tune` is one process per run (a pool kept alive between two tune() calls in one process, as
+# joblib's reusable loky executor did, would make the warm run skip starting its workers);
+# prints {"wall": s, "trials": n}.
 DRIVER = r"""
 import json, sys, time, warnings
 import optuna
@@ -34,16 +38,13 @@ warnings.simplefilter("ignore")
 optuna.logging.set_verbosity(optuna.logging.ERROR)
 from tuner.tuning import StudySpec, tune
 args = json.loads(sys.argv[1])
-walls = {}
-for phase in ("cold", "warm"):
-    spec = StudySpec(name=phase, corpora=tuple(map(tuple, args["corpora"])), queries=args["queries"],
-                     space=args["space"], storage=f"sqlite:///{args['tmp']}/{phase}.db", trials=args["trials"],
-                     jobs=args["jobs"], seed=1, cache=args["cache"])
-    started = time.perf_counter()
-    outcomes = tune(spec, progress=False, echo=lambda _: None)
-    walls[phase] = time.perf_counter() - started
-    complete = sum(o.complete for o in outcomes)
-print(json.dumps({**walls, "trials": complete}))
+phase = args["phase"]
+spec = StudySpec(name=phase, corpora=tuple(map(tuple, args["corpora"])), queries=args["queries"],
+                 space=args["space"], storage=f"sqlite:///{args['tmp']}/{phase}.db", trials=args["trials"],
+                 jobs=args["jobs"], seed=1, cache=args["cache"])
+started = time.perf_counter()
+outcomes = tune(spec, progress=False, echo=lambda _: None)
+print(json.dumps({"wall": time.perf_counter() - started, "trials": sum(o.complete for o in outcomes)}))
 """
 
 
@@ -52,9 +53,13 @@ def measure(code: Path, args: argparse.Namespace, corpora, queries: str, jobs: i
         payload = {"corpora": corpora, "queries": queries, "space": args.space, "trials": args.trials,
                    "jobs": jobs, "tmp": tmp, "cache": f"{tmp}/cache.sqlite3"}
         env = {**os.environ, "PYTHONPATH": str(code), "CHUNKWISE_CACHE_DIR": f"{tmp}/cachedir"}
-        out = subprocess.run([sys.executable, "-c", DRIVER, json.dumps(payload)], env=env, check=True,
-                             capture_output=True, text=True).stdout
-        return json.loads(out.strip().splitlines()[-1])
+        result = {}
+        for phase in ("cold", "warm"):  # warm: a new process on the cache the cold one filled
+            out = subprocess.run([sys.executable, "-c", DRIVER, json.dumps({**payload, "phase": phase})], env=env,
+                                 check=True, capture_output=True, text=True).stdout
+            measured = json.loads(out.strip().splitlines()[-1])
+            result[phase], result["trials"] = measured["wall"], measured["trials"]
+        return result
 
 
 def main() -> int:
