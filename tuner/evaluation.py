@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -235,6 +236,32 @@ class _Chunked:
     units: dict[str, Any]
     llm_tokens: int | None
 
+    # What does not depend on the fidelity is found once, however many rungs are measured.
+    @cached_property
+    def space(self) -> UnitSpace:
+        return UnitSpace(self.corpora, self.config.unit)
+
+    @cached_property
+    def intervals(self) -> ChunkIntervals:
+        return ChunkIntervals.from_spans(
+            [[self.space.interval(corpus, c.document, s, e) for s, e in c.all_spans]
+             for c, corpus in zip(self.chunks, self.chunk_corpora)])
+
+    @cached_property
+    def references(self) -> list[list[list[tuple[int, int]]]]:
+        occurrences = (OccurrenceTable.marked_only(self.evaluation_set) if self.config.copies == "marked"
+                       else self.occurrences)
+        return query_references(self.space, list(self.evaluation_set), occurrences)
+
+    @cached_property
+    def index_tokens(self) -> int:
+        """cl100k tokens of the texts a full index embeds (context headers included)."""
+        if not self.config.retrieval.embeds:
+            return 0
+        if self.config.retrieval.context != "none":
+            return sum(count_tokens_batch(self.indexed))
+        return sum(c.token_count for c in self.chunks)
+
     @classmethod
     def split(cls, corpus_list: list[Corpus], evaluation_set: EvaluationSet, config: EvaluationConfig,
               model: Embedder, occurrences: OccurrenceTable | None) -> _Chunked:
@@ -276,14 +303,8 @@ class _Chunked:
                    "segmentation": self.seconds - self.units["seconds"]}
         t = time.perf_counter()
         repeats = self.occurrences.summary()
-        occurrences = (OccurrenceTable.marked_only(self.evaluation_set) if config.copies == "marked"
-                       else self.occurrences)
         queries = list(self.evaluation_set)
-        space = UnitSpace(self.corpora, config.unit)
-        intervals = ChunkIntervals.from_spans(
-            [[space.interval(corpus, c.document, s, e) for s, e in c.all_spans]
-             for c, corpus in zip(chunks, chunk_corpora)])
-        references = query_references(space, queries, occurrences)
+        space, intervals, references = self.space, self.intervals, self.references
         timings["scoring"] = time.perf_counter() - t
 
         in_index = np.ones(len(chunks), dtype=bool)
@@ -347,9 +368,7 @@ class _Chunked:
                          f"reference, {fraction:.0%} of the others)")
         query_tokens = float(np.mean(count_tokens_batch(questions)))
         embedding = _stats_delta(model, before)
-        embedding["index_tokens"] = 0 if not config.retrieval.embeds else (
-            sum(count_tokens_batch(self.indexed)) if config.retrieval.context != "none"
-            else sum(c.token_count for c in chunks))
+        embedding["index_tokens"] = self.index_tokens
         embedding["unit_texts"], embedding["unit_tokens"] = self.units["texts"], self.units["tokens"]
         embedding["unit_model_seconds"] = self.units["model_seconds"]
         if self.llm_tokens is not None:  # LLM chunkers: tokens the model read and wrote while splitting
