@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from _common import CHROMA_DEV, ROOT, require_chroma_dev
+from _common import CHROMA_DEV, ROOT, grid_configs, require_chroma_dev
 
 PRECISIONS = ("fp32", "bf16", "int8")
 BAR_POINTS = 0.3
@@ -119,18 +119,6 @@ def throughput(args: argparse.Namespace) -> None:
 
 
 # --- agreement ------------------------------------------------------------------------------
-
-
-def grid_configs(grid: str) -> list[tuple[str, int, int]]:
-    """(chunker, size, overlap) of the grid's chunkings; every k comes from one evaluation."""
-    from tuner.tuning.space import fraction_value
-
-    if grid == "full":
-        sizes, shares = range(50, 1001, 50), (0.0, 0.25, 0.5)
-    else:
-        sizes, shares = (100, 200, 400, 800), (0.0, 0.25)
-    return [(name, size, fraction_value(share, size)) for name in ("token", "recursive")
-            for size in sizes for share in shares]
 
 
 def agreement_tables(args: argparse.Namespace, precision: str, cache_dir: Path) -> dict[str, dict[str, Any]]:

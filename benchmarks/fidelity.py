@@ -53,7 +53,7 @@ from typing import Any
 
 import numpy as np
 
-from _common import CHROMA_DEV, require_chroma_dev
+from _common import CHROMA_DEV, grid_configs, require_chroma_dev
 
 RUNG_SETS = ((0.05, 1.0), (0.1, 1.0), (0.2, 1.0), (0.05, 0.2, 1.0), (0.1, 0.3, 1.0), (0.2, 0.5, 1.0))
 REDUCTIONS = (3, 4)
@@ -89,14 +89,6 @@ def build_corpus(data: Path, megabytes: float, seed: int = 0):
     return mixed, queries, len(pool)
 
 
-def grid(name: str) -> list[tuple[str, int, int]]:
-    from tuner.tuning.space import fraction_value
-
-    sizes, shares = ((range(50, 1001, 50), (0.0, 0.25, 0.5)) if name == "full" else ((100, 200, 400, 800), (0.0, 0.25)))
-    return [(chunker, size, fraction_value(share, size)) for chunker in ("token", "recursive")
-            for size in sizes for share in shares]
-
-
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     from tuner.config import ChunkerConfig, EmbedderConfig, EvaluationConfig, RetrievalConfig
     from tuner.embedding import EmbeddingCache
@@ -117,7 +109,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     points: dict[str, dict[str, Any]] = {}
     chunking_s, model_s, model_tokens = [], 0.0, 0
     started = time.perf_counter()
-    for chunker, size, overlap in grid(args.grid):
+    for chunker, size, overlap in grid_configs(args.grid):
         config = EvaluationConfig(ChunkerConfig(chunker, {"size": size, "overlap": overlap}),
                                   retrieval=RetrievalConfig(k=10))
         for fidelity in fidelities:
