@@ -72,3 +72,11 @@ def _private_cache_dir(tmp_path_factory) -> Iterator[None]:
         os.environ.pop("CHUNKWISE_CACHE_DIR", None)
     else:
         os.environ["CHUNKWISE_CACHE_DIR"] = previous
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def storage_url(request, tmp_path) -> str:
+    """A study storage on SQLite (a file in ``tmp_path``), then on a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/study.db"
+    return request.getfixturevalue("fresh_postgres_url")

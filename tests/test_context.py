@@ -3,7 +3,6 @@ reach the embedder and BM25 but never the chunks' offsets or scored units."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 import tuner
@@ -12,9 +11,10 @@ from tuner.context import Outline, context_header, contextualize, markdown_headi
 from tuner.corpus import Corpus
 from tuner.document import Document
 from tuner.embedding import EmbeddingCache
-from tuner.embedding.base import Embedder
 from tuner.embedding.cache import text_key
 from tuner.evalset import EvaluationSet, Query, Reference
+
+from fakes import WordEmbedder
 
 TEXT = (
     "# Guide\n"                 # 0
@@ -77,19 +77,11 @@ def test_headers_of_each_context():
     assert contextualize([chunk], [document], "none") == [TEXT[34:50]]
 
 
-class RecordingEmbedder(Embedder):
-    """Counts words of a fixed vocabulary and remembers every text it embedded."""
+class RecordingEmbedder(WordEmbedder):
+    """Counts words of a kitchen vocabulary and remembers every text it embedded (``seen``)."""
 
     identity = "recording:v1"
     VOCAB = ("lemon", "apricot", "oven", "kettle")
-
-    def __init__(self, **kwargs) -> None:
-        super().__init__(**kwargs)
-        self.seen: list[str] = []
-
-    def _embed(self, texts):
-        self.seen += texts
-        return np.array([[t.lower().count(w) for w in self.VOCAB] + [0.01] for t in texts], dtype=float)
 
 
 # Cut at 12 tokens: "# Kitchen ... ## Oven" (the only chunk that says "oven") and "Preheat to 200 degrees.".

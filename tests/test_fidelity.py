@@ -162,13 +162,6 @@ def _rung_spec(tmp_path, stub, **changes):
     return StudySpec(**values)
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def storage_url(request, tmp_path):
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path}/rungs.db"
-    return request.getfixturevalue("fresh_postgres_url")
-
-
 def test_a_study_promotes_by_successive_halving_and_only_full_trials_are_results(tmp_path, openai_server, storage_url,
                                                                                  monkeypatch, capsys):
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")

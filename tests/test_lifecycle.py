@@ -46,13 +46,6 @@ STUDY = "life/handbook"
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def storage_url(request, tmp_path):
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path}/life.db"
-    return request.getfixturevalue("fresh_postgres_url")
-
-
 def write_study(tmp_path: Path, stub, storage: str, trials: int, jobs: int = 1) -> Path:
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump({
