@@ -19,6 +19,7 @@ import numpy as np
 import sqlalchemy as sa
 
 from ..secrets import hide_password, redact
+from ..sqltables import create_tables
 from .cache import EmbeddingCacheError
 
 _metadata = sa.MetaData()
@@ -61,16 +62,7 @@ class SharedEmbeddingCache:
         if self._engine is None or self._pid != os.getpid():
             try:
                 engine = sa.create_engine(self.url, pool_pre_ping=True)
-                for attempt in range(5):
-                    try:
-                        _metadata.create_all(engine, checkfirst=True)
-                        break
-                    except sa.exc.IntegrityError:  # another worker created it at the same moment
-                        if attempt == 4:
-                            raise
-                    except sa.exc.ProgrammingError as exc:
-                        if "already exists" not in str(exc) or attempt == 4:
-                            raise
+                create_tables(_metadata, engine)
             except sa.exc.SQLAlchemyError as exc:
                 raise self._error(exc) from None
             self._engine, self._pid = engine, os.getpid()

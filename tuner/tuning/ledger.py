@@ -33,6 +33,8 @@ from enum import Enum
 import sqlalchemy as sa
 from optuna.storages import RDBStorage
 
+from ..sqltables import create_tables
+
 _metadata = sa.MetaData()
 TARGETS = sa.Table(
     "chunkwise_targets", _metadata,
@@ -144,17 +146,7 @@ class Ledger:
         self.storage = storage
         self.engine: sa.Engine = storage.engine
         self._postgres = self.engine.dialect.name == "postgresql"
-        self._create_tables()
-
-    def _create_tables(self) -> None:
-        for attempt in range(5):
-            try:
-                _metadata.create_all(self.engine, checkfirst=True)
-                return
-            except sa.exc.SQLAlchemyError as exc:  # another process created them first
-                if attempt == 4 or not any(mark in str(exc) for mark in ("already exists", "UNIQUE", "duplicate")):
-                    raise
-                time.sleep(0.2 * (attempt + 1))
+        create_tables(_metadata, self.engine)
 
     # --- targets -----------------------------------------------------------------------------
     def _lock_target(self, conn: sa.Connection, study_id: int) -> int | None:
