@@ -172,18 +172,10 @@ class RetrievalConfig:
     def __post_init__(self) -> None:
         if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
             raise InvalidParameterError(f"retrieval.k={self.k!r} is invalid; expected an integer >= 1")
-        if self.scope not in SCOPES:
-            raise InvalidParameterError(
-                f"retrieval.scope={self.scope!r} is invalid; allowed: {', '.join(SCOPES)}")
-        if self.index not in BACKENDS:
-            raise InvalidParameterError(
-                f"retrieval.index={self.index!r} is invalid; allowed: {', '.join(BACKENDS)}")
-        if self.method not in METHODS:
-            raise InvalidParameterError(
-                f"retrieval.method={self.method!r} is invalid; allowed: {', '.join(METHODS)}")
-        if self.context not in CONTEXTS:
-            raise InvalidParameterError(
-                f"retrieval.context={self.context!r} is invalid; allowed: {', '.join(CONTEXTS)}")
+        for name, allowed in (("scope", SCOPES), ("index", BACKENDS), ("method", METHODS), ("context", CONTEXTS)):
+            value = getattr(self, name)
+            if value not in allowed:
+                raise InvalidParameterError(f"retrieval.{name}={value!r} is invalid; allowed: {', '.join(allowed)}")
         if self.method != "hybrid":
             for name in ("fusion", "alpha", "rrf_k"):
                 if getattr(self, name) is not None:
