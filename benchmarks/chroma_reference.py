@@ -42,8 +42,8 @@ def evaluate_configs(data: Path, configs, cache_path: Path, units=("chars", "tok
     """Yield (config, unit, overall metrics in percent, result) for each config and unit
     (``chars-marked``: characters, each reference at its marked copy only)."""
     import tuner
+    from tuner.data.evalset import load_chroma_dataset
     from tuner.embedding import EmbeddingCache
-    from tuner.evalset import load_chroma_dataset
 
     corpora, evalset = load_chroma_dataset(data)
     embedder = tuner.EmbedderConfig().build(EmbeddingCache(cache_path))

@@ -47,8 +47,8 @@ def main() -> int:
     require_chroma_dev(args.data)
     warnings.simplefilter("ignore")
     import tuner
+    from tuner.data.evalset import load_chroma_dataset
     from tuner.embedding import EmbeddingCache
-    from tuner.evalset import load_chroma_dataset
 
     corpora, evalset = load_chroma_dataset(args.data)
     print("| chunker | recall | IoU | precision-Ω | recall (tokens) | IoU (tokens) | chunks | mean tokens "

@@ -103,7 +103,7 @@ def stress_texts() -> dict[str, str]:
 
 def load_documents(data: Path) -> list[tuple[str, str, str]]:
     """(corpus, document id, text) of chroma-dev's corpora, read exactly as chunkwise reads them."""
-    from tuner.corpus import load_corpus
+    from tuner.data.corpus import load_corpus
 
     out = []
     for path in sorted((data / "corpora").glob("*.md")):
@@ -152,10 +152,10 @@ def _fingerprint(per_document: list, documents: list) -> dict[str, Any]:
 
 def _fresh_documents(rows: list[tuple[str, str, str]]) -> list:
     """New Document objects (no token table yet) and an empty per-process token cache."""
-    import tuner.tokens
-    from tuner.document import Document
+    import tuner.text.tokens
+    from tuner.data.document import Document
 
-    clear = getattr(tuner.tokens, "clear_token_cache", None)
+    clear = getattr(tuner.text.tokens, "clear_token_cache", None)
     if clear is not None:
         clear()
     return [Document(doc_id, text) for _, doc_id, text in rows]
@@ -250,7 +250,7 @@ _PACKAGES = {"chonkie": "chonkie", "semchunk": "semchunk", "langchain": "langcha
 
 def make_peer(library: str, kind: str, size: int, overlap: int):
     """A callable chunking one text with ``library``'s ``kind`` chunker (imported here only)."""
-    from tuner.tokens import encoding
+    from tuner.text.tokens import encoding
 
     enc = encoding()
     if library == "chonkie":

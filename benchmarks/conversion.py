@@ -111,7 +111,7 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3, help="timed conversions per file; the median counts (3)")
     args = parser.parse_args()
     warnings.simplefilter("ignore")
-    from tuner.convert import convert_file
+    from tuner.data.convert import convert_file
 
     handbook = ROOT / "examples" / "handbook"
     source = "\n\n".join(p.read_text(encoding="utf-8") for p in sorted(handbook.glob("*.md")))

@@ -75,8 +75,8 @@ def padding_factor(lengths: list[int], batch_size: int) -> float:
 
 def throughput(args: argparse.Namespace) -> None:
     import tuner
+    from tuner.data.evalset import load_chroma_dataset
     from tuner.embedding import SentenceTransformerEmbedder
-    from tuner.evalset import load_chroma_dataset
 
     corpora, _ = load_chroma_dataset(args.data)
     chunker = tuner.make_chunker("recursive", size=250, overlap=0)
@@ -124,8 +124,8 @@ def throughput(args: argparse.Namespace) -> None:
 def agreement_tables(args: argparse.Namespace, precision: str, cache_dir: Path) -> dict[str, dict[str, Any]]:
     """``{scope: {"chunker size overlap k": {"recall", "iou"}}}`` for one precision, in points."""
     import tuner
+    from tuner.data.evalset import load_chroma_dataset
     from tuner.embedding import EmbeddingCache
-    from tuner.evalset import load_chroma_dataset
 
     corpora, pooled_set = load_chroma_dataset(args.data)
     embedder = tuner.EmbedderConfig(precision=precision).build(EmbeddingCache(cache_dir / f"{precision}.sqlite3"))

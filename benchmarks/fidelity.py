@@ -20,7 +20,7 @@ Reported:
   the full-fidelity best is in its top 10%, and the embedding work of one trial relative to
   full (tokens the index embeds, cold);
 * successive halving simulated on those scores (``--simulations`` random orders of
-  ``--trials`` grid points, promoted by ``tuner.fidelity.promoted`` in arrival order, as a
+  ``--trials`` grid points, promoted by ``tuner.evaluation.fidelity.promoted`` in arrival order, as a
   one-worker study does): the best full-fidelity score it reaches as a share of the best
   among the same trials (mean and 5th percentile), how often it reaches that best, and the
   embedding work relative to evaluating every trial at full fidelity;
@@ -62,9 +62,9 @@ SENTENCE = re.compile(r"(?<=[.!?])\s+")
 
 def build_corpus(data: Path, megabytes: float, seed: int = 0):
     """The pooled chroma-dev documents and synthetic distractor documents (see the docstring)."""
-    from tuner.corpus import Corpus
-    from tuner.document import Document
-    from tuner.evalset import EvaluationSet, Query, load_chroma_dataset
+    from tuner.data.corpus import Corpus
+    from tuner.data.document import Document
+    from tuner.data.evalset import EvaluationSet, Query, load_chroma_dataset
 
     corpora, evalset = load_chroma_dataset(data)
     documents = [doc for corpus in corpora for doc in corpus]
@@ -90,11 +90,15 @@ def build_corpus(data: Path, megabytes: float, seed: int = 0):
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
-    from tuner.config import ChunkerConfig, EmbedderConfig, EvaluationConfig, RetrievalConfig
+    from tuner.chunkers.config import ChunkerConfig
+    from tuner.data.repeats import OccurrenceTable
     from tuner.embedding import EmbeddingCache
-    from tuner.evaluation import evaluate
-    from tuner.repeats import OccurrenceTable
-    from tuner.tuning.objective import Rates, Scales, Weights, resolve_rates, trial_attributes
+    from tuner.embedding.config import EmbedderConfig
+    from tuner.evaluation.config import EvaluationConfig
+    from tuner.evaluation.evaluator import evaluate
+    from tuner.retrieval.config import RetrievalConfig
+    from tuner.tuning.objective import Rates, Scales, Weights, resolve_rates
+    from tuner.tuning.records import trial_attributes
 
     corpus, queries, pool = build_corpus(args.data, args.mb)
     chars = sum(len(d.text) for d in corpus)
@@ -140,7 +144,7 @@ def spearman(a: list[float], b: list[float]) -> float:
 def simulate(points: dict[str, Any], rungs: tuple[float, ...], reduction: int, trials: int, simulations: int,
              seed: int = 0) -> dict[str, float]:
     """Successive halving over random arrival orders of ``trials`` grid points (one worker)."""
-    from tuner.fidelity import promoted
+    from tuner.evaluation.fidelity import promoted
 
     rng = random.Random(seed)
     names = sorted(points)
@@ -257,7 +261,7 @@ def extrapolate(tables: dict[str, Any], results: dict, trials: int, simulations:
 def study(args: argparse.Namespace) -> None:
     import sqlite3
 
-    from tuner.fidelity import Fidelity
+    from tuner.evaluation.fidelity import Fidelity
     from tuner.tuning import StudySpec, tune
 
     corpus, queries, _ = build_corpus(args.data, args.mb)

@@ -35,14 +35,15 @@ def main() -> int:
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     warnings.simplefilter("ignore")
 
-    from tuner.config import ChunkerConfig, EvaluationConfig, RetrievalConfig
-    from tuner.evaluation import evaluate
+    from tuner.chunkers.config import ChunkerConfig
+    from tuner.evaluation.config import EvaluationConfig
+    from tuner.evaluation.evaluator import evaluate
+    from tuner.retrieval.config import RetrievalConfig
     from tuner.tuning import StudySpec, tune
-    from tuner.tuning.objective import ResolvedRates, Scales, Weights, trial_attributes
-    from tuner.tuning.records import RESOLVED_RATES_KEY, TrialRecord, evaluated, settings_of
-    from tuner.tuning.selection import Candidate, candidate, cross_validated_gain, search_mask
+    from tuner.tuning.records import TrialRecord, evaluated, trial_attributes
+    from tuner.tuning.selection import Candidate, candidate, cross_validated_gain
+    from tuner.tuning.settings import StudySettings
     from tuner.tuning.study import load_study_inputs
-    from tuner.tuning.trial import embedder_key
 
     corpora = tuple((p.stem, str(p)) for p in sorted((args.data / "corpora").glob("*.md")))
     spec = StudySpec(name="heldout", corpora=corpora, queries=str(args.data / "questions.csv"), space=args.space,
@@ -55,16 +56,16 @@ def main() -> int:
     print("|---|---|---|---|---|---|---|---|---|---|")
     for outcome in outcomes:
         study = optuna.load_study(study_name=outcome.study, storage=spec.storage)
-        settings = settings_of(study)
+        settings = StudySettings.of(study)
         corpus, evalset = load_study_inputs(settings, study.study_name)
         best = outcome.best
-        weights, scales = Weights(**settings["weights"]), Scales(**settings["scales"])
+        weights, scales = settings.weights, settings.scales
         first = EvaluationConfig.from_dict(best.config)
         base_config = EvaluationConfig(ChunkerConfig("token", {"size": 800, "overlap": 400}).resolved(),
                                        first.embedder, RetrievalConfig(k=5), first.unit, first.copies)
         result = evaluate(corpus, evalset, base_config)
-        rates = ResolvedRates(**settings[RESOLVED_RATES_KEY][embedder_key(first.embedder)])
-        search = search_mask(settings, len(evalset))
+        rates = settings.rates_for(first.embedder)
+        search = settings.search_mask(len(evalset))
         base = TrialRecord.from_attrs(-1, trial_attributes(result, rates, weights, scales, search=search))
         per_query = result.scores.at(5)
         default = Candidate(-1, per_query["recall"], per_query["iou"], base.latency_ms / 1000,

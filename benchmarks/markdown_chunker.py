@@ -27,8 +27,8 @@ def main() -> int:
     require_chroma_dev(args.data)
     warnings.simplefilter("ignore")
     import tuner
+    from tuner.data.evalset import load_chroma_dataset
     from tuner.embedding import EmbeddingCache
-    from tuner.evalset import load_chroma_dataset
 
     chroma = load_chroma_dataset(args.data)
     handbook = tuner.load_corpus(ROOT / "examples" / "handbook")

@@ -140,7 +140,7 @@ def studies(data: dict, args: argparse.Namespace, out) -> None:
 
 def parity(data_path: Path, out) -> None:
     import tuner
-    from tuner.production import build_collection, chunk_id
+    from tuner.deploy.production import build_collection, chunk_id
 
     corpora, queries = chroma_dev_data(data_path)
     loaded = [tuner.load_corpus(path, corpus) for corpus, path in corpora]

@@ -12,10 +12,10 @@ import re
 import numpy as np
 import sqlalchemy as sa
 
-from tuner.corpus import Corpus
-from tuner.document import Document
+from tuner.data.corpus import Corpus
+from tuner.data.document import Document
+from tuner.data.evalset import EvaluationSet, Query, Reference
 from tuner.embedding.base import Embedder
-from tuner.evalset import EvaluationSet, Query, Reference
 
 
 class WordEmbedder(Embedder):

@@ -1,57 +1,197 @@
-"""The package's layering: what may import the tuning layer, and who reads what a study stores."""
+"""The package's shape: one package per stage, layered; no import cycle; the command line alone
+speaks in flags; only the tuning records spell what a study stores."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 from tuner.tuning import records
 
 PACKAGE = Path(__file__).resolve().parents[1] / "tuner"
-#: Modules above the tuning layer: they use it (and read studies through tuning.records).
-ABOVE_TUNING = {"cli.py", "export.py", "report.py", "__main__.py"}
-#: What a study stores, by name: only tuning/ may spell these out. (A few words are also keys of the
-#: configuration schema shared with exports, "config", "chunker", "params", "k", "error": not checked.)
-ATTRIBUTE_NAMES = {value for name, value in vars(records).items()
-                   if name.endswith("_ATTR") and isinstance(value, str)} - {"config", "chunker", "params", "k", "error"}
+#: The stages from the bottom up: a package may import its own layer and the layers below it,
+#: never one above. (``__init__.py`` of ``tuner`` itself re-exports the public API.)
+LAYERS = (
+    {"_version", "errors", "schema"},
+    {"_io"},
+    {"text"},
+    {"llm"},
+    {"embedding"},
+    {"data"},
+    {"chunkers"},
+    {"retrieval"},
+    {"evaluation"},
+    {"tuning"},
+    {"deploy", "reporting"},
+    {"api"},
+    {"cli", "__main__"},
+)
+LAYER_OF = {name: level for level, names in enumerate(LAYERS) for name in names}
+#: What a study stores, by name: only tuning/records.py may spell these out.
+ATTRIBUTE_NAMES = {value for name, value in vars(records).items() if name.endswith("_ATTR") and isinstance(value, str)}
+#: Words that are also keys of other schemas, not checked: the configuration schema shared with
+#: exports ("config", "chunker", "params", "k"), an error's text, a retrieved hit's "score".
+SHARED_WORDS = {"config", "chunker", "params", "k", "error", "score"}
+#: A command-line flag in a message: ``--jobs``, ``--n-trials`` (not ``--`` alone, not ``---``).
+FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
 
 
-def _imports(tree: ast.AST) -> set[str]:
-    found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom):
-            found.add("." * node.level + (node.module or ""))
-        elif isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
+def _modules() -> dict[str, Path]:
+    """Every module of the package by dotted name (``tuner.tuning.run``)."""
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        found[".".join(parts)] = path
     return found
 
 
-def test_no_module_below_the_tuning_layer_imports_it():
+MODULES = _modules()
+
+
+def _imported(module: str, path: Path, *, top_level_only: bool = False) -> set[str]:
+    """The package modules ``module`` imports (resolved to dotted names), also inside functions
+    unless ``top_level_only``; an imported name that is a module counts as that module."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    nodes = tree.body if top_level_only else ast.walk(tree)
+    found = set()
+    for node in nodes:
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if not target.startswith("tuner"):
+                continue
+            for alias in node.names:
+                sub = f"{target}.{alias.name}"
+                found.add(sub if sub in MODULES else target)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names if alias.name.startswith("tuner"))
+    return found & set(MODULES)
+
+
+def _stage(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def test_every_module_sits_in_a_known_stage():
+    assert {_stage(m) for m in MODULES} - {"__init__"} <= set(LAYER_OF)
+
+
+def test_no_stage_imports_a_stage_above_it():
     offenders = {}
-    for path in PACKAGE.rglob("*.py"):
-        relative = path.relative_to(PACKAGE)
-        if relative.parts[0] == "tuning" or relative.name in ABOVE_TUNING or relative == Path("__init__.py"):
+    for module, path in MODULES.items():
+        stage = _stage(module)
+        if stage == "__init__":
             continue
-        bad = {name for name in _imports(ast.parse(path.read_text(encoding="utf-8")))
-               if name.lstrip(".").startswith("tuning") or name.startswith("tuner.tuning")}
-        if bad:
-            offenders[str(relative)] = bad
+        above = {target for target in _imported(module, path)
+                 if _stage(target) != "__init__" and LAYER_OF[_stage(target)] > LAYER_OF[stage]}
+        if above:
+            offenders[module] = sorted(above)
     assert not offenders
 
 
-def test_the_tuning_layer_does_not_import_what_sits_above_it():
-    for path in (PACKAGE / "tuning").glob("*.py"):
-        names = _imports(ast.parse(path.read_text(encoding="utf-8")))
-        assert not {n for n in names if n.lstrip(".") in ("cli", "export", "report")}, path.name
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one node (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for other in graph.get(node, ()):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in on_stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
 
 
-def test_report_export_and_cli_read_studies_only_through_records():
+def test_no_import_cycle_between_modules():
+    # Imports at module level only: one inside a function runs when called, after both modules loaded.
+    graph = {module: _imported(module, path, top_level_only=True) - {module} for module, path in MODULES.items()
+             if path.name != "__init__.py"}
+    for module in graph:
+        graph[module] = {m for m in graph[module] if MODULES[m].name != "__init__.py"}
+    assert _cycles(graph) == []
+
+
+def test_no_import_cycle_between_stages():
+    graph: dict[str, set[str]] = {}
+    for module, path in MODULES.items():
+        graph.setdefault(_stage(module), set()).update(
+            _stage(target) for target in _imported(module, path) if _stage(target) != _stage(module))
+    graph.pop("__init__", None)
+    for targets in graph.values():
+        targets.discard("__init__")
+    assert _cycles(graph) == []
+
+
+def _strings(tree: ast.AST) -> set[str]:
+    """The string constants of a module that are not docstrings (messages, not documentation)."""
+    docstrings = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                docstrings.add(id(body[0].value))
+    return {node.value for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings}
+
+
+def test_only_the_command_line_speaks_in_flags():
+    offenders = {}
+    for module, path in MODULES.items():
+        if _stage(module) == "cli":
+            continue
+        flags = {flag for text in _strings(ast.parse(path.read_text(encoding="utf-8"))) for flag in FLAG.findall(text)}
+        if flags:
+            offenders[module] = sorted(flags)
+    assert not offenders
+
+
+def test_only_the_records_spell_what_a_study_stores():
     assert {"score", "duplicate_of", "worker", "settings", "target_trials"} <= ATTRIBUTE_NAMES
-    for name in ABOVE_TUNING - {"__main__.py"}:
-        tree = ast.parse((PACKAGE / name).read_text(encoding="utf-8"))
+    for module, path in MODULES.items():
+        if module == "tuner.tuning.records":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
         commands = {node.args[0].value for node in ast.walk(tree)  # sub-command names ("worker")
-                    if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_parser"}
-        literals = {node.value for node in ast.walk(tree) if isinstance(node, ast.Constant)} - commands
-        assert not literals & ATTRIBUTE_NAMES, (name, literals & ATTRIBUTE_NAMES)
-        attributes = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
-        assert not attributes & {"user_attrs", "set_user_attr", "system_attrs"}, name
+                    if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_parser"
+                    and node.args and isinstance(node.args[0], ast.Constant)}
+        spelled = (_strings(tree) - commands) & (ATTRIBUTE_NAMES - SHARED_WORDS)
+        assert not spelled, (module, spelled)
+
+
+def test_above_the_tuning_layer_nobody_reads_optuna_attributes():
+    for module, path in MODULES.items():
+        if LAYER_OF.get(_stage(module), -1) <= LAYER_OF["tuning"]:
+            continue
+        attributes = {node.attr for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                      if isinstance(node, ast.Attribute)}
+        assert not attributes & {"user_attrs", "set_user_attr", "system_attrs"}, module

@@ -13,19 +13,31 @@ The public API is small:
   (``load_chunker(path).as_langchain()`` / ``.as_llamaindex()`` for those pipelines), and
   :func:`build_collection`, :func:`open_collection`: a chromadb collection that retrieves as
   the configuration was scored (dense, BM25 or hybrid, with its context header).
-* :mod:`tuner.tuning`: search spaces, the weighted objective and ``tune``.
+* :func:`tune`, :func:`load_run`: tune from Python; a :class:`TuningRun` holds what the run found
+  (``.recommended``, ``.trials_dataframe()``, ``.export(path)``, ``.report(folder)``).
+* :mod:`tuner.tuning`: search spaces, the weighted objective, storage and workers.
 """
 
 from ._version import __version__
 from .chunkers import Chunk, Chunker, chunker_names, make_chunker
-from .config import ChunkerConfig, EmbedderConfig, EvaluationConfig, RetrievalConfig
-from .corpus import Corpus, load_corpus
-from .document import Document
+from .chunkers.config import ChunkerConfig
+from .data.corpus import Corpus, load_corpus
+from .data.document import Document
+from .data.evalset import EvaluationSet, Query, Reference, load_evaluation_set
+from .deploy import (
+    Collection,
+    ExportedConfig,
+    TunedPipeline,
+    build_collection,
+    load_chunker,
+    load_config,
+    open_collection,
+)
+from .embedding.config import EmbedderConfig
 from .errors import ChunkwiseError
-from .evalset import EvaluationSet, Query, Reference, load_evaluation_set
-from .evaluation import EvaluationResult, evaluate
-from .export import ExportedConfig, load_chunker, load_config
-from .production import Collection, build_collection, open_collection
+from .evaluation.config import EvaluationConfig
+from .evaluation.evaluator import EvaluationResult, evaluate
+from .retrieval.config import RetrievalConfig
 
 __all__ = [
     "Chunk",
@@ -43,6 +55,8 @@ __all__ = [
     "Query",
     "Reference",
     "RetrievalConfig",
+    "TunedPipeline",
+    "TuningRun",
     "__version__",
     "build_collection",
     "chunker_names",
@@ -51,6 +65,18 @@ __all__ = [
     "load_config",
     "load_corpus",
     "load_evaluation_set",
+    "load_run",
     "make_chunker",
     "open_collection",
+    "tune",
 ]
+
+
+def __getattr__(name: str):
+    # The tuning API loads Optuna, the storage layer and the report's plotting: imported on first
+    # use, so `import tuner` (and every command that only chunks or evaluates) stays light.
+    if name in ("tune", "load_run", "TuningRun"):
+        from . import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'tuner' has no attribute {name!r}")

@@ -8,6 +8,11 @@ else is a bug and keeps its traceback.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
+
 
 class ChunkwiseError(Exception):
     """Base class of every user-facing chunkwise error.
@@ -36,25 +41,38 @@ class EmbeddingError(ChunkwiseError):
     """An embedding provider could not be loaded or reached."""
 
 
-#: Modules whose exceptions are failures of the environment (a database, a driver, chromadb).
-_ENVIRONMENT_MODULES = ("sqlalchemy", "sqlite3", "psycopg", "chromadb", "optuna.exceptions")
+# --- how messages name options -----------------------------------------------------------------
+#: The command line's spelling of each option while a command runs (see :func:`options_named`);
+#: None when the library is called from Python.
+_FLAGS: ContextVar[Mapping[str, str] | None] = ContextVar("chunkwise_flags", default=None)
 
 
-def environment_error_message(exc: BaseException) -> str | None:
-    """One clear line for a failure of the environment (an ``OSError``, a database or chromadb
-    error) that reached the top of a command; None for anything else (a bug).
+def option(name: str, value: Any = None, *, python: str | None = None) -> str:
+    """How a message names the option ``name`` (a parameter of the Python API) with an example
+    ``value``: ``storage=URL`` or ``replace=True`` when the library is called from Python,
+    ``--storage URL`` or ``--replace`` on the command line, which spells its own flags
+    (:func:`options_named`). ``python`` spells it for Python when that is not ``name=value``
+    (``option("no_cache", True, python="cache=None")``).
 
-    The text is redacted (no password or key) and names the path when there is one.
+    >>> option("storage", "URL"), option("replace", True), option("jobs")
+    ('storage=URL', 'replace=True', 'jobs')
+    >>> with options_named({"trials": "--n-trials"}):
+    ...     option("trials", 30), option("replace", True), option("base_url")
+    ('--n-trials 30', '--replace', '--base-url')
     """
-    from .secrets import redact
+    flags = _FLAGS.get()
+    if flags is None:
+        return python or (name if value is None else f"{name}={value}")
+    flag = flags.get(name, "--" + name.replace("_", "-"))
+    return flag if value is None or value is True else f"{flag} {value}"
 
-    if isinstance(exc, BrokenPipeError):
-        return "the output was closed before everything was written (broken pipe)"
-    if isinstance(exc, OSError):
-        where = f"{exc.filename}: " if exc.filename else ""
-        return redact(f"{where}{exc.strerror or exc}")
-    module = type(exc).__module__ or ""
-    if module.startswith(_ENVIRONMENT_MODULES):
-        first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        return redact(f"{type(exc).__name__}: {first_line}")
-    return None
+
+@contextmanager
+def options_named(flags: Mapping[str, str]) -> Iterator[None]:
+    """While the block runs, messages name options as ``flags`` spells them (parameter name to
+    flag; any other option is ``--`` and its name with dashes)."""
+    token = _FLAGS.set(flags)
+    try:
+        yield
+    finally:
+        _FLAGS.reset(token)

@@ -9,15 +9,14 @@ validation of search spaces, so a range is written once.
 from __future__ import annotations
 
 import dataclasses
-import math
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ..document import Document
-from ..errors import InvalidParameterError
-from ..tokens import count_span, count_tokens
+from ..data.document import Document
+from ..errors import ChunkwiseError, InvalidParameterError
+from ..schema import ParamSpec
+from ..text.tokens import count_span, count_tokens
 
 #: How the spans of a multi-span chunk are joined into its text.
 SPAN_SEPARATOR = "\n\n"
@@ -69,75 +68,6 @@ class Chunk:
 
 
 @dataclass(frozen=True)
-class ParamSpec:
-    """Allowed values of one chunker parameter.
-
-    ``low``/``high`` are inclusive bounds for numbers; ``choices`` lists the allowed
-    values of a categorical parameter.
-    """
-
-    kind: type
-    low: float | None = None
-    high: float | None = None
-    choices: tuple[Any, ...] | None = None
-    help: str = ""
-
-    def describe(self) -> str:
-        if self.choices is not None:
-            return "one of " + ", ".join(repr(c) for c in self.choices)
-        if self.kind in (int, float):
-            low = "-inf" if self.low is None else _fmt(self.low)
-            high = "inf" if self.high is None else _fmt(self.high)
-            return f"{self.kind.__name__} in [{low}, {high}]"
-        return "list" if self.kind is tuple else self.kind.__name__
-
-    def check(self, owner: str, name: str, value: Any) -> Any:
-        """Return ``value`` coerced to the declared kind, or raise a clear error."""
-        bad = InvalidParameterError(
-            f"{owner}: parameter {name}={value!r} is invalid; expected {self.describe()}"
-        )
-        if self.kind is int:
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise bad
-            if isinstance(value, float) and not value.is_integer():
-                raise bad
-            value = int(value)
-        elif self.kind is float:
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise bad
-            value = float(value)
-            if not math.isfinite(value):
-                raise bad
-        elif self.kind is tuple:  # a list parameter (tuples keep chunkers hashable)
-            if isinstance(value, str) or not isinstance(value, Sequence):
-                raise bad
-            value = tuple(value)
-        elif not isinstance(value, self.kind):
-            raise bad
-        if self.choices is not None and value not in self.choices:
-            raise bad
-        if self.low is not None and value < self.low:
-            raise bad
-        if self.high is not None and value > self.high:
-            raise bad
-        return value
-
-
-def _fmt(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() else str(x)
-
-
-def param(default: Any, kind: type, *, low: float | None = None, high: float | None = None,
-          choices: Sequence[Any] | None = None, help: str = "") -> Any:
-    """Declare a chunker parameter: a dataclass field carrying its :class:`ParamSpec`."""
-    spec = ParamSpec(kind, low, high, None if choices is None else tuple(choices), help)
-    if isinstance(default, (list, tuple)):
-        value = tuple(default)
-        return dataclasses.field(default_factory=lambda: value, metadata={"spec": spec})
-    return dataclasses.field(default=default, metadata={"spec": spec})
-
-
-@dataclass(frozen=True)
 class Chunker(ABC):
     """Base class of all chunkers.
 
@@ -149,25 +79,24 @@ class Chunker(ABC):
     name: ClassVar[str]
     #: Semantic chunkers embed units while splitting; see :meth:`bind`.
     needs_embedder: ClassVar[bool] = False
+    #: The embedder a semantic chunker splits with (see :meth:`bind`): a collaborator, not a
+    #: parameter, so it takes no part in equality, hashing or ``get_params``.
+    bound_embedder: Any = dataclasses.field(default=None, compare=False, repr=False, kw_only=True)
 
     def bind(self, embedder: Any) -> Chunker:
-        """Give a semantic chunker the embedder it splits with (returns ``self``).
+        """This chunker with the embedder a semantic chunker splits with (a new, equal chunker).
 
         The embedder is not a parameter: it comes from the configuration's embedder, so
         units are embedded once per corpus and embedder and reused through the cache.
         """
-        object.__setattr__(self, "_embedder", embedder)
-        return self
+        return dataclasses.replace(self, bound_embedder=embedder)
 
     @property
     def embedder(self) -> Any:
-        embedder = getattr(self, "_embedder", None)
-        if embedder is None:
-            from ..errors import ChunkwiseError
-
+        if self.bound_embedder is None:
             raise ChunkwiseError(f"the {self.name} chunker needs an embedder: call .bind(embedder) first "
                                  "(tuner.evaluate and tuner.load_chunker do this for you)")
-        return embedder
+        return self.bound_embedder
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
@@ -199,23 +128,6 @@ class Chunker(ABC):
     def chunk(self, text: str, document: str = "") -> list[Chunk]:
         """Chunks of a plain string (convenience wrapper around :meth:`split`)."""
         return self.split(Document(document, text))
-
-    def as_langchain(self, **options: Any) -> Any:
-        """This chunker as a LangChain text splitter (``pip install 'chunkwise[langchain]'``):
-        documents with exact ``start_index``/``end_index``, the heading path and the context
-        header in their metadata; see :class:`tuner.integrations.langchain.ChunkwiseTextSplitter`
-        for ``options`` (``context``, ``prepend_context``, ``source_key``)."""
-        from ..integrations.langchain import ChunkwiseTextSplitter
-
-        return ChunkwiseTextSplitter(self, **options)
-
-    def as_llamaindex(self, **options: Any) -> Any:
-        """This chunker as a LlamaIndex node parser (``pip install 'chunkwise[llamaindex]'``):
-        nodes with exact character offsets and the heading path, embedding the context header
-        as the configuration did; see :class:`tuner.integrations.llamaindex.ChunkwiseNodeParser`."""
-        from ..integrations.llamaindex import ChunkwiseNodeParser
-
-        return ChunkwiseNodeParser.from_chunker(self, **options)
 
 
 def check_smaller(owner: str, name: str, value: int, bound_name: str, bound: int) -> None:

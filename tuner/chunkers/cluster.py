@@ -6,9 +6,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..document import Document
+from ..data.document import Document
 from ..errors import InvalidParameterError
-from .base import Chunk, Chunker, param
+from ..schema import param
+from .base import Chunk, Chunker
 from .registry import register
 from .semantic import group_chunks, piece_units, unit_token_ranges, unit_vectors
 

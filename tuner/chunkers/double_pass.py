@@ -6,8 +6,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..document import Document
-from .base import Chunk, Chunker, param
+from ..data.document import Document
+from ..schema import param
+from .base import Chunk, Chunker
 from .registry import register
 from .semantic import group_chunks, normalise, sentence_units, unit_token_ranges, unit_vectors
 

@@ -6,10 +6,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..document import Document
+from ..data.document import Document
 from ..errors import InvalidParameterError
-from ..tokens import count_tokens_batch
-from .base import Chunk, Chunker, param
+from ..schema import param
+from ..text.tokens import count_tokens_batch
+from .base import Chunk, Chunker
 from .registry import register
 from .semantic import consecutive_groups, group_chunks, sentence_units
 

@@ -9,9 +9,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..document import Document
-from ..llm import LLMClient
-from .base import Chunk, Chunker, param
+from ..data.document import Document
+from ..llm.client import LLMClient
+from ..schema import param
+from .base import Chunk, Chunker
 from .registry import register
 from .semantic import consecutive_groups, group_chunks, piece_units, sentence_units, unit_token_ranges
 

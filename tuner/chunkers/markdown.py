@@ -3,49 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
-import re
-from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import pairwise
 
-from ..document import Document
-from ..tokens import count_tokens
-from .base import Chunk, Chunker, check_smaller, make_chunk, param
+from ..data.document import Document
+from ..schema import param
+from ..text.outline import headings
+from ..text.tokens import count_tokens
+from .base import Chunk, Chunker, check_smaller, make_chunk
 from .recursive import RecursiveChunker
 from .registry import register
-
-#: An ATX heading line: up to 3 spaces, 1-6 ``#``, then a space, a tab or the end of the line.
-_HEADING = re.compile(r"^ {0,3}(#{1,6})(?=[ \t]|$)(.*)$")
-#: A code fence line: up to 3 spaces, then at least three backticks or tildes.
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
-
-
-def headings(text: str) -> Iterator[tuple[int, int, str]]:
-    """``(offset, level, title)`` of every ATX heading of a markdown text, outside code fences.
-
-    ``offset`` is where the heading's line starts; ``title`` has the ``#`` marks, an optional
-    closing sequence of ``#`` and surrounding spaces removed.
-
-    >>> list(headings("# A\\n\\ntext\\n## B ##\\n```\\n# not a heading\\n```\\n#nope\\n"))
-    [(0, 1, 'A'), (10, 2, 'B')]
-    """
-    fence = ""
-    offset = 0
-    for line in text.splitlines(keepends=True):
-        body = line.rstrip("\r\n")
-        opening = _FENCE.match(body)
-        if fence:
-            if opening and opening.group(1)[0] == fence[0] and len(opening.group(1)) >= len(fence) \
-                    and not body.strip().lstrip(fence[0]):
-                fence = ""
-        elif opening:
-            fence = opening.group(1)
-        else:
-            heading = _HEADING.match(body)
-            if heading:
-                title = re.sub(r"(?:^|[ \t]+)#+[ \t]*$", "", heading.group(2)).strip()
-                yield offset, len(heading.group(1)), title
-        offset += len(line)
 
 
 @register

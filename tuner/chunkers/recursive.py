@@ -2,7 +2,7 @@
 
 How a span of a document splits on a separator list, and the token count of each piece
 and of each emitted span, depend only on the document's text, not on ``size`` or
-``overlap``: they are memoised per text and process (:func:`tuner.tokens.text_memo`), so
+``overlap``: they are memoised per text and process (:func:`tuner.text.tokens.text_memo`), so
 a study pays for them once and every later configuration only merges and checks the
 spans it has not counted before.
 """
@@ -17,10 +17,11 @@ from itertools import islice, pairwise
 
 import numpy as np
 
-from ..document import Document
+from ..data.document import Document
 from ..errors import InvalidParameterError
-from ..tokens import MEMO_ENTRY_BYTES, count_span, encoding, memo_grew, text_memo
-from .base import Chunk, Chunker, check_smaller, make_chunk, param
+from ..schema import param
+from ..text.tokens import MEMO_ENTRY_BYTES, count_span, encoding, memo_grew, text_memo
+from .base import Chunk, Chunker, check_smaller, make_chunk
 from .registry import register
 
 DEFAULT_SEPARATORS = ("\n\n", "\n", ".", "?", "!", " ", "")

@@ -12,9 +12,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..document import Document
-from ..sentences import split_sentences
-from ..tokens import MEMO_ENTRY_BYTES, count_span, memo_grew, text_memo
+from ..data.document import Document
+from ..text.sentences import split_sentences
+from ..text.tokens import MEMO_ENTRY_BYTES, count_span, memo_grew, text_memo
 from .base import Chunk, make_chunk, make_multi_span_chunk
 
 Span = tuple[int, int]

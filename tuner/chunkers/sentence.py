@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..document import Document
-from .base import Chunk, Chunker, check_smaller, param
+from ..data.document import Document
+from ..schema import param
+from .base import Chunk, Chunker, check_smaller
 from .registry import register
 from .semantic import group_chunks, sentence_units
 
@@ -15,7 +16,7 @@ from .semantic import group_chunks, sentence_units
 class SentenceChunker(Chunker):
     """Windows of ``sentences`` consecutive sentences, consecutive windows sharing
     ``overlap`` sentences (the sentence baseline of Qu, Bao and Tu, "Is Semantic Chunking
-    Worth the Computational Cost?"). Sentences come from :mod:`tuner.sentences`; a
+    Worth the Computational Cost?"). Sentences come from :mod:`tuner.text.sentences`; a
     chunk spans from its first sentence's start to its last sentence's end.
     """
 

@@ -7,9 +7,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..document import Document
-from ..tokens import count_span, memo_grew, text_memo
-from .base import Chunk, Chunker, check_smaller, make_chunk, param
+from ..data.document import Document
+from ..schema import param
+from ..text.tokens import count_span, memo_grew, text_memo
+from .base import Chunk, Chunker, check_smaller, make_chunk
 from .registry import register
 
 

@@ -1,54 +1,40 @@
-"""Embedding providers behind one interface, with a persistent cache."""
+"""Embedding providers behind one interface and one registry, with a persistent cache.
 
-from __future__ import annotations
+* :mod:`.base`: the :class:`Embedder` interface (batching, deduplication, the cache);
+* :mod:`.registry`: providers by name and :func:`make_embedder`;
+* :mod:`.sentence_transformers`: local models (the bundled all-MiniLM-L6-v2 by default);
+* :mod:`.openai`: any OpenAI-compatible endpoint;
+* :mod:`.cache`, :mod:`.shared_cache`: vectors kept by model identity and text, in a local
+  SQLite file or in a PostgreSQL study's database;
+* :mod:`.config`: the ``embedder`` section of a configuration.
+"""
 
-from ..errors import InvalidParameterError
 from .base import Embedder, EmbeddingStats
 from .cache import EmbeddingCache, EmbeddingCacheError, default_cache_path
+from .config import EmbedderConfig
 from .openai import DEFAULT_OPENAI_MODEL, OpenAIEmbedder
+from .registry import Provider, embedding_provider, make_embedder, provider_names, register_provider
 from .sentence_transformers import DEFAULT_MODEL, PRECISIONS, SentenceTransformerEmbedder
 
-PROVIDERS = ("sentence-transformers", "openai")
-
-
-def make_embedder(provider: str = "sentence-transformers", model: str | None = None, *,
-                  base_url: str | None = None, dimensions: int | None = None,
-                  cache: EmbeddingCache | None = None, batch_size: int | None = None,
-                  precision: str = "fp32") -> Embedder:
-    """Build an embedder.
-
-    Args:
-        provider: ``"sentence-transformers"`` (local, default) or ``"openai"``.
-        model: model name or path; defaults to all-MiniLM-L6-v2 (bundled) or
-            text-embedding-3-small.
-        base_url, dimensions: OpenAI-compatible endpoint settings.
-        cache: the persistent cache (``None``: no caching).
-        batch_size: texts per model call (default: chosen for the device or provider).
-        precision: ``"fp32"``, ``"bf16"`` or ``"int8"``, local models only (see
-            :mod:`tuner.embedding.sentence_transformers`).
-    """
-    extra = {} if batch_size is None else {"batch_size": batch_size}
-    if provider == "sentence-transformers":
-        return SentenceTransformerEmbedder(model or DEFAULT_MODEL, cache=cache, precision=precision, **extra)
-    if precision != "fp32":
-        raise InvalidParameterError(f"precision {precision!r} applies to local sentence-transformers models only; "
-                                    f"provider {provider!r} takes fp32")
-    if provider == "openai":
-        return OpenAIEmbedder(model or DEFAULT_OPENAI_MODEL, base_url=base_url,
-                              dimensions=dimensions, cache=cache, **extra)
-    raise InvalidParameterError(f"unknown embedding provider {provider!r}; available: {', '.join(PROVIDERS)}")
-
+#: Registered embedding providers (``sentence-transformers`` first: the local default).
+PROVIDERS = provider_names()
 
 __all__ = [
     "DEFAULT_MODEL",
+    "DEFAULT_OPENAI_MODEL",
     "PRECISIONS",
     "PROVIDERS",
     "Embedder",
+    "EmbedderConfig",
     "EmbeddingCache",
     "EmbeddingCacheError",
     "EmbeddingStats",
     "OpenAIEmbedder",
+    "Provider",
     "SentenceTransformerEmbedder",
     "default_cache_path",
+    "embedding_provider",
     "make_embedder",
+    "provider_names",
+    "register_provider",
 ]

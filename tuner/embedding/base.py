@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..tokens import count_tokens_batch
+from ..text.tokens import count_tokens_batch
 from .cache import EmbeddingCache, text_key
 
 

@@ -9,8 +9,8 @@ same text race harmlessly.
 The cache folder is created 0700 and the database (with its ``-wal`` and ``-shm``
 files) 0600: cached vectors and their keys derive from private documents. A cache that
 cannot be opened or written (a full disk, a read-only folder, a damaged file) is an
-:class:`EmbeddingCacheError` naming the file and the way out (free space, ``--cache``
-elsewhere, or ``--no-cache``).
+:class:`EmbeddingCacheError` naming the file and the way out (free space, another cache
+file, or no cache).
 """
 
 from __future__ import annotations
@@ -25,13 +25,17 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ChunkwiseError
-from ..files import private_dir, private_file
+from .._io.cachedir import BUSY_TIMEOUT_S, cache_dir
+from .._io.files import private_dir, private_file
+from ..errors import ChunkwiseError, option
 
-#: Seconds a writer waits for another process's transaction before failing.
-BUSY_TIMEOUT_S = 120
 #: Host parameters per SELECT ... IN (...) statement (SQLite's limit is 32766).
 _LOOKUP_BATCH = 900
+
+
+def _no_cache() -> str:
+    """How a message says "run without a cache": ``cache=None`` from Python, ``--no-cache`` on the command line."""
+    return option("no_cache", True, python="cache=None")
 
 
 class EmbeddingCacheError(ChunkwiseError):
@@ -40,12 +44,8 @@ class EmbeddingCacheError(ChunkwiseError):
 
 
 def default_cache_path() -> Path:
-    """``$CHUNKWISE_CACHE_DIR/embeddings.sqlite3``, else under ``$XDG_CACHE_HOME`` or ``~/.cache``."""
-    base = os.environ.get("CHUNKWISE_CACHE_DIR")
-    if base is None:
-        xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-        base = str(Path(xdg) / "chunkwise")
-    return Path(base) / "embeddings.sqlite3"
+    """``embeddings.sqlite3`` in the cache folder (:func:`tuner._io.cachedir.cache_dir`)."""
+    return cache_dir() / "embeddings.sqlite3"
 
 
 def text_key(text: str) -> bytes:
@@ -98,13 +98,13 @@ class EmbeddingCache:
         if code == sqlite3.SQLITE_FULL or getattr(exc, "errno", None) in (errno.ENOSPC, errno.EDQUOT):
             error = EmbeddingCacheError(
                 f"the embedding cache {self.path} cannot grow: the disk is full. Free some space there, "
-                "give --cache FILE on another disk, or run without a cache (--no-cache)")
+                f"give {option('cache', 'FILE')} on another disk, or run without a cache ({_no_cache()})")
             error.fatal = True
             return error
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         return EmbeddingCacheError(
-            f"cannot use the embedding cache {self.path}: {reason}. Give --cache FILE elsewhere, "
-            "or run without a cache (--no-cache)")
+            f"cannot use the embedding cache {self.path}: {reason}. Give {option('cache', 'FILE')} elsewhere, "
+            f"or run without a cache ({_no_cache()})")
 
     def get_many(self, model: str, keys: Sequence[bytes]) -> dict[bytes, np.ndarray]:
         """Cached vectors of ``keys`` under ``model``; missing keys are absent."""

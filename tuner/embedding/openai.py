@@ -1,6 +1,6 @@
 """Embeddings from any OpenAI-compatible endpoint, through the ``openai`` client.
 
-Timeouts, retries and which failures are fatal: see :mod:`tuner.endpoint`.
+Timeouts, retries and which failures are fatal: see :mod:`tuner.llm.endpoint`.
 """
 
 from __future__ import annotations
@@ -10,9 +10,10 @@ from functools import cached_property
 
 import numpy as np
 
-from ..endpoint import endpoint_error, make_client, make_error, shown
 from ..errors import EmbeddingError
+from ..llm.endpoint import endpoint_error, make_client, make_error, shown
 from .base import Embedder
+from .registry import register_provider
 
 DEFAULT_OPENAI_MODEL = "text-embedding-3-small"
 #: Seconds to wait for one batch's vectors: generous, as a local server on a CPU may take
@@ -82,3 +83,9 @@ class OpenAIEmbedder(Embedder):
                              "embeddings API?", fatal=True)
         rows = sorted(rows, key=lambda item: item.index)
         return np.asarray([row.embedding for row in rows], dtype=np.float32)
+
+
+@register_provider("openai", default_model=DEFAULT_OPENAI_MODEL, local=False)
+def _build(model: str, *, base_url: str | None, dimensions: int | None, cache, precision: str,
+           **extra) -> OpenAIEmbedder:
+    return OpenAIEmbedder(model, base_url=base_url, dimensions=dimensions, cache=cache, **extra)

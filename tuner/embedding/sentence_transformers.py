@@ -23,6 +23,7 @@ import numpy as np
 
 from ..errors import EmbeddingError
 from .base import Embedder
+from .registry import register_provider
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 PRECISIONS = ("fp32", "bf16", "int8")
@@ -271,3 +272,9 @@ def _folder_fingerprint(folder: Path) -> str:
             for block in iter(lambda: f.read(1 << 20), b""):
                 digest.update(block)
     return digest.hexdigest()[:16]
+
+
+@register_provider("sentence-transformers", default_model=DEFAULT_MODEL, local=True)
+def _build(model: str, *, base_url: str | None, dimensions: int | None, cache: Any, precision: str,
+           **extra: Any) -> SentenceTransformerEmbedder:
+    return SentenceTransformerEmbedder(model, cache=cache, precision=precision, **extra)

@@ -18,8 +18,9 @@ from collections.abc import Sequence
 import numpy as np
 import sqlalchemy as sa
 
-from ..secrets import hide_password, redact
-from ..sqltables import create_tables
+from .._io.secrets import hide_password, redact
+from .._io.sqltables import create_tables
+from ..errors import option
 from .cache import EmbeddingCacheError
 
 _metadata = sa.MetaData()
@@ -55,8 +56,8 @@ class SharedEmbeddingCache:
 
     def _error(self, exc: Exception) -> EmbeddingCacheError:
         detail = redact(str(getattr(exc, "orig", None) or exc).splitlines()[0] if str(exc) else type(exc).__name__)
-        return EmbeddingCacheError(f"cannot use the shared embedding cache in {self.path}: {detail}. Give --cache "
-                                   "FILE for a local cache on this machine")
+        return EmbeddingCacheError(f"cannot use the shared embedding cache in {self.path}: {detail}. Give "
+                                   f"{option('cache', 'FILE')} for a local cache on this machine")
 
     def engine(self) -> sa.Engine:
         if self._engine is None or self._pid != os.getpid():

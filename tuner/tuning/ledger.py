@@ -33,7 +33,7 @@ from enum import Enum
 import sqlalchemy as sa
 from optuna.storages import RDBStorage
 
-from ..sqltables import create_tables
+from .._io.sqltables import create_tables
 
 _metadata = sa.MetaData()
 TARGETS = sa.Table(

@@ -34,61 +34,47 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+from .._io.cachedir import cache_dir
+from .._io.files import private_dir, write_atomically
 from ..embedding import Embedder
-from ..embedding.cache import default_cache_path
-from ..errors import ChunkwiseError, InvalidParameterError
-from ..files import private_dir, write_atomically
-from .records import CONFIG_ATTR, SCORE_ATTR, VALIDATION_PREFIX
+from ..errors import ChunkwiseError, InvalidParameterError, option
+from ..evaluation.metrics import METRIC_LABELS, OBJECTIVES
+from ..schema import check_keys, check_settings, field_names, setting
 
-METRIC_NAMES = ("recall", "IoU")
+#: The study's objectives as the dashboard labels them (recall and IoU; see :data:`OBJECTIVES`).
+METRIC_NAMES = tuple(METRIC_LABELS[name] for name in OBJECTIVES)
 
 
 def _from_mapping(cls, data: Any, where: str):
     if data is None:
         return cls()
-    if not isinstance(data, dict):
-        raise InvalidParameterError(f"{where} must be a mapping, got {data!r}")
-    names = [f.name for f in fields(cls)]
-    unknown = sorted(set(data) - set(names))
-    if unknown:
-        raise InvalidParameterError(f"{where}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(names)}")
-    return cls(**data)
-
-
-def _check_numbers(obj, where: str, *, positive: tuple[str, ...] = (), optional: tuple[str, ...] = ()) -> None:
-    for f in fields(obj):
-        value = getattr(obj, f.name)
-        if value is None and f.name in optional:
-            continue
-        bad = isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value)
-        if bad or value < 0 or (f.name in positive and value == 0):
-            allowed = "a number > 0" if f.name in positive else "a number >= 0"
-            raise InvalidParameterError(f"{where}.{f.name}={value!r} is invalid; allowed: {allowed}")
+    return cls(**check_keys(data, where, field_names(cls)))
 
 
 @dataclass(frozen=True)
 class Weights:
     """How much each utility counts in the score (non-negative, not all zero)."""
 
-    recall: float = 1.0
-    iou: float = 0.5
-    latency: float = 0.1
-    cost: float = 0.1
+    recall: float = setting(1.0, float, low=0)
+    iou: float = setting(0.5, float, low=0)
+    latency: float = setting(0.1, float, low=0)
+    cost: float = setting(0.1, float, low=0)
 
     def __post_init__(self) -> None:
-        _check_numbers(self, "weights")
+        check_settings(self, "weights")
         if self.total == 0:
             raise InvalidParameterError("weights: at least one weight must be > 0")
 
     @property
     def total(self) -> float:
         return self.recall + self.iou + self.latency + self.cost
+
+    def as_dict(self) -> dict[str, float]:
+        return asdict(self)
 
     @classmethod
     def from_dict(cls, data: Any, where: str = "weights") -> Weights:
@@ -105,8 +91,8 @@ class Weights:
             except ValueError:
                 sep = ""
             if not sep:
-                raise InvalidParameterError(f"--weights: {part!r} must look like NAME=NUMBER")
-        return cls.from_dict(values, "--weights")
+                raise InvalidParameterError(f"{option('weights')}: {part!r} must look like NAME=NUMBER")
+        return cls.from_dict(values, option("weights"))
 
 
 @dataclass(frozen=True)
@@ -119,16 +105,15 @@ class Rates:
     a remote API. The reader defaults describe a small hosted LLM.
     """
 
-    embed_usd_per_mtok: float | None = None
-    reader_usd_per_mtok: float = 0.15
-    reader_tokens_per_s: float = 5000.0
-    embed_tokens_per_s: float | None = None
-    search_s_per_chunk: float = 2e-7
-    amortize_queries: float = 1_000_000
+    embed_usd_per_mtok: float | None = setting(None, float, low=0, optional=True)
+    reader_usd_per_mtok: float = setting(0.15, float, low=0)
+    reader_tokens_per_s: float = setting(5000.0, float, above=0)
+    embed_tokens_per_s: float | None = setting(None, float, above=0, optional=True)
+    search_s_per_chunk: float = setting(2e-7, float, low=0)
+    amortize_queries: float = setting(1_000_000.0, float, above=0)
 
     def __post_init__(self) -> None:
-        _check_numbers(self, "rates", positive=("reader_tokens_per_s", "embed_tokens_per_s", "amortize_queries"),
-                       optional=("embed_usd_per_mtok", "embed_tokens_per_s"))
+        check_settings(self, "rates")
 
     @classmethod
     def from_dict(cls, data: Any, where: str = "rates") -> Rates:
@@ -142,12 +127,12 @@ class Rates:
 class Scales:
     """Where each utility is one half (see the module docstring)."""
 
-    iou_half: float = 0.05
-    latency_half_s: float = 1.0
-    cost_half_usd: float = 1.0
+    iou_half: float = setting(0.05, float, above=0)
+    latency_half_s: float = setting(1.0, float, above=0)
+    cost_half_usd: float = setting(1.0, float, above=0)
 
     def __post_init__(self) -> None:
-        _check_numbers(self, "scales", positive=tuple(f.name for f in fields(self)))
+        check_settings(self, "scales")
 
     @classmethod
     def from_dict(cls, data: Any, where: str = "scales") -> Scales:
@@ -217,7 +202,7 @@ _CALIBRATION_TEXTS = [
 
 def calibration_file() -> Path:
     """Where measured throughputs are kept: beside the default embedding cache."""
-    return default_cache_path().with_name("calibration.json")
+    return cache_dir() / "calibration.json"
 
 
 def _calibration_key(embedder: Embedder) -> str:
@@ -253,7 +238,7 @@ def calibrated_throughput(embedder: Embedder) -> float:
     known = _stored_throughputs()
     if key in known:
         return float(known[key])
-    from ..tokens import count_tokens_batch
+    from ..text.tokens import count_tokens_batch
 
     embedder._embed(_CALIBRATION_TEXTS[:4])  # load and warm up the model
     started = time.perf_counter()
@@ -268,65 +253,3 @@ def calibrated_throughput(embedder: Embedder) -> float:
     except (OSError, ChunkwiseError):
         pass  # a read-only or full cache folder only costs a re-measurement next time
     return throughput
-
-
-def trial_attributes(result, rates: ResolvedRates, weights: Weights, scales: Scales,
-                     k: int | None = None, search: np.ndarray | None = None) -> dict[str, Any]:
-    """Everything one trial records (Optuna user attributes), from an evaluation result.
-
-    ``k`` scores a smaller cut-off of the same ranking (default: the one evaluated).
-    ``search`` (a boolean mask over the queries) restricts the metrics and the score to the
-    search part of the questions; the other queries are the validation part, whose recall,
-    IoU, precision-Ω and score are recorded as ``validation_*`` (see :mod:`.records`).
-    """
-    k = result.config.retrieval.k if k is None else k
-    per_query = result.scores.at(k)
-    n_queries = len(result.ranking)
-    search = np.ones(n_queries, dtype=bool) if search is None else np.asarray(search, dtype=bool)
-    token_counts = np.array([c.token_count for c in result.chunks] + [0], dtype=np.float64)
-    ranking = result.ranking[search, :k]
-    retrieved_tokens = float(token_counts[ranking].sum(axis=1).mean()) if len(ranking) else 0.0
-    retrieval = result.config.retrieval
-    # BM25 alone embeds neither the questions nor the chunks (see the module docstring).
-    query_tokens = result.query_tokens if retrieval.embeds else 0.0
-    chunks_searched = result.chunks_searched * (2 if retrieval.method == "hybrid" else 1)
-    # Building the index embeds the chunks (headers included), and first the units a semantic chunker compares.
-    embedded = result.embedding.get("index_tokens", int(token_counts.sum()))
-    index_tokens = int(embedded) + int(result.embedding.get("unit_tokens", 0))
-    llm_tokens = int(result.embedding.get("llm_tokens", 0))
-    latency, cost = model_latency_and_cost(query_tokens, retrieved_tokens, chunks_searched, index_tokens, rates)
-    # An LLM chunker's tokens are paid once per index, at the reader's rate, like embedding.
-    cost += llm_tokens * rates.reader_usd_per_mtok / 1e6 * 1000 / rates.amortize_queries
-    attrs: dict[str, Any] = {}
-    for metric in ("recall", "precision", "iou", "precision_omega"):
-        values = per_query[metric][search]
-        attrs[metric] = float(values.mean()) if len(values) else 0.0
-        attrs[f"{metric}_std"] = float(values.std()) if len(values) else 0.0
-    attrs.update({
-        SCORE_ATTR: weighted_score(attrs["recall"], attrs["iou"], latency, cost, weights, scales),
-        "chunks": len(result.chunks),
-        "identical_chunks": result.chunk_stats["identical_chunks"],
-        "truncated_chunks": result.window.get("truncated_chunks", 0.0),
-        "unread_text": result.window.get("unread_text", 0.0),
-        "mean_chunk_tokens": float(token_counts[:-1].mean()) if result.chunks else 0.0,
-        "tokens_embedded": index_tokens + round(query_tokens * n_queries),
-        "retrieved_tokens_per_query": retrieved_tokens,
-        "latency_ms": latency * 1000,
-        "cost_usd_per_1k_queries": cost,
-        "index_build_s": index_tokens / rates.embed_tokens_per_s,
-        "llm_tokens": llm_tokens,
-        "retrieval": retrieval.describe(),  # e.g. "hybrid rrf(k=60) + headings"; the full config is below
-        "eval_seconds": result.timings["total"],
-        "model_seconds": result.embedding["model_seconds"] + result.embedding.get("unit_model_seconds", 0.0),
-        "cache_hit_rate": result.embedding["cache_hit_rate"],
-        CONFIG_ATTR: json.dumps(result.config.to_dict(), sort_keys=True),
-    })
-    held_out = ~search
-    if held_out.any():
-        validation = {metric: float(per_query[metric][held_out].mean())
-                      for metric in ("recall", "precision", "iou", "precision_omega")}
-        for metric, value in validation.items():
-            attrs[f"{VALIDATION_PREFIX}{metric}"] = value
-        attrs[f"{VALIDATION_PREFIX}{SCORE_ATTR}"] = weighted_score(validation["recall"], validation["iou"], latency,
-                                                                   cost, weights, scales)
-    return attrs

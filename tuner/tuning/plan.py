@@ -18,12 +18,13 @@ import optuna
 
 from ..chunkers import chunker_class
 from ..embedding import EmbeddingCache
-from ..tokens import count_tokens_batch
+from ..embedding.config import shared_embedder
+from ..text.tokens import count_tokens_batch
 from .objective import resolve_rates
 from .progress import format_duration
+from .settings import resolve_fidelity
 from .space import SearchSpace
-from .study import StudySpec, load_study_data, resolve_fidelity
-from .trial import shared_embedder
+from .study import StudySpec, load_study_data
 
 #: Configurations sampled from the space to estimate the embedding work of a trial.
 SAMPLED_CONFIGURATIONS = 40

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
 import sys
 import textwrap
 import threading
@@ -13,8 +12,10 @@ from typing import TYPE_CHECKING
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from ..evaluation import TRUNCATION_WARNING
-from .records import ERROR_ATTR, SCORE_ATTR, SETTINGS_ATTR, STOPPED_AT_ATTR, best_trial
+from ..errors import option
+from ..evaluation.evaluator import TRUNCATION_WARNING
+from .records import ERROR_ATTR, SCORE_ATTR, STOPPED_AT_ATTR, best_trial
+from .settings import StudySettings
 
 if TYPE_CHECKING:
     from .run import CorpusOutcome
@@ -131,16 +132,15 @@ def write_note(study: optuna.Study, result: CorpusOutcome) -> None:
     """The study's markdown note in optuna-dashboard: corpus, queries, weights, best configuration."""
     import optuna_dashboard
 
-    settings = study.user_attrs[SETTINGS_ATTR]
-    weights = ", ".join(f"{k} {v:g}" for k, v in settings["weights"].items())
+    settings = StudySettings.of(study)
+    weights = ", ".join(f"{k} {v:g}" for k, v in settings.weights.as_dict().items())
     summary = result.summary
     lines = [
         f"## chunkwise study `{study.study_name}`",
         "",
-        f"- **corpus**: `{settings['corpus']}` ({settings['corpus_path']})",
-        f"- **queries**: {settings['queries']} ({settings['queries_path']})",
-        f"- **embedder**: {settings['embedder']['provider']}:{settings['embedder']['model']}; "
-        f"unit: {settings['unit']}",
+        f"- **corpus**: `{settings.corpus}` ({settings.corpus_path})",
+        f"- **queries**: {settings.queries} ({settings.queries_path})",
+        f"- **embedder**: {settings.embedder.provider}:{settings.embedder.model}; unit: {settings.unit}",
         f"- **weights**: {weights}",
         f"- **trials**: {summary.complete} complete, {summary.failed} failed "
         f"({summary.lost} lost with their worker), {summary.duplicates} repeated proposals pruned"
@@ -171,11 +171,8 @@ def write_note(study: optuna.Study, result: CorpusOutcome) -> None:
     optuna_dashboard.save_note(study, "\n".join(lines))
 
 
-def format_summary(run: str, storage_url: str, outcomes: list[CorpusOutcome]) -> str:
-    """The end-of-run summary: per corpus, what the study holds, its best configuration, and
-    the commands to run next (shell-quoted; a storage password is never printed)."""
-    from .storage import portable_url
-
+def format_outcomes(outcomes: list[CorpusOutcome]) -> str:
+    """What a run left, per corpus: what the study holds and its recommended configuration."""
     lines = ["", "configuration per corpus (recommended: the cheapest statistically tied with the highest score):"]
     for item in outcomes:
         summary = item.summary
@@ -213,13 +210,5 @@ def format_summary(run: str, storage_url: str, outcomes: list[CorpusOutcome]) ->
             lines += [f"    {line}" for line in textwrap.wrap(verdict.describe(), 100)]
             if chosen.number != best.number:
                 lines.append(f"    highest score: {best.describe()}   [trial {best.number}, score {best.score:.4f}; "
-                             "export it with --best]")
-    url = portable_url(storage_url)
-    quoted = shlex.quote(url)
-    lines += ["", "next:", f"  chunkwise dashboard --storage {quoted}"]
-    for item in outcomes:
-        lines.append(f"  chunkwise export --storage {quoted} --study {shlex.quote(run)} "
-                     f"--corpus {shlex.quote(item.corpus)} -o {shlex.quote(item.corpus + '-best.json')}")
-    if url != storage_url:
-        lines.append("  (the storage password is not shown: set CHUNKWISE_STORAGE_PASSWORD or PGPASSWORD)")
+                             f"export it with {option('best', True)}]")
     return "\n".join(lines)

@@ -28,7 +28,9 @@ import numpy as np
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from ..errors import ChunkwiseError
+from ..errors import ChunkwiseError, option
+from ..evaluation.metrics import METRICS
+from .objective import ResolvedRates, Scales, Weights, model_latency_and_cost, weighted_score
 
 # --- study attributes --------------------------------------------------------------------------
 #: The settings that define a study's results (a dict; see :func:`.study.study_settings`).
@@ -70,7 +72,7 @@ VALIDATION_PREFIX = "validation_"
 PER_QUERY_SYSTEM_ATTR = "chunkwise:per_query"
 
 #: Metrics every complete trial records (means over the queries, then their spread).
-METRIC_ATTRS = ("recall", "precision", "iou", "precision_omega")
+METRIC_ATTRS = METRICS
 #: Trial attributes an export copies into its metrics.
 EXPORTED_METRIC_ATTRS = (SCORE_ATTR, "recall", "recall_std", "precision", "precision_std", "iou", "iou_std",
                          "precision_omega", "precision_omega_std", "chunks", "mean_chunk_tokens",
@@ -332,7 +334,8 @@ def load_run_study(storage: optuna.storages.BaseStorage, run: str, corpus: str |
     names = run_studies(storage, run, corpus, where=where)
     if len(names) > 1:
         corpora = ", ".join(split_study_name(n)[1] or "" for n in names)
-        raise StudyError(f"run {split_study_name(run)[0]!r} has several corpora ({corpora}): pick one with --corpus")
+        raise StudyError(f"run {split_study_name(run)[0]!r} has several corpora ({corpora}): pick one with "
+                         f"{option('corpus')}")
     return optuna.load_study(study_name=names[0], storage=storage)
 
 
@@ -368,3 +371,65 @@ def summarize(study: optuna.Study) -> StudySummary:
         waiting=count(TrialState.WAITING),
         stopped_early=sum(r.state == TrialState.PRUNED and STOPPED_AT_ATTR in r.attrs for r in all_records),
     )
+
+
+def trial_attributes(result, rates: ResolvedRates, weights: Weights, scales: Scales,
+                     k: int | None = None, search: np.ndarray | None = None) -> dict[str, Any]:
+    """Everything one trial records (Optuna user attributes), from an evaluation result.
+
+    ``k`` scores a smaller cut-off of the same ranking (default: the one evaluated).
+    ``search`` (a boolean mask over the queries) restricts the metrics and the score to the
+    search part of the questions; the other queries are the validation part, whose recall,
+    IoU, precision-Ω and score are recorded as ``validation_*`` (see :mod:`.records`).
+    """
+    k = result.config.retrieval.k if k is None else k
+    per_query = result.scores.at(k)
+    n_queries = len(result.ranking)
+    search = np.ones(n_queries, dtype=bool) if search is None else np.asarray(search, dtype=bool)
+    token_counts = np.array([c.token_count for c in result.chunks] + [0], dtype=np.float64)
+    ranking = result.ranking[search, :k]
+    retrieved_tokens = float(token_counts[ranking].sum(axis=1).mean()) if len(ranking) else 0.0
+    retrieval = result.config.retrieval
+    # BM25 alone embeds neither the questions nor the chunks (see the module docstring).
+    query_tokens = result.query_tokens if retrieval.embeds else 0.0
+    chunks_searched = result.chunks_searched * (2 if retrieval.method == "hybrid" else 1)
+    # Building the index embeds the chunks (headers included), and first the units a semantic chunker compares.
+    embedded = result.embedding.get("index_tokens", int(token_counts.sum()))
+    index_tokens = int(embedded) + int(result.embedding.get("unit_tokens", 0))
+    llm_tokens = int(result.embedding.get("llm_tokens", 0))
+    latency, cost = model_latency_and_cost(query_tokens, retrieved_tokens, chunks_searched, index_tokens, rates)
+    # An LLM chunker's tokens are paid once per index, at the reader's rate, like embedding.
+    cost += llm_tokens * rates.reader_usd_per_mtok / 1e6 * 1000 / rates.amortize_queries
+    attrs: dict[str, Any] = {}
+    for metric in METRIC_ATTRS:
+        values = per_query[metric][search]
+        attrs[metric] = float(values.mean()) if len(values) else 0.0
+        attrs[f"{metric}_std"] = float(values.std()) if len(values) else 0.0
+    attrs.update({
+        SCORE_ATTR: weighted_score(attrs["recall"], attrs["iou"], latency, cost, weights, scales),
+        "chunks": len(result.chunks),
+        "identical_chunks": result.chunk_stats["identical_chunks"],
+        "truncated_chunks": result.window.get("truncated_chunks", 0.0),
+        "unread_text": result.window.get("unread_text", 0.0),
+        "mean_chunk_tokens": float(token_counts[:-1].mean()) if result.chunks else 0.0,
+        "tokens_embedded": index_tokens + round(query_tokens * n_queries),
+        "retrieved_tokens_per_query": retrieved_tokens,
+        "latency_ms": latency * 1000,
+        "cost_usd_per_1k_queries": cost,
+        "index_build_s": index_tokens / rates.embed_tokens_per_s,
+        "llm_tokens": llm_tokens,
+        "retrieval": retrieval.describe(),  # e.g. "hybrid rrf(k=60) + headings"; the full config is below
+        "eval_seconds": result.timings["total"],
+        "model_seconds": result.embedding["model_seconds"] + result.embedding.get("unit_model_seconds", 0.0),
+        "cache_hit_rate": result.embedding["cache_hit_rate"],
+        CONFIG_ATTR: json.dumps(result.config.to_dict(), sort_keys=True),
+    })
+    held_out = ~search
+    if held_out.any():
+        validation = {metric: float(per_query[metric][held_out].mean())
+                      for metric in METRIC_ATTRS}
+        for metric, value in validation.items():
+            attrs[f"{VALIDATION_PREFIX}{metric}"] = value
+        attrs[f"{VALIDATION_PREFIX}{SCORE_ATTR}"] = weighted_score(validation["recall"], validation["iou"], latency,
+                                                                   cost, weights, scales)
+    return attrs

@@ -18,9 +18,11 @@ from dataclasses import dataclass, field
 import optuna
 from optuna.trial import TrialState
 
-from ..corpus import Corpus
+from ..data.corpus import Corpus
 from ..embedding import EmbeddingCache
-from ..errors import ChunkwiseError
+from ..embedding.config import shared_embedder
+from ..errors import ChunkwiseError, option
+from . import defaults
 from .ledger import Ledger
 from .progress import ProgressBar, write_note
 from .records import (
@@ -31,21 +33,13 @@ from .records import (
     TrialRecord,
     best_trial,
     run_studies,
-    settings_of,
     summarize,
 )
 from .selection import StudyRecommendation, recommend_for_study
+from .settings import StudySettings, build_settings, resolve_study_rates
 from .storage import StudyStorage, make_storage, storage_errors
-from .study import LoadedStudyData, StudySpec, load_study_data, open_study, study_settings
-from .trial import resolve_study_rates, settings_fidelity, settings_space, shared_embedder
-from .workers import (
-    PoolReport,
-    WorkerOptions,
-    WorkerPool,
-    reclaim,
-    run_worker,
-    stop_handlers,
-)
+from .study import LoadedStudyData, StudySpec, load_study_data, open_study
+from .workers import PoolReport, WorkerOptions, WorkerPool, reclaim, run_worker, stop_handlers
 
 Echo = Callable[[str], None]
 
@@ -84,10 +78,10 @@ class RunSettings:
     """How a run's workers are started (from a study spec, or from ``chunkwise worker``)."""
 
     storage: str
-    jobs: int = 1
-    seed: int | None = 0
-    heartbeat_interval: int = 10
-    grace_period: int = 30
+    jobs: int = defaults.JOBS
+    seed: int | None = defaults.SEED
+    heartbeat_interval: int = defaults.HEARTBEAT_INTERVAL_S
+    grace_period: int = defaults.GRACE_PERIOD_S
     cache: str | None = None
     corpus_path: str | None = None
     queries_path: str | None = None
@@ -116,14 +110,13 @@ def _tune_corpus(spec: StudySpec, data: LoadedStudyData, corpus: Corpus, run: Ru
     name = spec.study_name(corpus.name)
     with storage_errors(spec.storage):
         storage = make_storage(spec.storage)
-        settings = study_settings(spec, corpus, data.evaluation_sets[corpus.name], data.space,
+        settings = build_settings(spec, corpus, data.evaluation_sets[corpus.name], data.space,
                                   dict(spec.corpora)[corpus.name])
         study = open_study(storage, name, settings)
     cache = EmbeddingCache(spec.cache) if spec.cache else EmbeddingCache()
     warn_about_window(data.space, shared_embedder(spec.embedder, cache), spec.embedder.model, echo)
-    stored = study.user_attrs[SETTINGS_ATTR]
-    resolved = resolve_study_rates(stored, spec.rates, [spec.embedder, *settings_space(stored).embedders], cache,
-                                   echo)
+    stored = StudySettings.of(study)
+    resolved = resolve_study_rates(stored, spec.rates, [spec.embedder, *stored.space.embedders], cache, echo)
     if resolved is not None:
         with storage_errors(spec.storage):
             study.set_user_attr(SETTINGS_ATTR, resolved)
@@ -144,7 +137,7 @@ def warn_about_window(space, embedder, model: str, echo: Echo) -> None:
              "the share of truncated chunks)")
 
 
-def join_run(storage_url: str, run_name: str, *, n_trials: int | None = None, jobs: int = 1,
+def join_run(storage_url: str, run_name: str, *, n_trials: int | None = None, jobs: int = defaults.JOBS,
              seed: int | None = None, cache: str | None = None, corpus_path: str | None = None,
              queries_path: str | None = None, progress: bool = True, echo: Echo = print) -> list[CorpusOutcome]:
     """Join the studies of a run (``RUN`` or ``RUN/CORPUS``) from this machine and work
@@ -156,7 +149,7 @@ def join_run(storage_url: str, run_name: str, *, n_trials: int | None = None, jo
     if seed is None:
         seed = int.from_bytes(os.urandom(4), "little")
     if jobs < 1:
-        raise ChunkwiseError(f"--jobs={jobs} is invalid; allowed: an integer >= 1")
+        raise ChunkwiseError(f"{option('jobs')}={jobs} is invalid; allowed: an integer >= 1")
     run = RunSettings(storage_url, jobs, seed, cache=cache, corpus_path=corpus_path, queries_path=queries_path)
     with storage_errors(storage_url):
         storage = make_storage(storage_url)
@@ -182,7 +175,7 @@ def _run_study(storage: StudyStorage, study: optuna.Study, run: RunSettings, add
         study.set_user_attr(TARGET_ATTR, target)
         best = best_trial(study)
     workers = f"{run.jobs} worker{'s' if run.jobs > 1 else ''}"
-    rungs = settings_fidelity(settings_of(study)).rungs
+    rungs = StudySettings.of(study).fidelity.rungs
     done = f"{before.finished} {'finished' if len(rungs) > 1 else 'complete'} trial(s)"
     climb = (f"; fidelity rungs {', '.join(f'{r:g}' for r in rungs)}" if len(rungs) > 1 else "")
     if others:

@@ -21,7 +21,7 @@ PRUNED, nothing evaluated; only evaluated trials count toward a study's number o
 trials), the view below hides it from TPE, and the trial after a duplicate is sampled at
 random: a converged search spends its remaining trials exploring instead of stalling.
 
-A trial that successive halving stopped at a low-fidelity rung (:mod:`tuner.fidelity`) is
+A trial that successive halving stopped at a low-fidelity rung (:mod:`tuner.evaluation.fidelity`) is
 shown to TPE as a pruned trial with its rung scores as intermediate values, so TPE ranks it
 below every complete trial and above those stopped at an earlier rung.
 """

@@ -25,7 +25,8 @@ import numpy as np
 import optuna
 
 from .objective import Scales, Weights, weighted_score
-from .records import TrialRecord, evaluated, settings_of
+from .records import TrialRecord, evaluated
+from .settings import StudySettings
 
 CONFIDENCE = 0.95
 BOOTSTRAP_SAMPLES = 2000
@@ -181,16 +182,6 @@ class StudyRecommendation:
         return self.records[self.recommendation.best]
 
 
-def search_mask(settings: dict, queries: int) -> np.ndarray:
-    """Which of a study's questions (evaluation-set order) the search sees: all but the held-out ones."""
-    validation = settings.get("validation") or {}
-    ids = validation.get("ids")
-    held_out = set(validation.get("queries", []))
-    if not ids or len(ids) != queries:
-        return np.ones(queries, dtype=bool)
-    return np.array([qid not in held_out for qid in ids], dtype=bool)
-
-
 def candidate(record: TrialRecord, questions: np.ndarray | slice = slice(None)) -> Candidate | None:
     """A trial as the tie gate sees it (None when it stored no per-question scores)."""
     per_query = record.per_query()
@@ -202,18 +193,17 @@ def candidate(record: TrialRecord, questions: np.ndarray | slice = slice(None)) 
 
 def recommend_for_study(study: optuna.Study, *, seed: int = 0) -> StudyRecommendation | None:
     """Run the tie gate on the study's best configurations, on its search questions."""
-    settings = settings_of(study)
+    settings = StudySettings.of(study)
     ranked = sorted(evaluated(study), key=lambda r: (-r.score, r.number))[:TOP_CANDIDATES]
     records, candidates = {}, []
     for record in ranked:
         stored = record.stored_per_query
         if stored is None:
             continue
-        found = candidate(record, search_mask(settings, int(stored["queries"])))
+        found = candidate(record, settings.search_mask(int(stored["queries"])))
         if found is not None:
             records[record.number] = record
             candidates.append(found)
     if not candidates:
         return None
-    return StudyRecommendation(recommend(candidates, Weights(**settings["weights"]), Scales(**settings["scales"]),
-                                         seed=seed), records)
+    return StudyRecommendation(recommend(candidates, settings.weights, settings.scales, seed=seed), records)

@@ -37,7 +37,7 @@ type and range against the chunker's declared parameters, and builds each chunke
 the corners of its domain, so a space that loads can never produce an invalid trial.
 
 An optional ``retrieval`` mapping searches the retriever around the chunks (see
-:class:`~tuner.config.RetrievalConfig`); a list is short for ``{type: categorical, choices:
+:class:`~tuner.evaluation.config.RetrievalConfig`); a list is short for ``{type: categorical, choices:
 [...]}``, and anything left out keeps its default (``dense``, no context)::
 
     retrieval:
@@ -64,26 +64,23 @@ from typing import Any
 
 import optuna
 
+from .._io.files import read_yaml
 from ..chunkers import chunker_class, chunker_names
 from ..chunkers.base import ParamSpec
-from ..config import ChunkerConfig, EmbedderConfig, RetrievalConfig
-from ..context import CONTEXTS
+from ..chunkers.config import ChunkerConfig
+from ..embedding.config import EmbedderConfig
 from ..errors import ChunkwiseError, InvalidParameterError
-from ..files import read_yaml
-from ..retrieval import FUSIONS, METHODS
+from ..retrieval import METHODS, retrieval_method
+from ..retrieval.config import FUSION_OPTIONS, SEARCHABLE, RetrievalConfig
+from ..retrieval.fusion import DEFAULT_FUSION, FUSION_PARAMETERS
+from ..schema import setting_spec
 
 DOMAIN_TYPES = ("int", "float", "categorical", "fraction")
 #: The keys of a space's ``retrieval`` section, their allowed values, and the Optuna
 #: parameter each is sampled as.
-RETRIEVAL_SPECS = {
-    "method": ParamSpec(str, choices=METHODS),
-    "fusion": ParamSpec(str, choices=FUSIONS),
-    "alpha": ParamSpec(float, low=0.0, high=1.0),
-    "rrf_k": ParamSpec(int, low=0),
-    "context": ParamSpec(str, choices=CONTEXTS),
-}
-RETRIEVAL_PARAMS = {"method": "retrieval", "fusion": "fusion", "alpha": "alpha", "rrf_k": "rrf_k",
-                    "context": "context"}
+RETRIEVAL_SPECS = {name: setting_spec(RetrievalConfig, name) for name in SEARCHABLE}
+#: The Optuna parameter name of each (the method is sampled as ``retrieval``).
+RETRIEVAL_PARAMS = {**{name: name for name in SEARCHABLE}, "method": "retrieval"}
 
 
 class SearchSpaceError(ChunkwiseError):
@@ -236,15 +233,11 @@ class SearchSpace:
             return default if domain is None else domain.suggest(trial, RETRIEVAL_PARAMS[key])
 
         method = pick("method", "dense")
-        fusion = alpha = rrf_k = None
-        if method == "hybrid":
-            fusion = pick("fusion", "rrf")
-            if fusion == "weighted":
-                alpha = pick("alpha", None)
-            else:
-                rrf_k = pick("rrf_k", None)
-        return RetrievalConfig(k=k, method=method, fusion=fusion, alpha=alpha, rrf_k=rrf_k,
-                               context=pick("context", "none"))
+        fused: dict[str, Any] = {}
+        if "fusion" in retrieval_method(method).options:
+            fusion = fused["fusion"] = pick("fusion", DEFAULT_FUSION)
+            fused[FUSION_PARAMETERS[fusion]] = pick(FUSION_PARAMETERS[fusion], None)
+        return RetrievalConfig(k=k, method=method, context=pick("context", "none"), **fused)
 
     def _retrieval_points(self) -> list[dict[str, Any]]:
         """Every combination of the retrieval settings as Optuna parameters, conditional as
@@ -259,10 +252,10 @@ class SearchSpace:
         points = []
         for method_param, method in options("method", "dense"):
             branches: list[dict[str, Any]] = [{}]
-            if method == "hybrid":
+            if "fusion" in retrieval_method(method).options:
                 branches = [{**fusion_param, **value_param}
-                            for fusion_param, fusion in options("fusion", "rrf")
-                            for value_param, _ in options("alpha" if fusion == "weighted" else "rrf_k", None)]
+                            for fusion_param, fusion in options("fusion", DEFAULT_FUSION)
+                            for value_param, _ in options(FUSION_PARAMETERS[fusion], None)]
             for branch in branches:
                 for context_param, _ in options("context", "none"):
                     points.append({**method_param, **branch, **context_param})
@@ -385,12 +378,13 @@ def _parse_retrieval(raw: Any, source: str) -> dict[str, Domain]:
             return {default}
         return {domain.constant} if domain.is_constant else set(domain.choices or ())
 
-    methods, fusions = allowed("method", "dense"), allowed("fusion", "rrf")
-    for key in ("fusion", "alpha", "rrf_k"):
-        if key in domains and "hybrid" not in methods:
-            raise SearchSpaceError(f"{where}.{key} applies only to method hybrid, which retrieval.method does not "
-                                   f"allow ({', '.join(sorted(methods))})")
-    for key, fusion in (("alpha", "weighted"), ("rrf_k", "rrf")):
+    methods, fusions = allowed("method", "dense"), allowed("fusion", DEFAULT_FUSION)
+    fusing = [m for m in METHODS if "fusion" in retrieval_method(m).options]
+    for key in FUSION_OPTIONS:
+        if key in domains and not methods & set(fusing):
+            raise SearchSpaceError(f"{where}.{key} applies only to method {', '.join(fusing)}, which retrieval.method "
+                                   f"does not allow ({', '.join(sorted(methods))})")
+    for fusion, key in FUSION_PARAMETERS.items():
         if key in domains and fusion not in fusions and "fusion" in domains:
             raise SearchSpaceError(f"{where}.{key} applies only to fusion {fusion}, which retrieval.fusion does not "
                                    f"allow ({', '.join(sorted(fusions))})")

@@ -23,9 +23,9 @@ import optuna
 import sqlalchemy as sa
 from optuna.storages import RDBStorage
 
-from ..errors import ChunkwiseError
-from ..files import private_dir, private_file
-from ..secrets import hide_password, redact, register_secret
+from .._io.files import private_dir, private_file
+from .._io.secrets import hide_password, redact, register_secret
+from ..errors import ChunkwiseError, option
 
 #: Seconds a SQLite writer waits for a lock (short timeouts fail in ugly ways under load).
 SQLITE_TIMEOUT_S = 60
@@ -226,7 +226,7 @@ def existing_run_storage(run: str, storage: str | None = None) -> StudyStorage:
     url = absolute_url(storage or default_storage_url(run.split("/", 1)[0]))
     path = sqlite_path(url)
     if path is not None and not path.is_file():
-        raise StorageError(f"no study storage at {display_url(url)}; give --storage URL")
+        raise StorageError(f"no study storage at {display_url(url)}; give {option('storage', 'URL')}")
     return make_storage(url)
 
 
@@ -236,7 +236,7 @@ def only_local_storage(folder: str | Path = "studies") -> str:
     found = sorted(Path(folder).glob("*.db"))
     if len(found) != 1:
         names = ", ".join(str(p) for p in found) or "none"
-        raise StorageError(f"give --storage URL ({folder}/*.db here: {names})")
+        raise StorageError(f"give {option('storage', 'URL')} ({folder}/*.db here: {names})")
     return f"{SQLITE_PREFIX}{found[0].resolve()}"
 
 
@@ -253,4 +253,5 @@ def check_port_free(host: str, port: int) -> None:
         try:
             probe.bind(address)
         except OSError as exc:
-            raise ChunkwiseError(f"cannot serve on {host}:{port}: {exc.strerror} (pick another --port)") from None
+            raise ChunkwiseError(f"cannot serve on {host}:{port}: {exc.strerror} "
+                                 f"(pick another {option('port')})") from None

@@ -25,7 +25,7 @@ its results (space, weights, rates, scales, embedder, unit, corpus and evaluatio
 hashes, fidelity rungs) are stored in the study, and resuming with different settings is
 refused.
 
-``fidelity`` decides how trials climb (:mod:`tuner.fidelity`): ``full`` evaluates every
+``fidelity`` decides how trials climb (:mod:`tuner.evaluation.fidelity`): ``full`` evaluates every
 trial on the whole index; rungs such as ``[0.1, 1.0]`` evaluate each trial first with 10%
 of the distractor chunks and promote the best third to the full index; ``auto`` (the
 default) uses :data:`AUTO_RUNGS` on a corpus of :data:`AUTO_MIN_CHARS` characters or more
@@ -34,7 +34,6 @@ and ``full`` below.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import warnings
 from dataclasses import dataclass, field, replace
@@ -43,33 +42,22 @@ from typing import Any
 
 import optuna
 
-from .._version import __version__
-from ..config import COPIES, EmbedderConfig
-from ..corpus import Corpus, default_corpus_name, load_corpus, parse_corpus_spec
-from ..errors import InvalidParameterError
-from ..evalset import EvaluationSet, load_evaluation_set
-from ..fidelity import FULL, Fidelity
-from ..files import read_yaml
-from ..repeats import OccurrenceTable
+from .._io.files import read_yaml
+from ..data.corpus import Corpus, default_corpus_name, load_corpus, parse_corpus_spec
+from ..data.evalset import EvaluationSet, load_evaluation_set
+from ..embedding.config import EmbedderConfig
+from ..errors import InvalidParameterError, option
+from ..evaluation.config import COPIES
+from ..evaluation.fidelity import Fidelity
+from ..evaluation.metrics import UNITS
+from ..schema import check_settings, setting
+from . import defaults
 from .objective import METRIC_NAMES, Rates, Scales, Weights
 from .records import SETTINGS_ATTR, SUMMARY_ATTRS, StudyError, check_name, study_name
+from .settings import COMPARED_SETTINGS, StudySettings
 from .space import DEFAULT_SPACE, SearchSpace, load_search_space, resolve_space
 from .storage import absolute_url, default_storage_url
 
-#: Settings that define a study's results: a resumed run must agree on all of them.
-COMPARED_SETTINGS = ("space", "embedder", "unit", "copies", "weights", "rates", "scales",
-                     "corpus_sha256", "evaluation_set_sha256", "validation", "conversion", "fidelity")
-#: Share of each corpus's questions held out of the search by default (``--validation``).
-DEFAULT_VALIDATION = 0.25
-MAX_VALIDATION = 0.5
-#: ``fidelity: auto`` climbs :data:`AUTO_RUNGS` on corpora of at least this many characters
-#: (below it a cold trial takes about a minute on two cores: pruning would save little).
-AUTO_MIN_CHARS = 2_000_000
-#: The rungs ``fidelity: auto`` uses: 10% of the distractors, then the best third at full
-#: fidelity. Measured on a 2 MB corpus (BENCHMARKS.md, "Multi-fidelity search"): 99.98% of the
-#: best full-fidelity score on average over 2,000 simulated 60-trial studies, the best found 98%
-#: of the time; three rungs saved more and lost more (0.1, 0.3, 1: 99.8%, best found 86%).
-AUTO_RUNGS = Fidelity(rungs=(0.1, 1.0), reduction=3)
 FIDELITY_CHOICES = ("auto", "full")
 #: Changed values longer than this are shortened in a refusal's diff.
 DIFF_VALUE_CHARS = 80
@@ -84,35 +72,33 @@ class StudySpec:
     queries: str
     space: str
     embedder: EmbedderConfig = field(default_factory=EmbedderConfig)
-    unit: str = "tokens"
-    copies: str = "any"
-    validation: float = DEFAULT_VALIDATION
+    unit: str = setting("tokens", str, choices=UNITS)
+    copies: str = setting("any", str, choices=COPIES)
+    #: Share of each corpus's questions held out of the search (0: no held-out check).
+    validation: float = setting(defaults.VALIDATION, float, low=0, high=defaults.MAX_VALIDATION)
     weights: Weights = field(default_factory=Weights)
     rates: Rates = field(default_factory=Rates)
     scales: Scales = field(default_factory=Scales)
     storage: str = ""
-    trials: int = 30
-    jobs: int = 1
-    seed: int = 0
-    heartbeat_interval: int = 10
-    grace_period: int = 30
+    trials: int = setting(defaults.TRIALS, int, low=0)
+    jobs: int = setting(defaults.JOBS, int, low=1)
+    seed: int = setting(defaults.SEED, int)
+    heartbeat_interval: int = setting(defaults.HEARTBEAT_INTERVAL_S, int, low=1)
+    grace_period: int = setting(defaults.GRACE_PERIOD_S, int, low=1)
     cache: str | None = None
     #: Re-locate references whose offsets do not match, when their text occurs once.
     repair_references: bool = False
-    #: Glob patterns choosing the files of folder and glob corpora (see tuner.corpus.load_corpus).
+    #: Glob patterns choosing the files of folder and glob corpora (see tuner.data.corpus.load_corpus).
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
     #: ``"auto"``, ``"full"`` or explicit rungs (see :func:`parse_fidelity`).
     fidelity: str | Fidelity = "auto"
 
     def __post_init__(self) -> None:
-        for key in ("trials", "jobs", "heartbeat_interval", "grace_period"):
-            value = getattr(self, key)
-            if isinstance(value, bool) or not isinstance(value, int) or value < (0 if key == "trials" else 1):
-                raise StudyError(f"{key}={value!r} is invalid; allowed: an integer >= "
-                                 f"{0 if key == 'trials' else 1}")
-        if not isinstance(self.seed, int) or isinstance(self.seed, bool):
-            raise StudyError(f"seed={self.seed!r} is invalid; allowed: an integer")
+        try:
+            check_settings(self, "")
+        except InvalidParameterError as exc:
+            raise StudyError(str(exc)) from None
         check_name(self.name, "run name")
         if not self.corpora:
             raise StudyError("a study needs at least one corpus")
@@ -120,14 +106,6 @@ class StudySpec:
         repeated = sorted({n for n in names if names.count(n) > 1})
         if repeated:
             raise StudyError(f"several corpora are named {', '.join(repeated)}; name them with NAME=PATH")
-        if self.unit not in ("tokens", "chars"):
-            raise StudyError(f"unit={self.unit!r} is invalid; allowed: tokens, chars")
-        if self.copies not in COPIES:
-            raise StudyError(f"copies={self.copies!r} is invalid; allowed: {', '.join(COPIES)}")
-        if isinstance(self.validation, bool) or not isinstance(self.validation, (int, float)) \
-                or not 0 <= self.validation <= MAX_VALIDATION:
-            raise StudyError(f"validation={self.validation!r} is invalid; allowed: a share of the questions from 0 "
-                             f"(no held-out check) to {MAX_VALIDATION}")
         object.__setattr__(self, "fidelity", parse_fidelity(self.fidelity, "fidelity"))
         if not self.storage:
             object.__setattr__(self, "storage", absolute_url(default_storage_url(self.name)))
@@ -150,7 +128,7 @@ def build_spec(study_file: str | Path | None = None, *, name: str | None = None,
                fidelity: str | None = None, precision: str | None = None) -> StudySpec:
     """A run's spec from a study file and/or command-line values (given values win).
 
-    ``corpora`` are ``[NAME=]PATH`` strings (see :func:`tuner.corpus.parse_corpus_spec`),
+    ``corpora`` are ``[NAME=]PATH`` strings (see :func:`tuner.data.corpus.parse_corpus_spec`),
     ``weights`` is ``"recall=1,iou=0.5"``, ``embedder`` is ``"PROVIDER[:MODEL]"``; without a
     study file, ``name``, ``corpora`` and ``queries`` are required and the space defaults
     to the bundled ``default``.
@@ -158,7 +136,7 @@ def build_spec(study_file: str | Path | None = None, *, name: str | None = None,
     if study_file is not None:
         spec = load_study_file(study_file)
     else:
-        missing = [flag for flag, value in (("--name", name), ("--corpus", corpora), ("--queries", queries))
+        missing = [option(key) for key, value in (("name", name), ("corpora", corpora), ("queries", queries))
                    if not value]
         if missing:
             raise StudyError(f"without a study file, tune needs {', '.join(missing)}")
@@ -172,7 +150,7 @@ def build_spec(study_file: str | Path | None = None, *, name: str | None = None,
         storage=absolute_url(storage) if storage else None, trials=trials, jobs=jobs, seed=seed, cache=cache,
         repair_references=repair_references or None, include=tuple(include) if include else None,
         exclude=tuple(exclude) if exclude else None,
-        fidelity=parse_fidelity(fidelity, "--fidelity") if fidelity is not None else None)
+        fidelity=parse_fidelity(fidelity, option("fidelity")) if fidelity is not None else None)
 
 
 def parse_fidelity(value: Any, where: str) -> str | Fidelity:
@@ -198,16 +176,6 @@ def parse_fidelity(value: Any, where: str) -> str | Fidelity:
         pass
     raise StudyError(f"{where}={value!r} is invalid; allowed: auto, full, or increasing rungs ending at 1, "
                      "e.g. 0.1,0.3,1")
-
-
-def resolve_fidelity(choice: str | Fidelity, corpus: Corpus) -> Fidelity:
-    """The rungs a corpus's study climbs: ``auto`` is :data:`AUTO_RUNGS` on a corpus of
-    :data:`AUTO_MIN_CHARS` characters or more, full fidelity below."""
-    if isinstance(choice, Fidelity):
-        return choice
-    if choice == "auto" and sum(len(doc.text) for doc in corpus) >= AUTO_MIN_CHARS:
-        return AUTO_RUNGS
-    return FULL
 
 
 STUDY_KEYS = ("name", "corpora", "queries", "space", "embedder", "unit", "copies", "validation", "weights", "rates",
@@ -255,7 +223,7 @@ def load_study_file(path: str | Path) -> StudySpec:
             embedder=EmbedderConfig.from_dict(data.get("embedder") or {}, f"{where}: embedder"),
             unit=data.get("unit", "tokens"),
             copies=data.get("copies", "any"),
-            validation=data.get("validation", DEFAULT_VALIDATION),
+            validation=data.get("validation", defaults.VALIDATION),
             weights=Weights.from_dict(data.get("weights"), f"{where}: weights"),
             rates=Rates.from_dict(data.get("rates"), f"{where}: rates"),
             scales=Scales.from_dict(data.get("scales"), f"{where}: scales"),
@@ -307,62 +275,6 @@ def load_study_data(spec: StudySpec) -> LoadedStudyData:
     return LoadedStudyData(corpora, per_corpus, load_search_space(resolve_space(spec.space)))
 
 
-def study_settings(spec: StudySpec, corpus: Corpus, evalset: EvaluationSet, space: SearchSpace,
-                   corpus_path: str) -> dict[str, Any]:
-    """The settings stored with a corpus's study (JSON-ready)."""
-    return {
-        "chunkwise_version": __version__,
-        "corpus": corpus.name,
-        "corpus_path": str(Path(corpus_path).resolve()) if not any(c in corpus_path for c in "*?[") else corpus_path,
-        "corpus_sha256": corpus.sha256,
-        "queries_path": str(Path(spec.queries).resolve()),
-        "queries": len(evalset),
-        "evaluation_set_sha256": evalset.sha256,
-        "space": space.to_dict(),
-        "space_source": space.source,
-        "embedder": spec.embedder.to_dict(),
-        "unit": spec.unit,
-        "copies": spec.copies,
-        "validation": validation_split(evalset, spec.validation),
-        "repeated_references": OccurrenceTable.build(evalset, [corpus]).summary().to_dict(),
-        "weights": _plain(spec.weights),
-        "rates": _plain(spec.rates),
-        "scales": _plain(spec.scales),
-        "repair_references": spec.repair_references,
-        # Converted documents (PDF, HTML, DOCX, ...): the converters, compared on resume, and
-        # each document's conversion hash; None for a corpus of text files.
-        "conversion": corpus.conversion,
-        "corpus_include": list(spec.include),
-        "corpus_exclude": list(spec.exclude),
-        "fidelity": resolve_fidelity(spec.fidelity, corpus).to_dict(),
-    }
-
-
-def validation_split(evalset: EvaluationSet, fraction: float, seed: int = 0) -> dict[str, Any]:
-    """The held-out part of a corpus's questions: ``round(fraction * n)`` queries (at least one
-    when ``fraction > 0`` and there are two or more), chosen by a hash of ``seed`` and each
-    query's id, so the split is the same in every run, worker and machine, and does not depend
-    on the order of the file.
-
-    >>> from tuner.evalset import EvaluationSet, Query
-    >>> queries = EvaluationSet(tuple(Query(f"q{i}", "?", "c", ()) for i in range(8)))
-    >>> validation_split(queries, 0.25)["queries"]  # of q0..q7
-    ['q4', 'q6']
-    """
-    ids = [q.id for q in evalset]
-    count = round(fraction * len(ids))
-    if fraction > 0 and count == 0 and len(ids) >= 2:
-        count = 1
-    count = min(count, len(ids) - 1) if ids else 0
-    ranked = sorted(ids, key=lambda qid: hashlib.sha256(f"{seed}:{qid}".encode()).hexdigest())
-    held_out = set(ranked[:count])
-    return {"fraction": fraction, "seed": seed, "queries": [qid for qid in ids if qid in held_out], "ids": ids}
-
-
-def _plain(obj: Any) -> dict[str, Any]:
-    return {k: v for k, v in obj.__dict__.items() if not k.startswith("_")}
-
-
 def open_study(storage: optuna.storages.BaseStorage, name: str, settings: dict[str, Any],
                sampler: optuna.samplers.BaseSampler | None = None) -> optuna.Study:
     """Create the study, or load it and refuse when its stored settings differ."""
@@ -395,6 +307,8 @@ def settings_diff(stored: Any, current: Any, path: str = "") -> list[str]:
     ['weights.recall: 1.0 -> 2.0']
     >>> settings_diff({"space": {"k": 5}}, {"space": {"k": 5, "embedders": []}})
     ['space.embedders: (absent) -> []']
+    >>> settings_diff({"weights": {"recall": 1}}, {"weights": {"recall": 1.0}})
+    []
     """
     if isinstance(stored, dict) and isinstance(current, dict):
         lines = []
@@ -407,9 +321,16 @@ def settings_diff(stored: Any, current: Any, path: str = "") -> list[str]:
             else:
                 lines += settings_diff(stored[key], current[key], where)
         return lines
-    if json.dumps(stored, sort_keys=True) == json.dumps(current, sort_keys=True):
+    if json.dumps(stored, sort_keys=True) == json.dumps(current, sort_keys=True) or _same_number(stored, current):
         return []
     return [f"{path}: {_short(stored)} -> {_short(current)}"]
+
+
+def _same_number(a: Any, b: Any) -> bool:
+    """Whether two leaves are the same number written two ways (``1`` and ``1.0``: a study file's
+    integer weight and the float it is read into compare equal)."""
+    numbers = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (a, b))
+    return numbers and float(a) == float(b)
 
 
 def _short(value: Any) -> str:
@@ -417,27 +338,24 @@ def _short(value: Any) -> str:
     return text if len(text) <= DIFF_VALUE_CHARS else text[: DIFF_VALUE_CHARS - 3] + "..."
 
 
-def load_study_inputs(settings: dict[str, Any], study: str, corpus_path: str | None = None,
+def load_study_inputs(settings: StudySettings, study: str, corpus_path: str | None = None,
                       queries_path: str | None = None) -> tuple[Corpus, EvaluationSet]:
     """The corpus and queries a study was created with (from its settings, or the given
     paths on this machine), refused with :class:`StudyError` if their content changed."""
-    corpus_path = corpus_path or settings["corpus_path"]
-    queries_path = queries_path or settings["queries_path"]
-    corpus = load_corpus(corpus_path, settings["corpus"], include=settings.get("corpus_include") or (),
-                         exclude=settings.get("corpus_exclude") or ())
-    if corpus.sha256 != settings["corpus_sha256"]:
-        changed = settings_diff((settings.get("conversion") or {}).get("converters"),
-                                (corpus.conversion or {}).get("converters"), "converters")
+    corpus_path = corpus_path or settings.corpus_path
+    queries_path = queries_path or settings.queries_path
+    corpus = load_corpus(corpus_path, settings.corpus, include=settings.corpus_include, exclude=settings.corpus_exclude)
+    if corpus.sha256 != settings.corpus_sha256:
+        changed = settings_diff(settings.converters, (corpus.conversion or {}).get("converters"), "converters")
         if changed:
             raise StudyError(f"corpus at {corpus_path} is converted to text differently than when study {study!r} "
                              f"was created ({'; '.join(changed)}), so its offsets may differ; install the converter "
                              "versions the study was created with, or start a new study")
         raise StudyError(f"corpus at {corpus_path} differs from the one study {study!r} was "
-                         "created with (content hash mismatch); pass the same corpus with --corpus")
-    evalset = load_evaluation_set(queries_path, corpus, ignore_other_corpora=True,
-                                  repair=bool(settings.get("repair_references")))
-    if evalset.sha256 != settings["evaluation_set_sha256"]:
+                         f"created with (content hash mismatch); pass the same corpus with {option('corpus_path')}")
+    evalset = load_evaluation_set(queries_path, corpus, ignore_other_corpora=True, repair=settings.repair_references)
+    if evalset.sha256 != settings.evaluation_set_sha256:
         raise StudyError(f"the queries in {queries_path} differ from those study {study!r} was "
-                         "created with (content hash mismatch); pass the same file with --queries")
+                         f"created with (content hash mismatch); pass the same file with {option('queries_path')}")
     return corpus, evalset
 

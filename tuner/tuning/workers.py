@@ -14,7 +14,7 @@ complete trials. Every trial it starts ends COMPLETE, PRUNED or FAIL, whatever h
    already covered makes it PRUNED (``skipped``), both without evaluating anything.
 3. It evaluates the configuration and tells Optuna the outcome: COMPLETE, or PRUNED when
    successive halving stopped it at a low-fidelity rung (``stopped_at_fidelity``; such a
-   trial counts toward the target, see :mod:`tuner.fidelity`). A ``ChunkwiseError``
+   trial counts toward the target, see :mod:`tuner.evaluation.fidelity`). A ``ChunkwiseError``
    fails the trial (``error``); a fatal one (bad key, dead endpoint) also stops the
    worker. Ctrl-C (SIGINT) and SIGTERM fail the in-flight trial (``lost``) and stop it.
 
@@ -42,8 +42,9 @@ import optuna
 from optuna.exceptions import UpdateFinishedTrialError
 from optuna.trial import FrozenTrial, TrialState
 
+from .._io.secrets import redact
 from ..errors import ChunkwiseError
-from ..secrets import redact
+from . import defaults
 from .faults import arm_during_tell, fault_point
 from .ledger import Claim, ClaimResult, Ledger, new_worker_id, worker_alive
 from .records import (
@@ -54,11 +55,11 @@ from .records import (
     STOPPED_AT_ATTR,
     WORKER_ATTR,
     StudyError,
-    settings_of,
 )
 from .samplers import WeightedScoreSampler
+from .settings import StudySettings
 from .storage import make_storage, storage_errors
-from .trial import ConfigurationTaken, StoppedAtRung, TargetReached, TrialObjective, limit_threads
+from .trial import ConfigurationTaken, StoppedAtRung, TargetReached, TrialObjective
 
 #: Consecutive failed trials after which a worker gives up.
 MAX_FAILURES_IN_A_ROW = 5
@@ -90,12 +91,12 @@ class WorkerOptions:
     study: str
     seed: int | None
     threads: int
-    heartbeat_interval: int = 10
-    grace_period: int = 30
+    heartbeat_interval: int = defaults.HEARTBEAT_INTERVAL_S
+    grace_period: int = defaults.GRACE_PERIOD_S
     cache: str | None = None
     corpus_path: str | None = None
     queries_path: str | None = None
-    max_retry: int = 3
+    max_retry: int = defaults.MAX_RETRY
     #: Optuna's log level in the worker (default: the creating process's level).
     verbosity: int = field(default_factory=optuna.logging.get_verbosity)
 
@@ -160,6 +161,17 @@ def reclaim(study: optuna.Study, ledger: Ledger, study_id: int, grace_period: fl
     return reclaimed
 
 
+def limit_threads(threads: int) -> None:
+    """Cap the math libraries' threads so parallel workers do not oversubscribe the cores."""
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(threads)
+    import torch
+
+    torch.set_num_threads(threads)
+
+
 class _Heartbeat:
     """Refresh the worker's ``seen`` time every ``interval`` seconds from a daemon thread."""
 
@@ -185,7 +197,7 @@ def run_worker(options: WorkerOptions,
     Each worker builds its own storage connection and sampler, loads the corpus and queries
     named in the study's settings (or the given paths) and checks their hashes.
     """
-    from .study import load_study_inputs  # study imports this module's callers, not this module
+    from .study import load_study_inputs
 
     limit_threads(options.threads)
     optuna.logging.set_verbosity(options.verbosity)
@@ -204,7 +216,7 @@ def run_worker(options: WorkerOptions,
         with storage_errors(options.storage):
             study = optuna.load_study(study_name=options.study, storage=storage,
                                       sampler=WeightedScoreSampler(seed=seed))
-            settings = settings_of(study)
+            settings = StudySettings.of(study)
         corpus, evalset = load_study_inputs(settings, options.study, options.corpus_path, options.queries_path)
         from ..embedding.shared_cache import cache_for_study
 

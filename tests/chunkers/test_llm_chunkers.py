@@ -1,0 +1,120 @@
+"""The llm and logprob chunkers, through the real openai client against a local stub."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tuner
+from tuner.data.document import Document
+from tuner.embedding.base import Embedder
+from tuner.llm.client import LLMClient, LLMError
+
+DATA = Path(__file__).resolve().parents[1] / "texts"
+TOPIC_STARTS = ("Jupiter", "Individual")
+
+
+def topics() -> Document:
+    return Document("topics.md", (DATA / "topics.md").read_text(encoding="utf-8"))
+
+
+def paragraphs(doc: Document) -> list[str]:
+    return [p.strip() for p in doc.text.split("\n\n")]
+
+
+@pytest.fixture
+def client(openai_server, tmp_path):
+    return LLMClient(model="stub-llm", base_url=openai_server.base_url, api_key="k", max_retries=1,
+                     cache_path=tmp_path / "llm.sqlite3")
+
+
+def split_after_topic_changes(body) -> str:
+    """Answer like a good model: split after the piece before each new topic."""
+    user = body["messages"][1]["content"]
+    pieces = {int(n): text for n, text in re.findall(r"<\|start_chunk_(\d+)\|>(.*?)<\|end_chunk_\1\|>", user, re.S)}
+    numbers = [n - 1 for n, text in sorted(pieces.items()) if text.strip().startswith(TOPIC_STARTS) and n - 1 in pieces]
+    return "split_after: " + ", ".join(map(str, numbers or [max(pieces) - 1]))
+
+
+def test_llm_chunker_follows_valid_split_points(openai_server, client):
+    openai_server.chat_handler = split_after_topic_changes
+    doc = topics()
+    chunker = tuner.make_chunker("llm", piece_size=20, window_tokens=400).use_client(client)
+    chunks = chunker.split(doc)
+    assert [c.text for c in chunks] == paragraphs(doc)
+    requests = openai_server.requests_to("/v1/chat/completions")
+    assert "<|start_chunk_1|>" in requests[0].json_body["messages"][1]["content"]
+    # Cached per model, text and prompt version: the same split asks nothing again.
+    assert chunker.split(doc) == chunks
+    assert len(openai_server.requests_to("/v1/chat/completions")) == len(requests)
+    assert client.usage.cached == len(requests) and client.usage.prompt_tokens > 0
+
+
+@pytest.mark.parametrize("reply", ["I would split after 3 and 5.", "split_after: 9, 2", "split_after: 0",
+                                   "split_after: 999"])
+def test_llm_chunker_falls_back_on_malformed_replies(openai_server, client, reply):
+    openai_server.chat_handler = lambda body: reply
+    doc = topics()
+    chunker = tuner.make_chunker("llm", piece_size=20, window_tokens=100).use_client(client)
+    chunks = chunker.split(doc)
+    assert chunker.malformed_replies >= 1
+    covered = set()
+    for chunk in chunks:
+        assert doc.text[chunk.start_index:chunk.end_index] == chunk.text
+        covered.update(range(chunk.start_index, chunk.end_index))
+    assert all(i in covered for i, ch in enumerate(doc.text) if not ch.isspace())
+
+
+class OnesEmbedder(Embedder):
+    identity = "ones"
+
+    def _embed(self, texts):
+        return np.ones((len(texts), 4), dtype=np.float32)
+
+
+def test_llm_chunker_tokens_feed_the_trial_cost(openai_server, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "k")  # the chunker builds its client from its parameters
+    openai_server.chat_handler = split_after_topic_changes
+    corpus = tuner.Corpus("topics", [topics()])
+    text = topics().text
+    query = tuner.Query("q", "Jupiter?", "topics", (tuner.Reference("topics.md", text.index("Jupiter"),
+                                                                    text.index("Jupiter") + 7, "Jupiter"),))
+    result = tuner.evaluate(corpus, tuner.EvaluationSet((query,)), chunker="llm", piece_size=20,
+                            base_url=openai_server.base_url, model="stub-llm", embedder=OnesEmbedder(), cache=None)
+    assert result.embedding["llm_tokens"] > 0
+
+
+def marker_logprobs(body):
+    """Echo logprobs: the marker is likely only where a new topic begins, with a decay."""
+    prompt = body["prompt"]
+    marker = re.search(r"character (\S) wherever", prompt).group(1)
+    tokens = [(m.group(), m.start()) for m in re.finditer(r"\s+|\S+", prompt)]
+    top = []
+    for i, (token, offset) in enumerate(tokens):
+        following = prompt[offset + len(token):]
+        likely = "\n\n" in token and following.startswith(TOPIC_STARTS)
+        top.append({marker: (-0.3 if likely else -6.0) - 0.01 * i, token: -0.1})
+    return {"text": "", "logprobs": {"tokens": [t for t, _ in tokens], "token_logprobs": [-1.0] * len(tokens),
+                                     "top_logprobs": top, "text_offset": [o for _, o in tokens]}}
+
+
+def test_logprob_chunker_splits_where_the_marker_is_likely(openai_server, client):
+    openai_server.completion_handler = marker_logprobs
+    doc = topics()
+    chunks = tuner.make_chunker("logprob", threshold=1.0).use_client(client).split(doc)
+    assert [c.text for c in chunks] == paragraphs(doc)
+    body = openai_server.requests_to("/v1/completions")[0].json_body
+    assert body["echo"] is True and body["logprobs"] == 5
+    assert "¶" in body["prompt"]  # a marker absent from the document
+
+
+def test_logprob_chunker_needs_logprobs(openai_server, client):
+    openai_server.completion_handler = lambda body: {"text": ""}  # an endpoint that ignores logprobs
+    with pytest.raises(LLMError, match="returned no logprobs"):
+        tuner.make_chunker("logprob").use_client(client).split(topics())
+    openai_server.script("/v1/completions", [400])
+    with pytest.raises(LLMError, match="may not support the completions API with echo and logprobs"):
+        tuner.make_chunker("logprob", threshold=2.0).use_client(client).split(topics())

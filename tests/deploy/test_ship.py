@@ -1,0 +1,246 @@
+"""Inspect and ship: the dashboard's API, export, load_chunker, chunk, chromadb collections."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+import optuna_dashboard
+import pytest
+
+import tuner
+from tuner import evaluate, load_chunker, load_corpus, load_evaluation_set
+from tuner.cli import main
+from tuner.deploy.export import SCHEMA_VERSION, ExportError, load_config
+from tuner.embedding.config import EmbedderConfig
+from tuner.evaluation.config import EvaluationConfig
+from tuner.tuning import StudySpec, tune
+from tuner.tuning.storage import make_storage
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "handbook"
+QUERIES = ROOT / "examples" / "handbook-queries.jsonl"
+
+
+@pytest.fixture
+def tuned(tmp_path, openai_server, monkeypatch):
+    """A small study of the example corpus, embedded through the stub."""
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    spec = StudySpec(name="ship", corpora=(("handbook", str(EXAMPLE)),), queries=str(QUERIES),
+                     space=str(ROOT / "search_spaces" / "quick.yaml"),
+                     embedder=EmbedderConfig("openai", "stub-embed", base_url=openai_server.base_url),
+                     storage=f"sqlite:///{tmp_path}/ship.db", trials=5, cache=str(tmp_path / "cache.sqlite3"))
+    (outcome,) = tune(spec, progress=False, echo=lambda _: None)
+    return spec, outcome
+
+
+class _Quiet(WSGIRequestHandler):
+    def log_message(self, *args) -> None:
+        pass
+
+
+def get_json(url: str):
+    with urllib.request.urlopen(url, timeout=30) as response:
+        return json.loads(response.read())
+
+
+def test_dashboard_api_shows_studies_trials_attributes_and_note(tuned):
+    spec, outcome = tuned
+    server = make_server("127.0.0.1", 0, optuna_dashboard.wsgi(make_storage(spec.storage, heartbeat_interval=None)),
+                         handler_class=_Quiet)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{server.server_port}"
+    try:
+        summaries = get_json(f"{base}/api/studies")["study_summaries"]
+        (summary,) = [s for s in summaries if s["study_name"] == "ship/handbook"]
+        study = get_json(f"{base}/api/studies/{summary['study_id']}")
+        assert study["objective_names"] == ["recall", "IoU"]
+        assert len(study["trials"]) == 5 and study["best_trials"]
+        attrs = {a["key"]: a["value"] for a in study["trials"][0]["user_attrs"]}
+        assert {"recall", "iou", "score", "latency_ms", "cost_usd_per_1k_queries", "chunker"} <= set(attrs)
+        union = {a["key"] for a in study["union_user_attrs"]}
+        assert {"precision_omega", "mean_chunk_tokens"} <= union
+        note = study["note"]["body"]
+        assert "chunkwise study `ship/handbook`" in note and "queries**: 30" in note
+        assert f"Best configuration: trial {outcome.best.number}" in note
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_dashboard_command_serves_until_stopped(tuned):
+    spec, _ = tuned
+    port = _free_port()
+    process = subprocess.Popen([sys.executable, "-m", "tuner", "dashboard", "--storage", spec.storage,
+                                "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                studies = get_json(f"http://127.0.0.1:{port}/api/studies")["study_summaries"]
+                break
+            except OSError:
+                if time.monotonic() > deadline or process.poll() is not None:
+                    pytest.fail(f"dashboard did not start: {process.stderr.read() if process.poll() else ''}")
+                time.sleep(0.2)
+        assert [s["study_name"] for s in studies] == ["ship/handbook"]
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def test_export_load_and_rechunk_give_the_trials_chunks(tuned, tmp_path, capsys):
+    spec, outcome = tuned
+    out = tmp_path / "best.json"
+    assert main(["export", "--storage", spec.storage, "--study", "ship", "--corpus", "handbook", "-o", str(out)]) == 0
+    chosen = outcome.recommended  # by default, the tie gate's recommendation
+    assert f"trial {chosen.number} of ship/handbook (recommended)" in capsys.readouterr().out
+    data = json.loads(out.read_text())
+    assert data["chunkwise_export"] == SCHEMA_VERSION
+    assert data["metrics"]["score"] == chosen.score
+    tied = list(outcome.recommendation.recommendation.tied)
+    assert chosen.number in tied and outcome.best.number in tied
+    assert data["source"] == {"study": "ship/handbook", "trial": chosen.number, "storage": spec.storage,
+                              "weights": {"recall": 1.0, "iou": 0.5, "latency": 0.1, "cost": 0.1},
+                              "selection": {"chosen": "recommended", "best_trial": outcome.best.number,
+                                            "tied_with_best": tied}}
+    best_out = tmp_path / "raw-best.json"
+    assert main(["export", "--storage", spec.storage, "--study", "ship", "--best", "-o", str(best_out)]) == 0
+    assert json.loads(best_out.read_text())["source"]["trial"] == outcome.best.number
+    outcome = type(outcome)(**{**outcome.__dict__, "best": chosen})  # the rest checks the exported trial
+    corpus = load_corpus(EXAMPLE, "handbook")
+    assert data["corpus"]["sha256"] == corpus.sha256
+    assert {"chunkwise", "optuna", "tiktoken", "numpy"} <= set(data["versions"])
+
+    # The trial recorded its chunk statistics when it ran; the loaded chunker reproduces them.
+    chunker = load_chunker(out)
+    chunks = [c for doc in corpus for c in chunker.split(doc)]
+    assert len(chunks) == outcome.best.metrics["chunks"]
+    assert sum(c.token_count for c in chunks) / len(chunks) == pytest.approx(outcome.best.metrics["mean_chunk_tokens"])
+    # ... and exactly the chunks an evaluation of the trial's configuration scores.
+    config = EvaluationConfig.from_dict(outcome.best.config)
+    evalset = load_evaluation_set(QUERIES, corpus)
+    scored = evaluate(corpus, evalset, config, cache=tuner.embedding.EmbeddingCache(spec.cache)).chunks
+    assert chunks == scored
+    for chunk in chunks:
+        assert corpus.document(chunk.document).text[chunk.start_index:chunk.end_index] == chunk.text
+
+
+def test_export_a_chosen_trial_and_errors(tuned, tmp_path, capsys):
+    spec, _ = tuned
+    out = tmp_path / "t1.json"
+    assert main(["export", "--storage", spec.storage, "--study", "ship/handbook", "--trial", "1", "-o", str(out)]) == 0
+    assert json.loads(out.read_text())["source"]["trial"] == 1
+    assert main(["export", "--storage", spec.storage, "--study", "ship", "--trial", "99", "-o", str(out)]) == 2
+    assert "has no complete trial 99" in capsys.readouterr().err
+    assert main(["export", "--storage", spec.storage, "--study", "other", "-o", str(out)]) == 2
+    assert "no study 'other'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    ('{"chunkwise_export": 99, "config": {}}', "written by a newer chunkwise (export version 99"),
+    ('{"chunkwise_export": 1, "config": {"chunker": {"name": "token", "par',
+     "is not valid YAML or JSON (line 1, column 69"),
+    ('{"chunkwise_export": 1}', "no 'config'"),
+    ('{"chunkwise_export": 1, "config": {"chunker": {"name": "token", "params": {"size": 0}}}}',
+     "size=0 is invalid"),
+    ("[1, 2]", "expected a JSON object"),
+    ('{"hello": 1}', "not a chunkwise export"),
+])
+def test_loading_a_newer_or_damaged_export_is_a_clear_error(tmp_path, content, message):
+    path = tmp_path / "best.json"
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(ExportError) as error:
+        load_config(path)
+    assert message in str(error.value)
+    assert str(path) in str(error.value)
+
+
+def _write_config(tmp_path, config: dict) -> Path:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"chunkwise_export": 1, "config": config}), encoding="utf-8")
+    return path
+
+
+def test_chunk_command_writes_exact_offsets(tmp_path):
+    config = _write_config(tmp_path, {"chunker": {"name": "token", "params": {"size": 64, "overlap": 8}}})
+    out = tmp_path / "chunks.jsonl"
+    assert main(["chunk", "--config", str(config), str(EXAMPLE), "-o", str(out)]) == 0
+    records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    corpus = load_corpus(EXAMPLE)
+    assert {r["document"] for r in records} == {d.id for d in corpus}
+    for record in records:
+        text = corpus.document(record["document"]).text
+        assert text[record["start_index"]:record["end_index"]] == record["text"]
+        assert record["token_count"] <= 64 and record["corpus"] == "handbook"
+
+
+@pytest.mark.slow
+def test_chroma_collection_returns_the_expected_chunk(tmp_path):
+    config = _write_config(tmp_path, {"chunker": {"name": "recursive", "params": {"size": 120}},
+                                      "retrieval": {"k": 3}})
+    db = tmp_path / "chroma"
+    cache = tmp_path / "cache.sqlite3"
+    assert main(["chunk", "--config", str(config), str(EXAMPLE), "-o", str(tmp_path / "c.jsonl"),
+                 "--chroma", str(db), "--collection", "handbook", "--cache", str(cache)]) == 0
+    collection = tuner.open_collection(config, db, "handbook", cache=tuner.embedding.EmbeddingCache(cache))
+    hits = collection.query("Which port does the official Tidewater container image listen on?")
+    assert len(hits) == 3
+    # The reference excerpt of that question (q03) lies in the top chunk.
+    assert hits[0]["document"] == "installation.md"
+    assert "The container listens on port 8420" in hits[0]["text"]
+    assert main(["chunk", "--config", str(config), str(EXAMPLE), "--chroma", str(db), "--collection",
+                 "handbook", "--cache", str(cache)]) == 2  # exists: needs --replace
+
+
+def test_bare_configuration_file_loads(tmp_path):
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"chunker": {"name": "token", "params": {"size": 32}}}), encoding="utf-8")
+    assert load_chunker(path).chunker.size == 32
+
+
+def test_report_writes_plots_and_summary_with_intervals(tuned, tmp_path):
+    spec, outcome = tuned
+    out = tmp_path / "report"
+    assert main(["report", "--study", "ship", "--storage", spec.storage, "-o", str(out), "--bootstrap", "300",
+                 "--top", "2", "--cache", spec.cache]) == 0
+    for name in ("handbook-recall-iou", "handbook-recall-cost"):
+        assert (out / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert "plotly" in (out / f"{name}.html").read_text(encoding="utf-8")[:5000].lower()
+    report = (out / "report.md").read_text(encoding="utf-8")
+    assert "## handbook (study `ship/handbook`)" in report
+    assert "### Pareto-optimal configurations (recall against IoU)" in report
+    assert f"(trial {outcome.best.number})" in report
+    assert "### Top 2 configurations against the token 800/400 default (k=5)" in report
+    assert "| default token 800/400 k=5 |" in report
+    assert "**Best against the token 800/400 default**" in report and "| weighted score |" in report
+
+
+def test_pareto_front_and_bootstrap_by_hand():
+    import numpy as np
+
+    from tuner.reporting.report import bootstrap_mean_ci, pareto
+
+    # (recall, IoU): (0.9, 0.1) and (0.8, 0.3) are not dominated; (0.7, 0.05) and (0.8, 0.2) are.
+    points = [(0.9, 0.1), (0.7, 0.05), (0.8, 0.3), (0.8, 0.2)]
+    assert pareto(points, (True, True)) == [2, 0]
+    # Minimising the second coordinate instead: (0.7, 0.05) and (0.9, 0.1) survive.
+    assert pareto(points, (True, False)) == [1, 0]
+    rng = np.random.default_rng(0)
+    assert bootstrap_mean_ci(np.full(20, 0.25), rng, 100) == (0.25, 0.25)
+    low, high = bootstrap_mean_ci(np.array([0.0, 1.0] * 50), rng, 2000)
+    assert low < 0.5 < high and high - low < 0.25

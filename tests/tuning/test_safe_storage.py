@@ -1,0 +1,231 @@
+"""Safe at the edges, for runs and their storage: secrets, names, private files, clear failures.
+
+Each test runs the real command line and asserts exit status 2 (or success), a message naming
+the storage or value, no traceback, no password or key anywhere, and nothing left half-written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import sqlite3
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import optuna
+import pytest
+import yaml
+
+from tuner.cli import main
+from tuner.tuning.storage import make_storage
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "handbook"
+QUERIES = ROOT / "examples" / "handbook-queries.jsonl"
+PASSWORD = "hunter2-s3cret"
+
+
+@pytest.fixture(autouse=True)
+def _openai_key(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+
+
+def tune_args(stub, storage: str, *extra: str, name: str = "safe") -> list[str]:
+    return ["tune", "--name", name, "--corpus", f"handbook={EXAMPLE}", "--queries", str(QUERIES),
+            "--space", "quick", "--embedder", "openai:stub-embed", "--base-url", stub.base_url,
+            "--storage", storage, "--n-trials", "2", *extra]
+
+
+def with_password(url: str) -> str:
+    head, _, tail = url.partition("://")
+    user, _, host = tail.partition("@")
+    return f"{head}://{user.split(':')[0]}:{PASSWORD}@{host}"
+
+
+@pytest.mark.slow
+def test_a_postgresql_password_is_never_printed_or_stored(tmp_path, fresh_postgres_url, openai_server, capsys,
+                                                          monkeypatch):
+    # The test server trusts loopback connections, so any password is accepted (and ignored).
+    url = with_password(fresh_postgres_url)
+    monkeypatch.setenv("CHUNKWISE_CACHE_DIR", str(tmp_path / "cache"))
+    assert main(tune_args(openai_server, url)) == 0
+    out, err = capsys.readouterr()
+    assert PASSWORD not in out + err
+    assert ":***@" in err  # the "running ... in URL" line shows that a password is hidden
+    portable = fresh_postgres_url  # no password at all in the commands printed to run elsewhere
+    assert f"chunkwise dashboard --storage {portable}" in out
+    assert "set CHUNKWISE_STORAGE_PASSWORD or PGPASSWORD" in out
+
+    export = tmp_path / "best.json"
+    assert main(["export", "--storage", url, "--study", "safe", "-o", str(export)]) == 0
+    assert PASSWORD not in export.read_text(encoding="utf-8") + "".join(capsys.readouterr())
+    assert ":***@" in json.loads(export.read_text(encoding="utf-8"))["source"]["storage"]
+    study = optuna.load_study(study_name="safe/handbook", storage=make_storage(url))
+    assert PASSWORD not in json.dumps(study.user_attrs) + json.dumps([t.user_attrs for t in study.trials])
+
+    # A worker elsewhere takes the password from its environment.
+    monkeypatch.setenv("CHUNKWISE_STORAGE_PASSWORD", PASSWORD)
+    assert main(["worker", "--storage", fresh_postgres_url, "--study", "safe", "--n-trials", "1"]) == 0
+    assert PASSWORD not in "".join(capsys.readouterr())
+
+
+def test_an_unreachable_storage_is_named_without_its_password(capsys):
+    pytest.importorskip("psycopg")
+    url = f"postgresql+psycopg://alice:{PASSWORD}@127.0.0.1:1/studies"
+    assert main(["export", "--storage", url, "--study", "x", "-o", "x.json"]) == 2
+    err = capsys.readouterr().err
+    assert "postgresql+psycopg://alice:***@127.0.0.1:1/studies" in err
+    assert PASSWORD not in err and "Traceback" not in err
+    assert not Path("x.json").exists()
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--name", "a?b"], "run name 'a?b' is invalid"),
+    (["--name", "../up"], "run name '../up' is invalid"),
+    (["--corpus", f"x y={EXAMPLE}"], "corpus name 'x y' is invalid"),
+])
+def test_unsafe_names_are_refused(tmp_path, args, message, capsys):
+    base = {"--name": "ok", "--corpus": f"handbook={EXAMPLE}"}
+    base.update(dict(zip(args[::2], args[1::2])))
+    argv = ["tune", "--queries", str(QUERIES), "--storage", f"sqlite:///{tmp_path}/n.db",
+            *[item for pair in base.items() for item in pair]]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert not (tmp_path / "n.db").exists()
+
+
+def test_a_study_file_cannot_name_a_corpus_outside(tmp_path, capsys):
+    study = tmp_path / "s.yaml"
+    study.write_text(yaml.safe_dump({"name": "s", "corpora": {"../../evil": str(EXAMPLE)}, "queries": str(QUERIES),
+                                     "space": "quick"}), encoding="utf-8")
+    assert main(["tune", str(study)]) == 2
+    assert "corpus name '../../evil' is invalid" in capsys.readouterr().err
+
+
+def test_new_databases_are_private_quoted_and_leave_no_lock_file(tmp_path, openai_server, capsys, monkeypatch):
+    monkeypatch.setenv("CHUNKWISE_CACHE_DIR", str(tmp_path / "cache"))
+    folder = tmp_path / "my studies"
+    storage = f"sqlite:///{folder}/run.db"
+    assert main(tune_args(openai_server, storage)) == 0
+    out = capsys.readouterr().out
+    assert stat.S_IMODE((folder / "run.db").stat().st_mode) == 0o600
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    assert sorted(p.name for p in folder.iterdir() if not p.name.startswith("run.db-")) == ["run.db"]
+    # The printed commands survive the space in the path.
+    assert f"chunkwise dashboard --storage '{storage}'" in out
+
+
+def test_a_busy_port_is_refused_before_listening(tmp_path, openai_server, capsys, monkeypatch):
+    monkeypatch.setenv("CHUNKWISE_CACHE_DIR", str(tmp_path / "cache"))
+    storage = f"sqlite:///{tmp_path}/d.db"
+    make_storage(storage)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        assert main(["dashboard", "--storage", storage, "--port", str(port)]) == 2
+    err = capsys.readouterr().err
+    assert f"cannot serve on 127.0.0.1:{port}" in err and "optuna-dashboard on" not in err
+
+
+def test_a_bad_key_stops_the_run_at_the_first_trial(tmp_path, openai_server, capsys, monkeypatch):
+    monkeypatch.setenv("CHUNKWISE_CACHE_DIR", str(tmp_path / "cache"))
+    openai_server.api_key = "the-right-key"
+    storage = f"sqlite:///{tmp_path}/k.db"
+    assert main(tune_args(openai_server, storage, "--n-trials", "10")) == 2
+    err = capsys.readouterr().err
+    assert "401" in err or "key" in err.lower()
+    assert "test-key" not in err and "Traceback" not in err
+    trials = optuna.load_study(study_name="safe/handbook", storage=make_storage(storage)).get_trials()
+    assert [t.state.name for t in trials] == ["FAIL"]  # stopped at once, not after five failures
+
+
+def test_config_that_is_a_folder_and_yaml_configs(tmp_path, capsys):
+    assert main(["chunk", "--config", str(tmp_path), str(EXAMPLE)]) == 2
+    err = capsys.readouterr().err
+    assert str(tmp_path) in err and "Traceback" not in err
+    config = tmp_path / "c.yaml"
+    config.write_text("chunker: {name: token, params: {size: 64}}\n", encoding="utf-8")
+    out = tmp_path / "chunks.jsonl"
+    assert main(["chunk", "--config", str(config), str(EXAMPLE), "-o", str(out)]) == 0
+    assert out.read_text(encoding="utf-8").count("\n") > 10
+
+
+@contextlib.contextmanager
+def tiny_tmpfs(path: Path, size: str):
+    path.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+                                           capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], capture_output=True)
+
+
+def test_tune_on_a_full_disk_is_one_clear_error(tmp_path, openai_server, capsys, monkeypatch):
+    monkeypatch.setenv("CHUNKWISE_CACHE_DIR", str(tmp_path / "cache"))
+    with tiny_tmpfs(tmp_path / "full", "160k") as disk:
+        storage = f"sqlite:///{disk}/run.db"
+        code = main(tune_args(openai_server, storage, "--n-trials", "200"))
+        err = capsys.readouterr().err
+        assert code == 2, err
+        assert f"study storage sqlite:///{disk}/run.db" in err and "disk looks full" in err
+        assert "Traceback" not in err
+        if (disk / "run.db").exists():
+            with sqlite3.connect(disk / "run.db") as db:
+                assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+            trials = optuna.load_study(study_name="safe/handbook", storage=make_storage(storage)).get_trials()
+            assert not [t for t in trials if t.state.name == "RUNNING"]
+
+
+def test_a_report_on_a_full_disk_leaves_no_truncated_file(tmp_path, openai_server, capsys, monkeypatch):
+    monkeypatch.setenv("CHUNKWISE_CACHE_DIR", str(tmp_path / "cache"))
+    storage = f"sqlite:///{tmp_path}/r.db"
+    assert main(tune_args(openai_server, storage)) == 0
+    with tiny_tmpfs(tmp_path / "full", "1m") as disk:
+        code = main(["report", "--study", "safe", "--storage", storage, "-o", str(disk / "report"),
+                     "--bootstrap", "50", "--top", "1"])
+        err = capsys.readouterr().err
+        assert code == 2, err
+        assert "No space left on device" in err and "Traceback" not in err
+        leftovers = [p.name for p in (disk / "report").iterdir()] if (disk / "report").exists() else []
+        assert not [name for name in leftovers if name.endswith(".tmp")]
+        for name in leftovers:  # whatever was written is whole (the 4 MB plots did not fit)
+            assert not name.endswith(".html"), leftovers
+
+
+@pytest.mark.slow
+def test_the_installed_wheel_tunes_from_an_empty_folder(tmp_path, openai_server):
+    wheels = tmp_path / "wheels"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
+                    str(wheels), str(ROOT)], check=True, capture_output=True)
+    (wheel,) = wheels.glob("chunkwise-*.whl")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = next((venv / "lib").glob("python*/site-packages"))
+    # The fresh venv gets the wheel itself; its dependencies come from this environment's
+    # site-packages (on the path, but not its .pth files: not this checkout's editable install).
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "-q", "--target",
+                    str(site), str(wheel)], check=True, capture_output=True)
+    deps = next(p for p in sys.path if p.endswith("site-packages") and Path(p, "optuna").is_dir())
+    (site / "deps.pth").write_text(deps + "\n", encoding="utf-8")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env.update(OPENAI_API_KEY="test-key", CHUNKWISE_CACHE_DIR=str(tmp_path / "cache"))
+    result = subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "tuner", "tune", "--name", "w", "--corpus", f"handbook={EXAMPLE}",
+         "--queries", str(QUERIES), "--space", "quick", "--embedder", "openai:stub-embed", "--base-url",
+         openai_server.base_url, "--n-trials", "2"], cwd=empty, env=env, capture_output=True, text=True,
+        timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert (empty / "studies" / "w.db").is_file()
+    located = subprocess.run([str(venv / "bin" / "python"), "-c", "import tuner; print(tuner.__file__)"],
+                             cwd=empty, env=env, capture_output=True, text=True, check=True).stdout
+    assert str(site) in located  # the wheel, not this checkout

@@ -1,0 +1,254 @@
+"""Tuning from Python: :func:`tune` runs a study per corpus and returns a :class:`TuningRun`, the
+one handle on what the run found (what ``optuna.Study`` is to an Optuna user)::
+
+    import tuner
+
+    run = tuner.tune("examples/handbook", "examples/handbook-queries.jsonl", space="quick", n_trials=10)
+    run.recommended                 # the cheapest configuration statistically tied with the best
+    run.best                        # the highest weighted score
+    run.trials_dataframe()          # one row per trial (pandas)
+    run.pareto_front()              # recall against IoU
+    run.export("handbook.json")     # for tuner.load_chunker and `chunkwise chunk`
+    run.report("report/")           # plots, confidence intervals, the recommendation
+
+    run = tuner.load_run("handbook")   # later, from the same storage
+
+``chunkwise tune`` runs exactly this; a study file works too (``tuner.tune(study="studies/example.yaml")``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import optuna
+
+from ._io.files import private_dir
+from .data.corpus import Corpus, default_corpus_name
+from .data.evalset import EvaluationSet
+from .deploy.export import ExportedTrial, export_run_trial
+from .embedding.config import EmbedderConfig
+from .errors import ChunkwiseError
+from .evaluation.fidelity import Fidelity
+from .reporting.report import write_report
+from .tuning.objective import Weights
+from .tuning.progress import format_outcomes
+from .tuning.records import TrialRecord, best_trial, evaluated, load_run_study, run_studies, split_study_name
+from .tuning.run import CorpusOutcome
+from .tuning.run import tune as run_study_spec
+from .tuning.selection import StudyRecommendation, recommend_for_study
+from .tuning.storage import absolute_url, default_storage_url, existing_run_storage, storage_errors
+from .tuning.study import StudySpec, build_spec, load_study_file
+
+if TYPE_CHECKING:
+    import pandas
+
+#: A corpus as :func:`tune` takes it: a path (file, folder or glob) or a loaded :class:`~tuner.Corpus`.
+CorpusInput = str | Path | Corpus
+
+
+class TuningRun:
+    """A run's studies, one per corpus, in one storage: read what they found, export, report.
+
+    Methods taking ``corpus`` need it only when the run has several corpora.
+    """
+
+    def __init__(self, name: str, storage: str, outcomes: Sequence[CorpusOutcome] = ()) -> None:
+        self.name = name
+        self.storage = storage
+        #: What the run that made this handle did (empty for a run opened with :func:`load_run`).
+        self.outcomes = list(outcomes)
+
+    def __repr__(self) -> str:
+        return f"TuningRun({self.name!r}, corpora={self.corpora!r})"
+
+    @property
+    def corpora(self) -> list[str]:
+        """The corpus of each study of the run, sorted."""
+        with storage_errors(self.storage):
+            storage = existing_run_storage(self.name, self.storage)
+            return [split_study_name(name)[1] or "" for name in run_studies(storage, self.name,
+                                                                             where=storage.display_url)]
+
+    def study(self, corpus: str | None = None) -> optuna.Study:
+        """The Optuna study of ``corpus``."""
+        with storage_errors(self.storage):
+            storage = existing_run_storage(self.name, self.storage)
+            return load_run_study(storage, self.name, corpus, where=storage.display_url)
+
+    def recommendation(self, corpus: str | None = None) -> StudyRecommendation | None:
+        """The tie gate's verdict on ``corpus``'s study: the best configuration, those statistically
+        tied with it, and the cheapest of them (None before a trial with per-question scores)."""
+        return recommend_for_study(self.study(corpus))
+
+    @property
+    def recommended(self) -> TrialRecord | None:
+        """The recommended trial: the cheapest configuration statistically tied with the best
+        (the best itself when nothing can be compared); the run must have one corpus."""
+        verdict = self.recommendation()
+        return verdict.recommended if verdict is not None else self.best
+
+    @property
+    def best(self) -> TrialRecord | None:
+        """The trial with the highest weighted score; the run must have one corpus."""
+        return best_trial(self.study())
+
+    def trials(self, corpus: str | None = None) -> list[TrialRecord]:
+        """Every complete, full-fidelity trial of ``corpus``'s study, in trial order."""
+        return evaluated(self.study(corpus))
+
+    def trials_dataframe(self, corpus: str | None = None) -> pandas.DataFrame:
+        """Optuna's table of ``corpus``'s trials: one row per trial, metrics as ``user_attrs_*`` columns."""
+        return self.study(corpus).trials_dataframe()
+
+    def pareto_front(self, corpus: str | None = None) -> list[TrialRecord]:
+        """The trials on ``corpus``'s Pareto front of recall against IoU, by trial number."""
+        return sorted((TrialRecord.from_trial(t) for t in self.study(corpus).best_trials), key=lambda r: r.number)
+
+    def export(self, path: str | Path, corpus: str | None = None, *, trial: int | None = None,
+               best: bool = False) -> ExportedTrial:
+        """Write the recommended trial of ``corpus`` (or ``trial``, or with ``best`` the highest score) to
+        ``path``, ready for :func:`tuner.load_chunker`."""
+        return export_run_trial(self.name, path, corpus=corpus, trial=trial, best=best, storage=self.storage)
+
+    def report(self, folder: str | Path = "report", **options: Any) -> Path:
+        """Write the run's report (plots and ``report.md``) into ``folder``; returns the markdown file.
+        ``options`` are :func:`tuner.reporting.write_report`'s (``top``, ``bootstrap``, ``cache``, ...)."""
+        return write_report(self.name, folder, storage=self.storage, **options)
+
+    def summary(self) -> str:
+        """What the run that made this handle left, per corpus (empty for a loaded run)."""
+        return format_outcomes(self.outcomes) if self.outcomes else ""
+
+
+def tune(corpus: CorpusInput | Sequence[CorpusInput] | Mapping[str, CorpusInput] | None = None,
+         queries: str | Path | EvaluationSet | None = None, *, study: str | Path | StudySpec | None = None,
+         name: str | None = None, space: str | None = None, n_trials: int | None = None, storage: str | None = None,
+         jobs: int | None = None, seed: int | None = None, weights: Weights | Mapping[str, float] | str | None = None,
+         embedder: EmbedderConfig | str | None = None, unit: str | None = None, copies: str | None = None,
+         validation: float | None = None, fidelity: str | Fidelity | None = None, cache: str | None = None,
+         progress: bool = True, echo: Callable[[str], None] = print) -> TuningRun:
+    """Run (or resume) one study per corpus and return the run.
+
+    Args:
+        corpus: a path (file, folder or glob), a loaded :class:`~tuner.Corpus`, several of them,
+            or a mapping of corpus names to them. A loaded corpus is re-read from where it was
+            loaded by every worker and resume, so it must come from :func:`tuner.load_corpus`.
+        queries: the evaluation set: a path, or an :class:`~tuner.EvaluationSet` (one built in memory
+            is saved as ``studies/NAME.queries.jsonl``, so workers and resumes read the same questions).
+        study: a study file (or a :class:`~tuner.tuning.StudySpec`) instead of ``corpus`` and
+            ``queries``; the other arguments override its values.
+        name: the run's name (default: the corpus's name, for one corpus).
+        space: a search space file or bundled name (``default``, ``quick``, ...).
+        n_trials: trials added to each corpus's study (default 30).
+        storage: SQLAlchemy URL (default ``sqlite:///studies/NAME.db``).
+        jobs: worker processes sharing each study (default 1).
+        seed: the sampler's base seed (default 0).
+        weights: what "best" weighs: a :class:`~tuner.tuning.Weights`, a mapping or ``"recall=1,iou=0.5"``.
+        embedder: an :class:`~tuner.EmbedderConfig` or ``"PROVIDER[:MODEL]"``.
+        unit: ``"tokens"`` or ``"chars"``.
+        copies: how repeated references count, ``"any"`` or ``"marked"``.
+        validation: the share of questions held out of the search (default 0.25).
+        fidelity: ``"auto"``, ``"full"`` or rungs (see :mod:`tuner.evaluation.fidelity`).
+        cache: an embedding cache file (default: the shared one).
+        progress: show a progress bar.
+        echo: receives the run's messages.
+
+    A study that exists is resumed (its settings must agree); the trials are added on top.
+    """
+    if study is not None:
+        spec = study if isinstance(study, StudySpec) else load_study_file(study)
+        if corpus is not None or queries is not None:
+            spec = replace(spec, corpora=_corpora(corpus) if corpus is not None else spec.corpora,
+                           queries=_queries(queries, name or spec.name) if queries is not None else spec.queries)
+    else:
+        if corpus is None or queries is None:
+            raise ChunkwiseError("tune needs a corpus and queries, or a study file (study=...)")
+        corpora = _corpora(corpus)
+        run_name = name or (corpora[0][0] if len(corpora) == 1 else None)
+        if run_name is None:
+            raise ChunkwiseError("name the run (name=...): it has several corpora")
+        include, exclude = _filters(corpus)
+        spec = build_spec(name=run_name, corpora=[f"{n}={p}" for n, p in corpora],
+                          queries=_queries(queries, run_name), include=list(include) or None,
+                          exclude=list(exclude) or None)
+    spec = spec.with_overrides(
+        name=name, space=space, trials=n_trials, storage=absolute_url(storage) if storage else None, jobs=jobs,
+        seed=seed, unit=unit, copies=copies, validation=validation, fidelity=fidelity, cache=cache,
+        weights=_weights(weights), embedder=_embedder(embedder))
+    outcomes = run_study_spec(spec, progress=progress, echo=echo)
+    return TuningRun(spec.name, spec.storage, outcomes)
+
+
+def load_run(name: str, storage: str | None = None) -> TuningRun:
+    """Open run ``name`` in ``storage`` (default ``sqlite:///studies/NAME.db``)."""
+    url = absolute_url(storage or default_storage_url(name))
+    run = TuningRun(name, url)
+    run.corpora  # noqa: B018  (fails now, with the storage's contents, when there is no such run)
+    return run
+
+
+def _corpora(corpus: Any) -> list[tuple[str, str]]:
+    """``(name, path)`` of each corpus given to :func:`tune`."""
+    if isinstance(corpus, (str, Path, Corpus)):
+        items: list[tuple[str | None, Any]] = [(None, corpus)]
+    elif isinstance(corpus, Mapping):
+        items = list(corpus.items())
+    else:
+        items = [(None, c) for c in corpus]
+    out = []
+    for given, item in items:
+        if isinstance(item, Corpus):
+            if item.origin is None:
+                raise ChunkwiseError(f"corpus {item.name!r} was built in memory: a study's workers and resumes "
+                                     "read its documents again, so pass a path, or a corpus from tuner.load_corpus")
+            out.append((given or item.name, item.origin.source))
+        else:
+            path = str(item)
+            out.append((given, path) if given else _named(path))
+    return out
+
+
+def _named(path: str) -> tuple[str, str]:
+    return default_corpus_name(path), path
+
+
+def _filters(corpus: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The include/exclude patterns the loaded corpora were read with (one set for the run)."""
+    loaded = [c for c in ([corpus] if isinstance(corpus, Corpus) else
+                          corpus.values() if isinstance(corpus, Mapping) else
+                          corpus if not isinstance(corpus, (str, Path)) else [])
+              if isinstance(c, Corpus) and c.origin is not None]
+    filters = {(c.origin.include, c.origin.exclude) for c in loaded}
+    if len(filters) > 1:
+        raise ChunkwiseError("the corpora were loaded with different include/exclude patterns; a run reads every "
+                             "corpus with one set")
+    return filters.pop() if filters else ((), ())
+
+
+def _queries(queries: Any, run: str) -> str:
+    """The evaluation set's path (an in-memory set is saved beside the default storage first)."""
+    if not isinstance(queries, EvaluationSet):
+        return str(queries)
+    if queries.origin is not None:
+        return queries.origin
+    path = Path("studies") / f"{run}.queries.jsonl"
+    private_dir(path.parent)
+    queries.write_jsonl(path)
+    return str(path)
+
+
+def _weights(weights: Any) -> Weights | None:
+    if weights is None or isinstance(weights, Weights):
+        return weights
+    if isinstance(weights, str):
+        return Weights.parse(weights)
+    return Weights.from_dict(dict(weights))
+
+
+def _embedder(embedder: Any) -> EmbedderConfig | None:
+    if embedder is None or isinstance(embedder, EmbedderConfig):
+        return embedder
+    return EmbedderConfig.parse(str(embedder))

@@ -1,0 +1,104 @@
+"""The ``chunkwise`` command line: one module per command, its parser beside its handler.
+
+Each command is a small function over the Python API (``add_parser`` declares its arguments,
+``run`` calls the library and prints). The library decides; the command line parses and
+prints. Problems with input raise :class:`~tuner.errors.ChunkwiseError`; :func:`main` prints
+their message and exits with status 2, without a traceback. To add a command, write a module
+here with ``add_parser(commands)`` and ``run(args)``, and list it in :data:`COMMANDS`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from .._io.secrets import redact
+from .._version import __version__
+from ..errors import ChunkwiseError, options_named
+from . import chunk, chunkers, convert, dashboard, evaluate, export, generate, report, tune, validate, worker
+from ._args import EXIT_INTERRUPTED, EXIT_USAGE, FLAGS
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``chunkwise`` console script."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not hasattr(args, "handler"):
+        parser.print_help()
+        return EXIT_USAGE
+    _show_corpus_loading()
+    try:
+        with options_named(FLAGS):  # the library's messages name options as this command line spells them
+            return args.handler(args) or 0
+    except ChunkwiseError as exc:
+        print(f"chunkwise: error: {redact(str(exc))}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("chunkwise: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as exc:
+        # One rule for the environment's failures: a file system, database or chromadb error is
+        # one clear message, not a traceback. Anything else is a bug and keeps its traceback.
+        message = environment_error_message(exc)
+        if message is None:
+            raise
+        print(f"chunkwise: error: {message}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+#: Modules whose exceptions are failures of the environment (a database, a driver, chromadb).
+_ENVIRONMENT_MODULES = ("sqlalchemy", "sqlite3", "psycopg", "chromadb", "optuna.exceptions")
+
+
+def environment_error_message(exc: BaseException) -> str | None:
+    """One clear line for a failure of the environment (an ``OSError``, a database or chromadb
+    error) that reached the top of a command; None for anything else (a bug).
+
+    The text is redacted (no password or key) and names the path when there is one.
+    """
+
+    if isinstance(exc, BrokenPipeError):
+        return "the output was closed before everything was written (broken pipe)"
+    if isinstance(exc, OSError):
+        where = f"{exc.filename}: " if exc.filename else ""
+        return redact(f"{where}{exc.strerror or exc}")
+    module = type(exc).__module__ or ""
+    if module.startswith(_ENVIRONMENT_MODULES):
+        first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        return redact(f"{type(exc).__name__}: {first_line}")
+    return None
+
+
+class _StderrHandler(logging.Handler):
+    """Prints a record as ``chunkwise: MESSAGE`` on the current ``sys.stderr`` (tests swap it)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        print(f"chunkwise: {record.getMessage()}", file=sys.stderr)
+
+
+def _show_corpus_loading() -> None:
+    """Print the corpus loader's one-line summaries (what a folder read and skipped, conversion
+    warnings) on standard error, once per process however often :func:`main` runs."""
+    logger = logging.getLogger("tuner.data.corpus")
+    if not any(isinstance(h, _StderrHandler) for h in logger.handlers):
+        logger.addHandler(_StderrHandler())
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``chunkwise`` parser with every command of :data:`COMMANDS`."""
+    parser = argparse.ArgumentParser(
+        prog="chunkwise",
+        description="Find the best chunking configuration for your documents.",
+    )
+    parser.add_argument("--version", action="version", version=f"chunkwise {__version__}")
+    commands = parser.add_subparsers(title="commands", metavar="COMMAND")
+    for command in COMMANDS:
+        command.add_parser(commands)
+    return parser
+
+
+COMMANDS = (evaluate, validate, chunkers, tune, worker, dashboard, export, chunk, report, generate, convert)

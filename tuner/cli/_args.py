@@ -1,0 +1,104 @@
+"""What several commands share: their common arguments, loading the data, printing."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+import yaml
+
+from ..embedding import PRECISIONS
+from ..errors import InvalidParameterError
+from ..tuning import defaults
+
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+#: The flag of each library parameter whose flag is not ``--`` and its name with dashes: the
+#: library's messages name options by parameter (:func:`tuner.errors.option`), and the command
+#: line shows its own spelling of them.
+FLAGS = {
+    "trials": "--n-trials",
+    "n_trials": "--n-trials",
+    "corpora": "--corpus",
+    "corpus_path": "--corpus",
+    "queries_path": "--queries",
+}
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--storage", metavar="URL",
+                        help="SQLAlchemy URL (default: sqlite:///studies/NAME.db; postgresql+psycopg://... "
+                             "to share a study between machines)")
+    parser.add_argument("--n-trials", type=int, metavar="N", help=f"trials to add per corpus ({defaults.TRIALS})")
+    parser.add_argument("--jobs", type=int, metavar="N", help=f"worker processes sharing each study ({defaults.JOBS})")
+    parser.add_argument("--seed", type=int, help=f"sampler seed; worker i uses seed + i ({defaults.SEED})")
+    parser.add_argument("--cache", metavar="FILE", help="embedding cache file")
+
+
+def add_precision_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--precision", choices=PRECISIONS,
+                        help="numeric precision of a local model (default fp32; bf16 and int8 are faster but change "
+                             "the vectors slightly, see BENCHMARKS.md; each has its own cache entries)")
+
+
+def add_filter_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--include", action="append", metavar="GLOB",
+                        help="read only the files of a folder or glob matching GLOB (repeatable; a pattern without / "
+                             "matches file names, e.g. '*.pdf')")
+    parser.add_argument("--exclude", action="append", metavar="GLOB",
+                        help="leave out the files of a folder or glob matching GLOB (repeatable; e.g. 'drafts/*')")
+
+
+def add_data_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--corpus", action="append", required=True, metavar="[NAME=]PATH",
+                        help="a corpus: a file, a folder or a quoted glob; repeat for several corpora")
+    add_filter_arguments(parser)
+    parser.add_argument("--queries", required=True, metavar="FILE",
+                        help="evaluation set: chunkwise JSONL or Chroma CSV")
+    parser.add_argument("--repair-references", action="store_true",
+                        help="re-locate references whose offsets do not match, when their text "
+                             "occurs exactly once in the document")
+
+
+def add_cache_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--cache", metavar="FILE",
+                        help="embedding cache file (default: $CHUNKWISE_CACHE_DIR/embeddings.sqlite3 "
+                             "or ~/.cache/chunkwise/embeddings.sqlite3)")
+    parser.add_argument("--no-cache", action="store_true", help="do not read or write the embedding cache")
+
+
+def load_data(args: argparse.Namespace):
+    from ..data.corpus import load_corpus, parse_corpus_spec
+    from ..data.evalset import load_evaluation_set
+
+    corpora = [load_corpus(path, name, include=args.include or (), exclude=args.exclude or ())
+               for name, path in map(parse_corpus_spec, args.corpus)]
+    evalset = load_evaluation_set(args.queries, corpora, repair=args.repair_references)
+    if evalset.repaired:
+        print(f"repaired {evalset.repaired} reference offset(s)", file=sys.stderr)
+    return corpora, evalset
+
+
+def print_err(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+def quiet_optuna() -> None:
+    import optuna
+
+    # The progress bar reports trials, and failed trials are reported in one line each.
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+
+
+def parse_param(text: str) -> tuple[str, Any]:
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise InvalidParameterError(f"--param {text!r} must look like NAME=VALUE")
+    try:
+        return name.strip(), yaml.safe_load(value)
+    except yaml.YAMLError:
+        return name.strip(), value
+
+

@@ -1,0 +1,39 @@
+"""``chunkwise dashboard``."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..errors import ChunkwiseError
+from ._args import print_err
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    dashboard = commands.add_parser(
+        "dashboard", help="serve optuna-dashboard on a run's storage",
+        description="Serve optuna-dashboard on the studies' storage: trials with their metrics as user "
+                    "attributes, each corpus's Pareto front of recall against IoU, and a note per study.",
+    )
+    dashboard.add_argument("--storage", metavar="URL",
+                           help="SQLAlchemy URL (default: the only studies/*.db in this folder)")
+    dashboard.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
+    dashboard.add_argument("--port", type=int, default=8080, help="port (8080)")
+    dashboard.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..tuning.storage import absolute_url, check_port_free, make_storage, only_local_storage
+
+    url = absolute_url(args.storage) if args.storage else only_local_storage()
+    check_port_free(args.host, args.port)
+    storage = make_storage(url)
+    import optuna_dashboard
+
+    print_err(f"optuna-dashboard on {storage.display_url}: http://{args.host}:{args.port}/ (Ctrl-C to stop)")
+    try:
+        optuna_dashboard.run_server(storage, host=args.host, port=args.port)
+    except OSError as exc:
+        raise ChunkwiseError(f"cannot serve on {args.host}:{args.port}: {exc.strerror}") from None
+    except KeyboardInterrupt:
+        pass
+    return 0

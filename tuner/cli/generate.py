@@ -1,0 +1,71 @@
+"""``chunkwise generate``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ..errors import ChunkwiseError
+from ._args import add_filter_arguments
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    generate = commands.add_parser(
+        "generate", help="generate an evaluation set from a corpus with an LLM",
+        description="Ask an OpenAI-compatible model for specific questions about sampled passages and their exact "
+                    "excerpts; keep a query only if every excerpt is found in the document, then drop "
+                    "near-duplicates and weakly supported queries. Appends to the output, so re-running continues "
+                    "toward --n.",
+    )
+    generate.add_argument("corpus", metavar="CORPUS", help="the corpus: a file, a folder or a quoted glob")
+    generate.add_argument("-o", "--output", required=True, metavar="FILE", help="evaluation set (JSONL) to write")
+    generate.add_argument("--name", help="corpus name (default: the file or folder name)")
+    add_filter_arguments(generate)
+    generate.add_argument("--n", type=int, default=50, help="accepted queries wanted (50)")
+    generate.add_argument("--model", help="LLM (default: $CHUNKWISE_LLM_MODEL or gpt-4o-mini)")
+    generate.add_argument("--base-url", help="OpenAI-compatible endpoint (default: $OPENAI_BASE_URL or OpenAI)")
+    generate.add_argument("--passage-chars", type=int, default=4000, help="characters per sampled passage (4000)")
+    generate.add_argument("--duplicate-threshold", type=float, default=0.9,
+                          help="drop a question this similar to an earlier one (cosine, 0.9)")
+    generate.add_argument("--relevance-threshold", type=float, default=0.3,
+                          help="drop a query whose weakest excerpt is less similar to it (cosine, 0.3)")
+    generate.add_argument("--embedder", metavar="PROVIDER[:MODEL]", help="embedder for the filters (bundled MiniLM)")
+    generate.add_argument("--max-attempts", type=int, help="requests at most (5 x --n)")
+    generate.add_argument("--price-in", type=float, default=0.15, help="$ per million prompt tokens (0.15)")
+    generate.add_argument("--price-out", type=float, default=0.60, help="$ per million completion tokens (0.60)")
+    generate.add_argument("--seed", type=int, default=0, help="passage sampling seed (0)")
+    generate.add_argument("--calibrate", action="store_true",
+                          help="print the similarity distributions of the output's queries instead of generating")
+    generate.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..data.corpus import load_corpus
+    from ..data.evalset import load_evaluation_set
+    from ..data.generate import format_distributions, generate_evaluation_set, similarity_distributions
+    from ..embedding import EmbeddingCache
+    from ..embedding.config import EmbedderConfig
+    from ..llm.client import LLMClient
+
+    corpus = load_corpus(args.corpus, args.name, include=args.include or (), exclude=args.exclude or ())
+    embedder = (EmbedderConfig.parse(args.embedder) if args.embedder else EmbedderConfig()).build(EmbeddingCache())
+    if args.calibrate:
+        if not Path(args.output).is_file():
+            raise ChunkwiseError(f"{args.output} does not exist: generate queries first, then calibrate on them")
+        evalset = load_evaluation_set(args.output, corpus)
+        print(f"{len(evalset)} queries in {args.output}")
+        print(format_distributions(similarity_distributions(evalset, embedder)))
+        return 0
+    client = LLMClient(model=args.model, base_url=args.base_url)
+    report = generate_evaluation_set(
+        corpus, args.output, args.n, client, embedder, passage_chars=args.passage_chars,
+        duplicate_threshold=args.duplicate_threshold, relevance_threshold=args.relevance_threshold, seed=args.seed,
+        max_attempts=args.max_attempts, price_in=args.price_in, price_out=args.price_out, progress=True,
+        echo=lambda line: print(line, file=sys.stderr))
+    rejected = ", ".join(f"{reason}: {count}" for reason, count in report.rejected.most_common()) or "none"
+    print(f"{args.output}: {report.already + report.accepted} queries ({report.accepted} new from "
+          f"{report.attempts} requests; rejected: {rejected})")
+    print(f"model {client.model}: {report.prompt_tokens} prompt + {report.completion_tokens} completion tokens, "
+          f"{report.tokens_per_accepted:.0f} per accepted query, about ${report.cost_usd:.4f}")
+    return 0

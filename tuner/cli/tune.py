@@ -1,0 +1,87 @@
+"""``chunkwise tune``."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..evaluation.config import COPIES
+from ..evaluation.metrics import UNITS
+from ..tuning import defaults
+from ._args import (
+    EXIT_INTERRUPTED,
+    add_filter_arguments,
+    add_precision_argument,
+    add_run_arguments,
+    print_err,
+    quiet_optuna,
+)
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    tune = commands.add_parser(
+        "tune", help="search chunking configurations with Optuna (one study per corpus)",
+        description="Run or resume one Optuna study per corpus: sample configurations from the search "
+                    "space, score each on the evaluation set, and keep every result in SQL storage. "
+                    "Re-running the same command resumes and adds --n-trials trials.",
+    )
+    tune.add_argument("study_file", nargs="?", metavar="STUDY.yaml",
+                      help="study file (see studies/example.yaml); flags override its values")
+    tune.add_argument("--name", help="study name (required without a study file)")
+    tune.add_argument("--corpus", action="append", metavar="[NAME=]PATH",
+                      help="a corpus to tune (repeatable); replaces the study file's corpora")
+    tune.add_argument("--queries", metavar="FILE", help="evaluation set (JSONL or Chroma CSV)")
+    add_filter_arguments(tune)
+    tune.add_argument("--space", metavar="FILE|NAME",
+                      help="search space: a YAML file, or a bundled space by name (default, quick, semantic, llm, "
+                           "structure, default-grid); default: default")
+    tune.add_argument("--embedder", metavar="PROVIDER[:MODEL]", help="embedder for every trial")
+    tune.add_argument("--base-url", help="OpenAI-compatible endpoint for --embedder openai")
+    add_precision_argument(tune)
+    tune.add_argument("--unit", choices=UNITS, help="scoring unit")
+    tune.add_argument("--copies", choices=COPIES,
+                      help="repeated reference texts count at any copy (default) or only at the marked one")
+    tune.add_argument("--validation", type=float, metavar="SHARE",
+                      help="share of each corpus's questions held out of the search for the held-out check "
+                           f"({defaults.VALIDATION}; 0 turns it off)")
+    tune.add_argument("--weights", metavar="recall=W,iou=W,latency=W,cost=W",
+                      help="weights of the score (default 1, 0.5, 0.1, 0.1)")
+    tune.add_argument("--fidelity", metavar="auto|full|RUNGS",
+                      help="multi-fidelity search: 'full' evaluates every trial on the whole index; rungs such as "
+                           "0.1,1 evaluate each trial on 10%% of the distractor chunks first and promote the best "
+                           "third; 'auto' (default) uses 0.1,1 on corpora of 2 MB of text or more")
+    tune.add_argument("--dry-run", action="store_true",
+                      help="print what the run would embed and about how long it takes, then stop (no trial runs)")
+    tune.add_argument("--repair-references", action="store_true",
+                      help="re-locate references whose offsets do not match, when their text occurs exactly once "
+                           "in the document (recorded in the study; workers repair the same way)")
+    add_run_arguments(tune)
+    tune.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..api import tune
+    from ..tuning.study import build_spec
+    from .format import format_summary
+
+    spec = build_spec(args.study_file, name=args.name, corpora=args.corpus, queries=args.queries, space=args.space,
+                      embedder=args.embedder, base_url=args.base_url, unit=args.unit, copies=args.copies,
+                      validation=args.validation, weights=args.weights,
+                      storage=args.storage, trials=args.n_trials, jobs=args.jobs, seed=args.seed, cache=args.cache,
+                      repair_references=args.repair_references, include=args.include, exclude=args.exclude,
+                      fidelity=args.fidelity, precision=args.precision)
+    quiet_optuna()
+    if args.dry_run:
+        from ..tuning.plan import format_plan, plan_run
+
+        print(format_plan(spec, plan_run(spec)))
+        return 0
+    try:
+        done = tune(study=spec, progress=True, echo=print_err)
+    except KeyboardInterrupt:
+        from ..tuning.storage import display_url
+
+        print_err(f"chunkwise: interrupted; completed trials are saved in {display_url(spec.storage)}. "
+                   "Run the same command to resume.")
+        return EXIT_INTERRUPTED
+    print(format_summary(done.name, done.storage, done.outcomes))
+    return 0

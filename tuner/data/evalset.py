@@ -1,0 +1,409 @@
+"""Evaluation sets: queries with exact reference excerpts, in character offsets.
+
+Two formats are read:
+
+* **JSONL** (chunkwise's own, also written): one query per line::
+
+      {"id": "q1", "question": "How long is the warranty?", "corpus": "handbook",
+       "references": [{"document": "warranty.md", "start_index": 120,
+                       "end_index": 187, "content": "The warranty lasts two years..."}]}
+
+  ``corpus`` may be left out when one corpus is loaded; ``id`` defaults to
+  ``"line-N"``.
+* **Chroma CSV** (``question``, ``references`` as a JSON list of
+  ``{content, start_index, end_index}``, ``corpus_id``), as in Chroma's
+  ``chunking_evaluation``. ``corpus_id`` names a loaded corpus with one document, or a
+  document (by id or file stem) of the single loaded corpus.
+
+Loading always validates against the corpora: each reference must equal
+``document_text[start_index:end_index]``, offsets counting characters of the text as
+decoded (no newline translation; a byte-order mark is not counted). Files are UTF-8;
+a leading byte-order mark is accepted (Excel's "CSV UTF-8" writes one), and so is
+UTF-16 or UTF-32 text that starts with one.
+"""
+
+from __future__ import annotations
+
+import csv
+import difflib
+import hashlib
+import io
+import json
+import unicodedata
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from .._io.files import write_atomically
+from ..errors import EvaluationSetError, option
+from .corpus import Corpus, _preview, decode_text
+from .document import Document
+
+#: How many offending queries an error message lists before summarising.
+MAX_LISTED = 10
+
+
+@dataclass(frozen=True, slots=True)
+class Reference:
+    """An exact excerpt of a document: ``text[start_index:end_index] == content``."""
+
+    document: str
+    start_index: int
+    end_index: int
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """A question and the excerpts that answer it, all in one corpus."""
+
+    id: str
+    question: str
+    corpus: str
+    references: tuple[Reference, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "question": self.question,
+            "corpus": self.corpus,
+            "references": [asdict(r) for r in self.references],
+        }
+
+
+@dataclass(frozen=True)
+class EvaluationSet:
+    """An ordered list of validated queries.
+
+    Attributes:
+        queries: the queries, in file order.
+        repaired: number of references whose offsets were re-located on load.
+    """
+
+    queries: tuple[Query, ...]
+    repaired: int = 0
+    #: The file :func:`load_evaluation_set` read (None for a set built in memory).
+    origin: str | None = field(default=None, repr=False, compare=False)
+
+    def __iter__(self) -> Iterator[Query]:
+        return iter(self.queries)
+
+    def __len__(self) -> int:
+        return len(self.queries)
+
+    @property
+    def corpora(self) -> list[str]:
+        """Names of the corpora the queries refer to, in first-seen order."""
+        return list(dict.fromkeys(q.corpus for q in self.queries))
+
+    @property
+    def sha256(self) -> str:
+        """Content hash of the queries and references (canonical JSON)."""
+        payload = json.dumps([q.to_dict() for q in self.queries], sort_keys=True,
+                             ensure_ascii=False, separators=(",", ":"))
+        return hashlib.sha256(payload.encode()).hexdigest()
+
+    def write_jsonl(self, path: str | Path) -> None:
+        """Write the queries as chunkwise JSONL (atomically: a temporary file, renamed)."""
+        lines = "".join(json.dumps(q.to_dict(), ensure_ascii=False) + "\n" for q in self.queries)
+        write_atomically(path, lines, EvaluationSetError)
+
+
+def load_evaluation_set(path: str | Path, corpora: Corpus | Sequence[Corpus], *,
+                        repair: bool = False, ignore_other_corpora: bool = False) -> EvaluationSet:
+    """Read an evaluation set (JSONL or Chroma CSV) and validate it against ``corpora``.
+
+    Args:
+        path: a ``.jsonl`` file (chunkwise format) or a ``.csv`` file (Chroma format).
+        corpora: the loaded corpus or corpora the queries refer to.
+        repair: re-locate a reference whose offsets do not match its content when the
+            content occurs exactly once in its document. Off by default: a mismatch
+            usually means the evaluation set was made for another version of the text.
+        ignore_other_corpora: drop queries about corpora that are not loaded, instead
+            of reporting them (to tune one corpus of a multi-corpus evaluation set).
+
+    Raises:
+        EvaluationSetError: two corpora share a name, the file is unreadable, malformed or empty, a query names
+            an unknown corpus or document, or references do not match the text (the
+            message lists the offending queries).
+    """
+    path = Path(path)
+    corpus_list = [corpora] if isinstance(corpora, Corpus) else list(corpora)
+    names = [c.name for c in corpus_list]
+    if repeated := sorted({n for n in names if names.count(n) > 1}):
+        raise EvaluationSetError(f"several corpora are named {', '.join(repeated)}; queries name their corpus, "
+                                 f"so give each its own name ({option('corpus', 'NAME=PATH')})")
+    if not path.is_file():
+        raise EvaluationSetError(f"evaluation set {str(path)!r} does not exist")
+    if path.suffix.lower() == ".csv":
+        raw = list(_read_chroma_csv(path, corpus_list, ignore_other_corpora))
+    else:
+        raw = list(_read_jsonl(path, corpus_list))
+    loaded = {c.name for c in corpus_list}
+    if ignore_other_corpora:
+        raw = [(where, query) for where, query in raw if query.corpus in loaded]
+    if not raw:
+        scope = f" about {', '.join(sorted(loaded))}" if ignore_other_corpora else ""
+        raise EvaluationSetError(f"evaluation set {str(path)!r} holds no query{scope}")
+    return _validate(path, raw, {c.name: c for c in corpus_list}, repair)
+
+
+def load_chroma_dataset(folder: str | Path) -> tuple[list[Corpus], EvaluationSet]:
+    """Read a dataset in the layout of Chroma's ``chunking_evaluation`` data.
+
+    ``folder/corpora/*.md`` (one corpus per file, named by its stem) and
+    ``folder/questions.csv``, as in ``shared/datasets/chroma-dev``.
+    """
+    from .corpus import load_corpus
+
+    folder = Path(folder)
+    files = sorted((folder / "corpora").glob("*.md"))
+    if not files:
+        raise EvaluationSetError(f"{folder}/corpora holds no .md corpus file")
+    corpora = [load_corpus(path) for path in files]
+    return corpora, load_evaluation_set(folder / "questions.csv", corpora)
+
+
+# A query as read, before validation: (location in the file, Query).
+_Raw = tuple[str, Query]
+
+
+def _read_jsonl(path: Path, corpora: list[Corpus]) -> Iterator[_Raw]:
+    default_corpus = corpora[0].name if len(corpora) == 1 else None
+    for line_number, line in enumerate(_read_text(path).split("\n"), start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{line_number}"
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise EvaluationSetError(f"{where}: not valid JSON ({exc.msg})") from None
+        if not isinstance(record, dict):
+            raise EvaluationSetError(f"{where}: expected a JSON object per line")
+        corpus = record.get("corpus", default_corpus)
+        if corpus is None:
+            raise EvaluationSetError(
+                f"{where}: query has no \"corpus\" and several corpora are loaded"
+            )
+        question = _field(record, "question", str, where)
+        references = _field(record, "references", list, where)
+        refs = tuple(
+            Reference(
+                _field(r, "document", str, f"{where} reference {i}"),
+                _field(r, "start_index", int, f"{where} reference {i}"),
+                _field(r, "end_index", int, f"{where} reference {i}"),
+                _field(r, "content", str, f"{where} reference {i}"),
+            )
+            for i, r in enumerate(references, start=1)
+        )
+        query_id = str(record.get("id", f"line-{line_number}"))
+        yield where, Query(query_id, question, str(corpus), refs)
+
+
+#: The columns of a Chroma evaluation CSV.
+_CHROMA_COLUMNS = ("question", "references", "corpus_id")
+
+
+def _read_chroma_csv(path: Path, corpora: list[Corpus], skip_unknown: bool = False) -> Iterator[_Raw]:
+    rows = csv.reader(io.StringIO(_read_text(path), newline=""))
+    try:
+        header = next(rows, [])
+    except csv.Error as exc:
+        raise EvaluationSetError(f"{path}:{rows.line_num}: not valid CSV ({exc})") from None
+    missing = [c for c in _CHROMA_COLUMNS if c not in header]
+    if missing:
+        raise EvaluationSetError(
+            f"{path}: not a Chroma evaluation CSV; missing column(s) "
+            f"{', '.join(sorted(missing))} (expected question, references, corpus_id)"
+        )
+    columns = {name: header.index(name) for name in _CHROMA_COLUMNS}
+    row_number, last_line = 0, rows.line_num
+    while True:
+        try:
+            values = next(rows, None)
+        except csv.Error as exc:
+            raise EvaluationSetError(f"{path}:{last_line + 1}: not valid CSV ({exc})") from None
+        if values is None:
+            break
+        # A row starts on the line after the previous one ends (quoted fields may span lines).
+        where, last_line = f"{path}:{last_line + 1}", rows.line_num
+        if not values:
+            continue  # a blank line
+        row_number += 1
+        short = [name for name, i in columns.items() if i >= len(values)]
+        if short:
+            raise EvaluationSetError(
+                f"{where}: row has {len(values)} field(s) but the header has {len(header)}; "
+                f"no value for {', '.join(short)} (is a comma or a quote missing?)"
+            )
+        row = {name: values[i] for name, i in columns.items()}
+        try:
+            references = json.loads(row["references"])
+        except json.JSONDecodeError as exc:
+            raise EvaluationSetError(f"{where}: references are not valid JSON ({exc.msg})") from None
+        if not isinstance(references, list):
+            raise EvaluationSetError(f"{where}: references must be a JSON list")
+        try:
+            corpus, document = _resolve_chroma_corpus(row["corpus_id"], corpora, where)
+        except EvaluationSetError:
+            if skip_unknown:
+                continue
+            raise
+        refs = tuple(
+            Reference(
+                document,
+                _field(r, "start_index", int, f"{where} reference {i}"),
+                _field(r, "end_index", int, f"{where} reference {i}"),
+                _field(r, "content", str, f"{where} reference {i}"),
+            )
+            for i, r in enumerate(references, start=1)
+        )
+        yield where, Query(f"row-{row_number}", row["question"], corpus, refs)
+
+
+def _resolve_chroma_corpus(corpus_id: str, corpora: list[Corpus], where: str) -> tuple[str, str]:
+    """Map a Chroma ``corpus_id`` to (corpus name, document id)."""
+    for corpus in corpora:
+        if corpus.name == corpus_id and len(corpus) == 1:
+            return corpus.name, corpus.documents[0].id
+    if len(corpora) == 1:
+        for doc in corpora[0]:
+            if doc.id == corpus_id or PurePosixPath(doc.id).stem == corpus_id:
+                return corpora[0].name, doc.id
+    raise EvaluationSetError(
+        f"{where}: corpus_id {corpus_id!r} matches no loaded corpus with one document "
+        f"(loaded: {_preview(c.name for c in corpora)})"
+    )
+
+
+def _validate(path: Path, raw: list[_Raw], corpora: dict[str, Corpus],
+              repair: bool) -> EvaluationSet:
+    problems: list[str] = []
+    queries: list[Query] = []
+    repaired = 0
+    seen_ids: set[str] = set()
+    for where, query in raw:
+        if query.id in seen_ids:
+            problems.append(f"{where}: duplicate query id {query.id!r}")
+        seen_ids.add(query.id)
+        label = f"{where} ({_shorten(query.question)})"
+        if not query.question.strip():
+            problems.append(f"{where}: empty question")
+        if not query.references:
+            problems.append(f"{label}: no references")
+        corpus = corpora.get(query.corpus)
+        if corpus is None:
+            problems.append(f"{label}: unknown corpus {query.corpus!r} "
+                            f"(loaded: {_preview(corpora)})")
+            continue
+        fixed = []
+        for i, ref in enumerate(query.references, start=1):
+            if ref.document not in corpus:
+                problems.append(f"{label}: reference {i} names unknown document "
+                                f"{ref.document!r} in corpus {corpus.name!r}"
+                                f"{_unknown_document_hint(ref.document, corpus)}")
+                continue
+            document = corpus.document(ref.document)
+            text = document.text
+            ok = 0 <= ref.start_index < ref.end_index <= len(text)
+            if ok and text[ref.start_index : ref.end_index] == ref.content:
+                fixed.append(ref)
+                continue
+            occurrences = _count_occurrences(text, ref.content) if ref.content else 0
+            if repair and occurrences == 1:
+                start = text.find(ref.content)
+                fixed.append(replace(ref, start_index=start, end_index=start + len(ref.content)))
+                repaired += 1
+                continue
+            found = repr(_shorten(text[ref.start_index : ref.end_index])) if ok else "out of range"
+            hint = {0: "content not found in the document",
+                    1: "content occurs once: repairing would re-locate it"}.get(
+                occurrences, "content occurs more than once, cannot re-locate")
+            problems.append(
+                f"{label}: reference {i} [{ref.start_index}:{ref.end_index}] of "
+                f"{ref.document!r} does not match its content (text there: {found}; {hint})"
+                f"{_encoding_hint(document, ref)}"
+            )
+        queries.append(replace(query, references=tuple(fixed)))
+    if problems:
+        listed = "\n  ".join(problems[:MAX_LISTED])
+        more = f"\n  ... and {len(problems) - MAX_LISTED} more" if len(problems) > MAX_LISTED else ""
+        raise EvaluationSetError(
+            f"evaluation set {str(path)!r} does not match its corpus: "
+            f"{len(problems)} problem(s)\n  {listed}{more}"
+        )
+    return EvaluationSet(tuple(queries), repaired, str(path))
+
+
+def _unknown_document_hint(name: str, corpus: Corpus) -> str:
+    """The ids the reference probably meant: one equal up to Unicode normalisation (a
+    name typed on one system, the file saved on another), else the closest spellings."""
+    ids = [d.id for d in corpus]
+    same = [i for i in ids if unicodedata.normalize("NFC", i) == unicodedata.normalize("NFC", name)]
+    if same:
+        return (f": it differs from the corpus's {same[0]!r} only in Unicode normalisation (the reference "
+                f"is {_normal_form(name)}, the file name {_normal_form(same[0])}); write the name as the "
+                "file system spells it")
+    close = difflib.get_close_matches(name, ids, n=5, cutoff=0.6)
+    ordered = close + [i for i in ids if i not in close]
+    return f" ({'nearest first' if close else 'it has'}: {_preview(ordered)})"
+
+
+def _normal_form(text: str) -> str:
+    for form in ("NFC", "NFD"):
+        if unicodedata.normalize(form, text) == text:
+            return form
+    return "in neither NFC nor NFD"
+
+
+def _encoding_hint(document: Document, ref: Reference) -> str:
+    """Why a reference may not match: the evaluation set was made from a copy of the file
+    with its byte-order mark counted, or with its line endings converted."""
+    text, start, end, content = document.text, ref.start_index, ref.end_index, ref.content
+    if document.had_bom and start >= 1 and text[start - 1 : end - 1] == content:
+        return (f"; the offsets are one character past the content: {document.id!r} starts with a "
+                "byte-order mark, which these offsets count but chunkwise does not (offsets count the "
+                f"characters after it); {option('repair_references', True)} re-locates them")
+    if "\r\n" in text and text.replace("\r\n", "\n")[start:end] == content.replace("\r\n", "\n"):
+        return (f"; the reference matches {document.id!r} with its CRLF line endings converted to LF: the "
+                "set was made from a newline-translated copy, but chunkwise reads files as they are (make "
+                "the offsets from the file itself, or convert the file to LF line endings)")
+    if "\r\n" in content and "\r\n" not in text and content.replace("\r\n", "\n") in text:
+        return (f"; the content has CRLF line endings but {document.id!r} has LF: the set was made from a "
+                "copy with Windows line endings (convert the file or the set so they agree)")
+    return ""
+
+
+def _count_occurrences(text: str, needle: str) -> int:
+    """Occurrences of ``needle`` in ``text``, counted up to 2 (enough to tell "once")."""
+    count, start = 0, text.find(needle)
+    while start != -1 and count < 2:
+        count += 1
+        start = text.find(needle, start + 1)
+    return count
+
+
+def _field(record: Any, key: str, kind: type, where: str) -> Any:
+    if not isinstance(record, dict) or key not in record:
+        raise EvaluationSetError(f"{where}: missing field {key!r}")
+    value = record[key]
+    if kind is int and isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        value = int(value)
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise EvaluationSetError(f"{where}: field {key!r} must be {kind.__name__}, got {value!r}")
+    return value
+
+
+def _shorten(text: str, limit: int = 60) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _read_text(path: Path) -> str:
+    """The file's text: UTF-8, or UTF-8/16/32 after a byte-order mark (dropped)."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise EvaluationSetError(f"cannot read {path}: {exc.strerror}") from None
+    return decode_text(data, path, EvaluationSetError)[0]

@@ -1,0 +1,87 @@
+"""A chunkwise chunker as a LangChain text splitter.
+
+LangChain's own ``add_start_index`` finds each chunk's offset by searching for its text, which
+goes wrong when a text repeats; :class:`ChunkwiseTextSplitter` returns the offsets the chunker
+computed. Every document's metadata gets ``start_index`` and ``end_index`` (character offsets
+into the source text), ``headings`` (the heading path, outermost first, joined by ``" > "``:
+a string, so every vector store accepts it) and, when the configuration indexes a context
+header, ``context``. ``page_content`` is the chunk's exact text, so
+``text[start_index:end_index] == page_content`` (a multi-span chunk lists its ``spans``
+as JSON); ``prepend_context=True`` puts the header in front of it instead, which is what
+the configuration embedded and indexed when it was scored.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from ...chunkers.base import Chunker
+from ...data.document import Document
+from ...errors import InvalidParameterError
+from ...retrieval.context import CONTEXTS, PATH_SEPARATOR, Outline, context_header, with_header
+from . import missing_extra
+
+try:
+    from langchain_core.documents import Document as LangChainDocument
+    from langchain_text_splitters import TextSplitter
+except ImportError as exc:  # pragma: no cover - exercised without the extra
+    raise missing_extra("langchain-text-splitters", "langchain", exc) from None
+
+
+class ChunkwiseTextSplitter(TextSplitter):
+    """A LangChain ``TextSplitter`` that cuts with a chunkwise chunker.
+
+    Args:
+        chunker: the chunker (``tuner.load_chunker(path).as_langchain()`` builds this splitter
+            with the tuned chunker, a semantic one bound to its embedder already).
+        context: ``none``, ``title`` or ``headings`` (``as_langchain`` passes the configuration's).
+        prepend_context: put the context header in front of ``page_content`` (as the
+            configuration embedded it) instead of only in the metadata.
+        source_key: the metadata key naming a document (its file name gives the title of a
+            document without a ``#`` heading).
+    """
+
+    def __init__(self, chunker: Chunker, *, context: str = "none", prepend_context: bool = False,
+                 source_key: str = "source") -> None:
+        size = getattr(chunker, "size", 4000)
+        super().__init__(chunk_size=size, chunk_overlap=min(getattr(chunker, "overlap", 0), size),
+                         add_start_index=True, strip_whitespace=False)
+        self.chunker = chunker
+        self.context = context
+        if self.context not in CONTEXTS:
+            raise InvalidParameterError(f"context={self.context!r} is invalid; allowed: {', '.join(CONTEXTS)}")
+        self.prepend_context = prepend_context
+        self.source_key = source_key
+
+    def split_text(self, text: str) -> list[str]:
+        return [chunk.text for chunk in self.chunker.chunk(text)]
+
+    def create_documents(self, texts: list[str], metadatas: list[dict[Any, Any]] | None = None
+                         ) -> list[LangChainDocument]:
+        metadatas = metadatas or [{}] * len(texts)
+        documents = []
+        for text, metadata in zip(texts, metadatas):
+            source = metadata.get(self.source_key, "")
+            document = Document(source if isinstance(source, str) else str(source), text)
+            outline = Outline(document)
+            for chunk in self.chunker.split(document):
+                meta = copy.deepcopy(metadata)
+                meta.update({"start_index": chunk.start_index, "end_index": chunk.end_index,
+                             "headings": PATH_SEPARATOR.join(chunk.headings or outline.path_at(chunk.start_index))})
+                if chunk.spans:
+                    meta["spans"] = json.dumps([list(span) for span in chunk.spans])
+                header = context_header(chunk, outline, self.context)
+                content = chunk.text
+                if header:
+                    meta["context"] = header
+                    if self.prepend_context:
+                        content = with_header(header, chunk.text)
+                documents.append(LangChainDocument(page_content=content, metadata=meta))
+        return documents
+
+    def split_documents(self, documents: Iterable[LangChainDocument]) -> list[LangChainDocument]:
+        documents = list(documents)
+        return self.create_documents([d.page_content for d in documents], [d.metadata for d in documents])

@@ -1,0 +1,113 @@
+"""Which embedding model a configuration uses: the ``embedder`` section of a configuration."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import InvalidParameterError
+from ..schema import check_keys, check_settings, field_names, setting
+from . import openai, sentence_transformers  # noqa: F401  (their providers register on import)
+from .base import Embedder
+from .cache import EmbeddingCache
+from .registry import embedding_provider, make_embedder, provider_names
+from .sentence_transformers import DEFAULT_MODEL, PRECISIONS
+
+
+@dataclass(frozen=True)
+class EmbedderConfig:
+    """Which embedding model to use.
+
+    ``provider`` is ``"sentence-transformers"`` (``model``: ``"all-MiniLM-L6-v2"``,
+    bundled, or a local model folder) or ``"openai"`` (``model``, optional
+    ``base_url`` and ``dimensions``; the key comes from ``$OPENAI_API_KEY``).
+    ``precision`` (local models only) is ``"fp32"`` (default), ``"bf16"`` or ``"int8"``;
+    it is written out only when not fp32, so configurations saved before it existed
+    read and compare as they did.
+
+    >>> EmbedderConfig(precision="fp16")
+    Traceback (most recent call last):
+    ...
+    tuner.errors.InvalidParameterError: embedder.precision='fp16' is invalid; allowed: fp32, bf16, int8
+    """
+
+    provider: str = setting("sentence-transformers", str, choices=provider_names())
+    model: str = setting(DEFAULT_MODEL, str)
+    base_url: str | None = setting(None, str, optional=True)
+    dimensions: int | None = setting(None, int, low=1, optional=True)
+    precision: str = setting("fp32", str, choices=PRECISIONS)
+
+    def __post_init__(self) -> None:
+        check_settings(self, "embedder")
+        if self.precision != "fp32" and not embedding_provider(self.provider).local:
+            raise InvalidParameterError(
+                f"embedder.precision={self.precision!r} applies to local sentence-transformers models only; "
+                f"provider {self.provider!r} takes fp32")
+
+    @property
+    def local(self) -> bool:
+        """Whether the model runs on this machine (its throughput is measured; precision applies)."""
+        return embedding_provider(self.provider).local
+
+    def build(self, cache: EmbeddingCache | None = None) -> Embedder:
+        return make_embedder(self.provider, self.model, base_url=self.base_url,
+                             dimensions=self.dimensions, cache=cache, precision=self.precision)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"provider": self.provider, "model": self.model}
+        if self.base_url:
+            out["base_url"] = self.base_url
+        if self.dimensions:
+            out["dimensions"] = self.dimensions
+        if self.precision != "fp32":
+            out["precision"] = self.precision
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = "embedder") -> EmbedderConfig:
+        data = check_keys(data, where, field_names(cls))
+        provider = data.get("provider", "sentence-transformers")
+        default_model = embedding_provider(provider).default_model if provider in provider_names() else DEFAULT_MODEL
+        return cls(provider, data.get("model") or default_model, data.get("base_url"),
+                   data.get("dimensions"), data.get("precision", "fp32"))
+
+    @classmethod
+    def parse(cls, spec: str) -> EmbedderConfig:
+        """Parse ``"PROVIDER[:MODEL]"``, e.g. ``"openai:text-embedding-3-large"``."""
+        provider, _, model = spec.partition(":")
+        return cls.from_dict({"provider": provider, "model": model or None})
+
+    def overridden(self, spec: str | None = None, base_url: str | None = None,
+                   precision: str | None = None) -> EmbedderConfig:
+        """This embedder with a ``PROVIDER[:MODEL]``, an endpoint and/or a precision given on the
+        command line.
+
+        >>> EmbedderConfig().overridden(base_url="http://127.0.0.1:8000/v1").provider
+        'sentence-transformers'
+        >>> EmbedderConfig().overridden("openai", "http://127.0.0.1:8000/v1").model
+        'text-embedding-3-small'
+        >>> EmbedderConfig().overridden(precision="int8").precision
+        'int8'
+        """
+        if spec is None and base_url is None and precision is None:
+            return self
+        parsed = self.parse(spec) if spec is not None else self
+        kept = self.precision if embedding_provider(parsed.provider).local else "fp32"
+        return EmbedderConfig(parsed.provider, parsed.model, base_url or parsed.base_url, parsed.dimensions,
+                              precision or kept)
+
+
+def embedder_key(config: EmbedderConfig) -> str:
+    """The key under which a study keeps an embedder's resolved rates (and a process its model)."""
+    return f"{config.provider}:{config.model}:{config.base_url}:{config.dimensions}"
+
+
+_EMBEDDERS: dict[tuple[str, str | None], Embedder] = {}
+
+
+def shared_embedder(config: EmbedderConfig, cache: EmbeddingCache | None) -> Embedder:
+    """One embedder per configuration and cache file per process: the model loads once."""
+    key = (embedder_key(config), None if cache is None else str(cache.path))
+    if key not in _EMBEDDERS:
+        _EMBEDDERS[key] = config.build(cache)
+    return _EMBEDDERS[key]

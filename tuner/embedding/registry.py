@@ -1,0 +1,88 @@
+"""The one registry of embedding providers: names to builders, with what each one supports.
+
+A provider module registers itself with :func:`register_provider`; the configuration schema
+(:class:`tuner.embedding.config.EmbedderConfig`), the command line and search spaces read the
+names from here. To add a provider, write a module with an :class:`~tuner.embedding.base.Embedder`
+subclass, register a builder for it, and import the module in this package's ``__init__``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import InvalidParameterError
+from .base import Embedder
+
+#: How an embedder is built: ``(model, *, base_url, dimensions, cache, precision, batch_size)``.
+Builder = Callable[..., Embedder]
+
+
+@dataclass(frozen=True)
+class Provider:
+    """An embedding provider.
+
+    ``local``: the model runs on this machine (its throughput is measured once per machine,
+    and ``precision`` other than fp32 applies to it); ``default_model``: the model used when a
+    configuration names none.
+    """
+
+    name: str
+    default_model: str
+    local: bool
+    build: Builder
+
+
+_PROVIDERS: dict[str, Provider] = {}
+
+
+def register_provider(name: str, *, default_model: str, local: bool) -> Callable[[Builder], Builder]:
+    """Decorator: register ``build`` as the builder of provider ``name``."""
+
+    def decorate(build: Builder) -> Builder:
+        if name in _PROVIDERS:
+            raise ValueError(f"an embedding provider named {name!r} is already registered")
+        _PROVIDERS[name] = Provider(name, default_model, local, build)
+        return build
+
+    return decorate
+
+
+def provider_names() -> tuple[str, ...]:
+    """Registered providers: local ones first (the default runs offline), then in registration order."""
+    return tuple(sorted(_PROVIDERS, key=lambda name: not _PROVIDERS[name].local))
+
+
+def embedding_provider(name: str) -> Provider:
+    """The provider registered as ``name``."""
+    try:
+        return _PROVIDERS[name]
+    except KeyError:
+        raise InvalidParameterError(
+            f"unknown embedding provider {name!r}; available: {', '.join(provider_names())}") from None
+
+
+def make_embedder(provider: str = "sentence-transformers", model: str | None = None, *,
+                  base_url: str | None = None, dimensions: int | None = None, cache: Any = None,
+                  batch_size: int | None = None, precision: str = "fp32") -> Embedder:
+    """Build an embedder.
+
+    Args:
+        provider: ``"sentence-transformers"`` (local, default) or ``"openai"``.
+        model: model name or path; defaults to the provider's (all-MiniLM-L6-v2, bundled, or
+            text-embedding-3-small).
+        base_url: an OpenAI-compatible endpoint.
+        dimensions: the output dimension, for models that can shorten their vectors.
+        cache: the persistent cache (``None``: no caching).
+        batch_size: texts per model call (default: chosen for the device or provider).
+        precision: ``"fp32"``, ``"bf16"`` or ``"int8"``, local models only (see
+            :mod:`tuner.embedding.sentence_transformers`).
+    """
+    chosen = embedding_provider(provider)
+    if precision != "fp32" and not chosen.local:
+        raise InvalidParameterError(f"precision {precision!r} applies to local sentence-transformers models only; "
+                                    f"provider {provider!r} takes fp32")
+    extra = {} if batch_size is None else {"batch_size": batch_size}
+    return chosen.build(model or chosen.default_model, base_url=base_url, dimensions=dimensions, cache=cache,
+                        precision=precision, **extra)

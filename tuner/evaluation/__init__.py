@@ -1,0 +1,16 @@
+"""Evaluation: score a configuration on an evaluation set, exactly.
+
+* :mod:`.config`: the configuration schema (chunker, embedder, retrieval, unit, copies);
+* :mod:`.metrics`: the one implementation of the token-level metrics;
+* :mod:`.evaluator`: chunk, embed, index, retrieve and score (:func:`evaluate`), also at
+  low-fidelity rungs (:func:`evaluate_rungs`);
+* :mod:`.fidelity`: the stable distractor samples that multi-fidelity search climbs.
+"""
+
+from .config import COPIES, EvaluationConfig
+from .evaluator import EvaluationResult, evaluate, evaluate_rungs
+from .fidelity import FULL, Fidelity
+from .metrics import UNITS
+
+__all__ = ["COPIES", "FULL", "UNITS", "EvaluationConfig", "EvaluationResult", "Fidelity", "evaluate",
+           "evaluate_rungs"]

@@ -1,0 +1,495 @@
+"""Score one configuration end to end: chunk, embed, index, retrieve, measure."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from ..chunkers import Chunk
+from ..chunkers.config import ChunkerConfig
+from ..data.corpus import Corpus
+from ..data.evalset import EvaluationSet
+from ..data.repeats import OccurrenceTable, RepeatSummary
+from ..embedding import Embedder, EmbeddingCache
+from ..embedding.config import EmbedderConfig
+from ..retrieval import BM25Index, make_index, retrieve
+from ..retrieval.config import RetrievalConfig
+from ..retrieval.context import contextualize
+from ..text.tokens import count_tokens_batch
+from .config import EvaluationConfig
+from .fidelity import FULL, Fidelity, distractor_sample, holding_references
+from .metrics import ChunkIntervals, QueryScores, UnitSpace, query_references, score, summarise
+
+
+@dataclass
+class EvaluationResult:
+    """What :func:`evaluate` measured.
+
+    Attributes:
+        config: the configuration scored (every parameter spelled out).
+        metrics: ``{"overall": {metric: {"mean", "std"}}, "per_corpus": {...}}`` at
+            ``config.retrieval.k``, as fractions.
+        scores: per-query scores at every ``k`` up to the one searched.
+        chunks: every chunk, in corpus and document order; ``chunk_corpora`` gives
+            each chunk's corpus.
+        query_corpora: each query's corpus, in evaluation-set order.
+        ranking: retrieved chunk indices per query, best first, shape
+            ``(n_queries, k)``; ``-1`` marks an empty slot.
+        query_tokens: mean cl100k tokens per question.
+        indexed_texts: what was embedded and indexed for each chunk: its text, with the
+            context header in front when ``config.retrieval.context`` asks for one.
+        chunks_searched: mean number of chunks in the index a query searched.
+        timings: seconds per stage (``chunking``, split into ``unit_embedding`` and
+            ``segmentation`` for semantic chunkers; ``embedding``, ``retrieval``,
+            ``scoring``, ``total``).
+        embedding: texts and tokens embedded for the index and the questions, the cache
+            hit rate, and what semantic chunkers embedded while splitting (``unit_*``);
+            ``index_tokens``: cl100k tokens of the texts the index embedded (headers
+            included; 0 for ``bm25``, which embeds nothing).
+        notes: things the caller should know about how the figures were obtained, one
+            sentence each (e.g. ``k`` larger than the chunks there were to retrieve, so
+            queries retrieved fewer than ``k``). The command line prints them.
+        repeats: how many references occur more than once in their corpus (scored at any
+            copy unless ``config.copies`` is ``"marked"``).
+        window: the embedder's input window (``max_input_tokens``) and what lies past it:
+            ``truncated_chunks``, the share of chunks the model reads only in part, and
+            ``unread_text``, the share of all chunk characters it never reads (of the
+            chunks indexed).
+        fidelity: the share of distractor chunks indexed (1.0: every chunk; see
+            :mod:`tuner.evaluation.fidelity`); ``indexed_chunks`` counts the chunks the index held.
+            Chunk counts, tokens and the modelled latency and cost always describe the
+            full index.
+    """
+
+    config: EvaluationConfig
+    metrics: dict[str, Any]
+    scores: QueryScores
+    chunks: list[Chunk]
+    chunk_corpora: list[str]
+    query_corpora: list[str]
+    ranking: np.ndarray
+    query_tokens: float
+    chunks_searched: float
+    timings: dict[str, float] = field(default_factory=dict)
+    embedding: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    repeats: RepeatSummary | None = None
+    window: dict[str, Any] = field(default_factory=dict)
+    indexed_texts: list[str] = field(default_factory=list, repr=False)
+    fidelity: float = 1.0
+    indexed_chunks: int | None = None
+
+    def metrics_at(self, k: int) -> dict[str, Any]:
+        """The metric summary at another cut-off ``k`` (up to the searched one)."""
+        return summarise(self.scores.at(k), self.query_corpora)
+
+    @property
+    def chunk_stats(self) -> dict[str, float]:
+        counts = np.array([c.token_count for c in self.chunks], dtype=np.float64)
+        return {
+            "chunks": len(self.chunks),
+            "mean_chunk_tokens": float(counts.mean()) if len(counts) else 0.0,
+            "max_chunk_tokens": int(counts.max()) if len(counts) else 0,
+            "identical_chunks": identical_chunks(self.chunks),
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready summary (no per-query arrays, no chunk texts)."""
+        return {
+            "config": self.config.to_dict(),
+            "queries": len(self.query_corpora),
+            "metrics": self.metrics,
+            "chunks": self.chunk_stats,
+            "embedding": self.embedding,
+            "timings": self.timings,
+            "notes": self.notes,
+            "repeated_references": None if self.repeats is None else self.repeats.to_dict(),
+            "window": self.window,
+        }
+
+
+#: Above this share of truncated chunks, a configuration's scores come with a warning.
+TRUNCATION_WARNING = 0.05
+
+
+def embedder_window(model: Embedder, chunks: Sequence[Chunk] | Sequence[str]) -> dict[str, Any]:
+    """The model's input window and how much of the chunks (or the texts embedded for them,
+    context headers included) lies past it (see ``window``)."""
+    texts = [c if isinstance(c, str) else c.text for c in chunks]
+    unread = model.unread_characters(texts) if texts else np.zeros(0, dtype=np.int64)
+    total = sum(len(t) for t in texts)
+    return {"max_input_tokens": model.max_input_tokens,
+            "truncated_chunks": float(np.mean(unread > 0)) if len(unread) else 0.0,
+            "unread_text": float(unread.sum() / total) if total else 0.0}
+
+
+def window_note(window: dict[str, Any], model: str) -> str | None:
+    """A sentence when more than :data:`TRUNCATION_WARNING` of the chunks exceed the window."""
+    if window.get("truncated_chunks", 0.0) <= TRUNCATION_WARNING:
+        return None
+    return (f"{window['truncated_chunks']:.0%} of the chunks exceed {model}'s input window of "
+            f"{window['max_input_tokens']} tokens ({window['unread_text']:.0%} of their text is never embedded): "
+            "they are retrieved on their first part only")
+
+
+def identical_chunks(chunks: Sequence[Chunk]) -> int:
+    """Chunks whose text equals an earlier chunk's (identical texts embed identically: the
+    index ranks them by position, the earlier first, so rankings stay deterministic)."""
+    return len(chunks) - len({c.text for c in chunks})
+
+
+def evaluate(corpora: Corpus | Sequence[Corpus], evaluation_set: EvaluationSet,
+             config: EvaluationConfig | None = None, *,
+             chunker: str | None = None, k: int | None = None, unit: str | None = None,
+             scope: str | None = None, index: str | None = None,
+             embedder: Embedder | EmbedderConfig | None = None,
+             cache: EmbeddingCache | bool | None = True,
+             index_path: str | None = None, progress: bool = False,
+             occurrences: OccurrenceTable | None = None, copies: str | None = None,
+             method: str | None = None, fusion: str | None = None, alpha: float | None = None,
+             rrf_k: int | None = None, context: str | None = None,
+             fidelity: float = 1.0, fidelity_seed: int = 0,
+             on_progress: Callable[[int, int], None] | None = None,
+             **chunker_params: Any) -> EvaluationResult:
+    """Score one chunking configuration on corpora and their evaluation set.
+
+    Either pass a complete :class:`~tuner.evaluation.config.EvaluationConfig`, or build one from
+    keywords (keywords override the config's fields)::
+
+        result = tuner.evaluate(corpus, evalset, chunker="recursive", size=250, overlap=0, k=5)
+        result.metrics["overall"]["recall"]["mean"]
+
+    Args:
+        corpora: the corpus or corpora to chunk; with ``scope="pooled"`` the chunks of
+            all of them compete in one index.
+        evaluation_set: validated queries (see :func:`tuner.load_evaluation_set`).
+        config: the configuration; defaults to recursive 250/0, MiniLM, k=5, tokens.
+        chunker: chunker name (its parameters are the other keyword arguments).
+        k: retrieval cut-off.
+        unit: scoring unit, ``"tokens"`` or ``"chars"``.
+        scope: ``"pooled"`` or ``"per-corpus"``.
+        index: ``"numpy"`` or ``"chroma"``.
+        method: the retrieval method, ``"dense"``, ``"bm25"`` or ``"hybrid"``
+            (see :class:`~tuner.retrieval.config.RetrievalConfig`).
+        fusion: a hybrid's fusion, ``"rrf"`` (with ``rrf_k``) or ``"weighted"`` (with ``alpha``).
+        alpha: the dense share of a weighted fusion.
+        rrf_k: the constant of reciprocal-rank fusion.
+        context: the context header, ``"none"``, ``"title"`` or ``"headings"``.
+        embedder: an :class:`~tuner.embedding.Embedder` instance to reuse (keeps its
+            loaded model across calls) or an :class:`EmbedderConfig`.
+        cache: ``True`` for the default persistent cache, an
+            :class:`~tuner.embedding.EmbeddingCache`, or ``None``/``False`` for none.
+        index_path: folder of a persistent chromadb database (``index="chroma"``).
+        progress: show a progress bar while embedding.
+        on_progress: called with ``(texts embedded so far, texts to embed)`` while embedding
+            (a tuning trial reports its progress through it).
+        copies: ``"any"`` (default): a reference whose text occurs more than once in its
+            corpus is satisfied by any copy; ``"marked"``: only by its marked offsets.
+        occurrences: the references' occurrences, precomputed (a tuning worker builds them
+            once for all its trials); found in the corpora when not given.
+        fidelity: below 1.0, index only the chunks holding a reference and this fraction of
+            the others (see :mod:`tuner.evaluation.fidelity`); the scores are then comparable
+            only with scores at the same fidelity.
+        fidelity_seed: the seed of that sample.
+        **chunker_params: the chunker's parameters.
+    """
+    corpus_list = [corpora] if isinstance(corpora, Corpus) else list(corpora)
+    config = _merge_config(config, chunker, chunker_params, k, unit, scope, index, embedder, copies,
+                           {"method": method, "fusion": fusion, "alpha": alpha, "rrf_k": rrf_k, "context": context})
+    if cache is True:
+        cache = EmbeddingCache()
+    elif cache is False:
+        cache = None
+    model = embedder if isinstance(embedder, Embedder) else config.embedder.build(cache)
+    chunked = _Chunked.split(corpus_list, evaluation_set, config, model, occurrences)
+    return chunked.measure(model, fidelity, Fidelity(seed=fidelity_seed) if fidelity < 1 else FULL,
+                           index_path=index_path, progress=progress, on_progress=on_progress)
+
+
+def evaluate_rungs(corpora: Corpus | Sequence[Corpus], evaluation_set: EvaluationSet, config: EvaluationConfig,
+                   fidelity: Fidelity, *, embedder: Embedder, occurrences: OccurrenceTable | None = None,
+                   on_progress: Callable[[int, int], None] | None = None) -> Iterator[EvaluationResult]:
+    """Score ``config`` at each of ``fidelity``'s rungs in turn, chunking only once.
+
+    Yields one :class:`EvaluationResult` per rung (its ``fidelity`` says which); stop
+    iterating to stop climbing. A rung embeds only the chunks the one before did not (the
+    samples are nested and the embedder's cache keeps the rest)::
+
+        for result in evaluate_rungs(corpus, evalset, config, Fidelity(rungs=(0.1, 1.0)), embedder=model):
+            if not good_enough(result):
+                break
+    """
+    corpus_list = [corpora] if isinstance(corpora, Corpus) else list(corpora)
+    chunked = _Chunked.split(corpus_list, evaluation_set, config, embedder, occurrences)
+    for fraction in fidelity.rungs:
+        yield chunked.measure(embedder, fraction, fidelity, on_progress=on_progress)
+
+
+@dataclass
+class _Chunked:
+    """A configuration's chunks, split once, ready to be measured at any fidelity."""
+
+    corpora: list[Corpus]
+    evaluation_set: EvaluationSet
+    config: EvaluationConfig
+    occurrences: OccurrenceTable
+    chunks: list[Chunk]
+    chunk_corpora: list[str]
+    indexed: list[str]
+    seconds: float
+    units: dict[str, Any]
+    llm_tokens: int | None
+
+    # What does not depend on the fidelity is found once, however many rungs are measured.
+    @cached_property
+    def space(self) -> UnitSpace:
+        return UnitSpace(self.corpora, self.config.unit)
+
+    @cached_property
+    def intervals(self) -> ChunkIntervals:
+        return ChunkIntervals.from_spans(
+            [[self.space.interval(corpus, c.document, s, e) for s, e in c.all_spans]
+             for c, corpus in zip(self.chunks, self.chunk_corpora)])
+
+    @cached_property
+    def references(self) -> list[list[list[tuple[int, int]]]]:
+        occurrences = (OccurrenceTable.marked_only(self.evaluation_set) if self.config.copies == "marked"
+                       else self.occurrences)
+        return query_references(self.space, list(self.evaluation_set), occurrences)
+
+    @cached_property
+    def index_tokens(self) -> int:
+        """cl100k tokens of the texts a full index embeds (context headers included)."""
+        if not self.config.retrieval.embeds:
+            return 0
+        if self.config.retrieval.context != "none":
+            return sum(count_tokens_batch(self.indexed))
+        return sum(c.token_count for c in self.chunks)
+
+    @classmethod
+    def split(cls, corpus_list: list[Corpus], evaluation_set: EvaluationSet, config: EvaluationConfig,
+              model: Embedder, occurrences: OccurrenceTable | None) -> _Chunked:
+        t = time.perf_counter()
+        splitter = config.chunker.build()
+        if splitter.needs_embedder:
+            splitter = splitter.bind(model)
+        before_units = _stats_snapshot(model)
+        llm_usage = getattr(splitter, "llm_usage", None)
+        llm_before = 0 if llm_usage is None else llm_usage.prompt_tokens + llm_usage.completion_tokens
+        chunks: list[Chunk] = []
+        chunk_corpora: list[str] = []
+        # What the retriever reads: the chunk's text, after its context header if there is one
+        # (offsets and scored units stay the chunk's own).
+        indexed: list[str] = []
+        for corpus in corpus_list:
+            first = len(chunks)
+            for doc in corpus:
+                pieces = splitter.split(doc)
+                chunks.extend(pieces)
+                chunk_corpora.extend([corpus.name] * len(pieces))
+            indexed += contextualize(chunks[first:], corpus, config.retrieval.context)
+        seconds = time.perf_counter() - t
+        units = _stats_delta(model, before_units)
+        llm_tokens = None if llm_usage is None else (
+            llm_usage.prompt_tokens + llm_usage.completion_tokens - llm_before)
+        if occurrences is None:
+            occurrences = OccurrenceTable.build(evaluation_set, corpus_list)
+        return cls(corpus_list, evaluation_set, config, occurrences, chunks, chunk_corpora, indexed, seconds,
+                   units, llm_tokens)
+
+    def measure(self, model: Embedder, fraction: float, fidelity: Fidelity, *, index_path: str | None = None,
+                progress: bool = False, on_progress: Callable[[int, int], None] | None = None) -> EvaluationResult:
+        """Embed, index, retrieve and score, indexing every chunk (``fraction`` 1.0) or the
+        reference-holding chunks and ``fraction`` of the distractors (:mod:`tuner.evaluation.fidelity`)."""
+        config, chunks, chunk_corpora = self.config, self.chunks, self.chunk_corpora
+        started = time.perf_counter()
+        timings = {"chunking": self.seconds, "unit_embedding": self.units["seconds"],
+                   "segmentation": self.seconds - self.units["seconds"]}
+        t = time.perf_counter()
+        repeats = self.occurrences.summary()
+        queries = list(self.evaluation_set)
+        space, intervals, references = self.space, self.intervals, self.references
+        timings["scoring"] = time.perf_counter() - t
+
+        in_index = np.ones(len(chunks), dtype=bool)
+        if fraction < 1.0:
+            in_index = distractor_sample(chunks, chunk_corpora, fraction, seed=fidelity.seed,
+                                         block_chars=fidelity.block_chars)
+            in_index |= holding_references(references, intervals.starts, intervals.ends, space.size)
+        members = np.flatnonzero(in_index)
+        indexed = [self.indexed[i] for i in members]
+
+        questions = [q.question for q in queries]
+        t = time.perf_counter()
+        before = _stats_snapshot(model)
+        chunk_vectors = query_vectors = None
+        if config.retrieval.embeds:  # BM25 alone embeds nothing
+            total = len(indexed) + len(queries)
+            with _progress_bar(progress, total) as bar:
+                update = bar
+                if on_progress is not None:
+                    done = [0]
+
+                    def update(count: int) -> None:
+                        if bar is not None:
+                            bar(count)
+                        done[0] += count
+                        on_progress(done[0], total)
+
+                chunk_vectors = model.embed(indexed, progress=update)
+                query_vectors = model.embed(questions, progress=update)
+        timings["embedding"] = time.perf_counter() - t
+
+        t = time.perf_counter()
+        local = _rank(config.retrieval, chunk_vectors, [chunk_corpora[i] for i in members], query_vectors,
+                      [q.corpus for q in queries], index_path, indexed, questions)
+        ranking = np.where(local >= 0, members[np.maximum(local, 0)], -1)
+        timings["retrieval"] = time.perf_counter() - t
+
+        t = time.perf_counter()
+        scores = score(references, intervals, ranking, space.size)
+        query_corpora = [q.corpus for q in queries]
+        metrics = summarise(scores.at(config.retrieval.k), query_corpora)
+        timings["scoring"] += time.perf_counter() - t
+        timings["total"] = self.seconds + time.perf_counter() - started
+
+        # Searched chunks, tokens and notes describe the full index, the one production builds.
+        if config.retrieval.scope == "pooled":
+            searched = float(len(chunks))
+            per_corpus = {"": len(chunks)}
+        else:
+            per_corpus = {name: chunk_corpora.count(name) for name in dict.fromkeys(query_corpora)}
+            searched = float(np.mean([per_corpus[name] for name in query_corpora]))
+        notes = [note] if (note := _short_index_note(config.retrieval.k, per_corpus)) else []
+        window = embedder_window(model, indexed) if config.retrieval.embeds else {}
+        if note := window_note(window, config.embedder.model):
+            notes.append(note)
+        if duplicates := identical_chunks(chunks):
+            notes.append(f"{duplicates} chunk(s) repeat the text of an earlier chunk: identical texts tie in the "
+                         "index, and the earlier one ranks first")
+        if fraction < 1.0:
+            notes.append(f"low fidelity: {len(members)} of {len(chunks)} chunks indexed (every chunk holding a "
+                         f"reference, {fraction:.0%} of the others)")
+        query_tokens = float(np.mean(count_tokens_batch(questions)))
+        embedding = _stats_delta(model, before)
+        embedding["index_tokens"] = self.index_tokens
+        embedding["unit_texts"], embedding["unit_tokens"] = self.units["texts"], self.units["tokens"]
+        embedding["unit_model_seconds"] = self.units["model_seconds"]
+        if self.llm_tokens is not None:  # LLM chunkers: tokens the model read and wrote while splitting
+            embedding["llm_tokens"] = self.llm_tokens
+        return EvaluationResult(config, metrics, scores, chunks, chunk_corpora, query_corpora, ranking,
+                                query_tokens, searched, timings, embedding, notes, repeats, window,
+                                self.indexed, fraction, len(members))
+
+
+def _short_index_note(k: int, chunks_per_index: dict[str, int]) -> str | None:
+    """One sentence when an index holds fewer than ``k`` chunks: its queries then retrieve
+    every chunk there is (the ranking is padded), which the metrics at ``k`` silently reflect.
+
+    ``chunks_per_index`` maps each searched corpus to its chunk count (``{"": n}`` pooled).
+    """
+    short = {name: n for name, n in chunks_per_index.items() if n < k}
+    if not short:
+        return None
+    if list(short) == [""]:
+        return (f"k={k} but the index holds only {short['']} chunk(s): each query retrieved all of them, "
+                f"fewer than k")
+    listed = ", ".join(f"{name!r} has {n}" for name, n in short.items())
+    return (f"k={k} but some corpora have fewer chunks ({listed}): their queries retrieved every chunk of "
+            "their corpus, fewer than k")
+
+
+def _merge_config(config, chunker, chunker_params, k, unit, scope, index, embedder, copies,
+                  retrieval_overrides: dict[str, Any] | None = None) -> EvaluationConfig:
+    base = config or EvaluationConfig()
+    chunker_config = base.chunker
+    if chunker is not None or chunker_params:
+        name = chunker or base.chunker.name
+        params = dict(base.chunker.params) if name == base.chunker.name else {}
+        params.update(chunker_params)
+        chunker_config = ChunkerConfig(name, params)
+    embedder_config = embedder if isinstance(embedder, EmbedderConfig) else base.embedder
+    given = {key: value for key, value in (retrieval_overrides or {}).items() if value is not None}
+    retrieval = base.retrieval.to_dict()
+    if given.get("method", retrieval.get("method", "dense")) != retrieval.get("method", "dense") or (
+            given.get("fusion", retrieval.get("fusion")) != retrieval.get("fusion")):
+        # Another method or fusion: the base's fusion parameters do not carry over.
+        for key in ("fusion", "alpha", "rrf_k"):
+            retrieval.pop(key, None)
+    retrieval.update(given)
+    retrieval.update({key: value for key, value in (("k", k), ("scope", scope), ("index", index))
+                      if value is not None})
+    return EvaluationConfig(chunker_config.resolved(), embedder_config, RetrievalConfig(**retrieval),
+                            unit if unit is not None else base.unit, copies if copies is not None else base.copies)
+
+
+def _rank(retrieval: RetrievalConfig, chunk_vectors: np.ndarray | None, chunk_corpora: list[str],
+          query_vectors: np.ndarray | None, query_corpora: list[str], index_path: str | None,
+          indexed_texts: Sequence[str] = (), questions: Sequence[str] = ()) -> np.ndarray:
+    """Top-k chunk indices per query (numbering the chunks given), pooled or per corpus, ranked
+    by :func:`tuner.retrieval.retrieve` (the function production queries call too)."""
+    k = retrieval.k
+    texts = list(indexed_texts)
+    if retrieval.scope == "pooled":
+        groups = [(np.arange(len(chunk_corpora)), np.arange(len(query_corpora)), None)]
+    else:
+        chunk_labels, query_labels = np.asarray(chunk_corpora), np.asarray(query_corpora)
+        groups = [(np.flatnonzero(chunk_labels == corpus), np.flatnonzero(query_labels == corpus),
+                   f"chunkwise-{corpus}" if index_path else None) for corpus in dict.fromkeys(query_corpora)]
+    ranking = np.full((len(query_corpora), k), -1, dtype=np.int64)
+    for members, asking, collection in groups:
+        dense = (make_index(chunk_vectors[members], retrieval.index, path=index_path, collection=collection)
+                 if retrieval.embeds else None)
+        lexical = BM25Index([texts[i] for i in members]) if retrieval.lexical else None
+        try:
+            local = retrieve(retrieval, dense=dense, lexical=lexical,
+                             query_vectors=None if query_vectors is None else query_vectors[asking],
+                             questions=[questions[i] for i in asking]).rows
+        finally:
+            if dense is not None:
+                dense.close()
+        ranking[asking] = np.where(local >= 0, members[np.maximum(local, 0)], -1)
+    return ranking
+
+
+def _stats_snapshot(model: Embedder) -> tuple[int, int, int, int, float, float]:
+    s = model.stats
+    return s.texts, s.tokens, s.computed, s.computed_tokens, s.model_seconds, s.seconds
+
+
+def _stats_delta(model: Embedder, before: tuple) -> dict[str, Any]:
+    texts, tokens, computed, computed_tokens, model_seconds, seconds = (
+        a - b for a, b in zip(_stats_snapshot(model), before))
+    return {
+        "model": model.identity,
+        "texts": texts,
+        "tokens": tokens,
+        "computed_texts": computed,
+        "computed_tokens": computed_tokens,
+        "model_seconds": model_seconds,
+        "seconds": seconds,
+        "cache_hit_rate": 1.0 if texts == 0 else 1.0 - computed / texts,
+    }
+
+
+class _progress_bar:
+    """A tqdm bar on stderr when asked for and stderr is a terminal; else a no-op."""
+
+    def __init__(self, enabled: bool, total: int) -> None:
+        self.bar = None
+        if enabled:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, desc="embedding", unit="text", leave=False, disable=None)
+
+    def __enter__(self):
+        return None if self.bar is None else self.bar.update
+
+    def __exit__(self, *exc) -> None:
+        if self.bar is not None:
+            self.bar.close()

@@ -1,0 +1,178 @@
+"""Low-fidelity evaluation: score a configuration against a sample of its distractors.
+
+Chunking a corpus is cheap; embedding every chunk is what a trial pays for. Most chunks of
+a large corpus hold no reference unit of any question: they matter only as *distractors*,
+the chunks a retriever must rank below the right ones. A low-fidelity evaluation embeds and
+indexes every chunk that holds a reference unit (at any of its copies) and a stable sample
+of the others, then scores exactly as a full one does (one metric implementation); only the
+index is smaller.
+
+**The sample rule** is the same for every configuration of a study, so scores at one
+fidelity are comparable across trials: each document is cut into blocks of
+``block_chars`` characters, each block is kept with probability ``fraction`` by a seeded
+hash of (corpus, document, block), and a distractor chunk is indexed when the block under
+its middle character is kept. Every configuration so sees the same part of the corpus
+text as distractors, whatever its chunk size. Samples are nested (a block kept at 10% is
+kept at 30%): a trial promoted from one fidelity to the next embeds only the added chunks,
+the others come from the embedding cache.
+
+**Promotion** follows asynchronous successive halving (Li et al., "A System for Massively
+Parallel Hyperparameter Tuning", MLSys 2020), with the rule of Optuna's
+``SuccessiveHalvingPruner``: a trial that finished rung ``r`` goes on to the next rung
+when its score is among the best ``1/reduction`` of all scores recorded at rung ``r`` so
+far, itself included; with fewer than ``reduction`` scores, only when it is the best so far.
+
+Example::
+
+    >>> fidelity = Fidelity(rungs=(0.1, 0.3, 1.0), reduction=3)
+    >>> fidelity.multi
+    True
+    >>> promoted(0.8, [0.8, 0.5, 0.7, 0.2, 0.9, 0.1], reduction=3)  # top 2 of 6: 0.9 and 0.8
+    True
+    >>> promoted(0.7, [0.8, 0.5, 0.7, 0.2, 0.9, 0.1], reduction=3)
+    False
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..chunkers import Chunk
+from ..errors import InvalidParameterError
+
+#: Characters per sampling block: about one typical chunk (250-500 tokens) of English prose.
+BLOCK_CHARS = 2000
+
+
+@dataclass(frozen=True)
+class Fidelity:
+    """The rungs a trial climbs and how many trials each one lets through.
+
+    Args:
+        rungs: increasing fractions of the distractors indexed at each rung, the last one
+            ``1.0`` (full fidelity, the only rung whose trials complete). ``(1.0,)`` turns
+            multi-fidelity off.
+        reduction: a trial is promoted when it is in the best ``1/reduction`` of its rung
+            (>= 2).
+        seed: seeds the distractor sample (the same for every trial of a study).
+        block_chars: the sampling block (see the module docstring).
+    """
+
+    rungs: tuple[float, ...] = (1.0,)
+    reduction: int = 3
+    seed: int = 0
+    block_chars: int = BLOCK_CHARS
+
+    def __post_init__(self) -> None:
+        rungs = tuple(self.rungs)
+        object.__setattr__(self, "rungs", rungs)
+        bad = [r for r in rungs if isinstance(r, bool) or not isinstance(r, (int, float)) or not 0 < r <= 1]
+        if not rungs or bad or rungs[-1] != 1.0 or any(a >= b for a, b in itertools.pairwise(rungs)):
+            raise InvalidParameterError(
+                f"fidelity.rungs={list(rungs)!r} is invalid; allowed: increasing fractions in (0, 1] ending at 1.0, "
+                "e.g. [0.1, 0.3, 1.0]")
+        if isinstance(self.reduction, bool) or not isinstance(self.reduction, int) or self.reduction < 2:
+            raise InvalidParameterError(f"fidelity.reduction={self.reduction!r} is invalid; allowed: an integer >= 2")
+        if isinstance(self.block_chars, bool) or not isinstance(self.block_chars, int) or self.block_chars < 1:
+            raise InvalidParameterError(
+                f"fidelity.block_chars={self.block_chars!r} is invalid; allowed: an integer >= 1")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
+            raise InvalidParameterError(f"fidelity.seed={self.seed!r} is invalid; allowed: an integer")
+
+    @property
+    def multi(self) -> bool:
+        """Whether trials start below full fidelity."""
+        return len(self.rungs) > 1
+
+    def expected_share(self) -> float:
+        """The expected share of a full-fidelity trial's distractor embedding a trial pays, when
+        ``1/reduction`` of the trials reaching each rung climb to the next one (the chunks that
+        hold references come on top: every rung indexes them).
+
+        >>> round(Fidelity(rungs=(0.1, 0.3, 1.0), reduction=3).expected_share(), 3)
+        0.244
+        """
+        share, below = 0.0, 0.0
+        for level, fraction in enumerate(self.rungs):
+            share += (fraction - below) / self.reduction ** level
+            below = fraction
+        return share
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rungs": list(self.rungs), "reduction": self.reduction, "seed": self.seed,
+                "block_chars": self.block_chars}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Fidelity:
+        allowed = {"rungs", "reduction", "seed", "block_chars"}
+        unknown = sorted(set(data) - allowed)
+        if unknown:
+            raise InvalidParameterError(f"fidelity: unknown key(s) {', '.join(unknown)}; allowed: "
+                                        f"{', '.join(sorted(allowed))}")
+        return cls(**{**data, "rungs": tuple(data.get("rungs", (1.0,)))})
+
+
+FULL = Fidelity()
+
+
+def block_kept(corpus: str, document: str, block: int, fraction: float, seed: int) -> bool:
+    """Whether a block is in the sample at ``fraction`` (nested: kept at f, kept at every f' > f)."""
+    if fraction >= 1.0:
+        return True
+    digest = hashlib.blake2b(f"{seed}\x1f{corpus}\x1f{document}\x1f{block}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2**64 < fraction
+
+
+def distractor_sample(chunks: Sequence[Chunk], chunk_corpora: Sequence[str], fraction: float, *, seed: int = 0,
+                      block_chars: int = BLOCK_CHARS) -> np.ndarray:
+    """Which chunks the sample keeps: those whose middle character lies in a kept block."""
+    kept = np.ones(len(chunks), dtype=bool)
+    if fraction >= 1.0:
+        return kept
+    decided: dict[tuple[str, str, int], bool] = {}
+    for i, (chunk, corpus) in enumerate(zip(chunks, chunk_corpora)):
+        block = (chunk.start_index + chunk.end_index) // 2 // block_chars
+        key = (corpus, chunk.document, block)
+        if key not in decided:
+            decided[key] = block_kept(corpus, chunk.document, block, fraction, seed)
+        kept[i] = decided[key]
+    return kept
+
+
+def holding_references(references: Sequence[Sequence[Sequence[tuple[int, int]]]], starts: np.ndarray,
+                       ends: np.ndarray, space_size: int) -> np.ndarray:
+    """Which chunks hold at least one unit of some reference, at any of its occurrences.
+
+    Args:
+        references: per query, per reference, the ``[a, b)`` intervals of its occurrences on
+            the unit line (as :func:`tuner.evaluation.metrics.query_references` gives them).
+        starts, ends: the chunks' spans on the same line, shape ``(n_chunks, max_spans)``
+            (empty spans have ``start == end``).
+        space_size: the line's length.
+    """
+    marks = np.zeros(space_size + 1, dtype=np.int64)
+    for query in references:
+        for occurrences in query:
+            for a, b in occurrences:
+                if b > a:
+                    marks[a] += 1
+                    marks[b] -= 1
+    covered = np.cumsum(marks)[:-1] > 0
+    prefix = np.concatenate([[0], np.cumsum(covered)])
+    inside = prefix[ends] - prefix[starts]
+    return (inside > 0).any(axis=1) if inside.size else np.zeros(len(starts), dtype=bool)
+
+
+def promoted(score: float, rung_scores: Sequence[float], reduction: int) -> bool:
+    """Successive halving's rule (see the module docstring); ``rung_scores`` includes ``score``."""
+    ranked = sorted(rung_scores, reverse=True)
+    if not ranked:
+        return True
+    cut = max(len(ranked) // reduction - 1, 0)
+    return score >= ranked[cut]

@@ -1,0 +1,313 @@
+"""Token-level retrieval metrics (Smith and Troynikov, "Evaluating Chunking Strategies
+for Retrieval", Chroma, 2024), in one vectorised implementation.
+
+For a query, let ``t_e`` be the set of units (cl100k tokens, or characters) of the
+corpus that fall in its references, and ``t_r`` the units of the retrieved chunks,
+counted with multiplicity (a unit in two retrieved chunks counts twice). Then::
+
+    recall          = |t_e ∩ t_r| / |t_e|
+    precision       = |t_e ∩ t_r| / |t_r|
+    IoU             = |t_e ∩ t_r| / (|t_e| + |t_r| - |t_e ∩ t_r|)
+    precision-Ω     = precision when exactly the chunks that hold a reference unit
+                      are retrieved (an upper bound on precision for the chunking)
+
+``|t_e ∩ t_r|`` counts each reference unit once, however many retrieved chunks hold
+it. A ratio whose denominator is 0 (nothing retrieved) is 0.
+
+A reference may have several *occurrences* (its exact text appears more than once in its
+corpus, see :mod:`tuner.data.repeats`). Then, per query and per ``k``, each reference is scored
+at the occurrence that the top ``k`` chunks cover best (most units; a tie keeps the marked
+occurrence, listed first, then the earliest), and ``t_e`` is the union of the chosen
+occurrences, for recall, precision and IoU alike. Precision-Ω, which does not depend on
+``k``, uses the occurrences chosen at the largest ``k`` scored. A reference with one
+occurrence is scored exactly as before.
+
+Units live on one integer line per run: each document of each corpus gets its own
+stretch, so a chunk of another corpus (pooled retrieval) can never overlap a
+reference. In the ``tokens`` unit a token belongs to a span when the span holds the
+token's anchor (:mod:`tuner.text.tokens`); a reference so short that it holds no anchor
+(part of one token) owns the token it starts in. The ``chars`` unit scores character
+offsets directly, as Chroma's reference code does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..data.corpus import Corpus
+from ..data.evalset import Query
+from ..errors import InvalidParameterError
+
+if TYPE_CHECKING:
+    from ..data.repeats import OccurrenceTable
+
+#: Scoring units: cl100k tokens of each document, or characters.
+UNITS = ("tokens", "chars")
+#: The per-query metrics, the one vocabulary every stage reads (evaluation results, trial records,
+#: reports, the command line).
+METRICS = ("recall", "precision", "iou", "precision_omega")
+#: How tables, plots and the dashboard label each metric.
+METRIC_LABELS = {"recall": "recall", "precision": "precision", "iou": "IoU", "precision_omega": "precision-Ω"}
+#: What a study optimises jointly (its Pareto front); the weighted score picks the best on it.
+OBJECTIVES = ("recall", "iou")
+
+
+class UnitSpace:
+    """Maps character spans of documents to intervals on one integer line of units."""
+
+    def __init__(self, corpora: Iterable[Corpus], unit: str = "tokens") -> None:
+        if unit not in UNITS:
+            raise InvalidParameterError(f"unit={unit!r} is invalid; allowed: {', '.join(UNITS)}")
+        self.unit = unit
+        self._offset: dict[tuple[str, str], int] = {}
+        self._documents = {}
+        size = 0
+        for corpus in corpora:
+            for doc in corpus:
+                self._offset[(corpus.name, doc.id)] = size
+                self._documents[(corpus.name, doc.id)] = doc
+                size += len(doc.tokens) if unit == "tokens" else len(doc.text)
+        self.size = size
+
+    def interval(self, corpus: str, document: str, start: int, end: int) -> tuple[int, int]:
+        """The units of characters ``[start, end)`` of a document, as ``[a, b)``."""
+        base = self._offset[(corpus, document)]
+        if self.unit == "chars":
+            return base + start, base + end
+        i, j = self._documents[(corpus, document)].tokens.token_range(start, end)
+        return base + i, base + j
+
+    def reference_interval(self, corpus: str, document: str, start: int, end: int) -> tuple[int, int]:
+        """Like :meth:`interval`, but never empty for a non-empty reference."""
+        a, b = self.interval(corpus, document, start, end)
+        if a == b and end > start and self.unit == "tokens":
+            tokens = self._documents[(corpus, document)].tokens
+            holder = max(int(np.searchsorted(tokens.starts, start, side="right")) - 1, 0)
+            base = self._offset[(corpus, document)]
+            return base + holder, base + holder + 1
+        return a, b
+
+
+@dataclass(frozen=True)
+class ChunkIntervals:
+    """Chunks on the unit line: ``starts``/``ends`` of shape ``(n_chunks, max_spans)``.
+
+    A chunk made of several disjoint spans uses several columns; unused columns are
+    empty (``start == end``).
+    """
+
+    starts: np.ndarray
+    ends: np.ndarray
+
+    @classmethod
+    def from_spans(cls, spans: Sequence[Sequence[tuple[int, int]]]) -> ChunkIntervals:
+        width = max((len(s) for s in spans), default=1) or 1
+        starts = np.zeros((len(spans), width), dtype=np.int64)
+        ends = np.zeros((len(spans), width), dtype=np.int64)
+        for i, chunk_spans in enumerate(spans):
+            for j, (a, b) in enumerate(chunk_spans):
+                starts[i, j], ends[i, j] = a, b
+        return cls(starts, ends)
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return (self.ends - self.starts).sum(axis=1)
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+
+@dataclass(frozen=True)
+class QueryScores:
+    """Per-query scores for every cut-off ``k = 1..K`` of one ranking.
+
+    ``recall``, ``precision`` and ``iou`` have shape ``(n_queries, K)``, column ``k-1``
+    holding the scores of the top ``k`` chunks; ``precision_omega`` has shape
+    ``(n_queries,)`` (it does not depend on ``k``).
+    """
+
+    recall: np.ndarray
+    precision: np.ndarray
+    iou: np.ndarray
+    precision_omega: np.ndarray
+
+    @property
+    def max_k(self) -> int:
+        return self.recall.shape[1]
+
+    def at(self, k: int) -> dict[str, np.ndarray]:
+        """Per-query arrays of every metric at cut-off ``k``."""
+        if not 1 <= k <= self.max_k:
+            raise ValueError(f"k={k} is outside the scored range 1..{self.max_k}")
+        return {
+            "recall": self.recall[:, k - 1],
+            "precision": self.precision[:, k - 1],
+            "iou": self.iou[:, k - 1],
+            "precision_omega": self.precision_omega,
+        }
+
+
+Interval = tuple[int, int]
+
+
+def score(references: Sequence[Sequence[Interval | Sequence[Interval]]], chunks: ChunkIntervals,
+          ranking: np.ndarray, space_size: int) -> QueryScores:
+    """Score rankings against references, on the unit line.
+
+    Args:
+        references: per query, its references; each is an interval ``[a, b)``, or the
+            intervals of its occurrences, the marked one first (intervals may overlap).
+        chunks: every chunk of the run, retrieved or not (for precision-Ω).
+        ranking: chunk indices per query, best first, shape ``(n_queries, K)``;
+            ``-1`` marks an empty slot.
+        space_size: length of the unit line.
+    """
+    occurrences = [[_as_occurrences(r) for r in query] for query in references]
+    scores = _score_marked([[r[0] for r in query] for query in occurrences], chunks, ranking, space_size)
+    for q, query in enumerate(occurrences):
+        if any(len(r) > 1 for r in query):
+            _rescore_best_occurrences(scores, q, query, chunks, ranking[q], space_size)
+    return scores
+
+
+def _as_occurrences(reference: Interval | Sequence[Interval]) -> list[Interval]:
+    if len(reference) == 2 and all(isinstance(x, (int, np.integer)) for x in reference):
+        return [(int(reference[0]), int(reference[1]))]
+    return [(int(a), int(b)) for a, b in reference]
+
+
+def _rescore_best_occurrences(scores: QueryScores, q: int, references: list[list[Interval]],
+                              chunks: ChunkIntervals, ranking: np.ndarray, space_size: int) -> None:
+    """Row ``q`` of ``scores``, each reference at its best-covered occurrence per ``k``.
+
+    Both the choice and the metrics come from :func:`_score_marked`: the units of an
+    occurrence covered by the top ``k`` chunks are its recall at ``k`` times its length.
+    """
+    max_k = len(ranking)
+    row = ranking[None, :]
+    choices = []
+    for alternatives in references:
+        if len(alternatives) == 1:
+            choices.append(np.zeros(max_k, dtype=np.int64))
+            continue
+        single = _score_marked([[o] for o in alternatives], chunks, np.repeat(row, len(alternatives), axis=0),
+                               space_size)
+        covered = np.rint(single.recall * np.array([[b - a] for a, b in alternatives]))  # (occurrences, K)
+        choices.append(np.argmax(covered, axis=0))  # ties: the first, i.e. marked, then earliest
+    chosen_per_k = np.stack(choices, axis=1)  # (K, references)
+    scored: dict[tuple[int, ...], QueryScores] = {}  # the choice often stays the same as k grows
+    for k in range(1, max_k + 1):
+        picked = tuple(int(i) for i in chosen_per_k[k - 1])
+        if picked not in scored:
+            scored[picked] = _score_marked([[alts[i] for alts, i in zip(references, picked)]], chunks, row,
+                                           space_size)
+        again = scored[picked]
+        scores.recall[q, k - 1] = again.recall[0, k - 1]
+        scores.precision[q, k - 1] = again.precision[0, k - 1]
+        scores.iou[q, k - 1] = again.iou[0, k - 1]
+        if k == max_k:
+            scores.precision_omega[q] = again.precision_omega[0]
+
+
+def _score_marked(references: Sequence[Sequence[Interval]], chunks: ChunkIntervals,
+                  ranking: np.ndarray, space_size: int) -> QueryScores:
+    """The metrics with each reference at one interval (see the module docstring)."""
+    n_queries, max_k = ranking.shape
+    positions, owner = _reference_positions(references)
+    expected = np.bincount(owner, minlength=n_queries).astype(np.float64)
+
+    # Rank at which each reference unit is first covered by a retrieved chunk (K: never).
+    first_rank = np.full(len(positions), max_k, dtype=np.int64)
+    for rank in range(max_k):
+        chunk = ranking[owner, rank]
+        valid = chunk >= 0
+        safe = np.where(valid, chunk, 0)
+        covered = valid & ((chunks.starts[safe] <= positions[:, None])
+                           & (positions[:, None] < chunks.ends[safe])).any(axis=1)
+        first_rank = np.where(covered & (first_rank == max_k), rank, first_rank)
+    hits = np.bincount(owner * (max_k + 1) + first_rank, minlength=n_queries * (max_k + 1))
+    intersection = np.cumsum(hits.reshape(n_queries, max_k + 1)[:, :max_k], axis=1).astype(np.float64)
+
+    lengths = np.concatenate([chunks.lengths, [0]])  # index -1 -> length 0
+    retrieved = np.cumsum(lengths[ranking], axis=1).astype(np.float64)
+
+    recall = _ratio(intersection, expected[:, None])
+    precision = _ratio(intersection, retrieved)
+    iou = _ratio(intersection, expected[:, None] + retrieved - intersection)
+    omega = _precision_omega(references, chunks, positions, owner, n_queries, space_size)
+    return QueryScores(recall, precision, iou, omega)
+
+
+def _reference_positions(references: Sequence[Sequence[tuple[int, int]]]) -> tuple[np.ndarray, np.ndarray]:
+    """Units of each query's reference union, flattened, with the owning query index."""
+    positions, owner = [], []
+    for q, intervals in enumerate(references):
+        units = np.unique(np.concatenate(
+            [np.arange(a, b, dtype=np.int64) for a, b in intervals] or [np.zeros(0, np.int64)]))
+        positions.append(units)
+        owner.append(np.full(len(units), q, dtype=np.int64))
+    if not positions:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return np.concatenate(positions), np.concatenate(owner)
+
+
+def _precision_omega(references, chunks: ChunkIntervals, positions: np.ndarray,
+                     owner: np.ndarray, n_queries: int, space_size: int) -> np.ndarray:
+    # A reference unit is in t_e ∩ t_Ω exactly when some chunk covers it.
+    coverage = np.zeros(space_size + 1, dtype=np.int64)
+    flat_starts, flat_ends = chunks.starts.ravel(), chunks.ends.ravel()
+    nonempty = flat_ends > flat_starts
+    np.add.at(coverage, flat_starts[nonempty], 1)
+    np.add.at(coverage, flat_ends[nonempty], -1)
+    covered = np.cumsum(coverage)[:-1] > 0
+    numerator = np.bincount(owner, weights=covered[positions], minlength=n_queries)
+
+    # t_Ω: every chunk holding at least one reference unit, with multiplicity.
+    lengths = chunks.lengths
+    denominator = np.zeros(n_queries)
+    for q, intervals in enumerate(references):
+        relevant = np.zeros(len(chunks), dtype=bool)
+        for a, b in intervals:
+            overlap = (np.minimum(chunks.ends, b) - np.maximum(chunks.starts, a)) > 0
+            relevant |= overlap.any(axis=1)
+        denominator[q] = lengths[relevant].sum()
+    return _ratio(numerator, denominator)
+
+
+def _ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
+    numerator, denominator = np.broadcast_arrays(numerator, denominator)
+    out = np.zeros(numerator.shape, dtype=np.float64)
+    np.divide(numerator, denominator, out=out, where=denominator > 0)
+    return out
+
+
+def summarise(values: dict[str, np.ndarray], groups: Sequence[str] | None = None) -> dict:
+    """Mean and population standard deviation of each metric, overall and per group.
+
+    Returns ``{"overall": {metric: {"mean", "std"}}, "per_corpus": {group: {...}}}``
+    in fractions (not percent); ``per_corpus`` is present when ``groups`` is given.
+    """
+    def stats(mask: np.ndarray | slice) -> dict:
+        return {m: {"mean": float(np.mean(values[m][mask])), "std": float(np.std(values[m][mask]))}
+                for m in METRICS}
+
+    result: dict = {"overall": stats(slice(None))}
+    if groups is not None:
+        labels = np.asarray(groups)
+        result["per_corpus"] = {g: stats(labels == g) for g in dict.fromkeys(groups)}
+    return result
+
+
+def query_references(space: UnitSpace, queries: Sequence[Query],
+                     occurrences: OccurrenceTable | None = None) -> list[list[list[Interval]]]:
+    """Each query's references on ``space``'s unit line: per reference, the intervals of its
+    occurrences, the marked one first (only the marked one without ``occurrences``)."""
+    if occurrences is None:
+        return [[[space.reference_interval(q.corpus, r.document, r.start_index, r.end_index)]
+                 for r in q.references] for q in queries]
+    return [[[space.reference_interval(q.corpus, doc, start, end) for doc, start, end in alternatives]
+             for alternatives in table] for q, table in zip(queries, occurrences.queries)]

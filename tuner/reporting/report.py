@@ -1,0 +1,360 @@
+"""Reports: Pareto fronts, the best configuration against well-known defaults, and
+bootstrap confidence intervals, per corpus of a run.
+
+For each corpus study the report writes ``<corpus>-recall-iou.png``/``.html`` and
+``<corpus>-recall-cost.png``/``.html`` (every trial, the Pareto front, the best
+weighted configuration and the well-known defaults where they were evaluated), and a
+section of ``report.md``: the Pareto-optimal configurations, the best configuration,
+how it compares with the common token 800/400 default, 95% bootstrap confidence intervals
+over questions for the top configurations (with the selection caveat: the winner was
+chosen on those questions), the recommendation of the tie gate, the held-out check
+(search against validation score) and a cross-validated estimate of the gain over the
+default (:mod:`tuner.tuning.selection`).
+
+Per-query scores come from the trials, which store them; only the baseline (and a trial
+recorded before chunkwise stored them) is evaluated, with the study's own settings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import optuna
+
+from .._io.files import atomic_writer, private_dir, write_atomically
+from ..chunkers.config import ChunkerConfig
+from ..data.repeats import OccurrenceTable
+from ..embedding import EmbeddingCache
+from ..errors import ChunkwiseError
+from ..evaluation.config import EvaluationConfig
+from ..evaluation.evaluator import evaluate
+from ..retrieval.config import RetrievalConfig
+from ..tuning.objective import Scales, Weights
+from ..tuning.records import (
+    StudyError,
+    TrialRecord,
+    best_trial,
+    evaluated,
+    run_studies,
+    trial_attributes,
+)
+from ..tuning.selection import Candidate, candidate, cross_validated_gain, recommend_for_study
+from ..tuning.settings import StudySettings
+from ..tuning.storage import existing_run_storage, storage_errors
+from ..tuning.study import load_study_inputs
+
+#: Common defaults marked on the plots: (chunker, size, overlap).
+WELL_KNOWN = (("token", 800, 400), ("token", 400, 200), ("recursive", 200, 0))
+#: The default the best configuration is compared with (the one Chroma's report found worst on IoU).
+BASELINE = ("token", 800, 400)
+BASELINE_K = 5
+BASELINE_LABEL = f"default {BASELINE[0]} {BASELINE[1]}/{BASELINE[2]} k={BASELINE_K}"
+CONFIDENCE = 0.95
+
+
+@dataclass(frozen=True)
+class Axis:
+    """A metric plotted against recall."""
+
+    value: Callable[[TrialRecord], float]
+    label: str
+    maximize: bool
+    slug: str
+
+
+AXES = (Axis(lambda r: r.iou, "IoU", True, "iou"),
+        Axis(lambda r: r.cost_usd_per_1k_queries, "cost, $ per 1,000 queries", False, "cost"))
+
+
+def pareto(points: list[tuple[float, float]], maximize: tuple[bool, bool]) -> list[int]:
+    """Indices of the non-dominated points, sorted by the first coordinate."""
+    signs = np.array([1 if m else -1 for m in maximize], dtype=float)
+    values = np.asarray(points, dtype=float) * signs
+    front = [i for i, p in enumerate(values)
+             if not any(np.all(q >= p) and np.any(q > p) for q in values)]
+    return sorted(front, key=lambda i: points[i][0])
+
+
+def bootstrap_mean_ci(values: np.ndarray, rng: np.random.Generator, samples: int) -> tuple[float, float]:
+    """Percentile bootstrap confidence interval of the mean of ``values``."""
+    index = rng.integers(0, len(values), size=(samples, len(values)))
+    means = values[index].mean(axis=1)
+    tail = (1 - CONFIDENCE) / 2 * 100
+    low, high = np.percentile(means, [tail, 100 - tail])
+    return float(low), float(high)
+
+
+def _well_known_trials(trials: list[TrialRecord]) -> dict[tuple, list[TrialRecord]]:
+    found: dict[tuple, list[TrialRecord]] = {}
+    for t in trials:
+        key = (t.chunker, t.params.get("size"), t.params.get("overlap"))
+        if key in WELL_KNOWN:
+            found.setdefault(key, []).append(t)
+    return found
+
+
+def write_report(run: str, out_dir: str | Path, *, storage: str | None = None, top: int = 5, bootstrap: int = 2000,
+                 seed: int = 0, cache: EmbeddingCache | None = None, plotly_js: str = "inline",
+                 echo: Callable[[str], None] | None = None) -> Path:
+    """Write the report of every corpus study of run ``run`` (or ``RUN/CORPUS``); returns the
+    markdown file. ``storage`` defaults to ``sqlite:///studies/RUN.db``.
+
+    ``plotly_js="inline"`` makes each HTML plot self-contained (about 4 MB, works offline);
+    ``"cdn"`` loads plotly.js from its CDN instead (small files, needs a network to view).
+    """
+    study_storage = existing_run_storage(run, storage)
+    with storage_errors(study_storage.display_url):
+        names = run_studies(study_storage, run, where=study_storage.display_url)
+    out = Path(out_dir)
+    try:
+        private_dir(out)
+    except OSError as exc:
+        raise ChunkwiseError(f"cannot create the report folder {out}: {exc.strerror}") from None
+    sections = [f"# chunkwise report: {run}", ""]
+    for name in names:
+        with storage_errors(study_storage.display_url):
+            study = optuna.load_study(study_name=name, storage=study_storage)
+        sections += _corpus_section(study, out, top=top, bootstrap=bootstrap, seed=seed, cache=cache,
+                                    plotly_js=plotly_js, echo=echo or (lambda _: None))
+    path = out / "report.md"
+    write_atomically(path, "\n".join(sections) + "\n")
+    return path
+
+
+def _corpus_section(study: optuna.Study, out: Path, *, top: int, bootstrap: int, seed: int,
+                    cache: EmbeddingCache | None, plotly_js: str, echo: Callable[[str], None]) -> list[str]:
+    settings = StudySettings.of(study)
+    corpus_name = settings.corpus
+    trials = evaluated(study)
+    lines = [f"## {corpus_name} (study `{study.study_name}`)", ""]
+    if not trials:
+        return [*lines, "No complete trial yet.", ""]
+    best = best_trial(study)
+    known = _well_known_trials(trials)
+    stem = corpus_name.replace("/", "_")
+    echo(f"{study.study_name}: re-evaluating the top {min(top, len(trials))} configurations and the token "
+         f"{BASELINE[1]}/{BASELINE[2]} baseline for confidence intervals (embeddings come from the cache)...")
+    comparison, baseline = _comparison(study, settings, trials, best, top, bootstrap, seed, cache)
+    echo(f"{study.study_name}: drawing the Pareto plots...")
+    plot_files = _plots(trials, best, known, baseline, out, stem, plotly_js)
+    weights = ", ".join(f"{k} {v:g}" for k, v in settings.weights.as_dict().items())
+    lines += [
+        f"{settings.queries} queries; {len(trials)} evaluated configurations; embedder "
+        f"{settings.embedder.provider}:{settings.embedder.model}; unit {settings.unit}; "
+        f"weights {weights}.",
+        "",
+        f"![recall against IoU]({plot_files[0]}) ![recall against cost]({plot_files[1]})",
+        "",
+        f"Interactive: [recall-IoU]({plot_files[2]}), [recall-cost]({plot_files[3]}).",
+        "",
+        f"**Best weighted configuration**: `{best.label()}` (trial {best.number}), score {best.score:.4f}.",
+        "",
+        "### Pareto-optimal configurations (recall against IoU)",
+        "",
+        "| trial | configuration | recall | IoU | precision-Ω | latency ms | cost $/1k queries | score |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    front = pareto([(t.recall, t.iou) for t in trials], (True, True))
+    for i in front:
+        r = trials[i]
+        mark = " **(best)**" if r.number == best.number else ""
+        lines.append(f"| {r.number} | {r.label()}{mark} | {r.recall:.1%} | {r.iou:.2%} | {r.precision_omega:.1%} | "
+                     f"{r.latency_ms:.0f} | {r.cost_usd_per_1k_queries:.3f} | {r.score:.4f} |")
+    lines += ["", *comparison, ""]
+    return lines
+
+
+def _plots(trials: list[TrialRecord], best: TrialRecord, known: dict[tuple, list[TrialRecord]],
+           baseline: TrialRecord | None, out: Path, stem: str, plotly_js: str) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import plotly.graph_objects as go
+
+    files = []
+    html = []
+    for axis in AXES:
+        xs = [axis.value(t) for t in trials]
+        ys = [t.recall for t in trials]
+        front = pareto(list(zip(ys, xs)), (True, axis.maximize))
+        front = sorted(front, key=lambda i: xs[i])
+        short = axis.label.split(",")[0]
+        fig, ax = plt.subplots(figsize=(6.4, 4.4), dpi=110)
+        ax.scatter(xs, ys, s=16, c="#b0b0b0", label="trials")
+        ax.plot([xs[i] for i in front], [ys[i] for i in front], "-o", c="#1f77b4", ms=4, label="Pareto front")
+        ax.scatter([axis.value(best)], [best.recall], marker="*", s=220, c="#d62728", zorder=5,
+                   label=f"best score: {best.label()}")
+        markers = iter("s^D")
+        for (chunker, size, overlap), matches in known.items():
+            top_match = max(matches, key=lambda t: t.score)
+            ax.scatter([axis.value(top_match)], [top_match.recall], marker=next(markers), s=60, facecolors="none",
+                       edgecolors="black", zorder=4, label=f"{chunker} {size}/{overlap} (best k={top_match.k})")
+        if baseline is not None:
+            ax.scatter([axis.value(baseline)], [baseline.recall], marker="x", s=70, c="black", zorder=4,
+                       label=f"{BASELINE_LABEL} (evaluated for this report)")
+        ax.set_xlabel(axis.label)
+        ax.set_ylabel("recall")
+        if axis.slug == "iou":
+            ax.set_xscale("log")
+        ax.set_title(f"{stem}: recall against {short}")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="lower right")
+        fig.tight_layout()
+        png = f"{stem}-recall-{axis.slug}.png"
+        with atomic_writer(out / png, binary=True) as stream:  # a full disk leaves no truncated plot
+            fig.savefig(stream, format="png")
+        plt.close(fig)
+        files.append(png)
+
+        hover = [f"trial {t.number}: {t.label()}<br>score {t.score:.4f}" for t in trials]
+        figure = go.Figure()
+        figure.add_trace(go.Scatter(x=xs, y=ys, mode="markers", name="trials", text=hover, hoverinfo="text+x+y",
+                                    marker={"color": "#b0b0b0"}))
+        figure.add_trace(go.Scatter(x=[xs[i] for i in front], y=[ys[i] for i in front], mode="lines+markers",
+                                    name="Pareto front", text=[hover[i] for i in front], hoverinfo="text+x+y"))
+        figure.add_trace(go.Scatter(x=[axis.value(best)], y=[best.recall], mode="markers", name="best score",
+                                    marker={"symbol": "star", "size": 16, "color": "#d62728"},
+                                    text=[best.label()], hoverinfo="text+x+y"))
+        for (chunker, size, overlap), matches in known.items():
+            figure.add_trace(go.Scatter(x=[axis.value(t) for t in matches], y=[t.recall for t in matches],
+                                        mode="markers", name=f"{chunker} {size}/{overlap}",
+                                        marker={"symbol": "square-open", "size": 11},
+                                        text=[t.label() for t in matches], hoverinfo="text+x+y"))
+        if baseline is not None:
+            figure.add_trace(go.Scatter(x=[axis.value(baseline)], y=[baseline.recall], mode="markers",
+                                        name=f"{BASELINE_LABEL} (evaluated for this report)",
+                                        marker={"symbol": "x", "size": 12, "color": "black"}))
+        figure.update_layout(title=f"{stem}: recall against {short}", xaxis_title=axis.label,
+                             yaxis_title="recall", xaxis_type="log" if axis.slug == "iou" else "linear")
+        page = png.replace(".png", ".html")
+        with atomic_writer(out / page) as stream:
+            figure.write_html(stream, include_plotlyjs=True if plotly_js == "inline" else "cdn", full_html=True)
+        html.append(page)
+    return files + html
+
+
+def _comparison(study: optuna.Study, settings: StudySettings, trials: list[TrialRecord], best: TrialRecord, top: int,
+                bootstrap: int, seed: int, cache: EmbeddingCache | None) -> tuple[list[str], TrialRecord | None]:
+    """Top configurations against the baseline with per-query bootstrap intervals, the tie
+    gate's recommendation, the held-out check and the cross-validated gain.
+
+    Per-query scores come from the trials (stored when they ran); only the baseline, and a
+    trial recorded before chunkwise stored them, are evaluated here. Returns the markdown
+    lines and the baseline as a record (None when skipped).
+    """
+    try:
+        corpus, evalset = load_study_inputs(settings, study.study_name)
+    except StudyError:
+        return ["The corpus or queries changed since the study ran: bootstrap intervals skipped."], None
+    cache = cache if cache is not None else EmbeddingCache()
+    ranked = sorted(trials, key=lambda t: -t.score)[:top]
+    first = EvaluationConfig.from_dict(ranked[0].config)
+    base_config = EvaluationConfig(ChunkerConfig(BASELINE[0], {"size": BASELINE[1], "overlap": BASELINE[2]}).resolved(),
+                                   first.embedder, RetrievalConfig(k=BASELINE_K), first.unit, first.copies)
+    embedder = first.embedder.build(cache)
+    occurrences = OccurrenceTable.build(evalset, [corpus])
+
+    def per_query_of(record: TrialRecord) -> dict[str, np.ndarray]:
+        stored = record.per_query()
+        if stored is not None:
+            return stored
+        config = EvaluationConfig.from_dict(record.config)
+        return evaluate(corpus, evalset, config, embedder=embedder, occurrences=occurrences).scores.at(
+            config.retrieval.k)
+
+    per_query = [per_query_of(record) for record in ranked]
+    result = evaluate(corpus, evalset, base_config, embedder=embedder, occurrences=occurrences)
+    baseline = result.scores.at(BASELINE_K)
+    search = settings.search_mask(len(evalset))
+    base = TrialRecord.from_attrs(-1, trial_attributes(result, settings.rates_for(base_config.embedder),
+                                                       settings.weights, settings.scales, search=search))
+    rng = np.random.default_rng(seed)
+    n = len(evalset)
+    lines = [
+        f"### Top {len(ranked)} configurations against the token {BASELINE[1]}/{BASELINE[2]} default (k={BASELINE_K})",
+        "",
+        f"Means over all {n} questions with {CONFIDENCE:.0%} bootstrap confidence intervals ({bootstrap} resamples "
+        "of the questions); the differences are paired per question. These configurations were *selected* "
+        "for scoring well on the search questions, so their intervals are optimistic (the winner's curse): "
+        "read them with the held-out check and the cross-validated gain below.",
+        "",
+        "| configuration | recall | IoU | Δ recall vs default | Δ IoU vs default |",
+        "|---|---|---|---|---|",
+    ]
+    for record, scores in zip(ranked, per_query):
+        cells = []
+        for metric in ("recall", "iou"):
+            low, high = bootstrap_mean_ci(scores[metric], rng, bootstrap)
+            cells.append(f"{scores[metric].mean():.1%} [{low:.1%}, {high:.1%}]")
+        for metric in ("recall", "iou"):
+            diff = scores[metric] - baseline[metric]
+            low, high = bootstrap_mean_ci(diff, rng, bootstrap)
+            verdict = "" if low <= 0 <= high else " ✓" if low > 0 else " ✗"
+            cells.append(f"{diff.mean() * 100:+.1f} pts [{low * 100:+.1f}, {high * 100:+.1f}]{verdict}")
+        lines.append(f"| trial {record.number}: {record.label()} | " + " | ".join(cells) + " |")
+    base_cells = []
+    for metric in ("recall", "iou"):
+        low, high = bootstrap_mean_ci(baseline[metric], rng, bootstrap)
+        base_cells.append(f"{baseline[metric].mean():.1%} [{low:.1%}, {high:.1%}]")
+    lines.append(f"| {BASELINE_LABEL} | " + " | ".join(base_cells) + " | | |")
+    lines += ["", *_selection_lines(study, best, trials, base, baseline, settings.weights, settings.scales, seed)]
+    b, d = best, base
+    lines += [
+        "",
+        f"**Best against the token {BASELINE[1]}/{BASELINE[2]} default** (✓: the interval lies above 0, "
+        "✗: below):",
+        "",
+        "| metric | best | default | difference |",
+        "|---|---|---|---|",
+        f"| recall | {b.recall:.1%} | {d.recall:.1%} | {(b.recall - d.recall) * 100:+.1f} points |",
+        f"| precision | {b.precision:.2%} | {d.precision:.2%} | {_ratio(b.precision, d.precision)} |",
+        f"| IoU | {b.iou:.2%} | {d.iou:.2%} | {_ratio(b.iou, d.iou)} |",
+        f"| precision-Ω | {b.precision_omega:.1%} | {d.precision_omega:.1%} | "
+        f"{_ratio(b.precision_omega, d.precision_omega)} |",
+        f"| latency (modelled) | {b.latency_ms:.0f} ms | {d.latency_ms:.0f} ms | "
+        f"{_ratio(b.latency_ms, d.latency_ms)} |",
+        f"| cost per 1,000 queries | ${b.cost_usd_per_1k_queries:.3f} | ${d.cost_usd_per_1k_queries:.3f} | "
+        f"{_ratio(b.cost_usd_per_1k_queries, d.cost_usd_per_1k_queries)} |",
+        f"| weighted score | {b.score:.4f} | {d.score:.4f} | {(b.score - d.score):+.4f} |",
+    ]
+    return lines, base
+
+
+def _selection_lines(study: optuna.Study, best: TrialRecord, trials: list[TrialRecord], base: TrialRecord,
+                     baseline: dict[str, np.ndarray], weights: Weights, scales: Scales, seed: int) -> list[str]:
+    """The recommendation (tie gate), the held-out check and the cross-validated gain."""
+    lines = ["### Recommendation, held-out check and what tuning really gains", ""]
+    verdict = recommend_for_study(study, seed=seed)
+    if verdict is not None:
+        chosen = verdict.recommended
+        lines += [f"**Recommended**: `{chosen.label()}` (trial {chosen.number}). "
+                  + verdict.recommendation.describe(), ""]
+    checked = [best] + ([verdict.recommended] if verdict is not None and verdict.recommended.number != best.number
+                        else [])
+    if best.validation_score is not None:
+        lines += ["Scores on the search questions (which chose the winner) and on the held-out questions (never "
+                  "seen by the search); the difference is the optimism of picking the best:", "",
+                  "| trial | configuration | search score | held-out score | optimism gap | held-out recall |",
+                  "|---|---|---|---|---|---|"]
+        for record in checked:
+            lines.append(f"| {record.number} | {record.label()} | {record.score:.4f} | {record.validation_score:.4f} | "
+                         f"{record.score - record.validation_score:+.4f} | {record.validation_recall:.1%} |")
+        lines.append("")
+    candidates = [c for c in (candidate(r) for r in trials) if c is not None]
+    if len(candidates) >= 2:
+        default = Candidate(-1, baseline["recall"], baseline["iou"], base.latency_ms / 1000,
+                            base.cost_usd_per_1k_queries, int(base.metric("chunks")))
+        gain = cross_validated_gain(candidates, default, weights, scales, seed=seed)
+        lines += [f"Cross-validated gain over {BASELINE_LABEL} ({len(gain.folds)} folds: the configuration chosen on "
+                  f"the other folds' questions, scored on each fold): score {gain.gain:+.4f}, recall "
+                  f"{gain.recall_gain * 100:+.1f} points; choosing and scoring on the same questions would claim "
+                  f"{gain.naive_gain:+.4f}.", ""]
+    return lines
+
+
+def _ratio(value: float, reference: float) -> str:
+    return f"{value / reference:.1f}x" if reference > 0 else "n/a"

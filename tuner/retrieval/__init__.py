@@ -1,0 +1,51 @@
+"""Retrieval: how chunks are found for a question, scored the same way in evaluation and production.
+
+* :mod:`.methods`: the method registry (``dense``, ``bm25``, ``hybrid``) and :func:`retrieve`,
+  the one ranking path;
+* :mod:`.dense`: vector indexes (exact numpy search, chromadb); :mod:`.bm25`: the BM25 index;
+  :mod:`.fusion`: reciprocal-rank and weighted fusion; :mod:`.ranking`: rankings and ties;
+* :mod:`.context`: context headers (document title or heading path) prepended to what is indexed;
+* :mod:`.config`: the ``retrieval`` section of a configuration.
+"""
+
+from .bm25 import BM25_PARAMS, BM25_TOKENIZER, BM25Index, bm25_tokenize
+from .config import SCOPES, RetrievalConfig
+from .context import CONTEXTS, Outline, context_header, contextualize, with_header
+from .dense import BACKENDS, ChromaIndex, CollectionIndex, NumpyIndex, VectorIndex, make_index
+from .fusion import DEFAULT_ALPHA, DEFAULT_RRF_K, FUSION_DEPTH, FUSIONS, fuse_rrf, fuse_weighted
+from .methods import METHODS, RetrievalMethod, method_names, register_method, retrieval_method, retrieve
+from .ranking import Ranked, top_rows
+
+__all__ = [
+    "BACKENDS",
+    "BM25_PARAMS",
+    "BM25_TOKENIZER",
+    "CONTEXTS",
+    "DEFAULT_ALPHA",
+    "DEFAULT_RRF_K",
+    "FUSIONS",
+    "FUSION_DEPTH",
+    "METHODS",
+    "SCOPES",
+    "BM25Index",
+    "ChromaIndex",
+    "CollectionIndex",
+    "NumpyIndex",
+    "Outline",
+    "Ranked",
+    "RetrievalConfig",
+    "RetrievalMethod",
+    "VectorIndex",
+    "bm25_tokenize",
+    "context_header",
+    "contextualize",
+    "fuse_rrf",
+    "fuse_weighted",
+    "make_index",
+    "method_names",
+    "register_method",
+    "retrieval_method",
+    "retrieve",
+    "top_rows",
+    "with_header",
+]

@@ -1,0 +1,133 @@
+"""Retrieval methods, one registry: how each ranks chunks for a question, and what it needs.
+
+:func:`retrieve` is the one ranking path. Evaluation (:func:`tuner.evaluate`) and production
+(:meth:`tuner.deploy.production.Collection.query`) both call it, with the indexes they hold, so
+a configuration is ranked the same way where it was scored and where it is served.
+
+* ``dense``: cosine similarity of the chunk and question vectors (:mod:`.dense`);
+* ``bm25``: Okapi BM25 over the chunks' texts (:mod:`.bm25`); embeds nothing;
+* ``hybrid``: both, fused (:mod:`.fusion`) by reciprocal-rank fusion (``rrf``) or weighted
+  score fusion (``weighted``).
+
+Every ranking breaks ties by the lower row (the chunk that comes first), so rankings are
+deterministic. To add a method, subclass :class:`RetrievalMethod` in a module of this package,
+decorate it with :func:`register_method` and import the module in ``__init__``: the
+configuration schema, the command line and search spaces read the names from here.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, ClassVar, TypeVar
+
+import numpy as np
+
+from ..errors import InvalidParameterError
+from .fusion import FUSION_DEPTH, FUSION_PARAMETERS, fuse_rrf, fuse_weighted
+from .ranking import Ranked
+
+if TYPE_CHECKING:
+    from .bm25 import BM25Index
+    from .config import RetrievalConfig
+    from .dense import VectorIndex
+
+
+class RetrievalMethod(ABC):
+    """A way to rank chunks for questions.
+
+    ``embeds``: it needs chunk and question vectors (a vector index); ``lexical``: it needs a
+    BM25 index over the chunks' texts; ``options``: the configuration fields that belong to it
+    (any other method refuses them).
+    """
+
+    name: ClassVar[str]
+    embeds: ClassVar[bool] = True
+    lexical: ClassVar[bool] = False
+    options: ClassVar[tuple[str, ...]] = ()
+
+    @abstractmethod
+    def rank(self, settings: RetrievalConfig, k: int, *, dense: VectorIndex | None,
+             lexical: BM25Index | None, query_vectors: np.ndarray | None,
+             questions: Sequence[str] | None) -> Ranked:
+        """The ``k`` best rows per question, best first."""
+
+
+_METHODS: dict[str, RetrievalMethod] = {}
+M = TypeVar("M", bound=type[RetrievalMethod])
+
+
+def register_method(cls: M) -> M:
+    """Class decorator: make a retrieval method available by its ``name``."""
+    if cls.name in _METHODS:
+        raise ValueError(f"a retrieval method named {cls.name!r} is already registered")
+    _METHODS[cls.name] = cls()
+    return cls
+
+
+def method_names() -> tuple[str, ...]:
+    """The registered methods, in registration order (``dense`` first: the default)."""
+    return tuple(_METHODS)
+
+
+def retrieval_method(name: str) -> RetrievalMethod:
+    """The method registered as ``name``."""
+    try:
+        return _METHODS[name]
+    except KeyError:
+        raise InvalidParameterError(
+            f"unknown retrieval method {name!r}; available: {', '.join(method_names())}") from None
+
+
+@register_method
+class Dense(RetrievalMethod):
+    name = "dense"
+
+    def rank(self, settings, k, *, dense, lexical, query_vectors, questions):
+        return dense.search_scored(query_vectors, k)
+
+
+@register_method
+class BM25(RetrievalMethod):
+    name = "bm25"
+    embeds = False
+    lexical = True
+
+    def rank(self, settings, k, *, dense, lexical, query_vectors, questions):
+        return lexical.search_scored(questions, k)
+
+
+@register_method
+class Hybrid(RetrievalMethod):
+    name = "hybrid"
+    lexical = True
+    options = ("fusion", *FUSION_PARAMETERS.values())
+
+    def rank(self, settings, k, *, dense, lexical, query_vectors, questions):
+        depth = max(k, FUSION_DEPTH)
+        vectors, terms = dense.search_scored(query_vectors, depth), lexical.search_scored(questions, depth)
+        if settings.fusion == "weighted":
+            return fuse_weighted(vectors, terms, settings.alpha, k)
+        return fuse_rrf([vectors, terms], settings.rrf_k, k)
+
+
+#: Retrieval methods: vectors, BM25, or both fused.
+METHODS = method_names()
+
+
+def retrieve(settings: RetrievalConfig, *, dense: VectorIndex | None = None, lexical: BM25Index | None = None,
+             query_vectors: np.ndarray | None = None, questions: Sequence[str] | None = None,
+             k: int | None = None) -> Ranked:
+    """The top ``k`` (default ``settings.k``) rows per query by ``settings.method``.
+
+    ``dense`` and ``query_vectors`` are needed by methods that embed (``dense``, ``hybrid``);
+    ``lexical`` and ``questions`` by those that read BM25 (``bm25``, ``hybrid``). Scores are
+    cosine similarities (``dense``), BM25 scores (``bm25``) or fused scores (``hybrid``).
+    """
+    method = retrieval_method(settings.method)
+    if method.embeds and (dense is None or query_vectors is None):
+        raise ValueError(f"{method.name} retrieval needs a vector index and query vectors")
+    if method.lexical and (lexical is None or questions is None):
+        raise ValueError(f"{method.name} retrieval needs a BM25 index and the questions")
+    return method.rank(settings, settings.k if k is None else k, dense=dense, lexical=lexical,
+                       query_vectors=query_vectors, questions=questions)

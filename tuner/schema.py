@@ -1,0 +1,182 @@
+"""Declared values: state a value's kind and allowed range once, check it, and say what is wrong.
+
+Two kinds of declarations share one :class:`ParamSpec`:
+
+* chunker parameters, with :func:`param` (see :mod:`tuner.chunkers.base`): the same declaration
+  validates a chunker, documents it (``chunkwise chunkers``) and checks search spaces;
+* the fields of every configuration class (the configuration schema, the study's weights, rates
+  and scales, a study spec), with :func:`setting`, checked by :func:`check_settings` in one message
+  format: where the value came from, the value, and what is allowed::
+
+      retrieval.k=0 is invalid; allowed: an integer >= 1
+      embedder.precision='fp16' is invalid; allowed: fp32, bf16, int8
+
+A mapping read from a file is checked for unknown keys by :func:`check_keys`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import InvalidParameterError
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """Allowed values of one parameter or setting.
+
+    ``low``/``high`` are inclusive bounds for numbers, ``above`` an exclusive lower bound;
+    ``choices`` lists the allowed values of a categorical one; ``optional`` allows ``None``.
+    """
+
+    kind: type
+    low: float | None = None
+    high: float | None = None
+    choices: tuple[Any, ...] | None = None
+    help: str = ""
+    optional: bool = False
+    above: float | None = None
+
+    def describe(self) -> str:
+        """Compact, as ``chunkwise chunkers`` and search-space errors show it: ``int in [1, inf]``."""
+        if self.choices is not None:
+            return "one of " + ", ".join(repr(c) for c in self.choices)
+        if self.kind in (int, float):
+            low = "-inf" if self.low is None else _fmt(self.low)
+            high = "inf" if self.high is None else _fmt(self.high)
+            return f"{self.kind.__name__} in [{low}, {high}]"
+        return "list" if self.kind is tuple else self.kind.__name__
+
+    def allowed(self) -> str:
+        """In words, as a configuration error says it: ``an integer >= 1``, ``rrf, weighted``."""
+        if self.choices is not None:
+            return ", ".join(str(c) for c in self.choices)
+        noun = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}.get(
+            self.kind, self.kind.__name__)
+        if self.kind not in (int, float):
+            return noun
+        if self.low is not None and self.high is not None:
+            return f"{noun} in [{_fmt(self.low)}, {_fmt(self.high)}]"
+        if self.above is not None:
+            return f"{noun} > {_fmt(self.above)}"
+        if self.low is not None:
+            return f"{noun} >= {_fmt(self.low)}"
+        if self.high is not None:
+            return f"{noun} <= {_fmt(self.high)}"
+        return noun
+
+    def coerce(self, value: Any) -> Any:
+        """``value`` converted to the declared kind and checked against the range; raises
+        ``ValueError`` (without a message) when it is not allowed."""
+        if value is None and self.optional:
+            return None
+        if self.kind is int:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError
+            if isinstance(value, float) and not value.is_integer():
+                raise ValueError
+            value = int(value)
+        elif self.kind is float:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError
+            value = float(value)
+            if not math.isfinite(value):
+                raise ValueError
+        elif self.kind is tuple:  # a list parameter (tuples keep chunkers hashable)
+            if isinstance(value, str) or not isinstance(value, Sequence):
+                raise ValueError
+            value = tuple(value)
+        elif not isinstance(value, self.kind) or (self.kind is not bool and isinstance(value, bool)):
+            raise ValueError
+        if self.choices is not None and value not in self.choices:
+            raise ValueError
+        if self.low is not None and value < self.low:
+            raise ValueError
+        if self.high is not None and value > self.high:
+            raise ValueError
+        if self.above is not None and value <= self.above:
+            raise ValueError
+        return value
+
+    def check(self, owner: str, name: str, value: Any) -> Any:
+        """A chunker parameter's value, coerced, or a clear error naming the chunker."""
+        try:
+            return self.coerce(value)
+        except ValueError:
+            raise InvalidParameterError(
+                f"{owner}: parameter {name}={value!r} is invalid; expected {self.describe()}") from None
+
+
+def _fmt(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else str(x)
+
+
+def _spec(kind: type, low: float | None, high: float | None, choices: Iterable[Any] | None, help: str,
+          optional: bool = False, above: float | None = None) -> ParamSpec:
+    return ParamSpec(kind, low, high, None if choices is None else tuple(choices), help, optional, above)
+
+
+def _field(default: Any, spec: ParamSpec) -> Any:
+    if isinstance(default, (list, tuple)):
+        value = tuple(default)
+        return dataclasses.field(default_factory=lambda: value, metadata={"spec": spec})
+    return dataclasses.field(default=default, metadata={"spec": spec})
+
+
+def param(default: Any, kind: type, *, low: float | None = None, high: float | None = None,
+          choices: Sequence[Any] | None = None, help: str = "") -> Any:
+    """Declare a chunker parameter: a dataclass field carrying its :class:`ParamSpec`."""
+    return _field(default, _spec(kind, low, high, choices, help))
+
+
+def setting(default: Any, kind: type, *, low: float | None = None, high: float | None = None,
+            above: float | None = None, choices: Iterable[Any] | None = None, optional: bool = False,
+            help: str = "") -> Any:
+    """Declare a field of a configuration class: its kind, range or choices, and whether ``None``
+    is allowed (``optional``). :func:`check_settings` checks and coerces every declared field."""
+    return _field(default, _spec(kind, low, high, choices, help, optional, above))
+
+
+def check_settings(obj: Any, where: str) -> None:
+    """Check and coerce every :func:`setting` of the frozen dataclass ``obj``; the first value not
+    allowed raises ``InvalidParameterError`` naming ``where.name``, the value and what is allowed."""
+    for field in dataclasses.fields(obj):
+        spec: ParamSpec | None = field.metadata.get("spec")
+        if spec is None:
+            continue
+        value = getattr(obj, field.name)
+        object.__setattr__(obj, field.name, check_value(spec, value, f"{where}.{field.name}" if where else field.name))
+
+
+def check_value(spec: ParamSpec, value: Any, name: str) -> Any:
+    """``value`` coerced by ``spec``, or ``NAME=VALUE is invalid; allowed: ...``."""
+    try:
+        return spec.coerce(value)
+    except ValueError:
+        raise InvalidParameterError(f"{name}={value!r} is invalid; allowed: {spec.allowed()}") from None
+
+
+def setting_spec(cls: type, name: str) -> ParamSpec:
+    """The declaration of field ``name`` of a configuration class."""
+    return next(f.metadata["spec"] for f in dataclasses.fields(cls) if f.name == name)
+
+
+def check_keys(data: Any, where: str, allowed: Iterable[str]) -> dict[str, Any]:
+    """``data`` if it is a mapping whose keys are all in ``allowed``; else a clear error."""
+    allowed = list(allowed)
+    if not isinstance(data, dict):
+        raise InvalidParameterError(f"{where} must be a mapping, got {type(data).__name__}")
+    unknown = sorted(set(data) - set(allowed), key=str)
+    if unknown:
+        raise InvalidParameterError(
+            f"{where}: unknown key(s) {', '.join(map(str, unknown))}; allowed: {', '.join(sorted(allowed))}")
+    return data
+
+
+def field_names(cls: type) -> list[str]:
+    """The init fields of a dataclass, in order (the keys its ``from_dict`` accepts)."""
+    return [f.name for f in dataclasses.fields(cls) if f.init]

@@ -1,0 +1,248 @@
+"""A study's settings: written once when the study is created, read back once per process.
+
+The settings (a JSON mapping under the study's ``settings`` attribute, see :mod:`.records`)
+define what the study's results mean: its space, embedder, scoring unit, weights, rates and
+scales, the data it was created with (paths and content hashes), the held-out questions and
+the fidelity rungs. :func:`build_settings` writes them for a new study; :class:`StudySettings`
+reads them into types once, and the run, every worker, every trial, the report and the export
+receive that one object instead of picking keys out of the mapping.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import asdict
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import optuna
+
+from .._version import __version__
+from ..data.corpus import Corpus
+from ..data.evalset import EvaluationSet
+from ..data.repeats import OccurrenceTable
+from ..embedding.cache import EmbeddingCache
+from ..embedding.config import EmbedderConfig, embedder_key, shared_embedder
+from ..evaluation.fidelity import FULL, Fidelity
+from .objective import Rates, ResolvedRates, Scales, Weights, resolve_rates, stored_throughput
+from .records import RESOLVED_RATES_KEY, settings_of
+from .space import SearchSpace, parse_search_space
+
+if TYPE_CHECKING:
+    from .study import StudySpec
+
+#: ``fidelity: auto`` climbs :data:`AUTO_RUNGS` on corpora of at least this many characters
+#: (below it a cold trial takes about a minute on two cores: pruning would save little).
+AUTO_MIN_CHARS = 2_000_000
+#: The rungs ``fidelity: auto`` uses: 10% of the distractors, then the best third at full
+#: fidelity. Measured on a 2 MB corpus (BENCHMARKS.md, "Multi-fidelity search"): 99.98% of the
+#: best full-fidelity score on average over 2,000 simulated 60-trial studies, the best found 98%
+#: of the time; three rungs saved more and lost more (0.1, 0.3, 1: 99.8%, best found 86%).
+AUTO_RUNGS = Fidelity(rungs=(0.1, 1.0), reduction=3)
+#: Settings that define a study's results: a resumed run must agree on all of them.
+COMPARED_SETTINGS = ("space", "embedder", "unit", "copies", "weights", "rates", "scales",
+                     "corpus_sha256", "evaluation_set_sha256", "validation", "conversion", "fidelity")
+
+
+class StudySettings:
+    """A study's stored settings, read into types once.
+
+    ``stored`` is the mapping as the study keeps it (JSON); the properties read it.
+    """
+
+    def __init__(self, stored: dict[str, Any]) -> None:
+        self.stored = stored
+
+    @classmethod
+    def of(cls, study: optuna.Study) -> StudySettings:
+        """The settings of a chunkwise study (a foreign study is refused)."""
+        return cls(settings_of(study))
+
+    # --- the data the study was created with ---------------------------------------------------
+    @property
+    def corpus(self) -> str:
+        return self.stored["corpus"]
+
+    @property
+    def corpus_path(self) -> str:
+        return self.stored["corpus_path"]
+
+    @property
+    def corpus_sha256(self) -> str:
+        return self.stored["corpus_sha256"]
+
+    @property
+    def corpus_include(self) -> tuple[str, ...]:
+        return tuple(self.stored.get("corpus_include") or ())
+
+    @property
+    def corpus_exclude(self) -> tuple[str, ...]:
+        return tuple(self.stored.get("corpus_exclude") or ())
+
+    @property
+    def converters(self) -> Any:
+        """The converters the corpus's documents were converted with (None for text files)."""
+        return (self.stored.get("conversion") or {}).get("converters")
+
+    @property
+    def queries_path(self) -> str:
+        return self.stored["queries_path"]
+
+    @property
+    def queries(self) -> int:
+        return self.stored["queries"]
+
+    @property
+    def evaluation_set_sha256(self) -> str:
+        return self.stored["evaluation_set_sha256"]
+
+    @property
+    def repair_references(self) -> bool:
+        return bool(self.stored.get("repair_references"))
+
+    # --- what the results mean ---------------------------------------------------------------
+    @cached_property
+    def space(self) -> SearchSpace:
+        return parse_search_space(self.stored["space"], self.stored.get("space_source", "<study>"))
+
+    @cached_property
+    def embedder(self) -> EmbedderConfig:
+        """The embedder of every trial whose space does not choose one."""
+        return EmbedderConfig.from_dict(self.stored["embedder"])
+
+    @property
+    def unit(self) -> str:
+        return self.stored["unit"]
+
+    @property
+    def copies(self) -> str:
+        return self.stored.get("copies", "any")
+
+    @cached_property
+    def weights(self) -> Weights:
+        return Weights(**self.stored["weights"])
+
+    @cached_property
+    def scales(self) -> Scales:
+        return Scales(**self.stored["scales"])
+
+    @cached_property
+    def rates(self) -> Rates:
+        return Rates(**self.stored["rates"])
+
+    @cached_property
+    def resolved_rates(self) -> dict[str, ResolvedRates]:
+        """Each embedder's rates, resolved once per study (see :func:`resolve_study_rates`)."""
+        return {key: ResolvedRates(**value) for key, value in self.stored.get(RESOLVED_RATES_KEY, {}).items()}
+
+    def rates_for(self, embedder: EmbedderConfig) -> ResolvedRates | None:
+        return self.resolved_rates.get(embedder_key(embedder))
+
+    @cached_property
+    def fidelity(self) -> Fidelity:
+        """The rungs trials climb (full fidelity for studies made before rungs existed)."""
+        return Fidelity.from_dict(self.stored["fidelity"]) if self.stored.get("fidelity") else FULL
+
+    # --- the held-out check ----------------------------------------------------------------
+    @cached_property
+    def held_out(self) -> frozenset[str]:
+        """The ids of the questions held out of the search."""
+        return frozenset((self.stored.get("validation") or {}).get("queries", []))
+
+    def search_mask(self, queries: int) -> np.ndarray:
+        """Which of the study's questions (evaluation-set order) the search sees: all but the held-out ones
+        (all of them when the stored split does not describe ``queries`` questions)."""
+        ids = (self.stored.get("validation") or {}).get("ids")
+        if not ids or len(ids) != queries:
+            return np.ones(queries, dtype=bool)
+        return np.array([qid not in self.held_out for qid in ids], dtype=bool)
+
+
+def build_settings(spec: StudySpec, corpus: Corpus, evalset: EvaluationSet, space: SearchSpace,
+                   corpus_path: str) -> dict[str, Any]:
+    """The settings stored with a new corpus study (JSON-ready)."""
+    return {
+        "chunkwise_version": __version__,
+        "corpus": corpus.name,
+        "corpus_path": str(Path(corpus_path).resolve()) if not any(c in corpus_path for c in "*?[") else corpus_path,
+        "corpus_sha256": corpus.sha256,
+        "queries_path": str(Path(spec.queries).resolve()),
+        "queries": len(evalset),
+        "evaluation_set_sha256": evalset.sha256,
+        "space": space.to_dict(),
+        "space_source": space.source,
+        "embedder": spec.embedder.to_dict(),
+        "unit": spec.unit,
+        "copies": spec.copies,
+        "validation": validation_split(evalset, spec.validation),
+        "repeated_references": OccurrenceTable.build(evalset, [corpus]).summary().to_dict(),
+        "weights": _plain(spec.weights),
+        "rates": _plain(spec.rates),
+        "scales": _plain(spec.scales),
+        "repair_references": spec.repair_references,
+        # Converted documents (PDF, HTML, DOCX, ...): the converters, compared on resume, and
+        # each document's conversion hash; None for a corpus of text files.
+        "conversion": corpus.conversion,
+        "corpus_include": list(spec.include),
+        "corpus_exclude": list(spec.exclude),
+        "fidelity": resolve_fidelity(spec.fidelity, corpus).to_dict(),
+    }
+
+
+def resolve_fidelity(choice: str | Fidelity, corpus: Corpus) -> Fidelity:
+    """The rungs a corpus's study climbs: ``auto`` is :data:`AUTO_RUNGS` on a corpus of
+    :data:`AUTO_MIN_CHARS` characters or more, full fidelity below."""
+    if isinstance(choice, Fidelity):
+        return choice
+    if choice == "auto" and sum(len(doc.text) for doc in corpus) >= AUTO_MIN_CHARS:
+        return AUTO_RUNGS
+    return FULL
+
+
+def validation_split(evalset: EvaluationSet, fraction: float, seed: int = 0) -> dict[str, Any]:
+    """The held-out part of a corpus's questions: ``round(fraction * n)`` queries (at least one
+    when ``fraction > 0`` and there are two or more), chosen by a hash of ``seed`` and each
+    query's id, so the split is the same in every run, worker and machine, and does not depend
+    on the order of the file.
+
+    >>> from tuner.data.evalset import EvaluationSet, Query
+    >>> queries = EvaluationSet(tuple(Query(f"q{i}", "?", "c", ()) for i in range(8)))
+    >>> validation_split(queries, 0.25)["queries"]  # of q0..q7
+    ['q4', 'q6']
+    """
+    ids = [q.id for q in evalset]
+    count = round(fraction * len(ids))
+    if fraction > 0 and count == 0 and len(ids) >= 2:
+        count = 1
+    count = min(count, len(ids) - 1) if ids else 0
+    ranked = sorted(ids, key=lambda qid: hashlib.sha256(f"{seed}:{qid}".encode()).hexdigest())
+    held_out = set(ranked[:count])
+    return {"fraction": fraction, "seed": seed, "queries": [qid for qid in ids if qid in held_out], "ids": ids}
+
+
+def _plain(obj: Any) -> dict[str, Any]:
+    return {k: v for k, v in obj.__dict__.items() if not k.startswith("_")}
+
+
+def resolve_study_rates(settings: StudySettings, rates: Rates, embedders: list[EmbedderConfig],
+                        cache: EmbeddingCache | None,
+                        echo: Callable[[str], None] | None = None) -> dict[str, Any] | None:
+    """The stored settings with every embedder's rates resolved, or None when nothing was missing.
+
+    Resolving a local model's rates measures its throughput once per machine (it loads the
+    model: ``echo`` says so when it does, since it takes a while).
+    """
+    resolved = dict(settings.stored.get(RESOLVED_RATES_KEY, {}))
+    missing = [e for e in embedders if embedder_key(e) not in resolved]
+    if not missing:
+        return None
+    for config in missing:
+        embedder = shared_embedder(config, cache)
+        if (echo is not None and config.local and rates.embed_tokens_per_s is None
+                and stored_throughput(embedder) is None):
+            echo(f"loading {config.model} and measuring its throughput (once per machine)...")
+        resolved[embedder_key(config)] = asdict(resolve_rates(rates, embedder, config.provider))
+    return {**settings.stored, RESOLVED_RATES_KEY: resolved}
