@@ -291,6 +291,8 @@ def _build_parser() -> argparse.ArgumentParser:
     convert.add_argument("source", metavar="SRC", help="a file, a folder or a quoted glob")
     convert.add_argument("-o", "--output", required=True, metavar="DIR", help="folder to write the texts into")
     _add_filter_arguments(convert)
+    convert.add_argument("--stats", action="store_true",
+                         help="print per converted file the share of its text removed as furniture")
     convert.set_defaults(handler=_cmd_convert)
     return parser
 
@@ -317,6 +319,8 @@ def _add_filter_arguments(parser: argparse.ArgumentParser) -> None:
                              "matches file names, e.g. '*.pdf')")
     parser.add_argument("--exclude", action="append", metavar="GLOB",
                         help="leave out the files of a folder or glob matching GLOB (repeatable; e.g. 'drafts/*')")
+    parser.add_argument("--keep-links", action="store_true",
+                        help="converted HTML, DOCX and EPUB keep links as [text](url) (default: their text only)")
 
 
 def _add_data_arguments(parser: argparse.ArgumentParser) -> None:
@@ -341,8 +345,8 @@ def _load_data(args: argparse.Namespace):
     from .corpus import load_corpus, parse_corpus_spec
     from .evalset import load_evaluation_set
 
-    corpora = [load_corpus(path, name, include=args.include or (), exclude=args.exclude or ())
-               for name, path in map(parse_corpus_spec, args.corpus)]
+    corpora = [load_corpus(path, name, include=args.include or (), exclude=args.exclude or (),
+                           keep_links=args.keep_links) for name, path in map(parse_corpus_spec, args.corpus)]
     names = [c.name for c in corpora]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
@@ -388,7 +392,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
                       validation=args.validation, weights=args.weights,
                       storage=args.storage, trials=args.n_trials, jobs=args.jobs, seed=args.seed, cache=args.cache,
                       repair_references=args.repair_references, include=args.include, exclude=args.exclude,
-                      fidelity=args.fidelity, precision=args.precision)
+                      keep_links=args.keep_links, fidelity=args.fidelity, precision=args.precision)
     _quiet_optuna()
     if args.dry_run:
         from .tuning.plan import format_plan, plan_run
@@ -468,7 +472,8 @@ def _cmd_chunk(args: argparse.Namespace) -> int:
         check_writable(args.output)
     if args.chroma:
         check_collection_target(args.chroma, args.collection, replace=args.replace)
-    chunks = list(chunk_paths(config, args.paths, include=args.include or (), exclude=args.exclude or ()))
+    chunks = list(chunk_paths(config, args.paths, include=args.include or (), exclude=args.exclude or (),
+                              keep_links=args.keep_links))
     if args.chroma:
         cache = EmbeddingCache(args.cache) if args.cache else None
         collection = build_collection(config, args.paths, args.chroma, args.collection, cache=cache,
@@ -517,7 +522,8 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     from .generate import format_distributions, generate_evaluation_set, similarity_distributions
     from .llm import LLMClient
 
-    corpus = load_corpus(args.corpus, args.name, include=args.include or (), exclude=args.exclude or ())
+    corpus = load_corpus(args.corpus, args.name, include=args.include or (), exclude=args.exclude or (),
+                         keep_links=args.keep_links)
     embedder = (EmbedderConfig.parse(args.embedder) if args.embedder else EmbedderConfig()).build(EmbeddingCache())
     if args.calibrate:
         if not Path(args.output).is_file():
@@ -543,14 +549,17 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 
 
 def _cmd_convert(args: argparse.Namespace) -> int:
-    from .convert import write_text_corpus
+    from .convert import furniture_report, write_text_corpus
     from .corpus import load_corpus
 
-    corpus = load_corpus(args.source, include=args.include or (), exclude=args.exclude or ())
+    corpus = load_corpus(args.source, include=args.include or (), exclude=args.exclude or (),
+                         keep_links=args.keep_links)
     written = write_text_corpus(corpus, args.output)
     converted = sum(d.conversion is not None for d in corpus)
     print(f"wrote {len(written)} document text(s) to {args.output} ({converted} converted, "
           f"{len(written) - converted} text file(s) copied); references use the original paths as document ids")
+    if args.stats:
+        print(furniture_report(corpus))
     return 0
 
 

@@ -136,7 +136,7 @@ class Corpus:
     @property
     def conversion(self) -> dict[str, Any] | None:
         """How the corpus's converted documents were converted, None if none was:
-        ``{"converters": {".pdf": "pdf: chunkwise-convert 1, pypdfium2 5.15.2", ...},
+        ``{"converters": {".pdf": "pdf: chunkwise-convert 2, pypdfium2 5.15.2", ...},
         "documents": {"report.pdf": CONVERSION_HASH, ...}}``. Studies keep it, so a resume with
         another converter is refused with the converter's change spelled out."""
         converted = [d for d in self.documents if d.conversion is not None]
@@ -148,7 +148,8 @@ class Corpus:
 
 
 def load_corpus(source: str | Path, name: str | None = None, *, include: Sequence[str] = (),
-                exclude: Sequence[str] = (), conversion_cache: str | Path | bool = True) -> Corpus:
+                exclude: Sequence[str] = (), conversion_cache: str | Path | bool = True,
+                keep_links: bool = False) -> Corpus:
     """Read a corpus from a file, a folder (recursively) or a glob pattern.
 
     Args:
@@ -165,6 +166,9 @@ def load_corpus(source: str | Path, name: str | None = None, *, include: Sequenc
             relative to the folder (``drafts/*``; ``*`` also matches ``/``).
         conversion_cache: the folder of converted texts (see :func:`tuner.convert.convert_file`);
             ``True`` for the default, ``False`` for none.
+        keep_links: converted documents (HTML, DOCX, EPUB) keep their links as markdown links,
+            ``[text](url)``, instead of their text; recorded in the converter's identity, so a
+            study compares it (see :func:`tuner.convert.convert_file`).
 
     Folders and globs are read the same way: hidden files and folders (``.name``) are
     skipped, and symbolic links to folders are not followed, so a link such as
@@ -219,7 +223,7 @@ def load_corpus(source: str | Path, name: str | None = None, *, include: Sequenc
         raise CorpusError(f"corpus {str(source)!r} does not exist")
     documents = []
     for f in files:
-        document = _read_document(f, f.relative_to(root).as_posix(), conversion_cache)
+        document = _read_document(f, f.relative_to(root).as_posix(), conversion_cache, keep_links)
         summary.read[f.suffix.lower()] += 1
         if document.conversion is not None:
             summary.converted += 1
@@ -271,10 +275,11 @@ def matches(relative: str, pattern: str) -> bool:
     return fnmatch.fnmatchcase(relative, pattern)
 
 
-def _read_document(path: Path, document_id: str, conversion_cache: str | Path | bool) -> Document:
+def _read_document(path: Path, document_id: str, conversion_cache: str | Path | bool,
+                   keep_links: bool = False) -> Document:
     data = _read_bytes(path)
     if path.suffix.lower() in CONVERTIBLE_SUFFIXES:
-        text, conversion = convert_file(path, data, cache_dir=conversion_cache)
+        text, conversion = convert_file(path, data, cache_dir=conversion_cache, keep_links=keep_links)
         return Document(document_id, text, "utf-8", conversion)
     try:
         text, encoding = decode_text(data, path)

@@ -66,13 +66,13 @@ class CollectionError(ChunkwiseError):
 
 
 def chunk_paths(config: ExportedConfig, paths: Sequence[str | Path], *, include: Sequence[str] = (),
-                exclude: Sequence[str] = ()) -> Iterator[tuple[str, Chunk]]:
+                exclude: Sequence[str] = (), keep_links: bool = False) -> Iterator[tuple[str, Chunk]]:
     """Chunks of every document under ``paths`` (files, folders, globs; PDF, HTML, DOCX ... are
     converted to text as in tuning), with their corpus name; ``include``/``exclude`` as in
-    :func:`tuner.corpus.load_corpus`."""
+    :func:`tuner.corpus.load_corpus`, like ``keep_links``."""
     chunker = config.chunker()
     for path in paths:
-        corpus = load_corpus(path, include=include, exclude=exclude)
+        corpus = load_corpus(path, include=include, exclude=exclude, keep_links=keep_links)
         for document in corpus:
             for chunk in chunker.split(document):
                 yield corpus.name, chunk

@@ -102,6 +102,8 @@ class StudySpec:
     #: Glob patterns choosing the files of folder and glob corpora (see tuner.corpus.load_corpus).
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
+    #: Converted documents keep their links as markdown links (see tuner.convert.convert_file).
+    keep_links: bool = False
     #: ``"auto"``, ``"full"`` or explicit rungs (see :func:`parse_fidelity`).
     fidelity: str | Fidelity = "auto"
 
@@ -146,7 +148,7 @@ def build_spec(study_file: str | Path | None = None, *, name: str | None = None,
                validation: float | None = None, weights: str | None = None,
                storage: str | None = None, trials: int | None = None, jobs: int | None = None,
                seed: int | None = None, cache: str | None = None, repair_references: bool = False,
-               include: list[str] | None = None, exclude: list[str] | None = None,
+               include: list[str] | None = None, exclude: list[str] | None = None, keep_links: bool = False,
                fidelity: str | None = None, precision: str | None = None) -> StudySpec:
     """A run's spec from a study file and/or command-line values (given values win).
 
@@ -171,7 +173,7 @@ def build_spec(study_file: str | Path | None = None, *, name: str | None = None,
         weights=Weights.parse(weights) if weights else None,
         storage=absolute_url(storage) if storage else None, trials=trials, jobs=jobs, seed=seed, cache=cache,
         repair_references=repair_references or None, include=tuple(include) if include else None,
-        exclude=tuple(exclude) if exclude else None,
+        exclude=tuple(exclude) if exclude else None, keep_links=keep_links or None,
         fidelity=parse_fidelity(fidelity, "--fidelity") if fidelity is not None else None)
 
 
@@ -212,7 +214,7 @@ def resolve_fidelity(choice: str | Fidelity, corpus: Corpus) -> Fidelity:
 
 STUDY_KEYS = ("name", "corpora", "queries", "space", "embedder", "unit", "copies", "validation", "weights", "rates",
               "scales", "storage", "trials", "jobs", "seed", "heartbeat", "cache", "repair_references", "include",
-              "exclude", "fidelity")
+              "exclude", "keep_links", "fidelity")
 
 
 def load_study_file(path: str | Path) -> StudySpec:
@@ -269,10 +271,18 @@ def load_study_file(path: str | Path) -> StudySpec:
             repair_references=bool(data.get("repair_references", False)),
             include=_patterns(data.get("include"), f"{where}: include"),
             exclude=_patterns(data.get("exclude"), f"{where}: exclude"),
+            keep_links=_flag(data.get("keep_links", False), f"{where}: keep_links"),
             fidelity=parse_fidelity(data.get("fidelity", "auto"), f"{where}: fidelity"),
         )
     except (InvalidParameterError, TypeError) as exc:
         raise StudyError(f"{where}: {exc}") from None
+
+
+def _flag(value: Any, where: str) -> bool:
+    """A yes/no key of a study file: true or false, nothing else."""
+    if not isinstance(value, bool):
+        raise StudyError(f"{where} must be true or false, got {value!r}")
+    return value
 
 
 def _patterns(value: Any, where: str) -> tuple[str, ...]:
@@ -296,7 +306,8 @@ class LoadedStudyData:
 
 def load_study_data(spec: StudySpec) -> LoadedStudyData:
     """Load and validate everything a run reads: corpora, queries and the space."""
-    corpora = [load_corpus(path, name, include=spec.include, exclude=spec.exclude) for name, path in spec.corpora]
+    corpora = [load_corpus(path, name, include=spec.include, exclude=spec.exclude, keep_links=spec.keep_links)
+               for name, path in spec.corpora]
     evalset = load_evaluation_set(spec.queries, corpora, repair=spec.repair_references)
     per_corpus = {}
     for corpus in corpora:
@@ -334,6 +345,7 @@ def study_settings(spec: StudySpec, corpus: Corpus, evalset: EvaluationSet, spac
         "conversion": corpus.conversion,
         "corpus_include": list(spec.include),
         "corpus_exclude": list(spec.exclude),
+        "corpus_keep_links": spec.keep_links,
         "fidelity": resolve_fidelity(spec.fidelity, corpus).to_dict(),
     }
 
@@ -424,7 +436,8 @@ def load_study_inputs(settings: dict[str, Any], study: str, corpus_path: str | N
     corpus_path = corpus_path or settings["corpus_path"]
     queries_path = queries_path or settings["queries_path"]
     corpus = load_corpus(corpus_path, settings["corpus"], include=settings.get("corpus_include") or (),
-                         exclude=settings.get("corpus_exclude") or ())
+                         exclude=settings.get("corpus_exclude") or (),
+                         keep_links=bool(settings.get("corpus_keep_links")))
     if corpus.sha256 != settings["corpus_sha256"]:
         changed = settings_diff((settings.get("conversion") or {}).get("converters"),
                                 (corpus.conversion or {}).get("converters"), "converters")
