@@ -16,6 +16,7 @@ are measured only when installed.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import re
 import statistics
 import tempfile
@@ -81,7 +82,9 @@ def alternatives() -> dict[str, list[tuple[str, Callable[[Path], str]]]]:
         from markitdown import MarkItDown
 
         markitdown = MarkItDown()
-        out["pdf"].append(("markitdown (pdfminer + pdfplumber)", lambda p: markitdown.convert_local(str(p)).markdown))
+        if importlib.util.find_spec("pdfminer") and importlib.util.find_spec("pdfplumber"):  # markitdown[pdf]
+            out["pdf"].append(("markitdown (pdfminer + pdfplumber)",
+                               lambda p: markitdown.convert_local(str(p)).markdown))
         out["html"].append(("markitdown, default escaping", lambda p: markitdown.convert_local(str(p)).markdown))
         out["docx"].append(("markitdown, default escaping", lambda p: markitdown.convert_local(str(p)).markdown))
     except ImportError:
@@ -131,7 +134,8 @@ def main() -> int:
         write_pptx(blocks, files["pptx"])
         write_html(blocks, files["html"], "Tidewater handbook")
         for kind, path in files.items():
-            ours = "**chunkwise** (" + ("pypdfium2 + layout" if kind == "pdf" else "markitdown, no escaping") + ")"
+            method = {"pdf": "pypdfium2 + layout", "html": "main content, markitdown, no escaping"}
+            ours = f"**chunkwise** ({method.get(kind, 'markitdown, no escaping')})"
             rows = [(ours, lambda p: convert_file(p, cache_dir=False)[0]), *others.get(kind, [])]
             for name, convert in rows:
                 seconds, text = timed(convert, path, args.repeats)

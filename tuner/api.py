@@ -170,10 +170,10 @@ def tune(corpus: CorpusInput | Sequence[CorpusInput] | Mapping[str, CorpusInput]
         run_name = name or (corpora[0][0] if len(corpora) == 1 else None)
         if run_name is None:
             raise ChunkwiseError("name the run (name=...): it has several corpora")
-        include, exclude = _filters(corpus)
+        include, exclude, keep_links = _filters(corpus)
         spec = build_spec(name=run_name, corpora=[f"{n}={p}" for n, p in corpora],
                           queries=_queries(queries, run_name), include=list(include) or None,
-                          exclude=list(exclude) or None)
+                          exclude=list(exclude) or None, keep_links=keep_links)
     spec = spec.with_overrides(
         name=name, space=space, trials=n_trials, storage=absolute_url(storage) if storage else None, jobs=jobs,
         seed=seed, unit=unit, copies=copies, validation=validation, fidelity=fidelity, cache=cache,
@@ -215,17 +215,17 @@ def _named(path: str) -> tuple[str, str]:
     return default_corpus_name(path), path
 
 
-def _filters(corpus: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The include/exclude patterns the loaded corpora were read with (one set for the run)."""
+def _filters(corpus: Any) -> tuple[tuple[str, ...], tuple[str, ...], bool]:
+    """How the loaded corpora were read (include/exclude patterns, links kept): one way for the run."""
     loaded = [c for c in ([corpus] if isinstance(corpus, Corpus) else
                           corpus.values() if isinstance(corpus, Mapping) else
                           corpus if not isinstance(corpus, (str, Path)) else [])
               if isinstance(c, Corpus) and c.origin is not None]
-    filters = {(c.origin.include, c.origin.exclude) for c in loaded}
+    filters = {(c.origin.include, c.origin.exclude, c.origin.keep_links) for c in loaded}
     if len(filters) > 1:
-        raise ChunkwiseError("the corpora were loaded with different include/exclude patterns; a run reads every "
-                             "corpus with one set")
-    return filters.pop() if filters else ((), ())
+        raise ChunkwiseError("the corpora were loaded with different include/exclude patterns or keep_links; a run "
+                             "reads every corpus the same way")
+    return filters.pop() if filters else ((), (), False)
 
 
 def _queries(queries: Any, run: str) -> str:

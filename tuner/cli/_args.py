@@ -49,6 +49,8 @@ def add_filter_arguments(parser: argparse.ArgumentParser) -> None:
                              "matches file names, e.g. '*.pdf')")
     parser.add_argument("--exclude", action="append", metavar="GLOB",
                         help="leave out the files of a folder or glob matching GLOB (repeatable; e.g. 'drafts/*')")
+    parser.add_argument("--keep-links", action="store_true",
+                        help="converted HTML, DOCX and EPUB keep links as [text](url) (default: their text only)")
 
 
 def add_data_arguments(parser: argparse.ArgumentParser) -> None:
@@ -73,8 +75,8 @@ def load_data(args: argparse.Namespace):
     from ..data.corpus import load_corpus, parse_corpus_spec
     from ..data.evalset import load_evaluation_set
 
-    corpora = [load_corpus(path, name, include=args.include or (), exclude=args.exclude or ())
-               for name, path in map(parse_corpus_spec, args.corpus)]
+    corpora = [load_corpus(path, name, include=args.include or (), exclude=args.exclude or (),
+                           keep_links=args.keep_links) for name, path in map(parse_corpus_spec, args.corpus)]
     evalset = load_evaluation_set(args.queries, corpora, repair=args.repair_references)
     if evalset.repaired:
         print(f"repaired {evalset.repaired} reference offset(s)", file=sys.stderr)

@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     done = chunk_documents(args.config, args.paths, output=args.output, chroma=args.chroma,
                            collection=args.collection, replace=args.replace,
                            cache=EmbeddingCache(args.cache) if args.cache else None,
-                           include=args.include or (), exclude=args.exclude or ())
+                           include=args.include or (), exclude=args.exclude or (), keep_links=args.keep_links)
     if done.collection is not None:
         print(f"collection {args.collection!r} in {args.chroma}: {done.collection.collection.count()} chunks, "
               f"query with {done.collection.retrieval.describe()}, k={done.collection.k}", file=sys.stderr)

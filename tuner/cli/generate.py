@@ -48,7 +48,8 @@ def run(args: argparse.Namespace) -> int:
     from ..embedding.config import EmbedderConfig
     from ..llm.client import LLMClient
 
-    corpus = load_corpus(args.corpus, args.name, include=args.include or (), exclude=args.exclude or ())
+    corpus = load_corpus(args.corpus, args.name, include=args.include or (), exclude=args.exclude or (),
+                         keep_links=args.keep_links)
     embedder = (EmbedderConfig.parse(args.embedder) if args.embedder else EmbedderConfig()).build(EmbeddingCache())
     if args.calibrate:
         if not Path(args.output).is_file():

@@ -68,7 +68,8 @@ def run(args: argparse.Namespace) -> int:
                       validation=args.validation, weights=args.weights,
                       storage=args.storage, trials=args.n_trials, jobs=args.jobs, seed=args.seed, cache=args.cache,
                       repair_references=args.repair_references, include=args.include, exclude=args.exclude,
-                      fidelity=args.fidelity, precision=args.precision)
+                      keep_links=args.keep_links, fidelity=args.fidelity,
+                      precision=args.precision)
     quiet_optuna()
     if args.dry_run:
         from ..tuning.plan import format_plan, plan_run

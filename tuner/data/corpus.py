@@ -89,6 +89,7 @@ class CorpusOrigin:
     source: str
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
+    keep_links: bool = False
 
 
 @dataclass
@@ -148,7 +149,7 @@ class Corpus:
     @property
     def conversion(self) -> dict[str, Any] | None:
         """How the corpus's converted documents were converted, None if none was:
-        ``{"converters": {".pdf": "pdf: chunkwise-convert 1, pypdfium2 5.15.2", ...},
+        ``{"converters": {".pdf": "pdf: chunkwise-convert 2, pypdfium2 5.15.2", ...},
         "documents": {"report.pdf": CONVERSION_HASH, ...}}``. Studies keep it, so a resume with
         another converter is refused with the converter's change spelled out."""
         converted = [d for d in self.documents if d.conversion is not None]
@@ -160,7 +161,8 @@ class Corpus:
 
 
 def load_corpus(source: str | Path, name: str | None = None, *, include: Sequence[str] = (),
-                exclude: Sequence[str] = (), conversion_cache: str | Path | bool = True) -> Corpus:
+                exclude: Sequence[str] = (), conversion_cache: str | Path | bool = True,
+                keep_links: bool = False) -> Corpus:
     """Read a corpus from a file, a folder (recursively) or a glob pattern.
 
     Args:
@@ -177,6 +179,9 @@ def load_corpus(source: str | Path, name: str | None = None, *, include: Sequenc
             relative to the folder (``drafts/*``; ``*`` also matches ``/``).
         conversion_cache: the folder of converted texts (see :func:`tuner.data.convert.convert_file`);
             ``True`` for the default, ``False`` for none.
+        keep_links: converted documents (HTML, DOCX, EPUB) keep their links as markdown links,
+            ``[text](url)``, instead of their text; recorded in the converter's identity, so a
+            study compares it (see :func:`tuner.data.convert.convert_file`).
 
     Folders and globs are read the same way: hidden files and folders (``.name``) are
     skipped, and symbolic links to folders are not followed, so a link such as
@@ -232,7 +237,7 @@ def load_corpus(source: str | Path, name: str | None = None, *, include: Sequenc
         raise CorpusError(f"corpus {str(source)!r} does not exist")
     documents = []
     for f in files:
-        document = _read_document(f, f.relative_to(root).as_posix(), conversion_cache)
+        document = _read_document(f, f.relative_to(root).as_posix(), conversion_cache, keep_links)
         summary.read[f.suffix.lower()] += 1
         if document.conversion is not None:
             summary.converted += 1
@@ -241,7 +246,7 @@ def load_corpus(source: str | Path, name: str | None = None, *, include: Sequenc
                 summary.warnings[document.id] = document.conversion.warnings
         documents.append(document)
     corpus = Corpus(name or default_corpus_name(source_str), documents, summary,
-                    CorpusOrigin(source_str, tuple(include), tuple(exclude)))
+                    CorpusOrigin(source_str, tuple(include), tuple(exclude), keep_links))
     if not any(d.text.strip() for d in documents):
         raise CorpusError(f"corpus {str(source)!r} is empty: its files hold no text")
     if many:
@@ -285,10 +290,11 @@ def matches(relative: str, pattern: str) -> bool:
     return fnmatch.fnmatchcase(relative, pattern)
 
 
-def _read_document(path: Path, document_id: str, conversion_cache: str | Path | bool) -> Document:
+def _read_document(path: Path, document_id: str, conversion_cache: str | Path | bool,
+                   keep_links: bool = False) -> Document:
     data = _read_bytes(path)
     if path.suffix.lower() in CONVERTIBLE_SUFFIXES:
-        text, conversion = convert_file(path, data, cache_dir=conversion_cache)
+        text, conversion = convert_file(path, data, cache_dir=conversion_cache, keep_links=keep_links)
         return Document(document_id, text, "utf-8", conversion)
     try:
         text, encoding = decode_text(data, path)

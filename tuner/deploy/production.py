@@ -66,13 +66,13 @@ class CollectionError(ChunkwiseError):
 
 
 def chunk_paths(config: ExportedConfig, paths: Sequence[str | Path], *, include: Sequence[str] = (),
-                exclude: Sequence[str] = ()) -> Iterator[tuple[str, Chunk]]:
+                exclude: Sequence[str] = (), keep_links: bool = False) -> Iterator[tuple[str, Chunk]]:
     """Chunks of every document under ``paths`` (files, folders, globs; PDF, HTML, DOCX ... are
     converted to text as in tuning), with their corpus name; ``include``/``exclude`` as in
-    :func:`tuner.data.corpus.load_corpus`."""
+    :func:`tuner.data.corpus.load_corpus`, like ``keep_links``."""
     chunker = config.chunker()
     for path in paths:
-        corpus = load_corpus(path, include=include, exclude=exclude)
+        corpus = load_corpus(path, include=include, exclude=exclude, keep_links=keep_links)
         for document in corpus:
             for chunk in chunker.split(document):
                 yield corpus.name, chunk
@@ -184,7 +184,8 @@ class ChunkedDocuments:
 def chunk_documents(config: str | Path | ExportedConfig, paths: Sequence[str | Path], *,
                     output: str | Path | None = None, chroma: str | Path | None = None,
                     collection: str | None = None, replace: bool = False, cache: EmbeddingCache | None = None,
-                    include: Sequence[str] = (), exclude: Sequence[str] = ()) -> ChunkedDocuments:
+                    include: Sequence[str] = (), exclude: Sequence[str] = (),
+                    keep_links: bool = False) -> ChunkedDocuments:
     """Chunk documents with a configuration: write the chunks as JSONL to ``output`` (``"-"`` for
     standard output, the default without a collection) and/or build the chromadb collection
     ``collection`` in the folder ``chroma``, ready to query as the configuration was scored.
@@ -201,7 +202,7 @@ def chunk_documents(config: str | Path | ExportedConfig, paths: Sequence[str | P
         check_writable(output)
     if chroma:
         check_collection_target(chroma, collection, replace=replace)
-    chunks = list(chunk_paths(exported, paths, include=include, exclude=exclude))
+    chunks = list(chunk_paths(exported, paths, include=include, exclude=exclude, keep_links=keep_links))
     built = None
     if chroma:
         built = build_collection(exported, paths, chroma, collection, cache=cache, replace=replace, chunks=chunks)

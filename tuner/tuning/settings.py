@@ -83,6 +83,11 @@ class StudySettings:
         return tuple(self.stored.get("corpus_exclude") or ())
 
     @property
+    def corpus_keep_links(self) -> bool:
+        """Whether converted documents kept their links as ``[text](url)``."""
+        return bool(self.stored.get("corpus_keep_links"))
+
+    @property
     def converters(self) -> Any:
         """The converters the corpus's documents were converted with (None for text files)."""
         return (self.stored.get("conversion") or {}).get("converters")
@@ -188,6 +193,7 @@ def build_settings(spec: StudySpec, corpus: Corpus, evalset: EvaluationSet, spac
         "conversion": corpus.conversion,
         "corpus_include": list(spec.include),
         "corpus_exclude": list(spec.exclude),
+        "corpus_keep_links": spec.keep_links,
         "fidelity": resolve_fidelity(spec.fidelity, corpus).to_dict(),
     }
 

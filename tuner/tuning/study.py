@@ -91,6 +91,8 @@ class StudySpec:
     #: Glob patterns choosing the files of folder and glob corpora (see tuner.data.corpus.load_corpus).
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
+    #: Converted documents keep their links as markdown links (see tuner.data.convert.convert_file).
+    keep_links: bool = False
     #: ``"auto"``, ``"full"`` or explicit rungs (see :func:`parse_fidelity`).
     fidelity: str | Fidelity = "auto"
 
@@ -124,7 +126,7 @@ def build_spec(study_file: str | Path | None = None, *, name: str | None = None,
                validation: float | None = None, weights: str | None = None,
                storage: str | None = None, trials: int | None = None, jobs: int | None = None,
                seed: int | None = None, cache: str | None = None, repair_references: bool = False,
-               include: list[str] | None = None, exclude: list[str] | None = None,
+               include: list[str] | None = None, exclude: list[str] | None = None, keep_links: bool = False,
                fidelity: str | None = None, precision: str | None = None) -> StudySpec:
     """A run's spec from a study file and/or command-line values (given values win).
 
@@ -149,7 +151,7 @@ def build_spec(study_file: str | Path | None = None, *, name: str | None = None,
         weights=Weights.parse(weights) if weights else None,
         storage=absolute_url(storage) if storage else None, trials=trials, jobs=jobs, seed=seed, cache=cache,
         repair_references=repair_references or None, include=tuple(include) if include else None,
-        exclude=tuple(exclude) if exclude else None,
+        exclude=tuple(exclude) if exclude else None, keep_links=keep_links or None,
         fidelity=parse_fidelity(fidelity, option("fidelity")) if fidelity is not None else None)
 
 
@@ -180,7 +182,7 @@ def parse_fidelity(value: Any, where: str) -> str | Fidelity:
 
 STUDY_KEYS = ("name", "corpora", "queries", "space", "embedder", "unit", "copies", "validation", "weights", "rates",
               "scales", "storage", "trials", "jobs", "seed", "heartbeat", "cache", "repair_references", "include",
-              "exclude", "fidelity")
+              "exclude", "keep_links", "fidelity")
 
 
 def load_study_file(path: str | Path) -> StudySpec:
@@ -237,10 +239,18 @@ def load_study_file(path: str | Path) -> StudySpec:
             repair_references=bool(data.get("repair_references", False)),
             include=_patterns(data.get("include"), f"{where}: include"),
             exclude=_patterns(data.get("exclude"), f"{where}: exclude"),
+            keep_links=_flag(data.get("keep_links", False), f"{where}: keep_links"),
             fidelity=parse_fidelity(data.get("fidelity", "auto"), f"{where}: fidelity"),
         )
     except (InvalidParameterError, TypeError) as exc:
         raise StudyError(f"{where}: {exc}") from None
+
+
+def _flag(value: Any, where: str) -> bool:
+    """A yes/no key of a study file: true or false, nothing else."""
+    if not isinstance(value, bool):
+        raise StudyError(f"{where} must be true or false, got {value!r}")
+    return value
 
 
 def _patterns(value: Any, where: str) -> tuple[str, ...]:
@@ -264,7 +274,8 @@ class LoadedStudyData:
 
 def load_study_data(spec: StudySpec) -> LoadedStudyData:
     """Load and validate everything a run reads: corpora, queries and the space."""
-    corpora = [load_corpus(path, name, include=spec.include, exclude=spec.exclude) for name, path in spec.corpora]
+    corpora = [load_corpus(path, name, include=spec.include, exclude=spec.exclude, keep_links=spec.keep_links)
+               for name, path in spec.corpora]
     evalset = load_evaluation_set(spec.queries, corpora, repair=spec.repair_references)
     per_corpus = {}
     for corpus in corpora:
@@ -344,7 +355,8 @@ def load_study_inputs(settings: StudySettings, study: str, corpus_path: str | No
     paths on this machine), refused with :class:`StudyError` if their content changed."""
     corpus_path = corpus_path or settings.corpus_path
     queries_path = queries_path or settings.queries_path
-    corpus = load_corpus(corpus_path, settings.corpus, include=settings.corpus_include, exclude=settings.corpus_exclude)
+    corpus = load_corpus(corpus_path, settings.corpus, include=settings.corpus_include, exclude=settings.corpus_exclude,
+                         keep_links=settings.corpus_keep_links)
     if corpus.sha256 != settings.corpus_sha256:
         changed = settings_diff(settings.converters, (corpus.conversion or {}).get("converters"), "converters")
         if changed:
