@@ -356,7 +356,12 @@ def _print_reclaimed(number: int) -> None:
 def stop_handlers() -> Iterator[None]:
     """While a run or worker works: SIGTERM raises :class:`WorkerStopped`, and a second
     SIGINT or SIGTERM during the cleanup of the first is ignored, so an interrupted trial is
-    always recorded as failed. The previous handlers come back afterwards."""
+    always recorded as failed. The previous handlers come back afterwards.
+
+    A signal handler's exception is raised wherever the main thread happens to be; inside a
+    weakref callback or a ``__del__`` Python cannot propagate it and reports it as
+    "unraisable" (a traceback on stderr) and the stop would be lost. Such a swallowed stop is
+    delivered again, once the interpreter is back in ordinary code."""
 
     stopping = False
 
@@ -371,13 +376,25 @@ def stop_handlers() -> Iterator[None]:
             raise KeyboardInterrupt
         raise WorkerStopped(signal.Signals(signum).name)
 
+    def on_unraisable(unraisable: Any) -> None:
+        nonlocal stopping
+        exc = unraisable.exc_value
+        if not isinstance(exc, (KeyboardInterrupt, WorkerStopped)):
+            previous_hook(unraisable)
+            return
+        stopping = False  # the stop never reached the worker's code: deliver it again
+        os.kill(os.getpid(), signal.SIGINT if isinstance(exc, KeyboardInterrupt) else signal.SIGTERM)
+
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     previous = {signum: signal.signal(signum, on_signal) for signum in (signal.SIGINT, signal.SIGTERM)}
+    previous_hook = sys.unraisablehook
+    sys.unraisablehook = on_unraisable
     try:
         yield
     finally:
+        sys.unraisablehook = previous_hook
         for signum, handler in previous.items():
             signal.signal(signum, handler)
 
