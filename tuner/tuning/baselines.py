@@ -94,3 +94,18 @@ def queue_baselines(study: optuna.Study, space: SearchSpace, limit: int) -> list
         study.enqueue_trial(point, user_attrs={BASELINE_ATTR: name})
         queued.append(name)
     return queued
+
+
+def unqueue_baselines(study: optuna.Study) -> list[int]:
+    """Settle the baselines still waiting when a run ends early (an error, Ctrl-C, the time
+    budget): each becomes PRUNED and marked skipped, so no trial is left WAITING and a later
+    run queues the baseline again. Returns their numbers."""
+    settled = []
+    storage = study._storage
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+        if BASELINE_ATTR not in trial.user_attrs:
+            continue
+        storage.set_trial_user_attr(trial._trial_id, SKIPPED_ATTR, "the run ended before this baseline ran")
+        if storage.set_trial_state_values(trial._trial_id, TrialState.PRUNED):
+            settled.append(trial.number)
+    return settled

@@ -23,7 +23,7 @@ from ..embedding import EmbeddingCache
 from ..embedding.config import shared_embedder
 from ..errors import ChunkwiseError, option
 from . import defaults
-from .baselines import queue_baselines
+from .baselines import queue_baselines, unqueue_baselines
 from .ledger import Ledger
 from .progress import ProgressBar, format_duration, write_note
 from .records import (
@@ -228,6 +228,9 @@ def _run_study(storage: StudyStorage, study: optuna.Study, run: RunSettings, add
         bar.close()
         with contextlib.suppress(Exception):  # Ctrl-C or an error: fail what this run left running
             reclaim(study, ledger, study_id, run.grace_period, max_retry=0)
+        with contextlib.suppress(Exception):  # and leave no baseline waiting: a later run queues it again
+            if not ledger.active_workers(study_id, run.grace_period):
+                unqueue_baselines(study)
     with storage_errors(run.storage):
         after = ledger.progress(study_id)
         summary = summarize(study)
