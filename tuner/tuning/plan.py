@@ -141,7 +141,7 @@ def warn_if_long(spec: StudySpec, echo: Callable[[str], None]) -> None:
     total = sum(p.wall_seconds for p in plans)
     if total > LONG_RUN_S:
         echo(f"note: {spec.trials_to_add} trials per corpus are priced at up to {format_duration(total)} on this "
-             f"machine (tune --dry-run shows how). Completed trials are kept whenever you stop (Ctrl-C), or bound the "
+             f"machine (the dry run shows how). Completed trials are kept whenever you stop (Ctrl-C), or bound the "
              f"run: {option('timeout', '45m')} runs as many trials as fit, {option('trials', 10)} fewer trials.")
 
 

@@ -261,7 +261,7 @@ def check_baselines(tuned: TrialRecord, baselines: Sequence[TrialRecord], search
     if not found:
         return None
     best_record, best = max(found, key=lambda rc: (rc[1].score(weights, scales, search), -rc[0].number))
-    name = best_record.baseline or "baseline"
+    name = best_record.baseline or f"trial {best_record.number}"
     if tuned.baseline is not None:
         return BaselineCheck(tuned.number, best_record.number, name, None, bool((~search).any()), None)
     tuned_candidate = candidate(tuned)
