@@ -152,7 +152,10 @@ class EmbeddingReport:
     def _watch(self) -> None:
         while not self._stop.wait(1.0):
             now = self.clock()
-            if now - self.last >= self.every_s:
+            # While texts are embedded, the line with the count and the time left comes first;
+            # this one only fills a silence (one long batch, a semantic chunker's units).
+            quiet = self.every_s * (1.5 if self.total else 1.0)
+            if now - self.last >= quiet:
                 self.last = now
                 doing = "embedding" if self.total else "chunking or scoring"
                 self.write(f"trial {self.trial}: still working ({doing}), {format_duration(now - self._began)} "
