@@ -287,3 +287,39 @@ def test_a_second_machine_embeds_nothing_the_first_embedded(tmp_path, openai_ser
     second = _embedded_texts(openai_server)
     assert not second & first, f"{len(second & first)} texts embedded again"
     assert len(load(fresh_postgres_url).get_trials(states=(TrialState.COMPLETE,))) == 6
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_sigterm_mid_trial_ends_like_ctrl_c(tmp_path, openai_server, storage_url, jobs):
+    # docker stop, systemd and Kubernetes send SIGTERM to the parent alone.
+    process, gate, study = _start_held(tmp_path, openai_server, storage_url, jobs=jobs)
+    before = snapshot(storage_url)
+    process.send_signal(signal.SIGTERM)
+    gate.open.set()
+    code, _, err = finish(process, timeout=120)
+    assert code == 143, err
+    assert "stopped by SIGTERM; completed trials are saved" in err
+    assert "Traceback" not in err and "WorkerStopped" not in err
+    trials = load(storage_url).get_trials()
+    assert not [t.number for t in trials if t.state == TrialState.RUNNING]
+    stopped = [t for t in trials if t.state == TrialState.FAIL]
+    assert stopped and all(t.user_attrs.get("lost") for t in stopped)
+    assert before.items() <= snapshot(storage_url).items()
+
+
+def test_sigterm_during_start_up_ends_in_one_line(tmp_path, openai_server):
+    # The moment of the fault campaign: the run announced its target, its pool workers are
+    # still importing.
+    storage = f"sqlite:///{tmp_path}/life.db"
+    study = write_study(tmp_path, openai_server, storage, trials=4, jobs=2)
+    process = chunkwise(tmp_path, "tune", str(study))
+    lines = []
+    while not any("more (target" in line for line in lines):
+        line = process.stderr.readline()
+        assert line, (process.wait(), lines)
+        lines.append(line)
+    process.send_signal(signal.SIGTERM)
+    code, _, err = finish(process, timeout=120)
+    assert code == 143, err
+    assert "stopped by SIGTERM" in err and "Traceback" not in err
+    assert not [t for t in load(storage).get_trials() if t.state == TrialState.RUNNING]

@@ -72,10 +72,14 @@ EXIT_ERROR = 2
 #: Exit status of a worker process stopped by a fatal error: the pool stops the others.
 EXIT_FATAL = 3
 EXIT_INTERRUPTED = 130
+#: Exit status of ``tune`` and ``worker`` stopped by SIGTERM (128 + 15, as a shell reports it).
+EXIT_TERMINATED = 143
 
 
 class WorkerStopped(BaseException):
-    """Raised in a worker's main thread by SIGTERM (its parent died or stopped it)."""
+    """Raised in the main thread of a run or worker by SIGTERM (``docker stop``, systemd, a
+    parent that died or stopped it). Like ``KeyboardInterrupt``, it is no ``Exception``: the
+    in-flight trial is failed (``lost``) and the stop goes on up to the command line."""
 
 
 @dataclass(frozen=True)
@@ -501,13 +505,13 @@ class WorkerPool:
                     if not fatal and self.report.restarted < self.max_restarts and short_of_target():
                         self.report.restarted += 1
                         running[index] = self._start(self.options[index])
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, WorkerStopped):  # Ctrl-C or SIGTERM: the workers fail their trials too
             self._stop_all(running)
             raise
         return self.report
 
     def _stop_all(self, running: dict[int, subprocess.Popen]) -> None:
-        """Ctrl-C: the workers fail their in-flight trials and exit (SIGTERM); kill those that
+        """Ctrl-C or SIGTERM: the workers fail their in-flight trials and exit (SIGTERM); kill those that
         do not within ``stop_timeout_s``, whose trials the run's final reclaim then fails.
         (Under :func:`stop_handlers`, a second Ctrl-C meanwhile is ignored.)"""
         for process in running.values():
