@@ -292,7 +292,7 @@ def test_a_second_machine_embeds_nothing_the_first_embedded(tmp_path, openai_ser
 @pytest.mark.parametrize("jobs", [1, 2])
 def test_sigterm_mid_trial_ends_like_ctrl_c(tmp_path, openai_server, storage_url, jobs):
     # docker stop, systemd and Kubernetes send SIGTERM to the parent alone.
-    process, gate, study = _start_held(tmp_path, openai_server, storage_url, jobs=jobs)
+    process, gate, _ = _start_held(tmp_path, openai_server, storage_url, jobs=jobs)
     before = snapshot(storage_url)
     process.send_signal(signal.SIGTERM)
     gate.open.set()
