@@ -28,6 +28,7 @@ length, which depends on the trial's chunk size) are not fatal.
 
 from __future__ import annotations
 
+import random
 from typing import Any, TypeVar
 
 from .._io.secrets import hide_password, redact, register_secret
@@ -38,7 +39,17 @@ CONNECT_TIMEOUT_S = 5.0
 #: HTTP statuses the ``openai`` client retries by itself (besides connection failures).
 RETRIED_STATUSES = frozenset({408, 409, 429})
 
+#: The client's backoff before retry ``n`` (0-based) is ``min(INITIAL_RETRY_S * 2**n, MAX_RETRY_S)``.
+INITIAL_RETRY_S = 0.5
+MAX_RETRY_S = 8.0
+
 E = TypeVar("E", bound=ChunkwiseError)
+
+
+def retry_delay(attempt: int) -> float:
+    """Seconds to wait before retry ``attempt`` (0-based) of a reply the client accepted but
+    chunkwise cannot use: the client's own schedule, so a bad reply is retried like a 5xx."""
+    return min(INITIAL_RETRY_S * 2 ** attempt, MAX_RETRY_S) * (1 - 0.25 * random.random())
 
 
 def make_error(cls: type[E], message: str, *, fatal: bool = False) -> E:
