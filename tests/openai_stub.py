@@ -173,6 +173,8 @@ class OpenAIStub:
     * ``chat_handler(body) -> str | list[str]`` -- assistant content for ``/v1/chat/completions``.
     * ``completion_handler(body) -> dict | list[dict]`` -- choice fields for ``/v1/completions``.
     * ``retry_after_ms`` -- ``retry-after-ms`` sent with retryable errors (``None`` sends none).
+    * ``retry_after`` -- the ``retry-after`` header of a 429 (default ``"0"``).
+    * ``hang_s`` -- how long a scripted ``"hang"`` reply keeps the client waiting (default 30 s).
 
     Read ``requests`` (a list of :class:`RecordedRequest`) and ``errors`` (exceptions raised by handlers).
     """
@@ -186,6 +188,7 @@ class OpenAIStub:
             _default_completion_handler
         )
         self.retry_after_ms: float | None = 1.0
+        self.retry_after: str | None = None  # a 429's retry-after header (default "0")
         self.hang_s: float = 30.0
         self.requests: list[RecordedRequest] = []
         self.errors: list[BaseException] = []
@@ -498,7 +501,7 @@ def _make_handler(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
                 if stub.retry_after_ms is not None:
                     extra["retry-after-ms"] = f"{stub.retry_after_ms:g}"
                 if status == 429:
-                    extra["retry-after"] = "0"
+                    extra["retry-after"] = stub.retry_after or "0"
             self._send(status, error_body(status, message), extra)
 
         def _send(self, status: int, payload: dict[str, Any], extra: dict[str, str] | None = None) -> None:

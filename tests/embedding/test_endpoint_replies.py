@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 
+import httpx2
 import numpy as np
 import pytest
 
@@ -17,6 +18,8 @@ from tuner.embedding import EmbeddingCache, OpenAIEmbedder
 from tuner.embedding.cache import text_key
 from tuner.embedding.shared_cache import SharedEmbeddingCache
 from tuner.errors import EmbeddingError
+from tuner.llm import endpoint
+from tuner.llm.endpoint import cap_retry_after, read_timeout
 
 from openai_stub import deterministic_embedding
 
@@ -103,3 +106,53 @@ def test_a_poisoned_shared_cache_reads_as_missing_and_heals(openai_server, tmp_p
     assert np.allclose(model.embed(["alpha"]), [expected("alpha")], atol=1e-6)
     assert len(openai_server.requests_to("/v1/embeddings")) == 1
     assert cache.count(model.identity) == 1 and cache.get_many(model.identity, [text_key("alpha")])
+
+
+def test_the_read_timeout_grows_with_the_batch_up_to_its_cap():
+    # 10 s, plus 1 s per 1,000 tokens sent, at most the cap (120 s by default).
+    assert read_timeout(0) == 10
+    assert read_timeout(450) == 10.45
+    assert read_timeout(50_000) == 60
+    assert read_timeout(200_000) == 120
+    assert read_timeout(50_000, cap=30) == 30
+
+
+def test_a_hung_endpoint_is_given_up_on_after_the_batch_timeout(openai_server):
+    openai_server.hang_s = 20
+    openai_server.script("/v1/embeddings", ["hang", "hang"])
+    model = OpenAIEmbedder("m", base_url=openai_server.base_url, api_key="k", max_retries=1, timeout_s=0.5)
+    with pytest.raises(EmbeddingError) as raised:
+        model.embed(["alpha"])
+    assert str(raised.value) == (f"the embedding endpoint {openai_server.base_url} did not answer within 0.5 s "
+                                 "(2 attempts); check that the server is up and not overloaded")
+    assert raised.value.fatal
+
+
+@pytest.mark.parametrize("header", ["retry-after", "retry-after-ms"])
+def test_a_long_retry_after_is_capped(openai_server, monkeypatch, header):
+    # The client alone refuses to retry beyond 120 s and would wait up to 120 s below it; the
+    # documented cap is 60 s (shortened here so the test does not wait a minute).
+    monkeypatch.setattr(endpoint, "MAX_RETRY_AFTER_S", 0.05)
+    openai_server.retry_after_ms = None
+    if header == "retry-after":
+        openai_server.retry_after = "3600"
+    else:
+        openai_server.retry_after_ms = 3_600_000
+    openai_server.script("/v1/embeddings", [429, 200])
+    model = OpenAIEmbedder("m", base_url=openai_server.base_url, api_key="k", max_retries=1)
+    assert np.allclose(model.embed(["alpha"]), [expected("alpha")], atol=1e-6)
+    assert len(openai_server.requests_to("/v1/embeddings")) == 2
+
+
+@pytest.mark.parametrize(("headers", "after"), [
+    ({"retry-after": "120"}, {"retry-after": "60"}),
+    ({"retry-after": "30"}, {"retry-after": "30"}),
+    ({"retry-after-ms": "90000", "retry-after": "90"}, {"retry-after": "60"}),
+    ({"retry-after-ms": "500"}, {"retry-after-ms": "500"}),
+    ({"retry-after": "Wed, 21 Oct 2099 07:28:00 GMT"}, {"retry-after": "60"}),
+    ({"retry-after": "soon"}, {"retry-after": "soon"}),
+])
+def test_retry_after_headers_beyond_60_s_are_rewritten_to_60(headers, after):
+    response = httpx2.Response(429, headers=headers)
+    cap_retry_after(response)
+    assert {k: v for k, v in response.headers.items() if k.startswith("retry-after")} == after

@@ -20,14 +20,24 @@ from functools import cached_property
 import numpy as np
 
 from ..errors import EmbeddingError
-from ..llm.endpoint import endpoint_error, make_client, make_error, retry_delay, shown
+from ..llm.endpoint import (
+    MAX_READ_TIMEOUT_S,
+    endpoint_error,
+    make_client,
+    make_error,
+    read_timeout,
+    request_timeout,
+    retry_delay,
+    shown,
+)
+from ..text.tokens import count_tokens_batch
 from .base import Embedder
 from .registry import register_provider
 
 DEFAULT_OPENAI_MODEL = "text-embedding-3-small"
-#: Seconds to wait for one batch's vectors: generous, as a local server on a CPU may take
-#: a minute for 256 long chunks.
-DEFAULT_TIMEOUT_S = 300.0
+#: The most seconds to wait for one batch's vectors; the read timeout of a batch grows with
+#: its tokens up to this cap (see :func:`tuner.llm.endpoint.read_timeout`).
+DEFAULT_TIMEOUT_S = MAX_READ_TIMEOUT_S
 #: Documented input limits of OpenAI's embedding models, in cl100k tokens.
 MAX_INPUT_TOKENS = {"text-embedding-3-small": 8191, "text-embedding-3-large": 8191, "text-embedding-ada-002": 8191}
 
@@ -41,7 +51,8 @@ class OpenAIEmbedder(Embedder):
         api_key: key (``None``: ``$OPENAI_API_KEY``).
         dimensions: output dimension for models that support shortening.
         max_retries: retries with backoff on rate limits, server errors and connection failures.
-        timeout_s: seconds to wait for one batch (connecting: at most 5 s).
+        timeout_s: the most seconds to wait for one batch: each batch waits 10 s plus 1 s per
+            1,000 tokens it sends, up to this (connecting: at most 5 s).
     """
 
     def __init__(self, model: str = DEFAULT_OPENAI_MODEL, *, base_url: str | None = None,
@@ -79,6 +90,7 @@ class OpenAIEmbedder(Embedder):
         import openai
 
         extra = {"dimensions": self.dimensions} if self.dimensions else {}
+        timeout = read_timeout(sum(count_tokens_batch(texts)), self.timeout_s)
         problem = ""
         for attempt in range(self.max_retries + 1):
             if attempt:
@@ -87,10 +99,10 @@ class OpenAIEmbedder(Embedder):
                 # The raw reply: the client's parser fails on a non-JSON body with a bare
                 # JSONDecodeError or AttributeError; chunkwise checks the body itself.
                 raw = self._client.embeddings.with_raw_response.create(
-                    model=self.model, input=texts, encoding_format="base64", **extra)
+                    model=self.model, input=texts, encoding_format="base64", timeout=request_timeout(timeout), **extra)
             except openai.OpenAIError as exc:
                 raise endpoint_error(exc, EmbeddingError, service="embedding", endpoint=self.endpoint,
-                                     model=self.model, max_retries=self.max_retries, timeout_s=self.timeout_s) from None
+                                     model=self.model, max_retries=self.max_retries, timeout_s=timeout) from None
             try:
                 return parse_embedding_reply(raw.content, raw.headers.get("content-type", ""), len(texts))
             except BadReply as bad:
