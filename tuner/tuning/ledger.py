@@ -11,6 +11,10 @@ process and machine sharing a study:
 * ``chunkwise_workers``: every worker process that joined a study, with its host, pid,
   the ordinal that seeds its sampler (never reused, so no two workers share a seed) and
   a heartbeat (``seen``) refreshed by a background thread.
+* ``chunkwise_runs``: every process that joined a study to run it (a ``tune``, a ``worker``
+  command), with its host, pid and a heartbeat. A process joins and raises the target in one
+  serialised transaction (:meth:`Ledger.join`), so one that joins while another is starting
+  up, or at the same moment, adds its trials on top of the other's target.
 * ``chunkwise_claims``: which trial evaluates which configuration. A claim is an
   insert-if-absent in one serialised transaction, which also checks the study's target,
   so a configuration is evaluated once per study and a study never passes its target.
@@ -52,6 +56,16 @@ WORKERS = sa.Table(
     sa.Column("seen", sa.Float, nullable=False),
     sa.Column("ended", sa.Float, nullable=True),
     sa.UniqueConstraint("study_id", "ordinal", name="chunkwise_workers_ordinal"),
+)
+RUNS = sa.Table(
+    "chunkwise_runs", _metadata,
+    sa.Column("run_id", sa.String(200), primary_key=True),
+    sa.Column("study_id", sa.Integer, nullable=False),
+    sa.Column("host", sa.String(255), nullable=False),
+    sa.Column("pid", sa.Integer, nullable=False),
+    sa.Column("started", sa.Float, nullable=False),
+    sa.Column("seen", sa.Float, nullable=False),
+    sa.Column("ended", sa.Float, nullable=True),
 )
 CLAIMS = sa.Table(
     "chunkwise_claims", _metadata,
@@ -99,6 +113,16 @@ class WorkerRow:
     pid: int
     seen: float
     ended: float | None
+
+
+@dataclass(frozen=True)
+class Joined:
+    """What :meth:`Ledger.join` found and did: the target before and after, and how many other
+    processes (runs, or workers outside any run) were working on the study."""
+
+    old: int
+    new: int
+    others: int
 
 
 @dataclass(frozen=True)
@@ -170,26 +194,54 @@ class Ledger:
             CLAIMS.join(_TRIALS, _TRIALS.c.trial_id == CLAIMS.c.trial_id)).where(
             CLAIMS.c.study_id == study_id, _state() == "RUNNING")).scalar_one()
 
-    def raise_target(self, study_id: int, added: int, *, others_active: bool) -> tuple[int, int]:
-        """Add ``added`` trials to the study's target; returns ``(old, new)``.
+    def join(self, study_id: int, run_id: str, added: int, grace_period: float) -> Joined:
+        """Record a run joining the study and add ``added`` trials to its target, in one
+        serialised transaction.
 
-        When other processes are working on the study, the target grows by ``added`` on top of
-        theirs; otherwise it is the finished trials plus ``added`` (a resume after a crash
-        does not inherit the crashed run's unfinished target).
+        When another process is working on the study (a run that joined before, even one whose
+        workers have not started yet, or a live worker), the target grows by ``added`` on top of
+        theirs; otherwise it is the finished trials plus ``added`` (a resume after a crash does
+        not inherit the crashed run's unfinished target).
         """
+        now = time.time()
         with self.engine.begin() as conn:
             if self._postgres:  # make sure the row exists before locking it
                 conn.execute(sa.text("INSERT INTO chunkwise_targets (study_id, target) VALUES (:s, 0) "
                                      "ON CONFLICT DO NOTHING"), {"s": study_id})
             current = self._lock_target(conn, study_id)
             finished = self._finished(conn, study_id)
-            base = max(current or 0, finished) if others_active else finished
+            runs = conn.execute(sa.select(RUNS.c.run_id, RUNS.c.host, RUNS.c.pid, RUNS.c.seen, RUNS.c.ended)
+                                .where(RUNS.c.study_id == study_id, RUNS.c.ended.is_(None)))
+            others = sum(worker_alive(WorkerRow(row.run_id, -1, row.host, row.pid, row.seen, row.ended),
+                                      grace_period, now) for row in runs)
+            if not others:  # a worker started outside a run (run_worker from Python)
+                workers = conn.execute(sa.select(WORKERS.c.worker_id, WORKERS.c.ordinal, WORKERS.c.host,
+                                                 WORKERS.c.pid, WORKERS.c.seen, WORKERS.c.ended)
+                                       .where(WORKERS.c.study_id == study_id, WORKERS.c.ended.is_(None)))
+                others = sum(worker_alive(WorkerRow(*row), grace_period, now) for row in workers)
+            base = max(current or 0, finished) if others else finished
             new = base + added
             if current is None:
                 conn.execute(TARGETS.insert().values(study_id=study_id, target=new))
             else:
                 conn.execute(TARGETS.update().where(TARGETS.c.study_id == study_id).values(target=new))
-            return (current if current is not None else finished), new
+            conn.execute(RUNS.insert().values(run_id=run_id, study_id=study_id, host=this_host(), pid=os.getpid(),
+                                              started=now, seen=now, ended=None))
+            return Joined(current if current is not None else finished, new, others)
+
+    def target(self, study_id: int) -> int | None:
+        """The study's target; None before any run set one."""
+        with self.engine.connect() as conn:
+            target = conn.execute(sa.select(TARGETS.c.target).where(TARGETS.c.study_id == study_id)).scalar()
+        return None if target is None else int(target)
+
+    def beat_run(self, run_id: str) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(RUNS.update().where(RUNS.c.run_id == run_id).values(seen=time.time()))
+
+    def leave(self, run_id: str) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(RUNS.update().where(RUNS.c.run_id == run_id).values(ended=time.time()))
 
     def progress(self, study_id: int) -> Progress:
         with self.engine.connect() as conn:

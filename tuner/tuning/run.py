@@ -23,12 +23,14 @@ from ..embedding import EmbeddingCache
 from ..embedding.config import shared_embedder
 from ..errors import ChunkwiseError, option
 from . import defaults
-from .ledger import Ledger
+from .faults import hold_point
+from .ledger import Ledger, new_worker_id
 from .progress import ProgressBar, write_note
 from .records import (
     SETTINGS_ATTR,
     TARGET_ATTR,
     WORKER_ATTR,
+    StudyError,
     StudySummary,
     TrialRecord,
     best_trial,
@@ -39,7 +41,16 @@ from .selection import StudyRecommendation, recommend_for_study
 from .settings import StudySettings, build_settings, resolve_study_rates
 from .storage import StudyStorage, make_storage, storage_errors
 from .study import LoadedStudyData, StudySpec, load_study_data, open_study
-from .workers import PoolReport, WorkerOptions, WorkerPool, reclaim, run_worker, stop_handlers
+from .workers import (
+    WAIT_POLL_S,
+    Heartbeat,
+    PoolReport,
+    WorkerOptions,
+    WorkerPool,
+    reclaim,
+    run_worker,
+    stop_handlers,
+)
 
 Echo = Callable[[str], None]
 
@@ -169,21 +180,30 @@ def _run_study(storage: StudyStorage, study: optuna.Study, run: RunSettings, add
     with storage_errors(run.storage):
         ledger = Ledger(storage)
         study_id = storage.get_study_id_from_name(name)
-        others = ledger.active_workers(study_id, run.grace_period)
+        hold_point("before_target")
+        if added == 0:
+            _wait_for_target(ledger, study_id, name, echo)
         before = ledger.progress(study_id)
-        _, target = ledger.raise_target(study_id, added, others_active=bool(others))
+        run_id = new_worker_id()
+        joined = ledger.join(study_id, run_id, added, run.grace_period)
+        target = joined.new
         study.set_user_attr(TARGET_ATTR, target)
         best = best_trial(study)
+    heartbeat = Heartbeat(lambda: ledger.beat_run(run_id), run.heartbeat_interval)
     workers = f"{run.jobs} worker{'s' if run.jobs > 1 else ''}"
     rungs = StudySettings.of(study).fidelity.rungs
     done = f"{before.finished} {'finished' if len(rungs) > 1 else 'complete'} trial(s)"
     climb = (f"; fidelity rungs {', '.join(f'{r:g}' for r in rungs)}" if len(rungs) > 1 else "")
-    if others:
-        echo(f"study {name}: {done}; {len(others)} other worker(s) already on it; "
+    if joined.others:
+        echo(f"study {name}: {done}; {joined.others} other process(es) already on it; "
              f"target now {target} (+{added}); {workers}{climb} in {storage.display_url}")
+    elif target <= before.finished:
+        echo(f"study {name}: {done}; it already holds its target of {target}; give {option('n_trials', 'N')} "
+             "to add trials")
     else:
         echo(f"study {name}: {done}; running {target - before.finished} more "
              f"(target {target}; {workers}{climb}) in {storage.display_url}")
+    hold_point("after_target")
     bar = ProgressBar(progress, max(0, target - before.finished), name, before.finished,
                       None if best is None else best.score)
     reclaimed: list[int] = []
@@ -204,6 +224,9 @@ def _run_study(storage: StudyStorage, study: optuna.Study, run: RunSettings, add
         bar.close()
         with contextlib.suppress(Exception):  # Ctrl-C or an error: fail what this run left running
             reclaim(study, ledger, study_id, run.grace_period, max_retry=0)
+        heartbeat.stop()
+        with contextlib.suppress(Exception):
+            ledger.leave(run_id)
     with storage_errors(run.storage):
         after = ledger.progress(study_id)
         summary = summarize(study)
@@ -217,6 +240,26 @@ def _run_study(storage: StudyStorage, study: optuna.Study, run: RunSettings, add
     if pool.errors:
         raise ChunkwiseError(f"study {name}: " + "; ".join(pool.errors))
     return outcome
+
+
+#: How long a run that adds no trials (``worker`` without ``--n-trials``) waits for the run that
+#: created the study to set its target.
+TARGET_WAIT_S = 30.0
+
+
+def _wait_for_target(ledger: Ledger, study_id: int, name: str, echo: Echo) -> None:
+    """A run joining without trials of its own works toward the study's target: wait for the
+    ``tune`` that created the study to set it, or say clearly that none did."""
+    if ledger.target(study_id) is not None:
+        return
+    echo(f"study {name}: no target yet; waiting for the run that created it to set one")
+    deadline = time.monotonic() + TARGET_WAIT_S
+    while time.monotonic() < deadline:
+        time.sleep(WAIT_POLL_S)
+        if ledger.target(study_id) is not None:
+            return
+    raise StudyError(f"study {name!r} has no target: no run has set one (the tune that created it may have "
+                     f"stopped before it started). Give {option('n_trials', 'N')} to run N trials")
 
 
 def _poll(study: optuna.Study, ledger: Ledger, study_id: int, bar: ProgressBar) -> None:

@@ -176,19 +176,20 @@ def limit_threads(threads: int) -> None:
     torch.set_num_threads(threads)
 
 
-class _Heartbeat:
-    """Refresh the worker's ``seen`` time every ``interval`` seconds from a daemon thread."""
+class Heartbeat:
+    """Call ``beat()`` (refresh a ``seen`` time in the ledger) every ``interval`` seconds from a
+    daemon thread."""
 
-    def __init__(self, ledger: Ledger, worker_id: str, interval: float) -> None:
+    def __init__(self, beat: Callable[[], None], interval: float) -> None:
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(ledger, worker_id, interval), daemon=True,
+        self._thread = threading.Thread(target=self._run, args=(beat, interval), daemon=True,
                                         name="chunkwise-heartbeat")
         self._thread.start()
 
-    def _run(self, ledger: Ledger, worker_id: str, interval: float) -> None:
+    def _run(self, beat: Callable[[], None], interval: float) -> None:
         while not self._stop.wait(interval):
             with contextlib.suppress(Exception):  # a lock or a lost connection: beat again next time
-                ledger.beat(worker_id)
+                beat()
 
     def stop(self) -> None:
         self._stop.set()
@@ -215,7 +216,7 @@ def run_worker(options: WorkerOptions,
         worker_id = new_worker_id()
         ordinal = ledger.register(study_id, worker_id)
     seed = None if options.seed is None else options.seed + ordinal
-    heartbeat = _Heartbeat(ledger, worker_id, options.heartbeat_interval)
+    heartbeat = Heartbeat(lambda: ledger.beat(worker_id), options.heartbeat_interval)
     try:
         with storage_errors(options.storage):
             study = optuna.load_study(study_name=options.study, storage=storage,
