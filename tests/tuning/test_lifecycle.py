@@ -397,3 +397,40 @@ def test_a_worker_on_a_study_without_a_target_says_so(tmp_path, openai_server, m
         join_run(storage, "life", echo=said.append, progress=False)
     assert said == ["study life/handbook: no target yet; waiting for the run that created it to set one"]
     assert not load(storage).get_trials()
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_ctrl_c_between_creating_a_trial_and_starting_it_leaves_nothing_running(tmp_path, openai_server,
+                                                                                  storage_url, jobs):
+    study = write_study(tmp_path, openai_server, storage_url, trials=4, jobs=jobs)
+    process = chunkwise(tmp_path, "tune", str(study), hold="after_ask", new_session=True)
+    wait_held(tmp_path, process)
+    os.killpg(process.pid, signal.SIGINT)
+    code, _, err = finish(process, timeout=120)
+    assert code == 130, err
+    assert "Traceback" not in err
+    trials = load(storage_url).get_trials()
+    assert trials and not [t.number for t in trials if t.state == TrialState.RUNNING]
+    assert all(t.state == TrialState.FAIL and t.user_attrs.get("lost") for t in trials)
+    assert "waiting up to" not in err  # nothing was left for the grace period to settle
+
+
+def test_a_busy_machine_never_makes_a_live_worker_look_dead(tmp_path, openai_server):
+    # Issue 19: under load, a trial was "reclaimed while it ran (its worker looked dead)". Here
+    # the grace period is 1 s and every core is kept busy beside three workers.
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 2)]
+    try:
+        storage = f"sqlite:///{tmp_path}/life.db"
+        study = write_study(tmp_path, openai_server, storage, trials=9, jobs=3)
+        data = yaml.safe_load(study.read_text(encoding="utf-8"))
+        data["heartbeat"] = {"interval": 5, "grace_period": 1}  # beats rarer than the grace period
+        study.write_text(yaml.safe_dump(data), encoding="utf-8")
+        code, _, err = finish(chunkwise(tmp_path, "tune", str(study)))
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    assert code == 0, err
+    assert "reclaimed" not in err and "looked dead" not in err, err
+    trials = check_invariants(storage, {}, target=9)
+    assert not [t.number for t in trials if t.user_attrs.get("lost")]

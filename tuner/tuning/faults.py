@@ -3,7 +3,7 @@
 Set ``CHUNKWISE_FAULT=<point>[:<n>]`` in a worker's environment and the worker SIGKILLs
 itself the ``n``-th time (default: first) it passes ``point``. The points:
 
-* ``after_ask``: the trial exists (RUNNING) but no worker owns it yet;
+* ``after_ask``: the trial exists (RUNNING, its owner recorded) and nothing is sampled yet;
 * ``mid_trial``: the configuration is claimed and its evaluation is about to start;
 * ``during_tell``: inside the transaction that records the trial's final state, before
   it commits.
@@ -19,7 +19,8 @@ at exactly that moment: with ``CHUNKWISE_HOLD=<point>`` and ``CHUNKWISE_HOLD_FIL
 :func:`hold_point` creates ``<file>.reached`` and waits until ``<file>`` exists. The points:
 
 * ``before_target``: the study exists (settings stored), its target is not raised yet;
-* ``after_target``: the target is raised and announced, no worker has started.
+* ``after_target``: the target is raised and announced, no worker has started;
+* ``after_ask``: as the fault point of that name.
 """
 
 from __future__ import annotations

@@ -113,6 +113,7 @@ class WorkerRow:
     pid: int
     seen: float
     ended: float | None
+    started: float | None = None  #: when it registered (its process started before)
 
 
 @dataclass(frozen=True)
@@ -148,19 +149,39 @@ def new_worker_id() -> str:
     return f"{this_host()}:{os.getpid()}:{secrets.token_hex(4)}"
 
 
-def pid_alive(pid: int) -> bool:
+def pid_alive(pid: int, registered: float | None = None) -> bool:
+    """Whether process ``pid`` runs (a zombie does not). With ``registered`` (when the process
+    recorded itself), a process that started after that is another one that reuses the pid."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
-    # A zombie (exited, not yet reaped by its parent) answers kill(0) but runs nothing.
+        pass
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+            fields = stat.read().rsplit(")", 1)[1].split()
     except OSError:
-        return True
+        return True  # no /proc (macOS): kill(0) is all there is
+    if fields[0] == "Z":  # exited, not yet reaped by its parent: runs nothing
+        return False
+    started = _process_start(int(fields[19]))
+    return registered is None or started is None or started <= registered + PID_START_SLACK_S
+
+
+#: Tolerance between a process's start time as /proc gives it (the boot time is whole
+#: seconds) and the time it registered, which is always later.
+PID_START_SLACK_S = 2.0
+
+
+def _process_start(ticks_after_boot: int) -> float | None:
+    """A process's start time (seconds since the epoch) from its /proc start field."""
+    try:
+        with open("/proc/stat", encoding="ascii") as stat:
+            boot = next(float(line.split()[1]) for line in stat if line.startswith("btime "))
+        return boot + ticks_after_boot / os.sysconf("SC_CLK_TCK")
+    except (OSError, StopIteration, ValueError):
+        return None
 
 
 class Ledger:
@@ -210,13 +231,14 @@ class Ledger:
                                      "ON CONFLICT DO NOTHING"), {"s": study_id})
             current = self._lock_target(conn, study_id)
             finished = self._finished(conn, study_id)
-            runs = conn.execute(sa.select(RUNS.c.run_id, RUNS.c.host, RUNS.c.pid, RUNS.c.seen, RUNS.c.ended)
+            runs = conn.execute(sa.select(RUNS.c.run_id, RUNS.c.host, RUNS.c.pid, RUNS.c.seen, RUNS.c.ended,
+                                          RUNS.c.started)
                                 .where(RUNS.c.study_id == study_id, RUNS.c.ended.is_(None)))
-            others = sum(worker_alive(WorkerRow(row.run_id, -1, row.host, row.pid, row.seen, row.ended),
+            others = sum(worker_alive(WorkerRow(row.run_id, -1, row.host, row.pid, row.seen, row.ended, row.started),
                                       grace_period, now) for row in runs)
             if not others:  # a worker started outside a run (run_worker from Python)
                 workers = conn.execute(sa.select(WORKERS.c.worker_id, WORKERS.c.ordinal, WORKERS.c.host,
-                                                 WORKERS.c.pid, WORKERS.c.seen, WORKERS.c.ended)
+                                                 WORKERS.c.pid, WORKERS.c.seen, WORKERS.c.ended, WORKERS.c.started)
                                        .where(WORKERS.c.study_id == study_id, WORKERS.c.ended.is_(None)))
                 others = sum(worker_alive(WorkerRow(*row), grace_period, now) for row in workers)
             base = max(current or 0, finished) if others else finished
@@ -316,7 +338,8 @@ class Ledger:
     def workers(self, study_id: int) -> dict[str, WorkerRow]:
         with self.engine.connect() as conn:
             rows = conn.execute(sa.select(WORKERS.c.worker_id, WORKERS.c.ordinal, WORKERS.c.host, WORKERS.c.pid,
-                                          WORKERS.c.seen, WORKERS.c.ended).where(WORKERS.c.study_id == study_id))
+                                          WORKERS.c.seen, WORKERS.c.ended, WORKERS.c.started)
+                                .where(WORKERS.c.study_id == study_id))
             return {row.worker_id: WorkerRow(*row) for row in rows}
 
     def active_workers(self, study_id: int, grace_period: float, *, exclude: set[str] = frozenset()) -> list[WorkerRow]:
@@ -327,13 +350,14 @@ class Ledger:
 
 
 def worker_alive(worker: WorkerRow | None, grace_period: float, now: float | None = None) -> bool:
-    """A worker is alive while it has not retired and, on this host, while its process
-    exists (a killed local worker counts as gone at once, and a busy one whose heartbeat
-    waits for a lock is never mistaken for a dead one); on another host, while its
+    """A worker is alive while it has not retired and, on this host, while its process exists
+    (the same process: a pid reused by a later one does not count). On this host the heartbeat
+    is never consulted: a worker that a loaded machine or a lock delays is never mistaken for a
+    dead one, and a killed one counts as gone at once. On another host, it is alive while its
     heartbeat is fresher than the grace period."""
     if worker is None or worker.ended is not None:
         return False
     if worker.host == this_host():
-        return pid_alive(worker.pid)
+        return pid_alive(worker.pid, worker.started)
     now = time.time() if now is None else now
     return now - worker.seen <= grace_period
