@@ -221,6 +221,7 @@ def test_killing_the_parent_stops_its_workers(tmp_path, openai_server, storage_u
     code, _, err = finish(chunkwise(tmp_path, "tune", str(study), "--n-trials", "2"))
     assert code == 0, err
     check_invariants(storage_url, settled, target=len(settled) + 2)
+    assert _worker_pids(storage_url) == []  # the killed run's rows got their end time too
 
 
 @pytest.mark.parametrize("to_group", [True, False], ids=["group", "parent-only"])

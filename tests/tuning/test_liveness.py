@@ -73,3 +73,27 @@ def test_a_queued_retry_is_owned_before_it_runs(tmp_path):
     assert storage.get_trial(trial._trial_id).user_attrs == {WORKER_ATTR: worker}
     ledger.retire(worker)  # its worker stopped (Ctrl-C, a crash): reclaimed at once
     assert reclaim(study, ledger, study_id, grace_period=HOUR, max_retry=0) == [0]
+
+
+def test_a_killed_workers_row_gets_its_end(tmp_path):
+    _, _, ledger, study_id = _study(tmp_path)
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True)
+    with ledger.engine.begin() as conn:
+        conn.exec_driver_sql(
+            "INSERT INTO chunkwise_workers (worker_id, study_id, ordinal, host, pid, started, seen, ended) "
+            f"VALUES ('dead', {study_id}, 0, '{this_host()}', {int(gone.stdout)}, 100.0, 123.0, NULL)")
+    ledger.register(study_id, "alive")  # this process
+    assert ledger.settle(study_id) == 1
+    rows = ledger.workers(study_id)
+    assert rows["dead"].ended == 123.0 and rows["alive"].ended is None
+
+
+def test_interrupted_trials_are_not_counted_as_lost(tmp_path):
+    from tuner.tuning.records import summarize
+
+    _, study, _, _ = _study(tmp_path)
+    for lost in ("interrupted", "interrupted", "its worker stopped before the trial ended"):
+        study.add_trial(optuna.trial.create_trial(state=TrialState.FAIL, user_attrs={"lost": lost}))
+    summary = summarize(study)
+    assert (summary.failed, summary.lost, summary.interrupted) == (3, 1, 2)

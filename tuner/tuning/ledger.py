@@ -251,6 +251,20 @@ class Ledger:
                                               started=now, seen=now, ended=None))
             return Joined(current if current is not None else finished, new, others)
 
+    def settle(self, study_id: int) -> int:
+        """Give the rows of this host's workers and runs whose process is gone (killed, so it
+        never retired) their end: the last time they were seen. Returns how many."""
+        settled = 0
+        with self.engine.begin() as conn:
+            for table, key in ((WORKERS, WORKERS.c.worker_id), (RUNS, RUNS.c.run_id)):
+                rows = conn.execute(sa.select(key.label("id"), table.c.pid, table.c.started, table.c.seen).where(
+                    table.c.study_id == study_id, table.c.ended.is_(None), table.c.host == this_host())).all()
+                for row in rows:
+                    if not pid_alive(row.pid, row.started):
+                        conn.execute(table.update().where(key == row.id).values(ended=row.seen))
+                        settled += 1
+        return settled
+
     def target(self, study_id: int) -> int | None:
         """The study's target; None before any run set one."""
         with self.engine.connect() as conn:

@@ -183,6 +183,7 @@ def _run_study(storage: StudyStorage, study: optuna.Study, run: RunSettings, add
         hold_point("before_target")
         if added == 0:
             _wait_for_target(ledger, study_id, name, echo)
+        ledger.settle(study_id)
         before = ledger.progress(study_id)
         run_id = new_worker_id()
         joined = ledger.join(study_id, run_id, added, run.grace_period)
@@ -227,6 +228,7 @@ def _run_study(storage: StudyStorage, study: optuna.Study, run: RunSettings, add
         heartbeat.stop()
         with contextlib.suppress(Exception):
             ledger.leave(run_id)
+            ledger.settle(study_id)  # workers killed here or by an earlier run never retired
     with storage_errors(run.storage):
         after = ledger.progress(study_id)
         summary = summarize(study)

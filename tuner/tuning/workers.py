@@ -51,6 +51,7 @@ from .ledger import Claim, ClaimResult, Ledger, new_worker_id, worker_alive
 from .records import (
     DUPLICATE_ATTR,
     ERROR_ATTR,
+    INTERRUPTED,
     LOST_ATTR,
     SKIPPED_ATTR,
     STOPPED_AT_ATTR,
@@ -287,8 +288,14 @@ def _trial_loop(study: optuna.Study, study_id: int, ledger: Ledger, worker_id: s
             time.sleep(WAIT_POLL_S)  # the last trials run elsewhere: take over if their workers die
             continue
         trial = ask_owned(study, worker_id)
-        fault_point("after_ask")
-        hold_point("after_ask")
+        try:
+            fault_point("after_ask")
+            hold_point("after_ask")
+        except (KeyboardInterrupt, WorkerStopped):  # stopped before the trial began: it failed, interrupted
+            with contextlib.suppress(Exception):
+                trial.set_user_attr(LOST_ATTR, INTERRUPTED)
+                _tell(study, trial, TrialState.FAIL, None)
+            raise
         try:
             state, values = _run_trial(study, study_id, ledger, trial, objective)
         except UpdateFinishedTrialError:
@@ -352,7 +359,7 @@ def _run_trial(study: optuna.Study, study_id: int, ledger: Ledger, trial: optuna
         return TrialState.FAIL, None
     except (KeyboardInterrupt, WorkerStopped):
         with contextlib.suppress(Exception):
-            trial.set_user_attr(LOST_ATTR, "interrupted")
+            trial.set_user_attr(LOST_ATTR, INTERRUPTED)
             _tell(study, trial, TrialState.FAIL, None)
         raise
     except UpdateFinishedTrialError:
