@@ -199,7 +199,9 @@ def write_note(study: optuna.Study, result: CorpusOutcome) -> None:
         f"- **embedder**: {settings.embedder.provider}:{settings.embedder.model}; unit: {settings.unit}",
         f"- **weights**: {weights}",
         f"- **trials**: {summary.complete} complete, {summary.failed} failed "
-        f"({summary.lost} lost with their worker), {summary.duplicates} repeated proposals pruned"
+        f"({summary.lost} lost with their worker"
+        + (f", {summary.interrupted} interrupted by Ctrl-C or SIGTERM" if summary.interrupted else "")
+        + f"), {summary.duplicates} repeated proposals pruned"
         + (f", {summary.stopped_early} stopped at low fidelity" if summary.stopped_early else ""),
         "",
         "Objectives: recall and IoU (the Pareto front). Best = highest weighted `score` user attribute.",
