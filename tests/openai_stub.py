@@ -45,6 +45,13 @@ Scripted failures
     header and ``{api_key}`` by the key in it, as a careless server echoes them
     (``stub.script(path, [(500, "bad auth {authorization}")])``).
 
+Latency and rate-limit headers
+    ``stub.delay_fn(request) -> seconds`` (default none) delays each successful embedding answer, e.g.
+    ``lambda request: 0.2`` for a remote API's latency; ``stub.response_headers_fn(request)`` adds
+    headers to it (``x-ratelimit-remaining-requests``, ...). ``stub.retry_after`` is the
+    ``retry-after`` value a scripted 429 carries (``"0"``). ``stub.request_times`` holds the
+    ``time.monotonic()`` of each recorded request, beside ``stub.requests``.
+
 Handler exceptions are answered with a 500 and kept in ``stub.errors`` so a test can assert on them.
 """
 
@@ -176,7 +183,11 @@ class OpenAIStub:
             _default_completion_handler
         )
         self.retry_after_ms: float | None = 1.0
+        self.retry_after = "0"
+        self.delay_fn: Callable[[RecordedRequest], float] | None = None
+        self.response_headers_fn: Callable[[RecordedRequest], dict[str, str]] | None = None
         self.requests: list[RecordedRequest] = []
+        self.request_times: list[float] = []
         self.errors: list[BaseException] = []
         self._scripts: dict[str, deque[tuple[int, str | None]]] = {}
         self._lock = threading.Lock()
@@ -257,6 +268,7 @@ class OpenAIStub:
         """Forget recorded requests, handler errors and scripted statuses (handlers are kept)."""
         with self._lock:
             self.requests.clear()
+            self.request_times.clear()
             self.errors.clear()
             self._scripts.clear()
 
@@ -265,6 +277,7 @@ class OpenAIStub:
     def _record(self, request: RecordedRequest) -> None:
         with self._lock:
             self.requests.append(request)
+            self.request_times.append(time.monotonic())
 
     def _next_status(self, path: str) -> tuple[int, str | None]:
         with self._lock:
@@ -403,7 +416,8 @@ def _make_handler(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
                     body = json.loads(raw)
                 except ValueError:
                     bad_json = True
-            stub._record(RecordedRequest(method, path, body, headers))
+            request = RecordedRequest(method, path, body, headers)
+            stub._record(request)
 
             if not stub._authorized(headers):
                 key = headers.get("authorization", "")
@@ -430,7 +444,13 @@ def _make_handler(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
                     stub.errors.append(exc)
                 self._send(500, error_body(500, f"Stub handler raised {exc!r}"), {"x-should-retry": "false"})
                 return
-            self._send(200, payload)
+            extra: dict[str, str] = {}
+            if path == "/v1/embeddings":
+                if stub.delay_fn is not None:
+                    time.sleep(stub.delay_fn(request))
+                if stub.response_headers_fn is not None:
+                    extra = stub.response_headers_fn(request)
+            self._send(200, payload, extra)
 
         def _error(self, status: int, message: str | None = None) -> None:
             extra: dict[str, str] = {}
@@ -438,7 +458,7 @@ def _make_handler(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
                 if stub.retry_after_ms is not None:
                     extra["retry-after-ms"] = f"{stub.retry_after_ms:g}"
                 if status == 429:
-                    extra["retry-after"] = "0"
+                    extra["retry-after"] = stub.retry_after
             self._send(status, error_body(status, message), extra)
 
         def _send(self, status: int, payload: dict[str, Any], extra: dict[str, str] | None = None) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,6 +28,8 @@ class EmbeddingStats:
     computed_tokens: int = 0
     model_seconds: float = 0.0
     seconds: float = 0.0  #: wall time inside embed(): cache lookups and model
+    #: Tokens a hosted API reported using (``usage.total_tokens``), what it bills; 0 for local models.
+    api_tokens: int = 0
 
     @property
     def hit_rate(self) -> float:
@@ -89,6 +91,17 @@ class Embedder(ABC):
         """
         return [len(t) for t in texts]
 
+    def _batches(self, texts: list[str]) -> list[list[int]]:
+        """Positions in ``texts`` (missing texts, longest first) of each model call:
+        :attr:`batch_size` at a time by default; a hosted API fills requests to its limits."""
+        return [list(range(i, min(i + self.batch_size, len(texts)))) for i in range(0, len(texts), self.batch_size)]
+
+    def _embed_batches(self, batches: list[list[str]]) -> Iterator[tuple[int, np.ndarray]]:
+        """``(batch number, vectors)`` for each batch, in any order: one after the other here;
+        a hosted API keeps several requests in flight."""
+        for number, batch in enumerate(batches):
+            yield number, self._embed(batch)
+
     def embed(self, texts: Sequence[str],
               progress: Callable[[int], None] | None = None) -> np.ndarray:
         """Vectors of ``texts``, shape ``(len(texts), dim)``, float32, unit norm.
@@ -112,9 +125,10 @@ class Embedder(ABC):
             # the largest batch comes first, so a memory limit shows at once.
             lengths = self._batch_lengths([unique[j] for j in missing])
             missing = [j for _, j in sorted(zip(lengths, missing), key=lambda pair: -pair[0])]
-            for i in range(0, len(missing), self.batch_size):
-                batch = missing[i : i + self.batch_size]
-                out = _normalise(np.asarray(self._embed([unique[j] for j in batch]), dtype=np.float32))
+            batches = [[missing[p] for p in positions] for positions in self._batches([unique[j] for j in missing])]
+            for number, raw in self._embed_batches([[unique[j] for j in batch] for batch in batches]):
+                batch = batches[number]
+                out = _normalise(np.asarray(raw, dtype=np.float32))
                 if self.cache is not None:
                     self.cache.put_many(self.identity, [keys[j] for j in batch], out)
                 for j, vector in zip(batch, out):

@@ -45,7 +45,7 @@ import optuna
 from .._io.files import read_yaml
 from ..data.corpus import Corpus, default_corpus_name, load_corpus, parse_corpus_spec
 from ..data.evalset import EvaluationSet, load_evaluation_set
-from ..embedding.config import EmbedderConfig
+from ..embedding.config import SPEED_FIELDS, EmbedderConfig
 from ..errors import InvalidParameterError, option
 from ..evaluation.config import COPIES
 from ..evaluation.fidelity import Fidelity
@@ -300,8 +300,7 @@ def open_study(storage: optuna.storages.BaseStorage, name: str, settings: dict[s
         for key in SUMMARY_ATTRS:
             study.set_user_attr(key, settings[key])
         return study
-    differences = settings_diff({key: stored.get(key) for key in COMPARED_SETTINGS},
-                                {key: settings.get(key) for key in COMPARED_SETTINGS})
+    differences = settings_diff(_compared(stored), _compared(settings))
     if differences:
         lines = "\n  ".join(differences)
         raise StudyError(
@@ -309,6 +308,14 @@ def open_study(storage: optuna.storages.BaseStorage, name: str, settings: dict[s
             "Its results would not be comparable. Run with the study's settings, or start a "
             "new study (another name or storage).")
     return study
+
+
+def _compared(settings: dict[str, Any]) -> dict[str, Any]:
+    """The settings a resumed run must agree on; how fast a hosted embedder is asked is not one."""
+    compared = {key: settings.get(key) for key in COMPARED_SETTINGS}
+    if isinstance(compared.get("embedder"), dict):
+        compared["embedder"] = {key: value for key, value in compared["embedder"].items() if key not in SPEED_FIELDS}
+    return compared
 
 
 def settings_diff(stored: Any, current: Any, path: str = "") -> list[str]:
