@@ -161,7 +161,8 @@ class OpenAIEmbedder(Embedder):
     def _embed_batches(self, batches: list[list[str]]) -> Iterator[tuple[int, np.ndarray]]:
         """Up to :attr:`concurrency` requests in flight (threads: the time is spent waiting on the
         server); each batch's vectors as it arrives. A request the client gave up on ends the
-        call: requests not yet sent are cancelled, batches already received are cached."""
+        call: requests not yet sent are cancelled, those in flight are awaited and their batches
+        cached with the others already received, then the error is raised."""
         sent = [[self._fit(text) for text in batch] for batch in batches]
         if self.concurrency == 1 or len(sent) <= 1:
             for number, batch in enumerate(sent):
@@ -169,12 +170,23 @@ class OpenAIEmbedder(Embedder):
             return
         with ThreadPoolExecutor(min(self.concurrency, len(sent)), thread_name_prefix="chunkwise-embed") as pool:
             futures = {pool.submit(self._embed, batch): number for number, batch in enumerate(sent)}
+            error: BaseException | None = None
             try:
                 for future in as_completed(futures):
+                    if future.cancelled():
+                        continue
+                    if (failure := future.exception()) is not None:
+                        if error is None:
+                            error = failure
+                            for waiting in futures:
+                                waiting.cancel()
+                        continue
                     yield futures[future], future.result()
             finally:
                 for future in futures:
                     future.cancel()
+            if error is not None:
+                raise error
 
     def _request(self, texts: list[str], extra: dict):
         """One ``embeddings.create`` call, paced by the rate gate; the usage it reports is counted."""
