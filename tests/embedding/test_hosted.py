@@ -10,12 +10,13 @@ import threading
 import numpy as np
 import pytest
 
-from openai_stub import deterministic_embedding
 from tuner.embedding import EmbeddingCache
 from tuner.embedding.config import EmbedderConfig
 from tuner.embedding.openai import OpenAIEmbedder
 from tuner.errors import InvalidParameterError
 from tuner.evaluation.evaluator import embedder_window
+
+from openai_stub import deterministic_embedding
 
 
 def words(n: int) -> str:

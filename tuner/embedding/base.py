@@ -65,6 +65,9 @@ class Embedder(ABC):
     #: of a longer text is silently truncated, so a long chunk is judged on its first part.
     max_input_tokens: int | None = None
 
+    #: List price of a hosted model, USD per million tokens (None: local, or not known).
+    usd_per_mtok: float | None = None
+
     def unread_characters(self, texts: Sequence[str]) -> np.ndarray:
         """For each text, how many of its characters the model never reads (0 when it fits in
         :attr:`max_input_tokens`). This default counts cl100k tokens, as OpenAI's models do,

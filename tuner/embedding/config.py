@@ -86,7 +86,9 @@ class EmbedderConfig:
                              dimensions=self.dimensions, cache=cache, precision=self.precision,
                              **self.request_options())
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, speed: bool = True) -> dict[str, Any]:
+        """The settings given; ``speed=False`` leaves out those that change speed only (what a
+        configuration's results depend on: the key of an evaluated configuration)."""
         out: dict[str, Any] = {"provider": self.provider, "model": self.model}
         if self.base_url:
             out["base_url"] = self.base_url
@@ -94,7 +96,7 @@ class EmbedderConfig:
             out["dimensions"] = self.dimensions
         if self.precision != "fp32":
             out["precision"] = self.precision
-        out.update(self.request_options())
+        out.update({key: value for key, value in self.request_options().items() if speed or key not in SPEED_FIELDS})
         return out
 
     @classmethod

@@ -73,6 +73,7 @@ class OpenAIEmbedder(Embedder):
         self.model = model
         #: Texts longer than this (cl100k tokens) are sent truncated to it; None: sent whole.
         self.max_input_tokens = max_input_tokens or MAX_INPUT_TOKENS.get(model)
+        self.usd_per_mtok = USD_PER_MTOK.get(model)
         self._window_set = max_input_tokens is not None and max_input_tokens != MAX_INPUT_TOKENS.get(model)
         #: Most texts in one request (``batch_size`` is the same number).
         self.max_batch_inputs = inputs

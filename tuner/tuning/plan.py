@@ -4,8 +4,9 @@
 search space (chunking is cheap: nothing is embedded), and prints per corpus the documents,
 cl100k tokens, trials, the embedding work of a cold trial, the estimated wall time of the run
 from the embedder's calibrated throughput and ``--jobs``, and the API cost for an OpenAI
-embedder. The estimate is an upper bound: every trial is priced cold, while trials that share
-chunks reuse the embedding cache. With fidelity rungs, a trial is priced at the expected share
+embedder, at the configured model's list price (``rates.embed_usd_per_mtok`` overrides). The
+estimate is an upper bound: every trial is priced cold, while trials that share chunks reuse
+the embedding cache. With fidelity rungs, a trial is priced at the expected share
 of the distractors successive halving lets it embed (:meth:`Fidelity.expected_share`).
 """
 
@@ -46,6 +47,8 @@ class CorpusPlan:
     rungs: tuple[float, ...] = (1.0,)
     #: The expected share of a full trial's embedding a trial pays at these rungs.
     fidelity_share: float = 1.0
+    #: The embedding price the API cost is computed at (USD per million tokens).
+    usd_per_mtok: float | None = None
 
 
 def embedding_factor(space: SearchSpace, samples: int = SAMPLED_CONFIGURATIONS, seed: int = 0) -> float:
@@ -84,7 +87,7 @@ def plan_run(spec: StudySpec) -> list[CorpusPlan]:
                if spec.embedder.provider == "openai" else None)
         plans.append(CorpusPlan(corpus.name, len(corpus), tokens, len(data.evaluation_sets[corpus.name]), spec.trials,
                                 per_trial, seconds, spec.trials * seconds * share / spec.jobs, api, fidelity.rungs,
-                                share))
+                                share, rates.embed_usd_per_mtok if api is not None else None))
     return plans
 
 
@@ -93,7 +96,8 @@ def format_plan(spec: StudySpec, plans: list[CorpusPlan]) -> str:
     lines = [f"dry run of {spec.name}: {spec.trials} trial(s) per corpus, {spec.jobs} worker(s), embedder "
              f"{spec.embedder.provider}:{spec.embedder.model}{precision}; nothing is embedded or stored", ""]
     for p in plans:
-        cost = f", about ${p.api_usd:.2f} of API embedding" if p.api_usd is not None else ""
+        cost = (f", about ${p.api_usd:.2f} of API embedding at ${p.usd_per_mtok:g} per million tokens"
+                if p.api_usd is not None else "")
         lines += [f"  {p.corpus}: {p.documents} document(s), {p.tokens:,} tokens, {p.queries} questions",
                   f"    a cold trial embeds about {p.tokens_per_cold_trial:,.0f} tokens at full fidelity: "
                   f"{format_duration(p.seconds_per_cold_trial)}"]

@@ -307,6 +307,9 @@ def open_study(storage: optuna.storages.BaseStorage, name: str, settings: dict[s
             f"study {name!r} was created with different settings (study -> this run):\n  {lines}\n"
             "Its results would not be comparable. Run with the study's settings, or start a "
             "new study (another name or storage).")
+    if stored.get("embedder") != settings.get("embedder"):
+        # Only how fast the embedder is asked differs (compared above): this run's workers use its own.
+        study.set_user_attr(SETTINGS_ATTR, {**stored, "embedder": settings["embedder"]})
     return study
 
 

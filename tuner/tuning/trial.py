@@ -30,6 +30,7 @@ from .records import (
     RUNG_SCORES_ATTR,
     SCORE_ATTR,
     STOPPED_AT_ATTR,
+    api_usage_attributes,
     encode_per_query,
     trial_attributes,
 )
@@ -109,12 +110,26 @@ class TrialObjective:
             raise ConfigurationTaken(granted.holder)
         if granted.outcome == Claim.FULL:
             raise TargetReached
-        result = self._climb(trial, config)
+        embedder = self.embedder(config.embedder)
+        api_tokens = embedder.stats.api_tokens
+        try:
+            result = self._climb(trial, config)
+        except StoppedAtRung:
+            self._record_api_usage(trial, config, embedder.stats.api_tokens - api_tokens)
+            raise
         attrs = self._attributes(result)
+        if not config.embedder.local:
+            attrs.update(api_usage_attributes(embedder.stats.api_tokens - api_tokens, self.rates_for(config.embedder)))
         for key, value in attrs.items():
             trial.set_user_attr(key, value)
         trial.storage.set_trial_system_attr(trial._trial_id, PER_QUERY_SYSTEM_ATTR, encode_per_query(result))
         return attrs["recall"], attrs["iou"]
+
+    def _record_api_usage(self, trial: optuna.Trial, config: EvaluationConfig, api_tokens: int) -> None:
+        """A hosted API is paid for the rungs of a stopped trial too."""
+        if not config.embedder.local:
+            for key, value in api_usage_attributes(api_tokens, self.rates_for(config.embedder)).items():
+                trial.set_user_attr(key, value)
 
     def _attributes(self, result: EvaluationResult) -> dict[str, Any]:
         config = result.config
