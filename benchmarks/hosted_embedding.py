@@ -26,9 +26,9 @@ from _common import ROOT
 
 sys.path.insert(0, str(ROOT / "tests"))
 
-from openai_stub import OpenAIStub  # noqa: E402
+from tuner.embedding.openai import OpenAIEmbedder
 
-from tuner.embedding.openai import OpenAIEmbedder  # noqa: E402
+from openai_stub import OpenAIStub
 
 CONCURRENCY = (1, 4, 16)
 
