@@ -49,6 +49,8 @@ class CorpusPlan:
     fidelity_share: float = 1.0
     #: The embedding price the API cost is computed at (USD per million tokens).
     usd_per_mtok: float | None = None
+    #: Workers the wall time is divided among (a cluster's: the threads of its workers).
+    jobs: int = 1
 
 
 def embedding_factor(space: SearchSpace, samples: int = SAMPLED_CONFIGURATIONS, seed: int = 0) -> float:
@@ -72,6 +74,9 @@ def embedding_factor(space: SearchSpace, samples: int = SAMPLED_CONFIGURATIONS, 
 
 def plan_run(spec: StudySpec) -> list[CorpusPlan]:
     """The cost preview of ``spec`` (see the module docstring)."""
+    from .run import run_jobs
+
+    jobs = run_jobs(spec)  # a cluster's: its workers' threads
     data = load_study_data(spec)
     factor = embedding_factor(data.space, seed=spec.seed)
     cache = EmbeddingCache(spec.cache) if spec.cache else EmbeddingCache()
@@ -86,14 +91,16 @@ def plan_run(spec: StudySpec) -> list[CorpusPlan]:
         api = (spec.trials * per_trial * share * rates.embed_usd_per_mtok / 1e6
                if spec.embedder.provider == "openai" else None)
         plans.append(CorpusPlan(corpus.name, len(corpus), tokens, len(data.evaluation_sets[corpus.name]), spec.trials,
-                                per_trial, seconds, spec.trials * seconds * share / spec.jobs, api, fidelity.rungs,
-                                share, rates.embed_usd_per_mtok if api is not None else None))
+                                per_trial, seconds, spec.trials * seconds * share / jobs, api, fidelity.rungs,
+                                share, rates.embed_usd_per_mtok if api is not None else None, jobs))
     return plans
 
 
 def format_plan(spec: StudySpec, plans: list[CorpusPlan]) -> str:
     precision = f" ({spec.embedder.precision})" if spec.embedder.precision != "fp32" else ""
-    lines = [f"dry run of {spec.name}: {spec.trials} trial(s) per corpus, {spec.jobs} worker(s), embedder "
+    jobs = plans[0].jobs if plans else spec.jobs
+    where = f" on the Dask cluster at {spec.scheduler}" if spec.backend == "dask" else ""
+    lines = [f"dry run of {spec.name}: {spec.trials} trial(s) per corpus, {jobs} worker(s){where}, embedder "
              f"{spec.embedder.provider}:{spec.embedder.model}{precision}; nothing is embedded or stored", ""]
     for p in plans:
         cost = (f", about ${p.api_usd:.2f} of API embedding at ${p.usd_per_mtok:g} per million tokens"

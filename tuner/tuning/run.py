@@ -85,6 +85,9 @@ class RunSettings:
     cache: str | None = None
     corpus_path: str | None = None
     queries_path: str | None = None
+    #: ``local`` or ``dask`` (then ``scheduler`` is the Dask scheduler's address; see :mod:`.cluster`).
+    backend: str = "local"
+    scheduler: str | None = None
 
     def worker_options(self, study: str) -> list[WorkerOptions]:
         threads = max(1, (os.cpu_count() or 1) // self.jobs)
@@ -99,10 +102,24 @@ def tune(spec: StudySpec, *, progress: bool = True, echo: Echo = print) -> list[
     share of the cores. A study that other processes are already running gets ``spec.trials``
     more on top of their target.
     """
+    jobs = run_jobs(spec)
     data = load_study_data(spec)
-    run = RunSettings(spec.storage, spec.jobs, spec.seed, spec.heartbeat_interval, spec.grace_period, spec.cache)
+    run = RunSettings(spec.storage, jobs, spec.seed, spec.heartbeat_interval, spec.grace_period, spec.cache,
+                      backend=spec.backend, scheduler=spec.scheduler)
     with stop_handlers():
         return [_tune_corpus(spec, data, corpus, run, progress, echo) for corpus in data.corpora]
+
+
+def run_jobs(spec: StudySpec) -> int:
+    """How many workers a run starts: ``spec.jobs``; on a Dask cluster (after checking that its
+    storage is a shared database), one per thread of the cluster's workers unless ``jobs`` asks
+    for more than one."""
+    if spec.backend != "dask":
+        return spec.jobs
+    from .cluster import check_cluster_storage, cluster_slots
+
+    check_cluster_storage(spec.storage)
+    return spec.jobs if spec.jobs > 1 else cluster_slots(spec.scheduler)
 
 
 def _tune_corpus(spec: StudySpec, data: LoadedStudyData, corpus: Corpus, run: RunSettings, progress: bool,
@@ -175,6 +192,8 @@ def _run_study(storage: StudyStorage, study: optuna.Study, run: RunSettings, add
         study.set_user_attr(TARGET_ATTR, target)
         best = best_trial(study)
     workers = f"{run.jobs} worker{'s' if run.jobs > 1 else ''}"
+    if run.backend == "dask":
+        workers += f" on the Dask cluster at {run.scheduler}"
     rungs = StudySettings.of(study).fidelity.rungs
     done = f"{before.finished} {'finished' if len(rungs) > 1 else 'complete'} trial(s)"
     climb = (f"; fidelity rungs {', '.join(f'{r:g}' for r in rungs)}" if len(rungs) > 1 else "")
@@ -192,7 +211,14 @@ def _run_study(storage: StudyStorage, study: optuna.Study, run: RunSettings, add
     try:
         with storage_errors(run.storage):
             options = run.worker_options(name)
-            if run.jobs == 1:
+            if run.backend == "dask":
+                from .cluster import run_on_cluster
+
+                pool, reports = run_on_cluster(options, run.scheduler,
+                                               on_poll=lambda: _poll(study, ledger, study_id, bar))
+                reclaimed += [number for report in reports for number in report.reclaimed]
+                exhausted = any(report.stopped == "exhausted" for report in reports)
+            elif run.jobs == 1:
                 report = run_worker(options[0], on_trial=bar.on_trial)
                 reclaimed += report.reclaimed
                 exhausted = report.stopped == "exhausted"

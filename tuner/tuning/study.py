@@ -18,6 +18,7 @@ A study file (YAML) says what to tune, on what, and where results go::
     seed: 0
     heartbeat: {interval: 10, grace_period: 30}
     fidelity: auto                  # auto | full | [0.1, 0.3, 1.0] | {rungs: [...], reduction: 3}
+    backend: local                  # local | dask (then scheduler: tcp://HOST:8786, storage: PostgreSQL)
 
 Relative paths (a relative SQLite path too) are relative to the study file. Each
 corpus gets its own Optuna study, named ``<name>/<corpus>``; the settings that define
@@ -95,6 +96,10 @@ class StudySpec:
     keep_links: bool = False
     #: ``"auto"``, ``"full"`` or explicit rungs (see :func:`parse_fidelity`).
     fidelity: str | Fidelity = "auto"
+    #: Where the workers run: ``"local"`` (``jobs`` processes here) or ``"dask"`` (see :mod:`.cluster`).
+    backend: str = setting("local", str, choices=defaults.BACKENDS)
+    #: The Dask scheduler's address (``tcp://HOST:8786``) for ``backend="dask"``.
+    scheduler: str | None = setting(None, str, optional=True)
 
     def __post_init__(self) -> None:
         try:
@@ -127,7 +132,8 @@ def build_spec(study_file: str | Path | None = None, *, name: str | None = None,
                storage: str | None = None, trials: int | None = None, jobs: int | None = None,
                seed: int | None = None, cache: str | None = None, repair_references: bool = False,
                include: list[str] | None = None, exclude: list[str] | None = None, keep_links: bool = False,
-               fidelity: str | None = None, precision: str | None = None) -> StudySpec:
+               fidelity: str | None = None, precision: str | None = None, backend: str | None = None,
+               scheduler: str | None = None) -> StudySpec:
     """A run's spec from a study file and/or command-line values (given values win).
 
     ``corpora`` are ``[NAME=]PATH`` strings (see :func:`tuner.data.corpus.parse_corpus_spec`),
@@ -152,7 +158,8 @@ def build_spec(study_file: str | Path | None = None, *, name: str | None = None,
         storage=absolute_url(storage) if storage else None, trials=trials, jobs=jobs, seed=seed, cache=cache,
         repair_references=repair_references or None, include=tuple(include) if include else None,
         exclude=tuple(exclude) if exclude else None, keep_links=keep_links or None,
-        fidelity=parse_fidelity(fidelity, option("fidelity")) if fidelity is not None else None)
+        fidelity=parse_fidelity(fidelity, option("fidelity")) if fidelity is not None else None,
+        backend=backend, scheduler=scheduler)
 
 
 def parse_fidelity(value: Any, where: str) -> str | Fidelity:
@@ -182,7 +189,7 @@ def parse_fidelity(value: Any, where: str) -> str | Fidelity:
 
 STUDY_KEYS = ("name", "corpora", "queries", "space", "embedder", "unit", "copies", "validation", "weights", "rates",
               "scales", "storage", "trials", "jobs", "seed", "heartbeat", "cache", "repair_references", "include",
-              "exclude", "keep_links", "fidelity")
+              "exclude", "keep_links", "fidelity", "backend", "scheduler")
 
 
 def load_study_file(path: str | Path) -> StudySpec:
@@ -241,6 +248,8 @@ def load_study_file(path: str | Path) -> StudySpec:
             exclude=_patterns(data.get("exclude"), f"{where}: exclude"),
             keep_links=_flag(data.get("keep_links", False), f"{where}: keep_links"),
             fidelity=parse_fidelity(data.get("fidelity", "auto"), f"{where}: fidelity"),
+            backend=data.get("backend", "local"),
+            scheduler=data.get("scheduler"),
         )
     except (InvalidParameterError, TypeError) as exc:
         raise StudyError(f"{where}: {exc}") from None

@@ -1,0 +1,126 @@
+"""A study's workers on a real Dask cluster (a LocalCluster of worker processes on 127.0.0.1),
+submitted through joblib's dask backend, against the test PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from openai_stub import EmbeddingGate
+from tuner.embedding.config import EmbedderConfig
+from tuner.tuning import StudySpec, tune
+from tuner.tuning import cluster as cluster_module
+from tuner.tuning.cluster import ClusterError
+from tuner.tuning.storage import make_storage
+
+pytest.importorskip("distributed", reason="the Dask backend needs distributed: pip install -e '.[dask]'")
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "handbook"
+QUERIES = ROOT / "examples" / "handbook-queries.jsonl"
+QUICK = ROOT / "search_spaces" / "quick.yaml"
+
+
+@pytest.fixture(autouse=True)
+def _openai_key(monkeypatch):
+    # Set before the cluster starts: its worker processes inherit the environment.
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+
+
+@pytest.fixture
+def dask_cluster(_openai_key):
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                      dashboard_address=None) as cluster:
+        yield cluster
+
+
+def make_spec(tmp_path, stub, storage: str, scheduler: str | None, **changes) -> StudySpec:
+    values = dict(
+        name="c", corpora=(("handbook", str(EXAMPLE)),), queries=str(QUERIES), space=str(QUICK),
+        embedder=EmbedderConfig("openai", "stub-embed", base_url=stub.base_url),
+        storage=storage, trials=4, heartbeat_interval=1, grace_period=2, backend="dask", scheduler=scheduler,
+    )
+    values.update(changes)
+    return StudySpec(**values)
+
+
+def trials_of(spec: StudySpec) -> list[optuna.trial.FrozenTrial]:
+    storage = make_storage(spec.storage, heartbeat_interval=None)
+    return optuna.load_study(study_name=spec.study_name("handbook"), storage=storage).get_trials()
+
+
+def test_sqlite_is_refused_for_a_cluster(tmp_path, openai_server):
+    spec = make_spec(tmp_path, openai_server, f"sqlite:///{tmp_path}/c.db", "tcp://127.0.0.1:8786")
+    with pytest.raises(ClusterError, match=r"backend=dask needs a study database every node reaches \(PostgreSQL"):
+        tune(spec, progress=False, echo=lambda _: None)
+    assert not (tmp_path / "c.db").exists()
+
+
+def test_an_unreachable_scheduler_is_a_clear_error(tmp_path, openai_server, monkeypatch):
+    monkeypatch.setattr(cluster_module, "CONNECT_TIMEOUT_S", 1.0)
+    spec = make_spec(tmp_path, openai_server, "postgresql+psycopg://u@127.0.0.1:1/db", "tcp://127.0.0.1:9")
+    with pytest.raises(ClusterError, match=r"cannot reach the Dask scheduler at tcp://127.0.0.1:9"):
+        tune(spec, progress=False, echo=lambda _: None)
+
+
+def test_a_small_study_completes_exactly_on_the_cluster(tmp_path, openai_server, fresh_postgres_url, dask_cluster):
+    spec = make_spec(tmp_path, openai_server, fresh_postgres_url, dask_cluster.scheduler_address)
+    messages: list[str] = []
+    (outcome,) = tune(spec, progress=False, echo=messages.append)
+    assert any("2 workers on the Dask cluster at " + dask_cluster.scheduler_address in m for m in messages)
+    trials = trials_of(spec)
+    complete = [t for t in trials if t.state == TrialState.COMPLETE and "duplicate_of" not in t.user_attrs]
+    assert outcome.complete == len(complete) == 4
+    assert not [t for t in trials if t.state == TrialState.RUNNING]
+    configs = [t.user_attrs["config"] for t in complete]
+    assert len(set(configs)) == len(configs)  # no configuration evaluated twice
+    # The trials ran in the cluster's worker processes, not here.
+    pids = {int(t.user_attrs["worker"].split(":")[1]) for t in trials if "worker" in t.user_attrs}
+    assert pids and os.getpid() not in pids
+
+
+def test_a_dask_worker_killed_mid_trial_leaves_nothing_running(tmp_path, openai_server, fresh_postgres_url,
+                                                               dask_cluster):
+    spec = make_spec(tmp_path, openai_server, fresh_postgres_url, dask_cluster.scheduler_address, trials=3)
+    gate = EmbeddingGate(openai_server)
+    gate.open.clear()  # every trial waits at its first embedding request until a worker is killed
+    killed: list[int] = []
+
+    def kill_one() -> None:
+        if not gate.held.wait(120):
+            gate.open.set()
+            return
+        storage = make_storage(spec.storage, heartbeat_interval=None)
+        for _ in range(100):
+            study = optuna.load_study(study_name=spec.study_name("handbook"), storage=storage)
+            running = [t for t in study.get_trials(states=(TrialState.RUNNING,)) if "worker" in t.user_attrs]
+            if running:
+                pid = int(running[0].user_attrs["worker"].split(":")[1])
+                os.kill(pid, signal.SIGKILL)
+                killed.append(running[0].number)
+                break
+            threading.Event().wait(0.2)
+        gate.open.set()
+
+    killer = threading.Thread(target=kill_one, daemon=True)
+    killer.start()
+    (outcome,) = tune(spec, progress=False, echo=lambda _: None)
+    killer.join(5)
+    assert killed, "no trial was running to kill"
+    trials = trials_of(spec)
+    assert not [t for t in trials if t.state == TrialState.RUNNING]
+    complete = [t for t in trials if t.state == TrialState.COMPLETE and "duplicate_of" not in t.user_attrs]
+    assert outcome.complete == len(complete) == 3
+    lost = next(t for t in trials if t.number == killed[0])
+    assert lost.state == TrialState.FAIL and "lost" in lost.user_attrs
+    configs = [json.loads(t.user_attrs["config"])["chunker"] for t in complete]
+    assert len({json.dumps(c, sort_keys=True) for c in configs}) == 3
