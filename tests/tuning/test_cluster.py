@@ -124,3 +124,20 @@ def test_a_dask_worker_killed_mid_trial_leaves_nothing_running(tmp_path, openai_
     assert lost.state == TrialState.FAIL and "lost" in lost.user_attrs
     configs = [json.loads(t.user_attrs["config"])["chunker"] for t in complete]
     assert len({json.dumps(c, sort_keys=True) for c in configs}) == 3
+
+
+def test_the_dry_run_prices_the_run_for_the_clusters_workers(tmp_path, openai_server, fresh_postgres_url,
+                                                             dask_cluster, capsys):
+    from tuner.cli import main
+
+    space = tmp_path / "plain.yaml"
+    space.write_text("k: 3\nchunkers: {token: {size: 128, overlap: 0}}\n", encoding="utf-8")
+    args = ["tune", "--name", "dry", "--corpus", f"handbook={EXAMPLE}", "--queries", str(QUERIES), "--space",
+            str(space), "--embedder", "openai:stub-embed", "--base-url", openai_server.base_url, "--n-trials", "8",
+            "--storage", fresh_postgres_url]
+    assert main([*args, "--dry-run", "--backend", "dask", "--scheduler", dask_cluster.scheduler_address]) == 0
+    out = capsys.readouterr().out
+    assert f"2 worker(s) on the Dask cluster at {dask_cluster.scheduler_address}" in out
+    assert main([*args, "--dry-run", "--backend", "dask", "--scheduler", dask_cluster.scheduler_address,
+                 "--storage", f"sqlite:///{tmp_path}/d.db"]) == 2
+    assert "--backend dask needs a study database every node reaches" in capsys.readouterr().err
