@@ -3,6 +3,7 @@ submitted through joblib's dask backend, against the test PostgreSQL."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -13,12 +14,13 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from openai_stub import EmbeddingGate
 from tuner.embedding.config import EmbedderConfig
 from tuner.tuning import StudySpec, tune
 from tuner.tuning import cluster as cluster_module
 from tuner.tuning.cluster import ClusterError
 from tuner.tuning.storage import make_storage
+
+from openai_stub import EmbeddingGate
 
 pytest.importorskip("distributed", reason="the Dask backend needs distributed: pip install -e '.[dask]'")
 
@@ -141,3 +143,85 @@ def test_the_dry_run_prices_the_run_for_the_clusters_workers(tmp_path, openai_se
     assert main([*args, "--dry-run", "--backend", "dask", "--scheduler", dask_cluster.scheduler_address,
                  "--storage", f"sqlite:///{tmp_path}/d.db"]) == 2
     assert "--backend dask needs a study database every node reaches" in capsys.readouterr().err
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class DaskProcesses:
+    """``dask scheduler`` and ``dask worker`` as processes of their own (so the scheduler can die)."""
+
+    def __init__(self, port: int) -> None:
+        import shutil
+        import subprocess
+        import sys
+
+        dask = shutil.which("dask") or str(Path(sys.executable).with_name("dask"))
+        self.address = f"tcp://127.0.0.1:{port}"
+        quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "start_new_session": True}
+        self.scheduler = subprocess.Popen([dask, "scheduler", "--host", "127.0.0.1", "--port", str(port),
+                                           "--no-dashboard"], **quiet)
+        self.workers = subprocess.Popen([dask, "worker", self.address, "--nthreads", "1", "--nworkers", "2",
+                                         "--no-dashboard"], **quiet)
+
+    def kill_scheduler(self) -> None:
+        os.killpg(self.scheduler.pid, signal.SIGKILL)
+        self.scheduler.wait()
+
+    def stop(self) -> None:
+        for process in (self.workers, self.scheduler):
+            if process.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+
+
+@pytest.mark.slow
+def test_the_scheduler_gone_mid_run_is_a_clear_error_and_the_run_resumes(tmp_path, openai_server,
+                                                                         fresh_postgres_url):
+    port = _free_port()
+    spec = make_spec(tmp_path, openai_server, fresh_postgres_url, f"tcp://127.0.0.1:{port}", trials=3, jobs=2)
+    gate = EmbeddingGate(openai_server)
+    gate.open.clear()
+    first = DaskProcesses(port)
+    try:
+        def kill_scheduler() -> None:
+            if gate.held.wait(120):
+                first.kill_scheduler()
+            gate.open.set()
+
+        threading.Thread(target=kill_scheduler, daemon=True).start()
+        with pytest.raises(ClusterError, match=r"did not finish the run's tasks.*run the same command to resume"):
+            tune(spec, progress=False, echo=lambda _: None)
+    finally:
+        first.stop()  # its workers, still running their tasks, die here with their trials
+    before = len([t for t in trials_of(spec) if t.state == TrialState.COMPLETE])
+    second = DaskProcesses(port)
+    try:
+        (outcome,) = tune(spec, progress=False, echo=lambda _: None)
+    finally:
+        second.stop()
+    trials = trials_of(spec)
+    assert not [t for t in trials if t.state == TrialState.RUNNING]
+    complete = [t for t in trials if t.state == TrialState.COMPLETE and "duplicate_of" not in t.user_attrs]
+    # Resuming adds the trials asked for to those complete (the first run was cut short).
+    assert outcome.complete == len(complete) == outcome.target == before + 3
+
+
+
+def test_a_one_thread_cluster_still_runs_the_tasks_there(tmp_path, openai_server, fresh_postgres_url):
+    # joblib runs a call sequentially in the calling process when its backend offers one slot.
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
+                      dashboard_address=None) as cluster:
+        spec = make_spec(tmp_path, openai_server, fresh_postgres_url, cluster.scheduler_address, trials=2)
+        (outcome,) = tune(spec, progress=False, echo=lambda _: None)
+    assert outcome.complete == 2
+    pids = {int(t.user_attrs["worker"].split(":")[1]) for t in trials_of(spec) if "worker" in t.user_attrs}
+    assert pids and os.getpid() not in pids

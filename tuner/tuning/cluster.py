@@ -112,7 +112,7 @@ def run_on_cluster(options: list[WorkerOptions], scheduler: str | None, *,
 
     def work() -> None:
         try:
-            with joblib.parallel_config(backend="dask", client=client, wait_for_workers_timeout=CONNECT_TIMEOUT_S):
+            with joblib.parallel_config(backend=_cluster_backend(client)):
                 outcome["reports"] = joblib.Parallel(n_jobs=len(options), batch_size=1, pre_dispatch="all")(
                     joblib.delayed(cluster_task)(o.to_json()) for o in options)
         except BaseException as exc:  # handed to the calling thread
@@ -126,14 +126,45 @@ def run_on_cluster(options: list[WorkerOptions], scheduler: str | None, *,
             if on_poll is not None:
                 on_poll()
     finally:
-        client.close()
+        _close(client, quiet="error" in outcome)
     error = outcome.get("error")
     if isinstance(error, ChunkwiseError):
         raise error
     if error is not None:
-        raise ClusterError(f"the Dask cluster at {scheduler} did not finish the run's tasks "
-                           f"({type(error).__name__}: {error}); completed trials are saved: run the same command "
-                           "to resume") from error
+        detail = " ".join(f"{type(error).__name__}: {error}".split())
+        raise ClusterError(f"the Dask cluster at {scheduler} did not finish the run's tasks ({detail}); completed "
+                           "trials are saved: run the same command to resume") from error
     reports = [WorkerReport(**r) for r in outcome["reports"]]
     return PoolReport(), reports
 
+
+
+def _cluster_backend(client: Any) -> Any:
+    """joblib's dask backend on ``client``, which never runs the tasks here.
+
+    joblib runs a call whose backend offers one slot sequentially in the calling process: on a
+    cluster of one thread (or while only one worker has joined) every task would run on this
+    machine instead. Offering at least two slots keeps them on the cluster, queued there.
+    """
+    from joblib._dask import DaskDistributedBackend  # the class behind backend="dask"
+
+    class ClusterBackend(DaskDistributedBackend):
+        def effective_n_jobs(self, n_jobs: int) -> int:
+            return max(2, super().effective_n_jobs(n_jobs))
+
+    return ClusterBackend(client=client, wait_for_workers_timeout=CONNECT_TIMEOUT_S)
+
+
+def _close(client: Any, quiet: bool) -> None:
+    """Close the client; after a lost scheduler, without the tracebacks Dask logs while its
+    reconnection attempts are cancelled (the run's own message says what happened)."""
+    import logging
+
+    logger = logging.getLogger("distributed")
+    level = logger.level
+    if quiet:
+        logger.setLevel(logging.CRITICAL)
+    try:
+        client.close()
+    finally:
+        logger.setLevel(level)
