@@ -225,3 +225,29 @@ def test_a_one_thread_cluster_still_runs_the_tasks_there(tmp_path, openai_server
     assert outcome.complete == 2
     pids = {int(t.user_attrs["worker"].split(":")[1]) for t in trials_of(spec) if "worker" in t.user_attrs}
     assert pids and os.getpid() not in pids
+
+
+def test_ctrl_c_stops_the_clusters_tasks_after_their_trial(tmp_path, openai_server, fresh_postgres_url,
+                                                            dask_cluster, monkeypatch):
+    import time
+
+    from tuner.tuning import run as run_module
+
+    spec = make_spec(tmp_path, openai_server, fresh_postgres_url, dask_cluster.scheduler_address, trials=40)
+
+    def interrupt_after_a_trial(study, ledger, study_id, bar) -> None:
+        if ledger.progress(study_id).finished >= 1:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(run_module, "_poll", interrupt_after_a_trial)
+    with pytest.raises(KeyboardInterrupt):
+        tune(spec, progress=False, echo=lambda _: None)
+    # Each task ends its trial, then stops: nothing runs on and the study stays far from its target.
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and [t for t in trials_of(spec) if t.state == TrialState.RUNNING]:
+        time.sleep(0.5)
+    settled = len(trials_of(spec))
+    time.sleep(3)
+    trials = trials_of(spec)
+    assert not [t for t in trials if t.state == TrialState.RUNNING]
+    assert len(trials) == settled < 40

@@ -19,8 +19,10 @@ refuses to work. ``pip install 'chunkwise[dask]'`` installs Dask's ``distributed
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
+import uuid
 from collections.abc import Callable
 from dataclasses import asdict, replace
 from typing import Any
@@ -81,8 +83,31 @@ def _slots(client: Any, scheduler: str | None) -> int:
     return max(1, sum(int(info.get("nthreads", 1)) for info in workers.values()))
 
 
-def cluster_task(options_json: str) -> dict[str, Any]:
-    """One chunkwise worker on a Dask worker: the worker loop, with this node's share of its cores."""
+class _StopRequested(Exception):
+    """The run that submitted a task stopped (Ctrl-C, or its scheduler is gone)."""
+
+
+def _stop_check(name: str) -> Callable[..., None]:
+    """After each trial: end the task when the run set its stop event (threads cannot be
+    interrupted, so a task stops between trials), or when the scheduler is unreachable."""
+    from distributed import Event
+
+    event = Event(name)
+
+    def check(*_: Any) -> None:
+        try:
+            stop = event.is_set()
+        except Exception:  # the scheduler is gone, and with it the run that submitted this task
+            stop = True
+        if stop:
+            raise _StopRequested
+
+    return check
+
+
+def cluster_task(options_json: str, stop: str | None = None) -> dict[str, Any]:
+    """One chunkwise worker on a Dask worker: the worker loop, with this node's share of its
+    cores, ending between trials once the run's ``stop`` event is set."""
     from .workers import run_worker
 
     options = WorkerOptions.from_json(options_json)
@@ -93,7 +118,10 @@ def cluster_task(options_json: str) -> dict[str, Any]:
     except (ImportError, ValueError, AttributeError):
         slots = 1
     threads = max(1, (os.cpu_count() or 1) // max(1, slots))
-    return asdict(run_worker(replace(options, threads=threads)))
+    try:
+        return asdict(run_worker(replace(options, threads=threads), on_trial=_stop_check(stop) if stop else None))
+    except _StopRequested:
+        return asdict(WorkerReport(stopped="stopped"))
 
 
 def run_on_cluster(options: list[WorkerOptions], scheduler: str | None, *,
@@ -109,12 +137,13 @@ def run_on_cluster(options: list[WorkerOptions], scheduler: str | None, *,
 
     client = _client(scheduler)
     outcome: dict[str, Any] = {}
+    stop = f"chunkwise-stop-{uuid.uuid4().hex}"
 
     def work() -> None:
         try:
             with joblib.parallel_config(backend=_cluster_backend(client)):
                 outcome["reports"] = joblib.Parallel(n_jobs=len(options), batch_size=1, pre_dispatch="all")(
-                    joblib.delayed(cluster_task)(o.to_json()) for o in options)
+                    joblib.delayed(cluster_task)(o.to_json(), stop) for o in options)
         except BaseException as exc:  # handed to the calling thread
             outcome["error"] = exc
 
@@ -126,6 +155,8 @@ def run_on_cluster(options: list[WorkerOptions], scheduler: str | None, *,
             if on_poll is not None:
                 on_poll()
     finally:
+        if thread.is_alive() or "error" in outcome:  # Ctrl-C, or a task lost: the others stop after their trial
+            _signal_stop(client, stop)
         _close(client, quiet="error" in outcome)
     error = outcome.get("error")
     if isinstance(error, ChunkwiseError):
@@ -153,6 +184,19 @@ def _cluster_backend(client: Any) -> Any:
             return max(2, super().effective_n_jobs(n_jobs))
 
     return ClusterBackend(client=client, wait_for_workers_timeout=CONNECT_TIMEOUT_S)
+
+
+def _signal_stop(client: Any, name: str, timeout_s: float = 5.0) -> None:
+    """Set the run's stop event; give up after ``timeout_s`` (a scheduler that is gone)."""
+    from distributed import Event
+
+    def set_event() -> None:
+        with contextlib.suppress(Exception):  # nothing to stop on a cluster that cannot be reached
+            Event(name, client=client).set()
+
+    setter = threading.Thread(target=set_event, name="chunkwise-dask-stop", daemon=True)
+    setter.start()
+    setter.join(timeout_s)
 
 
 def _close(client: Any, quiet: bool) -> None:
