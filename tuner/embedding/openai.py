@@ -165,6 +165,7 @@ class OpenAIEmbedder(Embedder):
         call: requests not yet sent are cancelled, those in flight are awaited and their batches
         cached with the others already received, then the error is raised."""
         sent = [[self._fit(text) for text in batch] for batch in batches]
+        self._client  # noqa: B018  (built once, here: a missing key is one error, not one per thread)
         if self.concurrency == 1 or len(sent) <= 1:
             for number, batch in enumerate(sent):
                 yield number, self._embed(batch)
