@@ -251,3 +251,17 @@ def test_ctrl_c_stops_the_clusters_tasks_after_their_trial(tmp_path, openai_serv
     trials = trials_of(spec)
     assert not [t for t in trials if t.state == TrialState.RUNNING]
     assert len(trials) == settled < 40
+
+
+def test_the_backend_comes_from_the_study_file(tmp_path):
+    from tuner.tuning.study import StudyError, load_study_file
+
+    base = (f"name: s\ncorpora: {{handbook: {EXAMPLE}}}\nqueries: {QUERIES}\nspace: {QUICK}\n"
+            "storage: postgresql+psycopg://u@db/chunkwise\n")
+    study = tmp_path / "s.yaml"
+    study.write_text(base + "backend: dask\nscheduler: tcp://10.0.0.5:8786\n", encoding="utf-8")
+    spec = load_study_file(study)
+    assert (spec.backend, spec.scheduler) == ("dask", "tcp://10.0.0.5:8786")
+    study.write_text(base + "backend: spark\n", encoding="utf-8")
+    with pytest.raises(StudyError, match=r"backend='spark' is invalid; allowed: local, dask"):
+        load_study_file(study)
