@@ -117,7 +117,11 @@ def test_export_load_and_rechunk_give_the_trials_chunks(tuned, tmp_path, capsys)
     assert data["source"] == {"study": "ship/handbook", "trial": chosen.number, "storage": spec.storage,
                               "weights": {"recall": 1.0, "iou": 0.5, "latency": 0.1, "cost": 0.1},
                               "selection": {"chosen": "recommended", "best_trial": outcome.best.number,
-                                            "tied_with_best": tied}}
+                                            "tied_with_best": tied,
+                                            "tuned_trial": outcome.recommendation.tuned.number,
+                                            "checks": outcome.recommendation.lines(),
+                                            **({"fell_back_to_baseline": chosen.attrs["baseline"]}
+                                               if outcome.recommendation.fell_back else {})}}
     best_out = tmp_path / "raw-best.json"
     assert main(["export", "--storage", spec.storage, "--study", "ship", "--best", "-o", str(best_out)]) == 0
     assert json.loads(best_out.read_text())["source"]["trial"] == outcome.best.number
@@ -223,7 +227,7 @@ def test_report_writes_plots_and_summary_with_intervals(tuned, tmp_path):
         assert "plotly" in (out / f"{name}.html").read_text(encoding="utf-8")[:5000].lower()
     report = (out / "report.md").read_text(encoding="utf-8")
     assert "## handbook (study `ship/handbook`)" in report
-    assert "### Pareto-optimal configurations (recall against IoU)" in report
+    assert "### Pareto-optimal configurations (recall against IoU, on the search questions)" in report
     assert f"(trial {outcome.best.number})" in report
     assert "### Top 2 configurations against the token 800/400 default (k=5)" in report
     assert "| default token 800/400 k=5 |" in report
