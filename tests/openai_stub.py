@@ -53,6 +53,13 @@ Malformed replies
     ``"count"`` (one vector fewer than the inputs), ``"not-object"`` (a JSON list) and ``"hang"``
     (nothing is sent for ``hang_s`` seconds, then the normal reply; the client times out first).
 
+Latency and rate-limit headers
+    ``stub.delay_fn(request) -> seconds`` (default none) delays each successful embedding answer, e.g.
+    ``lambda request: 0.2`` for a remote API's latency; ``stub.response_headers_fn(request)`` adds
+    headers to it (``x-ratelimit-remaining-requests``, ...). ``stub.retry_after`` is the
+    ``retry-after`` value a scripted 429 carries (``"0"``). ``stub.request_times`` holds the
+    ``time.monotonic()`` of each recorded request, beside ``stub.requests``.
+
 Handler exceptions are answered with a 500 and kept in ``stub.errors`` so a test can assert on them.
 """
 
@@ -188,9 +195,12 @@ class OpenAIStub:
             _default_completion_handler
         )
         self.retry_after_ms: float | None = 1.0
-        self.retry_after: str | None = None  # a 429's retry-after header (default "0")
+        self.retry_after: str | None = "0"  # a 429's retry-after header
         self.hang_s: float = 30.0
+        self.delay_fn: Callable[[RecordedRequest], float] | None = None
+        self.response_headers_fn: Callable[[RecordedRequest], dict[str, str]] | None = None
         self.requests: list[RecordedRequest] = []
+        self.request_times: list[float] = []
         self.errors: list[BaseException] = []
         self._scripts: dict[str, deque[tuple[int, str | None]]] = {}  # a malformed reply: (200, None, name)
         self._lock = threading.Lock()
@@ -279,6 +289,7 @@ class OpenAIStub:
         """Forget recorded requests, handler errors and scripted statuses (handlers are kept)."""
         with self._lock:
             self.requests.clear()
+            self.request_times.clear()
             self.errors.clear()
             self._scripts.clear()
 
@@ -287,6 +298,7 @@ class OpenAIStub:
     def _record(self, request: RecordedRequest) -> None:
         with self._lock:
             self.requests.append(request)
+            self.request_times.append(time.monotonic())
 
     def _next_status(self, path: str) -> tuple[int, str | None, str | None]:
         with self._lock:
@@ -425,7 +437,8 @@ def _make_handler(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
                     body = json.loads(raw)
                 except ValueError:
                     bad_json = True
-            stub._record(RecordedRequest(method, path, body, headers))
+            request = RecordedRequest(method, path, body, headers)
+            stub._record(request)
 
             if not stub._authorized(headers):
                 key = headers.get("authorization", "")
@@ -455,7 +468,13 @@ def _make_handler(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
             if malformed is not None:
                 self._malformed(malformed, payload)
                 return
-            self._send(200, payload)
+            extra: dict[str, str] = {}
+            if path == "/v1/embeddings":
+                if stub.delay_fn is not None:
+                    time.sleep(stub.delay_fn(request))
+                if stub.response_headers_fn is not None:
+                    extra = stub.response_headers_fn(request)
+            self._send(200, payload, extra)
 
         def _malformed(self, kind: str, payload: dict[str, Any]) -> None:
             """Answer 200 with a spoiled version of ``payload`` (an embeddings reply)."""

@@ -129,7 +129,7 @@ def tune(corpus: CorpusInput | Sequence[CorpusInput] | Mapping[str, CorpusInput]
          jobs: int | None = None, seed: int | None = None, weights: Weights | Mapping[str, float] | str | None = None,
          embedder: EmbedderConfig | str | None = None, unit: str | None = None, copies: str | None = None,
          validation: float | None = None, fidelity: str | Fidelity | None = None, cache: str | None = None,
-         timeout: float | str | None = None,
+         timeout: float | str | None = None, backend: str | None = None, scheduler: str | None = None,
          progress: bool = True, echo: Callable[[str], None] = print) -> TuningRun:
     """Run (or resume) one study per corpus and return the run.
 
@@ -155,6 +155,10 @@ def tune(corpus: CorpusInput | Sequence[CorpusInput] | Mapping[str, CorpusInput]
         validation: the share of questions held out of the search (default 0.25).
         fidelity: ``"auto"``, ``"full"`` or rungs (see :mod:`tuner.evaluation.fidelity`).
         cache: an embedding cache file (default: the shared one).
+        backend: ``"local"`` (default: ``jobs`` processes here) or ``"dask"``: the workers run as tasks
+            on the Dask cluster at ``scheduler`` (``"tcp://HOST:8786"``), against a PostgreSQL
+            ``storage`` (see :mod:`tuner.tuning.cluster`).
+        scheduler: the Dask scheduler's address.
         progress: show a progress bar.
         echo: receives the run's messages.
 
@@ -180,7 +184,8 @@ def tune(corpus: CorpusInput | Sequence[CorpusInput] | Mapping[str, CorpusInput]
         name=name, space=space, trials=n_trials, storage=absolute_url(storage) if storage else None, jobs=jobs,
         seed=seed, unit=unit, copies=copies, validation=validation, fidelity=fidelity, cache=cache,
         weights=_weights(weights), embedder=_embedder(embedder),
-        timeout=parse_duration(timeout, option("timeout")) if timeout is not None else None)
+        timeout=parse_duration(timeout, option("timeout")) if timeout is not None else None,
+        backend=backend, scheduler=scheduler)
     outcomes = run_study_spec(spec, progress=progress, echo=echo)
     return TuningRun(spec.name, spec.storage, outcomes)
 

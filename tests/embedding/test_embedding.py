@@ -103,15 +103,16 @@ def test_concurrent_writers_from_several_processes(tmp_path):
 
 def test_openai_embedder_through_the_openai_client(openai_server, tmp_path):
     model = OpenAIEmbedder("embed-small", base_url=openai_server.base_url, api_key="k",
-                           batch_size=2, cache=EmbeddingCache(tmp_path / "c.sqlite3"))
-    vectors = model.embed(["one", "two", "three", "one"])
+                           batch_size=2, concurrency=1, cache=EmbeddingCache(tmp_path / "c.sqlite3"))
+    vectors = model.embed(["one", "two three", "four five six", "one"])
     assert vectors.shape == (4, 8)
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0)
     calls = openai_server.requests_to("/v1/embeddings")
-    assert [c.json_body["input"] for c in calls] == [["three", "one"], ["two"]]  # longest first
+    # Longest first in cl100k tokens (3, 2, 1), two texts per request.
+    assert [c.json_body["input"] for c in calls] == [["four five six", "two three"], ["one"]]
     assert calls[0].headers["authorization"] == "Bearer k"
     assert model.identity == f"openai:{openai_server.base_url}:embed-small"
-    model.embed(["two"])
+    model.embed(["two three"])
     assert len(openai_server.requests_to("/v1/embeddings")) == 2  # served by the cache
 
 

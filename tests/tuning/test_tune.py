@@ -101,6 +101,33 @@ def test_trials_record_metrics_and_cache_independent_cost(tmp_path, openai_serve
     assert first["latency_ms"] == pytest.approx(first["retrieved_tokens_per_query"] / 5000 * 1000, rel=0.05)
 
 
+def test_trials_record_the_tokens_the_api_reported_and_their_price(tmp_path, openai_server):
+    space = tmp_path / "one.yaml"
+    space.write_text("k: 3\nchunkers: {token: {size: 128, overlap: 0}}\n", encoding="utf-8")
+    cold, warm = (make_spec(tmp_path, openai_server, name=name, space=str(space), trials=1) for name in "ab")
+    tune(cold, progress=False, echo=lambda _: None)
+    # The stub reports one token per whitespace-separated word of the inputs it was sent.
+    reported = sum(len(text.split()) for request in openai_server.requests_to("/v1/embeddings")
+                   for text in request.json_body["input"])
+    (trial,) = complete(trials_of(cold))
+    assert trial.user_attrs["embedding_api_tokens"] == reported > 0
+    # stub-embed has no list price: the hosted default, $0.02 per million tokens.
+    assert trial.user_attrs["embedding_api_usd"] == pytest.approx(reported * 0.02 / 1e6)
+    # A second study over the same cache pays nothing; how fast the API is asked is no setting of
+    # the study's results, so it may change on resume.
+    faster = EmbedderConfig("openai", "stub-embed", base_url=openai_server.base_url, concurrency=16)
+    tune(warm.with_overrides(embedder=faster), progress=False, echo=lambda _: None)
+    (again,) = complete(trials_of(warm))
+    assert (again.user_attrs["embedding_api_tokens"], again.user_attrs["embedding_api_usd"]) == (0, 0.0)
+    tune(cold.with_overrides(trials=1, embedder=faster), progress=False, echo=lambda _: None)
+    storage = make_storage(cold.storage, heartbeat_interval=None)
+    study = optuna.load_study(study_name=cold.study_name("handbook"), storage=storage)
+    assert study.user_attrs["settings"]["embedder"]["concurrency"] == 16  # the resumed run's workers ask so
+    # The evaluated configuration (the key of the duplicate claim) is the same at any speed.
+    assert json.loads(again.user_attrs["config"])["embedder"] == {"provider": "openai", "model": "stub-embed",
+                                                                  "base_url": openai_server.base_url}
+
+
 def test_repeated_configurations_are_pruned_without_evaluation(tmp_path, openai_server):
     space = tmp_path / "two.yaml"
     space.write_text("k: {type: categorical, choices: [2, 4]}\nchunkers: {token: {size: 128}}\n", encoding="utf-8")
@@ -390,6 +417,19 @@ def test_dry_run_prices_the_run_and_stores_nothing(tmp_path, openai_server, caps
     # OpenAI's list price for text-embedding-3-small, $0.02 per million tokens, 10 trials:
     assert f"about ${10 * 2 * tokens * 0.02 / 1e6:.2f} of API embedding" in out
     assert not (tmp_path / "studies").exists() and not openai_server.requests_to("/v1/embeddings")
+
+
+def test_dry_run_prices_the_configured_model(tmp_path, openai_server, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    space = tmp_path / "plain.yaml"
+    space.write_text("k: 3\nchunkers: {token: {size: 128, overlap: 0}}\n", encoding="utf-8")
+    assert main(["tune", "--name", "dry", "--corpus", f"handbook={EXAMPLE}", "--queries", str(QUERIES),
+                 "--space", str(space), "--embedder", "openai:text-embedding-3-large", "--base-url",
+                 openai_server.base_url, "--n-trials", "1000", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    tokens = int(re.search(r"a cold trial embeds about ([0-9,]+) tokens", out).group(1).replace(",", ""))
+    # text-embedding-3-large's list price: $0.13 per million tokens.
+    assert f"about ${1000 * tokens * 0.13 / 1e6:.2f} of API embedding at $0.13 per million tokens" in out
 
 
 def test_dry_run_prices_fidelity_rungs(tmp_path, openai_server, capsys, monkeypatch):

@@ -55,6 +55,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                       help="re-locate references whose offsets do not match, when their text occurs exactly once "
                            "in the document (recorded in the study; workers repair the same way)")
     add_run_arguments(tune)
+    tune.add_argument("--backend", choices=defaults.BACKENDS,
+                      help="where the workers run: local (default: --jobs processes here) or dask (tasks on the Dask "
+                           "cluster at --scheduler, one per thread of its workers unless --jobs N; needs a "
+                           "PostgreSQL --storage and pip install 'chunkwise[dask]')")
+    tune.add_argument("--scheduler", metavar="tcp://HOST:8786", help="the Dask scheduler's address (--backend dask)")
     tune.set_defaults(handler=run)
 
 
@@ -69,7 +74,8 @@ def run(args: argparse.Namespace) -> int:
                       storage=args.storage, trials=args.n_trials, jobs=args.jobs, seed=args.seed, cache=args.cache,
                       repair_references=args.repair_references, include=args.include, exclude=args.exclude,
                       keep_links=args.keep_links, fidelity=args.fidelity,
-                      precision=args.precision, timeout=args.timeout)
+                      precision=args.precision, timeout=args.timeout, backend=args.backend,
+                      scheduler=args.scheduler)
     quiet_optuna()
     if args.dry_run:
         from ..tuning.plan import format_plan, plan_run

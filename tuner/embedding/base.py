@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,6 +29,8 @@ class EmbeddingStats:
     computed_tokens: int = 0
     model_seconds: float = 0.0
     seconds: float = 0.0  #: wall time inside embed(): cache lookups and model
+    #: Tokens a hosted API reported using (``usage.total_tokens``), what it bills; 0 for local models.
+    api_tokens: int = 0
 
     @property
     def hit_rate(self) -> float:
@@ -64,6 +66,9 @@ class Embedder(ABC):
     #: of a longer text is silently truncated, so a long chunk is judged on its first part.
     max_input_tokens: int | None = None
 
+    #: List price of a hosted model, USD per million tokens (None: local, or not known).
+    usd_per_mtok: float | None = None
+
     def unread_characters(self, texts: Sequence[str]) -> np.ndarray:
         """For each text, how many of its characters the model never reads (0 when it fits in
         :attr:`max_input_tokens`). This default counts cl100k tokens, as OpenAI's models do,
@@ -90,6 +95,17 @@ class Embedder(ABC):
         """
         return [len(t) for t in texts]
 
+    def _batches(self, texts: list[str]) -> list[list[int]]:
+        """Positions in ``texts`` (missing texts, longest first) of each model call:
+        :attr:`batch_size` at a time by default; a hosted API fills requests to its limits."""
+        return [list(range(i, min(i + self.batch_size, len(texts)))) for i in range(0, len(texts), self.batch_size)]
+
+    def _embed_batches(self, batches: list[list[str]]) -> Iterator[tuple[int, np.ndarray]]:
+        """``(batch number, vectors)`` for each batch, in any order: one after the other here;
+        a hosted API keeps several requests in flight."""
+        for number, batch in enumerate(batches):
+            yield number, self._embed(batch)
+
     def embed(self, texts: Sequence[str],
               progress: Callable[[int], None] | None = None) -> np.ndarray:
         """Vectors of ``texts``, shape ``(len(texts), dim)``, float32, unit norm.
@@ -113,9 +129,10 @@ class Embedder(ABC):
             # the largest batch comes first, so a memory limit shows at once.
             lengths = self._batch_lengths([unique[j] for j in missing])
             missing = [j for _, j in sorted(zip(lengths, missing), key=lambda pair: -pair[0])]
-            for i in range(0, len(missing), self.batch_size):
-                batch = missing[i : i + self.batch_size]
-                out = _normalise(np.asarray(self._embed([unique[j] for j in batch]), dtype=np.float32))
+            batches = [[missing[p] for p in positions] for positions in self._batches([unique[j] for j in missing])]
+            for number, raw in self._embed_batches([[unique[j] for j in batch] for batch in batches]):
+                batch = batches[number]
+                out = _normalise(np.asarray(raw, dtype=np.float32))
                 if not np.isfinite(out).all():  # never cache, index or score a NaN (see cache.usable)
                     raise EmbeddingError(f"the model {self.identity} returned non-finite values (NaN or infinity) "
                                          f"for {int((~np.isfinite(out).all(axis=1)).sum())} of {len(batch)} texts")

@@ -10,8 +10,14 @@ from ..schema import check_keys, check_settings, field_names, setting
 from . import openai, sentence_transformers  # noqa: F401  (their providers register on import)
 from .base import Embedder
 from .cache import EmbeddingCache
+from .openai import DEFAULT_CONCURRENCY
 from .registry import embedding_provider, make_embedder, provider_names
 from .sentence_transformers import DEFAULT_MODEL, PRECISIONS
+
+#: Settings of how a hosted API is asked (see :class:`EmbedderConfig`).
+REQUEST_FIELDS = ("concurrency", "max_batch_inputs", "max_batch_tokens", "max_input_tokens")
+#: Of those, the ones that change speed only, never a vector.
+SPEED_FIELDS = ("concurrency", "max_batch_inputs", "max_batch_tokens")
 
 
 @dataclass(frozen=True)
@@ -25,6 +31,12 @@ class EmbedderConfig:
     it is written out only when not fp32, so configurations saved before it existed
     read and compare as they did.
 
+    Hosted APIs only (see :mod:`tuner.embedding.openai`): ``concurrency`` (requests in flight,
+    default 4), ``max_batch_inputs`` and ``max_batch_tokens`` (per-request limits; default 2,048
+    texts and 300,000 tokens for OpenAI's models), ``max_input_tokens`` (the model's input window,
+    longer texts are sent truncated; default 8,191 for OpenAI's models). Each is written out only
+    when set; the first three change speed, never vectors, so a study resumes with other values.
+
     >>> EmbedderConfig(precision="fp16")
     Traceback (most recent call last):
     ...
@@ -36,6 +48,10 @@ class EmbedderConfig:
     base_url: str | None = setting(None, str, optional=True)
     dimensions: int | None = setting(None, int, low=1, optional=True)
     precision: str = setting("fp32", str, choices=PRECISIONS)
+    concurrency: int = setting(DEFAULT_CONCURRENCY, int, low=1, high=256)
+    max_batch_inputs: int | None = setting(None, int, low=1, optional=True)
+    max_batch_tokens: int | None = setting(None, int, low=1, optional=True)
+    max_input_tokens: int | None = setting(None, int, low=1, optional=True)
 
     def __post_init__(self) -> None:
         check_settings(self, "embedder")
@@ -43,6 +59,22 @@ class EmbedderConfig:
             raise InvalidParameterError(
                 f"embedder.precision={self.precision!r} applies to local sentence-transformers models only; "
                 f"provider {self.provider!r} takes fp32")
+        if embedding_provider(self.provider).local:
+            for name, value in self.request_options().items():
+                raise InvalidParameterError(f"embedder.{name}={value!r} applies to hosted embedding APIs only; "
+                                            f"provider {self.provider!r} runs on this machine")
+        if self.max_batch_tokens is not None and self.max_input_tokens is not None \
+                and self.max_input_tokens > self.max_batch_tokens:
+            raise InvalidParameterError(
+                f"embedder.max_batch_tokens={self.max_batch_tokens} is invalid: one request must hold a text of "
+                f"embedder.max_input_tokens={self.max_input_tokens}; allowed: >= {self.max_input_tokens}")
+
+    def request_options(self) -> dict[str, int]:
+        """The hosted-API request settings given (not at their defaults)."""
+        out = {name: getattr(self, name) for name in REQUEST_FIELDS if getattr(self, name) is not None}
+        if out.get("concurrency") == DEFAULT_CONCURRENCY:
+            del out["concurrency"]
+        return out
 
     @property
     def local(self) -> bool:
@@ -51,9 +83,12 @@ class EmbedderConfig:
 
     def build(self, cache: EmbeddingCache | None = None) -> Embedder:
         return make_embedder(self.provider, self.model, base_url=self.base_url,
-                             dimensions=self.dimensions, cache=cache, precision=self.precision)
+                             dimensions=self.dimensions, cache=cache, precision=self.precision,
+                             **self.request_options())
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, speed: bool = True) -> dict[str, Any]:
+        """The settings given; ``speed=False`` leaves out those that change speed only (what a
+        configuration's results depend on: the key of an evaluated configuration)."""
         out: dict[str, Any] = {"provider": self.provider, "model": self.model}
         if self.base_url:
             out["base_url"] = self.base_url
@@ -61,6 +96,7 @@ class EmbedderConfig:
             out["dimensions"] = self.dimensions
         if self.precision != "fp32":
             out["precision"] = self.precision
+        out.update({key: value for key, value in self.request_options().items() if speed or key not in SPEED_FIELDS})
         return out
 
     @classmethod
@@ -68,8 +104,9 @@ class EmbedderConfig:
         data = check_keys(data, where, field_names(cls))
         provider = data.get("provider", "sentence-transformers")
         default_model = embedding_provider(provider).default_model if provider in provider_names() else DEFAULT_MODEL
+        options = {name: data[name] for name in REQUEST_FIELDS if data.get(name) is not None}
         return cls(provider, data.get("model") or default_model, data.get("base_url"),
-                   data.get("dimensions"), data.get("precision", "fp32"))
+                   data.get("dimensions"), data.get("precision", "fp32"), **options)
 
     @classmethod
     def parse(cls, spec: str) -> EmbedderConfig:
@@ -92,9 +129,11 @@ class EmbedderConfig:
         if spec is None and base_url is None and precision is None:
             return self
         parsed = self.parse(spec) if spec is not None else self
-        kept = self.precision if embedding_provider(parsed.provider).local else "fp32"
+        local = embedding_provider(parsed.provider).local
+        kept = self.precision if local else "fp32"
+        options = {} if local else self.request_options()
         return EmbedderConfig(parsed.provider, parsed.model, base_url or parsed.base_url, parsed.dimensions,
-                              precision or kept)
+                              precision or kept, **options)
 
 
 def embedder_key(config: EmbedderConfig) -> str:
@@ -102,12 +141,13 @@ def embedder_key(config: EmbedderConfig) -> str:
     return f"{config.provider}:{config.model}:{config.base_url}:{config.dimensions}"
 
 
-_EMBEDDERS: dict[tuple[str, str | None], Embedder] = {}
+_EMBEDDERS: dict[tuple[str, str, str | None], Embedder] = {}
 
 
 def shared_embedder(config: EmbedderConfig, cache: EmbeddingCache | None) -> Embedder:
     """One embedder per configuration and cache file per process: the model loads once."""
-    key = (embedder_key(config), None if cache is None else str(cache.path))
+    key = (embedder_key(config), repr(sorted(config.request_options().items())),
+           None if cache is None else str(cache.path))
     if key not in _EMBEDDERS:
         _EMBEDDERS[key] = config.build(cache)
     return _EMBEDDERS[key]

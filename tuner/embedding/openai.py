@@ -1,12 +1,18 @@
 """Embeddings from any OpenAI-compatible endpoint, through the ``openai`` client.
 
-Timeouts, retries and which failures are fatal: see :mod:`tuner.llm.endpoint`.
+Requests are filled up to the endpoint's limits (:attr:`OpenAIEmbedder.max_batch_inputs` texts
+and :attr:`~OpenAIEmbedder.max_batch_tokens` cl100k tokens), longest texts first; a text longer
+than the model's input window (:attr:`~OpenAIEmbedder.max_input_tokens`) is sent truncated to it,
+as a local model truncates, and reported the same way (``truncated_chunks``). Up to
+:attr:`~OpenAIEmbedder.concurrency` requests are in flight at once; the rate-limit headers of
+every answer slow all of them down (see :class:`tuner.llm.endpoint.RateGate`), and a failed request
+is retried on its own. Timeouts, retries and which failures are fatal: see :mod:`tuner.llm.endpoint`.
+
 
 Every reply is checked before a vector is used or cached (:func:`parse_embedding_reply`):
 JSON, an object with a ``data`` list, one vector per text, one dimension for all, finite
 values. A proxy's HTML page, a truncated body or NaN vectors are retried like a server error
-(5xx), then reported in one line naming the endpoint and what was wrong.
-"""
+(5xx), then reported in one line naming the endpoint and what was wrong."""
 
 from __future__ import annotations
 
@@ -14,14 +20,18 @@ import base64
 import binascii
 import json
 import os
+import threading
 import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from functools import cached_property
 
 import numpy as np
 
-from ..errors import EmbeddingError
+from ..errors import EmbeddingError, InvalidParameterError
 from ..llm.endpoint import (
     MAX_READ_TIMEOUT_S,
+    RateGate,
     endpoint_error,
     make_client,
     make_error,
@@ -30,7 +40,7 @@ from ..llm.endpoint import (
     retry_delay,
     shown,
 )
-from ..text.tokens import count_tokens_batch
+from ..text.tokens import count_tokens_batch, encoding
 from .base import Embedder
 from .registry import register_provider
 
@@ -40,6 +50,17 @@ DEFAULT_OPENAI_MODEL = "text-embedding-3-small"
 DEFAULT_TIMEOUT_S = MAX_READ_TIMEOUT_S
 #: Documented input limits of OpenAI's embedding models, in cl100k tokens.
 MAX_INPUT_TOKENS = {"text-embedding-3-small": 8191, "text-embedding-3-large": 8191, "text-embedding-ada-002": 8191}
+#: List prices of OpenAI's embedding models, USD per million tokens (the dry run's and the
+#: cost model's default for them; ``rates.embed_usd_per_mtok`` overrides).
+USD_PER_MTOK = {"text-embedding-3-small": 0.02, "text-embedding-3-large": 0.13, "text-embedding-ada-002": 0.10}
+#: OpenAI's per-request limits for its embedding models: inputs, and tokens over all inputs.
+OPENAI_MAX_BATCH_INPUTS = 2048
+OPENAI_MAX_BATCH_TOKENS = 300_000
+#: Inputs per request for other servers (vLLM, TEI, Ollama), whose limits vary: what chunkwise
+#: always sent them.
+OTHER_MAX_BATCH_INPUTS = 256
+#: Requests in flight at once by default.
+DEFAULT_CONCURRENCY = 4
 
 
 class OpenAIEmbedder(Embedder):
@@ -53,20 +74,48 @@ class OpenAIEmbedder(Embedder):
         max_retries: retries with backoff on rate limits, server errors and connection failures.
         timeout_s: the most seconds to wait for one batch: each batch waits 10 s plus 1 s per
             1,000 tokens it sends, up to this (connecting: at most 5 s).
+        batch_size: the same as ``max_batch_inputs`` (the name every embedder takes).
+        concurrency: requests in flight at once (default 4).
+        max_batch_inputs: most texts per request (default 2,048 for OpenAI's models, 256 for others).
+        max_batch_tokens: most cl100k tokens per request, over its texts (default 300,000).
+        max_input_tokens: the model's input window; longer texts are sent truncated to it
+            (default 8,191 for OpenAI's models, none for others).
     """
 
     def __init__(self, model: str = DEFAULT_OPENAI_MODEL, *, base_url: str | None = None,
                  api_key: str | None = None, dimensions: int | None = None,
-                 max_retries: int = 5, timeout_s: float = DEFAULT_TIMEOUT_S, batch_size: int = 256,
-                 **kwargs) -> None:
-        super().__init__(batch_size=batch_size, **kwargs)
+                 max_retries: int = 5, timeout_s: float = DEFAULT_TIMEOUT_S, batch_size: int | None = None,
+                 concurrency: int | None = None, max_batch_inputs: int | None = None,
+                 max_batch_tokens: int | None = None, max_input_tokens: int | None = None, **kwargs) -> None:
+        known = model in MAX_INPUT_TOKENS
+        inputs = max_batch_inputs or batch_size or (OPENAI_MAX_BATCH_INPUTS if known else OTHER_MAX_BATCH_INPUTS)
+        super().__init__(batch_size=inputs, **kwargs)
         self.model = model
-        self.max_input_tokens = MAX_INPUT_TOKENS.get(model)
+        #: Texts longer than this (cl100k tokens) are sent truncated to it; None: sent whole.
+        self.max_input_tokens = max_input_tokens or MAX_INPUT_TOKENS.get(model)
+        self.usd_per_mtok = USD_PER_MTOK.get(model)
+        self._window_set = max_input_tokens is not None and max_input_tokens != MAX_INPUT_TOKENS.get(model)
+        #: Most texts in one request (``batch_size`` is the same number).
+        self.max_batch_inputs = inputs
+        #: Most cl100k tokens over all texts of one request.
+        self.max_batch_tokens = max_batch_tokens or OPENAI_MAX_BATCH_TOKENS
+        self.concurrency = DEFAULT_CONCURRENCY if concurrency is None else concurrency
+        for name, value in (("concurrency", self.concurrency), ("max_batch_inputs", inputs),
+                            ("max_batch_tokens", self.max_batch_tokens)):
+            if not isinstance(value, int) or value < 1:
+                raise InvalidParameterError(f"embedder.{name}={value!r} is invalid; allowed: an integer >= 1")
+        if self.max_input_tokens is not None and self.max_input_tokens > self.max_batch_tokens:
+            raise InvalidParameterError(
+                f"embedder.max_batch_tokens={self.max_batch_tokens} is invalid: one request must hold a text of "
+                f"the model's input window, embedder.max_input_tokens={self.max_input_tokens}; allowed: "
+                f">= {self.max_input_tokens}")
         self.base_url = base_url or os.environ.get("OPENAI_BASE_URL")
         self.api_key = api_key
         self.dimensions = dimensions
         self.max_retries = max_retries
         self.timeout_s = timeout_s
+        self.rate_gate = RateGate()
+        self._usage_lock = threading.Lock()
 
     @property
     def endpoint(self) -> str:
@@ -76,6 +125,8 @@ class OpenAIEmbedder(Embedder):
     def identity(self) -> str:
         # The identity is stored in the embedding cache: a password in the URL must not be.
         suffix = f":{self.dimensions}" if self.dimensions else ""
+        # A window other than the model's own truncates long texts elsewhere: other vectors.
+        suffix += f":window{self.max_input_tokens}" if self._window_set else ""
         return f"openai:{shown(self.endpoint)}:{self.model}{suffix}"
 
     @cached_property
@@ -84,7 +135,88 @@ class OpenAIEmbedder(Embedder):
         if not key:
             raise make_error(EmbeddingError, f"OpenAI embeddings from {shown(self.endpoint)} need an API key: set "
                                              "OPENAI_API_KEY (any value for a local server without keys)", fatal=True)
-        return make_client(key, self.base_url, max_retries=self.max_retries, timeout_s=self.timeout_s)
+        return make_client(key, self.base_url, max_retries=self.max_retries, timeout_s=self.timeout_s,
+                           rate_gate=self.rate_gate)
+
+    def _batch_lengths(self, texts: list[str]) -> list[int]:
+        """cl100k tokens per text as sent (truncated to the window): what a request's limit counts."""
+        return self._sent_tokens(texts)
+
+    def _sent_tokens(self, texts: list[str]) -> list[int]:
+        limit = self.max_input_tokens
+        counts = count_tokens_batch(texts)
+        return counts if limit is None else [min(count, limit) for count in counts]
+
+    def _batches(self, texts: list[str]) -> list[list[int]]:
+        """Requests filled in order (longest texts first) up to :attr:`max_batch_inputs` texts and
+        :attr:`max_batch_tokens` tokens; a text is never split across requests."""
+        batches: list[list[int]] = []
+        current: list[int] = []
+        tokens = 0
+        for i, count in enumerate(self._sent_tokens(texts)):
+            if current and (len(current) >= self.max_batch_inputs or tokens + count > self.max_batch_tokens):
+                batches.append(current)
+                current, tokens = [], 0
+            current.append(i)
+            tokens += count
+        if current:
+            batches.append(current)
+        return batches
+
+    def _fit(self, text: str) -> str:
+        """``text`` cut to the model's input window (whole, when it fits): the model would
+        reject it whole, and a local model reads only its first part too."""
+        limit = self.max_input_tokens
+        # A token is at least one UTF-8 byte: a text of at most `limit` bytes fits without counting.
+        if limit is None or len(text.encode()) <= limit:
+            return text
+        tokens = encoding().encode_ordinary(text)
+        cut = limit
+        while len(tokens) > limit:
+            # Drop a character split by the cut; re-encoding the prefix may merge differently, so recheck.
+            text = encoding().decode_bytes(tokens[:cut]).decode("utf-8", errors="ignore")
+            tokens = encoding().encode_ordinary(text)
+            cut -= 1
+        return text
+
+    def _embed_batches(self, batches: list[list[str]]) -> Iterator[tuple[int, np.ndarray]]:
+        """Up to :attr:`concurrency` requests in flight (threads: the time is spent waiting on the
+        server); each batch's vectors as it arrives. A request the client gave up on ends the
+        call: requests not yet sent are cancelled, those in flight are awaited and their batches
+        cached with the others already received, then the error is raised."""
+        sent = [[self._fit(text) for text in batch] for batch in batches]
+        self._client  # noqa: B018  (built once, here: a missing key is one error, not one per thread)
+        if self.concurrency == 1 or len(sent) <= 1:
+            for number, batch in enumerate(sent):
+                yield number, self._embed(batch)
+            return
+        with ThreadPoolExecutor(min(self.concurrency, len(sent)), thread_name_prefix="chunkwise-embed") as pool:
+            futures = {pool.submit(self._embed, batch): number for number, batch in enumerate(sent)}
+            error: BaseException | None = None
+            try:
+                for future in as_completed(futures):
+                    if future.cancelled():
+                        continue
+                    if (failure := future.exception()) is not None:
+                        if error is None:
+                            error = failure
+                            for waiting in futures:
+                                waiting.cancel()
+                        continue
+                    yield futures[future], future.result()
+            finally:
+                for future in futures:
+                    future.cancel()
+            if error is not None:
+                raise error
+
+    def _request(self, texts: list[str], extra: dict, timeout: float):
+        """One raw ``embeddings.create`` call, paced by the rate gate. The raw reply: the
+        client's parser fails on a non-JSON body with a bare JSONDecodeError or AttributeError;
+        chunkwise checks the body itself (:func:`parse_embedding_reply`)."""
+        self.rate_gate.reserve(sum(count_tokens_batch(texts)))
+        return self._client.embeddings.with_raw_response.create(
+            model=self.model, input=texts, encoding_format="base64", timeout=request_timeout(timeout), **extra)
 
     def _embed(self, texts: list[str]) -> np.ndarray:
         import openai
@@ -96,17 +228,19 @@ class OpenAIEmbedder(Embedder):
             if attempt:
                 time.sleep(retry_delay(attempt - 1))
             try:
-                # The raw reply: the client's parser fails on a non-JSON body with a bare
-                # JSONDecodeError or AttributeError; chunkwise checks the body itself.
-                raw = self._client.embeddings.with_raw_response.create(
-                    model=self.model, input=texts, encoding_format="base64", timeout=request_timeout(timeout), **extra)
+                raw = self._request(texts, extra, timeout)
             except openai.OpenAIError as exc:
                 raise endpoint_error(exc, EmbeddingError, service="embedding", endpoint=self.endpoint,
                                      model=self.model, max_retries=self.max_retries, timeout_s=timeout) from None
             try:
-                return parse_embedding_reply(raw.content, raw.headers.get("content-type", ""), len(texts))
+                vectors = parse_embedding_reply(raw.content, raw.headers.get("content-type", ""), len(texts))
             except BadReply as bad:
                 problem = str(bad)
+                continue
+            if (used := reply_usage(raw.content)) is not None:
+                with self._usage_lock:
+                    self.stats.api_tokens += used
+            return vectors
         tries = "1 attempt" if self.max_retries == 0 else f"{self.max_retries + 1} attempts"
         raise make_error(EmbeddingError, f"the embedding endpoint {shown(self.endpoint)} (model {self.model!r}) gave "
                                          f"no usable reply in {tries}: {problem}")
@@ -166,7 +300,17 @@ def _vector(embedding: object) -> np.ndarray:
     raise BadReply("a vector is neither a list of numbers nor base64")
 
 
+def reply_usage(body: bytes) -> int | None:
+    """The ``usage.total_tokens`` a (checked) embeddings reply reports, or None."""
+    try:
+        used = json.loads(body).get("usage", {}).get("total_tokens")
+    except (ValueError, AttributeError):
+        return None
+    return used if isinstance(used, int) and not isinstance(used, bool) and used >= 0 else None
+
+
 @register_provider("openai", default_model=DEFAULT_OPENAI_MODEL, local=False)
 def _build(model: str, *, base_url: str | None, dimensions: int | None, cache, precision: str,
            **extra) -> OpenAIEmbedder:
+    # extra: batch_size, concurrency, max_batch_inputs, max_batch_tokens, max_input_tokens
     return OpenAIEmbedder(model, base_url=base_url, dimensions=dimensions, cache=cache, **extra)

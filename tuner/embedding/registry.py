@@ -65,7 +65,7 @@ def embedding_provider(name: str) -> Provider:
 
 def make_embedder(provider: str = "sentence-transformers", model: str | None = None, *,
                   base_url: str | None = None, dimensions: int | None = None, cache: Any = None,
-                  batch_size: int | None = None, precision: str = "fp32") -> Embedder:
+                  batch_size: int | None = None, precision: str = "fp32", **options: int) -> Embedder:
     """Build an embedder.
 
     Args:
@@ -78,11 +78,16 @@ def make_embedder(provider: str = "sentence-transformers", model: str | None = N
         batch_size: texts per model call (default: chosen for the device or provider).
         precision: ``"fp32"``, ``"bf16"`` or ``"int8"``, local models only (see
             :mod:`tuner.embedding.sentence_transformers`).
+        options: a hosted API's request settings (``concurrency``, ``max_batch_inputs``,
+            ``max_batch_tokens``, ``max_input_tokens``; see :mod:`tuner.embedding.openai`).
     """
     chosen = embedding_provider(provider)
     if precision != "fp32" and not chosen.local:
         raise InvalidParameterError(f"precision {precision!r} applies to local sentence-transformers models only; "
                                     f"provider {provider!r} takes fp32")
-    extra = {} if batch_size is None else {"batch_size": batch_size}
+    if options and chosen.local:
+        raise InvalidParameterError(f"{', '.join(sorted(options))} apply to hosted embedding APIs only; "
+                                    f"provider {provider!r} runs on this machine")
+    extra = dict(options) if batch_size is None else {"batch_size": batch_size, **options}
     return chosen.build(model or chosen.default_model, base_url=base_url, dimensions=dimensions, cache=cache,
                         precision=precision, **extra)

@@ -52,7 +52,7 @@ class EvaluationConfig:
     def to_dict(self) -> dict[str, Any]:
         return {
             "chunker": self.chunker.to_dict(),
-            "embedder": self.embedder.to_dict(),
+            "embedder": self.embedder.to_dict(speed=False),
             "retrieval": self.retrieval.to_dict(),
             "unit": self.unit,
             "copies": self.copies,

@@ -99,8 +99,9 @@ class Weights:
 class Rates:
     """Prices and throughputs of the cost and latency model (all user-settable).
 
-    ``embed_usd_per_mtok`` defaults to 0 for a local model and 0.02 (OpenAI's
-    text-embedding-3-small list price) for the OpenAI provider; ``embed_tokens_per_s``
+    ``embed_usd_per_mtok`` defaults to 0 for a local model, the list price of OpenAI's
+    embedding models (:data:`tuner.embedding.openai.USD_PER_MTOK`) and 0.02 (text-embedding-3-small's)
+    for another hosted model; ``embed_tokens_per_s``
     defaults to a one-time measurement of the local model on this machine, or 1e6 for
     a remote API. The reader defaults describe a small hosted LLM.
     """
@@ -170,12 +171,16 @@ class ResolvedRates:
     amortize_queries: float
 
 
+#: The embedding price assumed for a hosted model without a list price (text-embedding-3-small's).
+DEFAULT_HOSTED_USD_PER_MTOK = 0.02
+
+
 def resolve_rates(rates: Rates, embedder: Embedder, provider: str) -> ResolvedRates:
     """Fill the embedder-dependent defaults (calibrating a local model once)."""
     local = provider == "sentence-transformers"
     embed_usd = rates.embed_usd_per_mtok
     if embed_usd is None:
-        embed_usd = 0.0 if local else 0.02
+        embed_usd = 0.0 if local else (embedder.usd_per_mtok or DEFAULT_HOSTED_USD_PER_MTOK)
     embed_tps = rates.embed_tokens_per_s
     if embed_tps is None:
         embed_tps = calibrated_throughput(embedder) if local else 1e6

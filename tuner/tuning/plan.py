@@ -4,8 +4,9 @@
 search space (chunking is cheap: nothing is embedded), and prints per corpus the documents,
 cl100k tokens, trials, the embedding work of a cold trial, the estimated wall time of the run
 from the embedder's calibrated throughput and ``--jobs``, and the API cost for an OpenAI
-embedder. The estimate is an upper bound: every trial is priced cold, while trials that share
-chunks reuse the embedding cache. With fidelity rungs, a trial is priced at the expected share
+embedder, at the configured model's list price (``rates.embed_usd_per_mtok`` overrides). The
+estimate is an upper bound: every trial is priced cold, while trials that share chunks reuse
+the embedding cache. With fidelity rungs, a trial is priced at the expected share
 of the distractors successive halving lets it embed (:meth:`Fidelity.expected_share`).
 """
 
@@ -53,6 +54,10 @@ class CorpusPlan:
     kinds: dict[str, float] = field(default_factory=dict)
     #: Cold price of one trial of each kind, in seconds.
     kind_seconds: dict[str, float] = field(default_factory=dict)
+    #: The embedding price the API cost is computed at (USD per million tokens).
+    usd_per_mtok: float | None = None
+    #: Workers the wall time is divided among (a cluster's: the threads of its workers).
+    jobs: int = 1
 
 
 def embedding_factor(space: SearchSpace, samples: int = SAMPLED_CONFIGURATIONS, seed: int = 0) -> float:
@@ -100,6 +105,9 @@ def _sampled(space: SearchSpace, samples: int, seed: int) -> list[tuple[str, flo
 
 def plan_run(spec: StudySpec) -> list[CorpusPlan]:
     """The cost preview of ``spec`` (see the module docstring)."""
+    from .run import run_jobs
+
+    jobs = run_jobs(spec)  # a cluster's: its workers' threads
     data = load_study_data(spec)
     factor = embedding_factor(data.space, seed=spec.seed)
     shares = kind_shares(data.space, seed=spec.seed)
@@ -117,12 +125,13 @@ def plan_run(spec: StudySpec) -> list[CorpusPlan]:
                         for kind, (_, kind_factor) in shares.items()}
         mean_s = sum(kind_share * kind_seconds[kind] for kind, (kind_share, _) in shares.items())
         if spec.timeout is not None:  # as many trials as fit in the budget, at the mean price of a trial
-            trials = min(trials, int(spec.timeout * spec.jobs / mean_s))
+            trials = min(trials, int(spec.timeout * jobs / mean_s))
         api = (trials * per_trial * share * rates.embed_usd_per_mtok / 1e6
                if spec.embedder.provider == "openai" else None)
         plans.append(CorpusPlan(corpus.name, len(corpus), tokens, len(data.evaluation_sets[corpus.name]), trials,
-                                per_trial, seconds, trials * mean_s / spec.jobs, api, fidelity.rungs, share,
-                                {kind: kind_share for kind, (kind_share, _) in shares.items()}, kind_seconds))
+                                per_trial, seconds, trials * mean_s / jobs, api, fidelity.rungs, share,
+                                {kind: kind_share for kind, (kind_share, _) in shares.items()}, kind_seconds,
+                                rates.embed_usd_per_mtok if api is not None else None, jobs))
     return plans
 
 
@@ -147,13 +156,16 @@ def warn_if_long(spec: StudySpec, echo: Callable[[str], None]) -> None:
 
 def format_plan(spec: StudySpec, plans: list[CorpusPlan]) -> str:
     precision = f" ({spec.embedder.precision})" if spec.embedder.precision != "fp32" else ""
+    jobs = plans[0].jobs if plans else spec.jobs
+    where = f" on the Dask cluster at {spec.scheduler}" if spec.backend == "dask" else ""
     count = (f"{spec.trials_to_add} trial(s)" if spec.timeout is None
              else f"as many trials as fit in {format_duration(spec.timeout)}"
              + (f" (at most {spec.trials})" if spec.trials is not None else ""))
-    lines = [f"dry run of {spec.name}: {count} per corpus, {spec.jobs} worker(s), embedder "
+    lines = [f"dry run of {spec.name}: {count} per corpus, {jobs} worker(s){where}, embedder "
              f"{spec.embedder.provider}:{spec.embedder.model}{precision}; nothing is embedded or stored", ""]
     for p in plans:
-        cost = f", about ${p.api_usd:.2f} of API embedding" if p.api_usd is not None else ""
+        cost = (f", about ${p.api_usd:.2f} of API embedding at ${p.usd_per_mtok:g} per million tokens"
+                if p.api_usd is not None else "")
         lines += [f"  {p.corpus}: {p.documents} document(s), {p.tokens:,} tokens, {p.queries} questions",
                   f"    a cold trial embeds about {p.tokens_per_cold_trial:,.0f} tokens at full fidelity: "
                   f"{format_duration(p.seconds_per_cold_trial)}"]

@@ -74,6 +74,12 @@ INTERRUPTED = "interrupted"
 WORKER_ATTR = "worker"
 #: Metrics on the validation part of the questions carry this prefix (``validation_score``, ...).
 VALIDATION_PREFIX = "validation_"
+#: Tokens a hosted embedding API reported using for the trial (``usage.total_tokens`` summed over
+#: its requests, every rung and a semantic chunker's units included; cache hits cost nothing).
+API_TOKENS_ATTR = "embedding_api_tokens"
+#: What those tokens cost at the study's embedding price: the exact spend, beside the modelled
+#: ``cost_usd_per_1k_queries``.
+API_USD_ATTR = "embedding_api_usd"
 #: Every query's scores, compact (a system attribute: kept out of the dashboard's attribute list).
 PER_QUERY_SYSTEM_ATTR = "chunkwise:per_query"
 
@@ -83,7 +89,8 @@ METRIC_ATTRS = METRICS
 EXPORTED_METRIC_ATTRS = (SCORE_ATTR, "recall", "recall_std", "precision", "precision_std", "iou", "iou_std",
                          "precision_omega", "precision_omega_std", "chunks", "mean_chunk_tokens",
                          "tokens_embedded", "retrieved_tokens_per_query", "latency_ms",
-                         "cost_usd_per_1k_queries", "index_build_s", "identical_chunks",
+                         "cost_usd_per_1k_queries", API_TOKENS_ATTR, API_USD_ATTR, "index_build_s",
+                         "identical_chunks",
                          VALIDATION_PREFIX + SCORE_ATTR, VALIDATION_PREFIX + "recall", VALIDATION_PREFIX + "iou",
                          VALIDATION_PREFIX + "precision_omega")
 
@@ -399,6 +406,15 @@ def summarize(study: optuna.Study) -> StudySummary:
         stopped_early=sum(r.state == TrialState.PRUNED and STOPPED_AT_ATTR in r.attrs for r in all_records),
         interrupted=sum(r.state == TrialState.FAIL and r.attrs.get(LOST_ATTR) == INTERRUPTED for r in all_records),
     )
+
+
+def api_usage_attributes(api_tokens: int, rates: ResolvedRates) -> dict[str, Any]:
+    """What a trial paid a hosted embedding API: the tokens it reported, and their price.
+
+    >>> api_usage_attributes(1_500_000, ResolvedRates(0.02, 0.15, 5000.0, 1e6, 2e-7, 1e6))
+    {'embedding_api_tokens': 1500000, 'embedding_api_usd': 0.03}
+    """
+    return {API_TOKENS_ATTR: int(api_tokens), API_USD_ATTR: round(api_tokens * rates.embed_usd_per_mtok / 1e6, 9)}
 
 
 def trial_attributes(result, rates: ResolvedRates, weights: Weights, scales: Scales,

@@ -100,6 +100,9 @@ class RunSettings:
     cache: str | None = None
     corpus_path: str | None = None
     queries_path: str | None = None
+    #: ``local`` or ``dask`` (then ``scheduler`` is the Dask scheduler's address; see :mod:`.cluster`).
+    backend: str = "local"
+    scheduler: str | None = None
     #: ``time.time()`` by which the run's time budget ends (None: no budget), and the budget.
     deadline: float | None = None
     timeout: float | None = None
@@ -121,12 +124,25 @@ def tune(spec: StudySpec, *, progress: bool = True, echo: Echo = print) -> list[
     share of the cores. A study that other processes are already running gets ``spec.trials``
     more on top of their target.
     """
+    jobs = run_jobs(spec)
     data = load_study_data(spec)
     deadline = None if spec.timeout is None else time.time() + spec.timeout
-    run = RunSettings(spec.storage, spec.jobs, spec.seed, spec.heartbeat_interval, spec.grace_period, spec.cache,
-                      deadline=deadline, timeout=spec.timeout)
+    run = RunSettings(spec.storage, jobs, spec.seed, spec.heartbeat_interval, spec.grace_period, spec.cache,
+                      deadline=deadline, timeout=spec.timeout, backend=spec.backend, scheduler=spec.scheduler)
     with stop_handlers():
         return [_tune_corpus(spec, data, corpus, run, progress, echo) for corpus in data.corpora]
+
+
+def run_jobs(spec: StudySpec) -> int:
+    """How many workers a run starts: ``spec.jobs``; on a Dask cluster (after checking that its
+    storage is a shared database), one per thread of the cluster's workers unless ``jobs`` asks
+    for more than one."""
+    if spec.backend != "dask":
+        return spec.jobs
+    from .cluster import check_cluster_storage, cluster_slots
+
+    check_cluster_storage(spec.storage)
+    return spec.jobs if spec.jobs > 1 else cluster_slots(spec.scheduler)
 
 
 def _tune_corpus(spec: StudySpec, data: LoadedStudyData, corpus: Corpus, run: RunSettings, progress: bool,
@@ -210,6 +226,8 @@ def _run_study(storage: StudyStorage, study: optuna.Study, run: RunSettings, add
         best = best_trial(study)
     heartbeat = Heartbeat(lambda: ledger.beat_run(run_id), run.heartbeat_interval)
     workers = f"{run.jobs} worker{'s' if run.jobs > 1 else ''}"
+    if run.backend == "dask":
+        workers += f" on the Dask cluster at {run.scheduler}"
     rungs = StudySettings.of(study).fidelity.rungs
     done = f"{before.finished} {'finished' if len(rungs) > 1 else 'complete'} trial(s)"
     climb = (f"; fidelity rungs {', '.join(f'{r:g}' for r in rungs)}" if len(rungs) > 1 else "")
@@ -237,7 +255,14 @@ def _run_study(storage: StudyStorage, study: optuna.Study, run: RunSettings, add
     try:
         with storage_errors(run.storage):
             options = run.worker_options(name)
-            if run.jobs == 1:
+            if run.backend == "dask":
+                from .cluster import run_on_cluster
+
+                pool, reports = run_on_cluster(options, run.scheduler,
+                                               on_poll=lambda: _poll(study, ledger, study_id, bar))
+                reclaimed += [number for report in reports for number in report.reclaimed]
+                exhausted = any(report.stopped == "exhausted" for report in reports)
+            elif run.jobs == 1:
                 report = run_worker(options[0], on_trial=bar.on_trial)
                 reclaimed += report.reclaimed
                 exhausted = report.stopped == "exhausted"

@@ -19,6 +19,7 @@ A study file (YAML) says what to tune, on what, and where results go::
     seed: 0
     heartbeat: {interval: 10, grace_period: 30}
     fidelity: auto                  # auto | full | [0.1, 0.3, 1.0] | {rungs: [...], reduction: 3}
+    backend: local                  # local | dask (then scheduler: tcp://HOST:8786, storage: PostgreSQL)
 
 Relative paths (a relative SQLite path too) are relative to the study file. Each
 corpus gets its own Optuna study, named ``<name>/<corpus>``; the settings that define
@@ -48,7 +49,7 @@ import optuna
 from .._io.files import read_yaml
 from ..data.corpus import Corpus, default_corpus_name, load_corpus, parse_corpus_spec
 from ..data.evalset import EvaluationSet, load_evaluation_set
-from ..embedding.config import EmbedderConfig
+from ..embedding.config import SPEED_FIELDS, EmbedderConfig
 from ..errors import InvalidParameterError, option
 from ..evaluation.config import COPIES
 from ..evaluation.fidelity import Fidelity
@@ -101,6 +102,10 @@ class StudySpec:
     keep_links: bool = False
     #: ``"auto"``, ``"full"`` or explicit rungs (see :func:`parse_fidelity`).
     fidelity: str | Fidelity = "auto"
+    #: Where the workers run: ``"local"`` (``jobs`` processes here) or ``"dask"`` (see :mod:`.cluster`).
+    backend: str = setting("local", str, choices=defaults.BACKENDS)
+    #: The Dask scheduler's address (``tcp://HOST:8786``) for ``backend="dask"``.
+    scheduler: str | None = setting(None, str, optional=True)
 
     def __post_init__(self) -> None:
         try:
@@ -147,7 +152,8 @@ def build_spec(study_file: str | Path | None = None, *, name: str | None = None,
                seed: int | None = None, cache: str | None = None, repair_references: bool = False,
                include: list[str] | None = None, exclude: list[str] | None = None, keep_links: bool = False,
                fidelity: str | None = None, precision: str | None = None,
-               timeout: str | float | None = None) -> StudySpec:
+               timeout: str | float | None = None, backend: str | None = None,
+               scheduler: str | None = None) -> StudySpec:
     """A run's spec from a study file and/or command-line values (given values win).
 
     ``corpora`` are ``[NAME=]PATH`` strings (see :func:`tuner.data.corpus.parse_corpus_spec`),
@@ -173,7 +179,8 @@ def build_spec(study_file: str | Path | None = None, *, name: str | None = None,
         repair_references=repair_references or None, include=tuple(include) if include else None,
         exclude=tuple(exclude) if exclude else None, keep_links=keep_links or None,
         fidelity=parse_fidelity(fidelity, option("fidelity")) if fidelity is not None else None,
-        timeout=parse_duration(timeout, option("timeout")) if timeout is not None else None)
+        timeout=parse_duration(timeout, option("timeout")) if timeout is not None else None,
+        backend=backend, scheduler=scheduler)
 
 
 _DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h)?\s*", re.IGNORECASE)
@@ -225,7 +232,7 @@ def parse_fidelity(value: Any, where: str) -> str | Fidelity:
 
 STUDY_KEYS = ("name", "corpora", "queries", "space", "embedder", "unit", "copies", "validation", "weights", "rates",
               "scales", "storage", "trials", "jobs", "seed", "heartbeat", "cache", "repair_references", "include",
-              "exclude", "keep_links", "fidelity", "timeout")
+              "exclude", "keep_links", "fidelity", "timeout", "backend", "scheduler")
 
 
 def load_study_file(path: str | Path) -> StudySpec:
@@ -295,6 +302,8 @@ def load_study_file(path: str | Path) -> StudySpec:
             exclude=_patterns(data.get("exclude"), f"{where}: exclude"),
             keep_links=_flag(data.get("keep_links", False), f"{where}: keep_links"),
             fidelity=parse_fidelity(data.get("fidelity", "auto"), f"{where}: fidelity"),
+            backend=data.get("backend", "local"),
+            scheduler=data.get("scheduler"),
         )
     except (InvalidParameterError, TypeError) as exc:
         raise StudyError(f"{where}: {exc}") from None
@@ -354,15 +363,25 @@ def open_study(storage: optuna.storages.BaseStorage, name: str, settings: dict[s
         for key in SUMMARY_ATTRS:
             study.set_user_attr(key, settings[key])
         return study
-    differences = settings_diff({key: stored.get(key) for key in COMPARED_SETTINGS},
-                                {key: settings.get(key) for key in COMPARED_SETTINGS})
+    differences = settings_diff(_compared(stored), _compared(settings))
     if differences:
         lines = "\n  ".join(differences)
         raise StudyError(
             f"study {name!r} was created with different settings (study -> this run):\n  {lines}\n"
             "Its results would not be comparable. Run with the study's settings, or start a "
             "new study (another name or storage).")
+    if stored.get("embedder") != settings.get("embedder"):
+        # Only how fast the embedder is asked differs (compared above): this run's workers use its own.
+        study.set_user_attr(SETTINGS_ATTR, {**stored, "embedder": settings["embedder"]})
     return study
+
+
+def _compared(settings: dict[str, Any]) -> dict[str, Any]:
+    """The settings a resumed run must agree on; how fast a hosted embedder is asked is not one."""
+    compared = {key: settings.get(key) for key in COMPARED_SETTINGS}
+    if isinstance(compared.get("embedder"), dict):
+        compared["embedder"] = {key: value for key, value in compared["embedder"].items() if key not in SPEED_FIELDS}
+    return compared
 
 
 def settings_diff(stored: Any, current: Any, path: str = "") -> list[str]:

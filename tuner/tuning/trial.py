@@ -34,6 +34,7 @@ from .records import (
     RUNG_SCORES_ATTR,
     SCORE_ATTR,
     STOPPED_AT_ATTR,
+    api_usage_attributes,
     encode_per_query,
     trial_attributes,
 )
@@ -128,13 +129,27 @@ class TrialObjective:
             raise ConfigurationTaken(granted.holder)
         if granted.outcome == Claim.FULL:
             raise TargetReached
-        with EmbeddingReport(trial.number) as report:
-            result = self._climb(trial, config, report)
+        embedder = self.embedder(config.embedder)
+        api_tokens = embedder.stats.api_tokens
+        try:
+            with EmbeddingReport(trial.number) as report:
+                result = self._climb(trial, config, report)
+        except StoppedAtRung:
+            self._record_api_usage(trial, config, embedder.stats.api_tokens - api_tokens)
+            raise
         attrs = self._attributes(result)
+        if not config.embedder.local:
+            attrs.update(api_usage_attributes(embedder.stats.api_tokens - api_tokens, self.rates_for(config.embedder)))
         for key, value in attrs.items():
             trial.set_user_attr(key, value)
         trial.storage.set_trial_system_attr(trial._trial_id, PER_QUERY_SYSTEM_ATTR, encode_per_query(result))
         return attrs["recall"], attrs["iou"]
+
+    def _record_api_usage(self, trial: optuna.Trial, config: EvaluationConfig, api_tokens: int) -> None:
+        """A hosted API is paid for the rungs of a stopped trial too."""
+        if not config.embedder.local:
+            for key, value in api_usage_attributes(api_tokens, self.rates_for(config.embedder)).items():
+                trial.set_user_attr(key, value)
 
     def cold_seconds(self, config: EvaluationConfig) -> float:
         """The calibrated price of a cold trial of ``config``: nothing for BM25; the corpus's
