@@ -352,7 +352,8 @@ class _Chunked:
         timings["retrieval"] = time.perf_counter() - t
 
         t = time.perf_counter()
-        scores = score(references, intervals, ranking, space.size)
+        scores = score(references, intervals, ranking, space.size, document_starts=space.document_starts,
+                       chunk_tokens=[c.token_count for c in chunks])
         query_corpora = [q.corpus for q in queries]
         metrics = summarise(scores.at(config.retrieval.k), query_corpora)
         timings["scoring"] += time.perf_counter() - t

@@ -75,7 +75,8 @@ PER_QUERY_SYSTEM_ATTR = "chunkwise:per_query"
 METRIC_ATTRS = METRICS
 #: Trial attributes an export copies into its metrics.
 EXPORTED_METRIC_ATTRS = (SCORE_ATTR, "recall", "recall_std", "precision", "precision_std", "iou", "iou_std",
-                         "precision_omega", "precision_omega_std", "chunks", "mean_chunk_tokens",
+                         "precision_omega", "precision_omega_std", "hit_rate", "mrr", "ndcg", "doc_recall",
+                         "context_tokens", "chunks", "mean_chunk_tokens",
                          "tokens_embedded", "retrieved_tokens_per_query", "latency_ms",
                          "cost_usd_per_1k_queries", "index_build_s", "identical_chunks",
                          VALIDATION_PREFIX + SCORE_ATTR, VALIDATION_PREFIX + "recall", VALIDATION_PREFIX + "iou",
@@ -97,9 +98,10 @@ def encode_per_query(result: Any, k: int | None = None) -> dict[str, Any]:
 
 
 def decode_per_query(stored: dict[str, Any]) -> dict[str, np.ndarray]:
-    """The arrays :func:`encode_per_query` stored, as float64."""
+    """The arrays :func:`encode_per_query` stored, as float64 (the metrics a trial stored: one
+    recorded before a metric existed has no array for it)."""
     return {metric: np.frombuffer(base64.b64decode(stored[metric]), dtype="<f4").astype(np.float64)
-            for metric in METRIC_ATTRS}
+            for metric in METRIC_ATTRS if metric in stored}
 
 
 def study_name(run: str, corpus: str) -> str:
@@ -184,8 +186,8 @@ class TrialRecord:
         )
 
     def per_query(self) -> dict[str, np.ndarray] | None:
-        """Every query's recall, precision, IoU and precision-Ω at the trial's ``k``, in
-        evaluation-set order (None for trials recorded before chunkwise stored them)."""
+        """Every query's metrics at the trial's ``k``, in evaluation-set order (None for trials
+        recorded before chunkwise stored them; without the metrics added since for older ones)."""
         return None if self.stored_per_query is None else decode_per_query(self.stored_per_query)
 
     @property
@@ -223,6 +225,29 @@ class TrialRecord:
         return self.metric("precision_omega")
 
     @property
+    def hit_rate(self) -> float:
+        return self.metric("hit_rate")
+
+    @property
+    def mrr(self) -> float:
+        return self.metric("mrr")
+
+    @property
+    def ndcg(self) -> float:
+        return self.metric("ndcg")
+
+    @property
+    def doc_recall(self) -> float:
+        return self.metric("doc_recall")
+
+    @property
+    def context_tokens(self) -> float:
+        """Mean cl100k tokens of the retrieved chunks per query (trials recorded before the metric
+        existed recorded the same count as ``retrieved_tokens_per_query``)."""
+        value = self.metrics.get("context_tokens", self.metrics.get("retrieved_tokens_per_query"))
+        return float("nan") if value is None else float(value)
+
+    @property
     def latency_ms(self) -> float:
         return self.metric("latency_ms")
 
@@ -234,7 +259,9 @@ class TrialRecord:
         """One line of the metrics a summary shows."""
         return (f"score {self.score:.4f}   recall {self.recall * 100:.1f}%   IoU {self.iou * 100:.2f}%   "
                 f"precision-Ω {self.precision_omega * 100:.1f}%   latency {self.latency_ms:.0f} ms   "
-                f"cost ${self.cost_usd_per_1k_queries:.3f}/1k queries")
+                f"cost ${self.cost_usd_per_1k_queries:.3f}/1k queries"
+                + (f"   MRR {self.mrr:.3f}" if "mrr" in self.metrics else "")
+                + ("" if np.isnan(self.context_tokens) else f"   context {self.context_tokens:.0f} tokens"))
 
     def validation_line(self) -> str:
         """The held-out check: the validation score beside the search score (empty without one)."""
@@ -387,8 +414,8 @@ def trial_attributes(result, rates: ResolvedRates, weights: Weights, scales: Sca
     n_queries = len(result.ranking)
     search = np.ones(n_queries, dtype=bool) if search is None else np.asarray(search, dtype=bool)
     token_counts = np.array([c.token_count for c in result.chunks] + [0], dtype=np.float64)
-    ranking = result.ranking[search, :k]
-    retrieved_tokens = float(token_counts[ranking].sum(axis=1).mean()) if len(ranking) else 0.0
+    context = per_query["context_tokens"][search]
+    retrieved_tokens = float(context.mean()) if len(context) else 0.0
     retrieval = result.config.retrieval
     # BM25 alone embeds neither the questions nor the chunks (see the module docstring).
     query_tokens = result.query_tokens if retrieval.embeds else 0.0
