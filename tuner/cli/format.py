@@ -35,6 +35,10 @@ def format_result(result) -> str:
             f"{metrics[m]['mean'] * 100:>9.2f} ± {metrics[m]['std'] * 100:<4.1f}"
             for m in METRICS)
         lines.append(f"{name:<24}{counts[name]:>8}{cells}")
+    if result.first_stage is not None:
+        first = result.first_stage
+        lines.append(f"{'first stage':<24}{len(result.query_corpora):>8}   recall@{first['candidates']} "
+                     f"{float(first['recall'].mean()) * 100:.2f} (the candidates the reranker read)")
     stats = result.chunk_stats
     emb = result.embedding
     lines += [

@@ -77,7 +77,8 @@ LOWER_IS_BETTER = ("context_tokens",)
 METRIC_LABELS = {"recall": "recall", "precision": "precision", "iou": "IoU", "precision_omega": "precision-Ω",
                  "hit_rate": "hit rate", "mrr": "MRR", "ndcg": "nDCG", "doc_recall": "doc recall",
                  "context_tokens": "context tokens"}
-#: What a study optimises jointly (its Pareto front); the weighted score picks the best on it.
+#: What studies created before the Pareto axes could be chosen optimise jointly (their Optuna
+#: objectives); a new study's front is recall against context tokens (see :mod:`tuner.tuning.objective`).
 OBJECTIVES = ("recall", "iou")
 
 

@@ -30,7 +30,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from ..errors import ChunkwiseError, option
 from ..evaluation.metrics import METRICS
-from .objective import ResolvedRates, Scales, Weights, model_latency_and_cost, weighted_score
+from .objective import Constraints, ResolvedRates, Scales, Weights, model_latency_and_cost, weighted_score
 
 # --- study attributes --------------------------------------------------------------------------
 #: The settings that define a study's results (a dict; see :func:`.study.study_settings`).
@@ -271,6 +271,10 @@ class TrialRecord:
         return (f"held-out questions: score {self.validation_score:.4f} (search {self.score:.4f}, optimism gap "
                 f"{gap:+.4f})   recall {self.validation_recall * 100:.1f}%   IoU {self.validation_iou * 100:.2f}%")
 
+    def feasible(self, constraints: Constraints) -> bool:
+        """Whether the trial meets the study's constraints (a trial that breaks one is never recommended)."""
+        return constraints.feasible({**self.metrics, "context_tokens": self.context_tokens})
+
     @property
     def evaluated(self) -> bool:
         """A complete trial with a score (not a duplicate, not skipped)."""
@@ -307,9 +311,21 @@ def evaluated(study: optuna.Study) -> list[TrialRecord]:
     return list(distinct.values())
 
 
+def constraints_of(study: optuna.Study) -> Constraints:
+    """The study's constraints (none for a study created before they existed)."""
+    return Constraints.from_dict((study.user_attrs.get(SETTINGS_ATTR) or {}).get("constraints") or {})
+
+
+def recommendable(study: optuna.Study) -> list[TrialRecord]:
+    """The evaluated trials that meet the study's constraints (see :func:`evaluated`)."""
+    constraints = constraints_of(study)
+    return [r for r in evaluated(study) if r.feasible(constraints)]
+
+
 def best_trial(study: optuna.Study) -> TrialRecord | None:
-    """The complete trial with the highest weighted score; the earliest wins a tie."""
-    return max(evaluated(study), key=lambda r: (r.score, -r.number), default=None)
+    """The complete trial with the highest weighted score among those meeting the study's
+    constraints; the earliest wins a tie."""
+    return max(recommendable(study), key=lambda r: (r.score, -r.number), default=None)
 
 
 def select_trial(study: optuna.Study, number: int | None = None) -> TrialRecord:
@@ -317,6 +333,10 @@ def select_trial(study: optuna.Study, number: int | None = None) -> TrialRecord:
     if number is None:
         best = best_trial(study)
         if best is None:
+            constraints = constraints_of(study)
+            if constraints.as_dict() and evaluated(study):
+                raise StudyError(f"no complete trial of study {study.study_name!r} meets its constraints "
+                                 f"({constraints.describe()}); name one with {option('trial')}, or run more trials")
             raise StudyError(f"study {study.study_name!r} has no complete trial yet")
         return best
     for record in records(study):
@@ -433,7 +453,7 @@ def trial_attributes(result, rates: ResolvedRates, weights: Weights, scales: Sca
         attrs[metric] = float(values.mean()) if len(values) else 0.0
         attrs[f"{metric}_std"] = float(values.std()) if len(values) else 0.0
     attrs.update({
-        SCORE_ATTR: weighted_score(attrs["recall"], attrs["iou"], latency, cost, weights, scales),
+        SCORE_ATTR: weighted_score(attrs["recall"], attrs["iou"], latency, cost, weights, scales, attrs),
         "chunks": len(result.chunks),
         "identical_chunks": result.chunk_stats["identical_chunks"],
         "truncated_chunks": result.window.get("truncated_chunks", 0.0),
@@ -458,5 +478,5 @@ def trial_attributes(result, rates: ResolvedRates, weights: Weights, scales: Sca
         for metric, value in validation.items():
             attrs[f"{VALIDATION_PREFIX}{metric}"] = value
         attrs[f"{VALIDATION_PREFIX}{SCORE_ATTR}"] = weighted_score(validation["recall"], validation["iou"], latency,
-                                                                   cost, weights, scales)
+                                                                   cost, weights, scales, validation)
     return attrs

@@ -19,13 +19,13 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import optuna
 
 from .objective import Scales, Weights, weighted_score
-from .records import TrialRecord, evaluated
+from .records import TrialRecord, recommendable
 from .settings import StudySettings
 
 CONFIDENCE = 0.95
@@ -42,10 +42,13 @@ class Candidate:
     latency_s: float
     cost_usd_per_1k: float
     chunks: int
+    #: Per question, the other metrics the weights may name (MRR, context tokens, ...).
+    metrics: dict[str, np.ndarray] = field(default_factory=dict)
 
     def score(self, weights: Weights, scales: Scales, questions: np.ndarray | slice = slice(None)) -> float:
+        means = {name: float(np.mean(values[questions])) for name, values in self.metrics.items()}
         return float(weighted_score(float(np.mean(self.recall[questions])), float(np.mean(self.iou[questions])),
-                                    self.latency_s, self.cost_usd_per_1k, weights, scales))
+                                    self.latency_s, self.cost_usd_per_1k, weights, scales, means))
 
 
 @dataclass(frozen=True)
@@ -82,8 +85,10 @@ def bootstrap_scores(candidates: Sequence[Candidate], weights: Weights, scales: 
     index = np.random.default_rng(seed).integers(0, n, size=(samples, n))
     out = np.empty((len(candidates), samples))
     for row, candidate in enumerate(candidates):
+        means = {name: values[index].mean(axis=1) for name, values in candidate.metrics.items()
+                 if name in weights.metrics()}
         out[row] = weighted_score(candidate.recall[index].mean(axis=1), candidate.iou[index].mean(axis=1),
-                                  candidate.latency_s, candidate.cost_usd_per_1k, weights, scales)
+                                  candidate.latency_s, candidate.cost_usd_per_1k, weights, scales, means)
     return out
 
 
@@ -188,13 +193,15 @@ def candidate(record: TrialRecord, questions: np.ndarray | slice = slice(None)) 
     if per_query is None:
         return None
     return Candidate(record.number, per_query["recall"][questions], per_query["iou"][questions],
-                     record.latency_ms / 1000, record.cost_usd_per_1k_queries, int(record.metric("chunks")))
+                     record.latency_ms / 1000, record.cost_usd_per_1k_queries, int(record.metric("chunks")),
+                     {name: values[questions] for name, values in per_query.items() if name not in ("recall", "iou")})
 
 
 def recommend_for_study(study: optuna.Study, *, seed: int = 0) -> StudyRecommendation | None:
-    """Run the tie gate on the study's best configurations, on its search questions."""
+    """Run the tie gate on the study's best configurations that meet its constraints, on its
+    search questions."""
     settings = StudySettings.of(study)
-    ranked = sorted(evaluated(study), key=lambda r: (-r.score, r.number))[:TOP_CANDIDATES]
+    ranked = sorted(recommendable(study), key=lambda r: (-r.score, r.number))[:TOP_CANDIDATES]
     records, candidates = {}, []
     for record in ranked:
         stored = record.stored_per_query
