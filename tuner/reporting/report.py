@@ -381,6 +381,9 @@ def _comparison(study: optuna.Study, settings: StudySettings, trials: list[Trial
         f"{(b.doc_recall - d.doc_recall) * 100:+.1f} points |",
         f"| context tokens per query | {b.context_tokens:.0f} | {d.context_tokens:.0f} | "
         f"{_ratio(b.context_tokens, d.context_tokens)} |",
+        *([f"| first-stage recall@{b.metric('rerank_candidates'):.0f} (before the reranker) | "
+           f"{b.metric('first_stage_recall'):.1%} | | reranked recall@{b.k}: {b.recall:.1%} |"]
+          if "first_stage_recall" in b.metrics else []),
         f"| latency (modelled) | {b.latency_ms:.0f} ms | {d.latency_ms:.0f} ms | "
         f"{_ratio(b.latency_ms, d.latency_ms)} |",
         f"| cost per 1,000 queries | ${b.cost_usd_per_1k_queries:.3f} | ${d.cost_usd_per_1k_queries:.3f} | "

@@ -76,7 +76,7 @@ METRIC_ATTRS = METRICS
 #: Trial attributes an export copies into its metrics.
 EXPORTED_METRIC_ATTRS = (SCORE_ATTR, "recall", "recall_std", "precision", "precision_std", "iou", "iou_std",
                          "precision_omega", "precision_omega_std", "hit_rate", "mrr", "ndcg", "doc_recall",
-                         "context_tokens", "chunks", "mean_chunk_tokens",
+                         "context_tokens", "first_stage_recall", "chunks", "mean_chunk_tokens",
                          "tokens_embedded", "retrieved_tokens_per_query", "latency_ms",
                          "cost_usd_per_1k_queries", "index_build_s", "identical_chunks",
                          VALIDATION_PREFIX + SCORE_ATTR, VALIDATION_PREFIX + "recall", VALIDATION_PREFIX + "iou",
@@ -471,6 +471,10 @@ def trial_attributes(result, rates: ResolvedRates, weights: Weights, scales: Sca
         "cache_hit_rate": result.embedding["cache_hit_rate"],
         CONFIG_ATTR: json.dumps(result.config.to_dict(), sort_keys=True),
     })
+    if result.first_stage is not None:  # a reranker: the recall of the candidates it read
+        first = result.first_stage["recall"][search]
+        attrs["first_stage_recall"] = float(first.mean()) if len(first) else 0.0
+        attrs["rerank_candidates"] = int(result.first_stage["candidates"])
     held_out = ~search
     if held_out.any():
         validation = {metric: float(per_query[metric][held_out].mean())
