@@ -78,7 +78,11 @@ def complete_trial_count(storage_url: str) -> int:
 
 
 #: Words the test cross-encoder knows (others are [UNK]); the handbook's common words among them.
-CROSS_ENCODER_WORDS = ["the", "a", "to", "of", "and", "is", "in", "on", "for", "which", "what", "how", "does", "do", "port", "container", "listens", "listen", "logs", "kept", "long", "retention", "days", "apple", "banana", "engine", "wheel", "brake", "backup", "restore", "alerts"]
+CROSS_ENCODER_WORDS = (
+    "the", "a", "to", "of", "and", "is", "in", "on", "for", "which", "what", "how", "does", "do", "port",
+    "container", "listens", "listen", "logs", "kept", "long", "retention", "days", "apple", "banana", "engine",
+    "wheel", "brake", "backup", "restore", "alerts",
+)
 
 
 def save_cross_encoder(folder: Path, seed: int = 0) -> Path:

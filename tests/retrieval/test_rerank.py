@@ -96,9 +96,9 @@ def test_rerank_settings_spell_one_way_and_refuse_what_they_cannot_do(model, tmp
     assert RetrievalConfig(rerank=model).candidates == 30
     assert RetrievalConfig(rerank="none") == RetrievalConfig()
     assert "rerank" not in RetrievalConfig().to_dict()  # configurations without one are unchanged
-    with pytest.raises(InvalidParameterError, match="retrieval.candidates=20 applies only with a reranker"):
+    with pytest.raises(InvalidParameterError, match=r"retrieval\.candidates=20 applies only with a reranker"):
         RetrievalConfig(candidates=20)
-    with pytest.raises(InvalidParameterError, match="retrieval.rerank needs a model"):
+    with pytest.raises(InvalidParameterError, match=r"retrieval\.rerank needs a model"):
         RetrievalConfig.from_dict({"rerank": {"candidates": 20}})
     with pytest.raises(InvalidParameterError, match="is not a saved cross-encoder folder"):
         load_cross_encoder(str(tmp_path / "nothing-here"))
@@ -118,8 +118,8 @@ def test_a_space_searches_the_reranker_and_its_candidates(model):
         retrieval = space.sample_retrieval(study.ask(), 3)
         seen.add((retrieval.rerank, retrieval.candidates))
     assert (None, None) in seen and any(r == model and c in (10, 55, 100) for r, c in seen)
-    with pytest.raises(SearchSpaceError, match="retrieval.candidates applies only with a reranker"):
+    with pytest.raises(SearchSpaceError, match=r"retrieval\.candidates applies only with a reranker"):
         parse_search_space({"chunkers": {"token": {"size": 64}}, "k": 3, "retrieval": {"candidates": [10]}}, "s")
-    with pytest.raises(SearchSpaceError, match="retrieval.rerank='/no/such/folder' is not a saved cross-encoder"):
+    with pytest.raises(SearchSpaceError, match=r"retrieval\.rerank='/no/such/folder' is not a saved cross-encoder"):
         parse_search_space({"chunkers": {"token": {"size": 64}}, "k": 3,
                             "retrieval": {"rerank": ["none", "/no/such/folder"]}}, "s")
