@@ -458,3 +458,29 @@ def test_dry_run_prices_fidelity_rungs(tmp_path, openai_server, capsys, monkeypa
     # 0.1 + 0.2/3 + 0.7/9 = 24.4% of a full trial; 9,000 trials at $0.02 per million tokens.
     assert "fidelity rungs 0.1, 0.3, 1: a trial embeds about 24% of that on average" in out
     assert f"about ${9000 * tokens * 0.02 / 1e6 * (0.1 + 0.2 / 3 + 0.7 / 9):.2f} of API embedding" in out
+
+
+def test_a_space_with_a_reranker_records_and_exports_it(tmp_path, openai_server):
+    from fakes import save_cross_encoder
+    from tuner.deploy.export import export_run_trial, load_config
+
+    model = save_cross_encoder(tmp_path / "reranker")
+    space = tmp_path / "rerank.yaml"
+    space.write_text(yaml.safe_dump({"k": 3, "chunkers": {"token": {"size": {"type": "categorical",
+                                                                              "choices": [96, 128]}, "overlap": 0}},
+                                     "retrieval": {"rerank": ["none", str(model)], "candidates": [12]}}),
+                     encoding="utf-8")
+    spec = make_spec(tmp_path, openai_server, space=str(space), trials=4)
+    tune(spec, progress=False, echo=lambda _: None)
+    trials = complete(trials_of(spec))
+    reranked = [t for t in trials if "first_stage_recall" in t.user_attrs]
+    plain = [t for t in trials if "first_stage_recall" not in t.user_attrs]
+    assert reranked and plain  # all four configurations of the space ran
+    for t in reranked:
+        assert t.user_attrs["retrieval"] == "dense + rerank(reranker, 12)"
+        assert json.loads(t.user_attrs["config"])["retrieval"]["rerank"] == {"model": str(model), "candidates": 12}
+        assert t.user_attrs["rerank_candidates"] == 12
+    out = tmp_path / "reranked.json"
+    exported = export_run_trial("t", out, trial=reranked[0].number, storage=spec.storage)
+    assert exported.data["metrics"]["first_stage_recall"] == reranked[0].user_attrs["first_stage_recall"]
+    assert load_config(out).config.retrieval.rerank == str(model)
