@@ -416,7 +416,8 @@ def _selection_lines(study: optuna.Study, best: TrialRecord, trials: list[TrialR
     candidates = [c for c in (candidate(r) for r in trials) if c is not None]
     if len(candidates) >= 2:
         default = Candidate(-1, baseline["recall"], baseline["iou"], base.latency_ms / 1000,
-                            base.cost_usd_per_1k_queries, int(base.metric("chunks")))
+                            base.cost_usd_per_1k_queries, int(base.metric("chunks")),
+                            {name: values for name, values in baseline.items() if name not in ("recall", "iou")})
         gain = cross_validated_gain(candidates, default, weights, scales, seed=seed)
         lines += [f"Cross-validated gain over {BASELINE_LABEL} ({len(gain.folds)} folds: the configuration chosen on "
                   f"the other folds' questions, scored on each fold): score {gain.gain:+.4f}, recall "
