@@ -1,13 +1,16 @@
 """What the recommendation becomes under another objective, and what a reranker costs.
 
-Two parts (``--part studies|rerank``, both by default):
+Three parts (``--part studies|reselect|rerank``, all by default):
 
 * ``studies``: per corpus (the bundled handbook; chroma-dev's three corpora when the shared
   folder is there), three studies with the same space, trials and seed that differ only in what
   "best" means: the default weights; the default weights within a 1,000-token context budget
   (``constraints: {context_tokens: 1000}``); MRR in recall's place (``recall 0, mrr 1``, IoU,
   latency and cost as by default). Reported: the recommended configuration of each, its recall,
-  MRR, context tokens per question and held-out score.
+  MRR, context tokens per question and held-out score. Data sets not named by
+  ``--three-studies`` (default: the handbook only) get the default study only, and
+* ``reselect``: each default study's evaluated trials chosen under each objective (no new
+  search): what changes when only the definition of "best" does.
 * ``rerank``: the time a reranker adds at equal ``k`` (recursive 250/0, dense, k=5), warm
   embedding cache, with two cross-encoders built locally (nothing is downloaded): the tests'
   tiny one (one layer, 16 wide) and one of MiniLM-L6's shape (6 layers, 384 wide: the bundled
@@ -65,6 +68,8 @@ def studies(args: argparse.Namespace, out) -> None:
     print("|---|---|---|---|---|---|---|---|---|---|", file=out)
     for name, (corpora, queries) in data_sets(Path(args.data)).items():
         for label, objective in OBJECTIVES.items():
+            if name not in args.three_studies and label != "default":
+                continue  # the other objectives re-select this data's default trials (part reselect)
             run = f"{name}-{label.split(' ')[0].replace(',', '')}-s{args.seed}"
             started = time.perf_counter()
             done = tuner.tune(corpora, queries, name=run, space=args.space, n_trials=args.trials, seed=args.seed,
@@ -76,6 +81,44 @@ def studies(args: argparse.Namespace, out) -> None:
                 held_out = "" if r.validation_score is None else f"{r.validation_score:.4f}"
                 print(f"| {name} | {outcome.corpus} | {label} | {r.label()} (trial {r.number}) | {r.recall:.1%} | "
                       f"{r.mrr:.1%} | {r.ndcg:.1%} | {r.doc_recall:.1%} | {r.context_tokens:.0f} | {held_out} |",
+                      file=out, flush=True)
+
+
+def reselect(args: argparse.Namespace, out) -> None:
+    """The same evaluated trials (each corpus's default-objective study) chosen under each objective:
+    what changes when only the definition of "best" does, with no new search."""
+    import optuna
+
+    from tuner.tuning.objective import Constraints, Scales, Weights, weighted_score
+    from tuner.tuning.records import evaluated
+    from tuner.tuning.storage import make_storage
+
+    folder = Path(args.storage_dir).resolve()
+    print("\n## The default studies' trials, chosen under each objective (highest score; no tie gate)\n", file=out)
+    print("| data | corpus | trials | objective | best | recall | MRR | context tokens |", file=out)
+    print("|---|---|---|---|---|---|---|---|", file=out)
+    scales = Scales()
+    for name in data_sets(Path(args.data)):
+        run = f"{name}-default-s{args.seed}"
+        storage = make_storage(f"sqlite:///{folder / run}.db", heartbeat_interval=None)
+        for summary in optuna.get_all_study_summaries(storage, include_best_trial=False):
+            trials = evaluated(optuna.load_study(study_name=summary.study_name, storage=storage))
+            for label, objective in OBJECTIVES.items():
+                weights = Weights.from_dict(objective.get("weights") or {})
+                limits = Constraints.from_dict(objective.get("constraints") or {})
+
+                def score(r, weights=weights):
+                    return weighted_score(r.recall, r.iou, r.latency_ms / 1000, r.cost_usd_per_1k_queries, weights,
+                                          scales, {**r.metrics, "context_tokens": r.context_tokens})
+
+                fitting = [r for r in trials if r.feasible(limits)]
+                corpus = summary.study_name.split("/")[1]
+                if not fitting:
+                    print(f"| {name} | {corpus} | {len(trials)} | {label} | none fits | | | |", file=out)
+                    continue
+                best = max(fitting, key=lambda r: (score(r), -r.number))
+                print(f"| {name} | {corpus} | {len(trials)} | {label} | {best.label()} "
+                      f"(trial {best.number}) | {best.recall:.1%} | {best.mrr:.1%} | {best.context_tokens:.0f} |",
                       file=out, flush=True)
 
 
@@ -134,7 +177,9 @@ def rerank(args: argparse.Namespace, out) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--part", choices=("studies", "rerank"), action="append")
+    parser.add_argument("--part", choices=("studies", "reselect", "rerank"), action="append")
+    parser.add_argument("--three-studies", nargs="*", default=["handbook"],
+                        help="data sets that get a study per objective (the others: the default study only)")
     parser.add_argument("--trials", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--space", default="quick")
@@ -142,7 +187,7 @@ def main() -> None:
     parser.add_argument("--storage-dir", default="objective-studies")
     parser.add_argument("--out", help="also write the tables to this file")
     args = parser.parse_args()
-    parts = args.part or ["studies", "rerank"]
+    parts = args.part or ["studies", "reselect", "rerank"]
     with contextlib.ExitStack() as stack:
         sinks = [sys.stdout] + ([stack.enter_context(open(args.out, "a", encoding="utf-8"))] if args.out else [])
 
@@ -158,6 +203,8 @@ def main() -> None:
         out = Tee()
         if "studies" in parts:
             studies(args, out)
+        if "reselect" in parts:
+            reselect(args, out)
         if "rerank" in parts:
             rerank(args, out)
     print(json.dumps({"parts": parts, "trials": args.trials, "seed": args.seed}), file=sys.stderr)
