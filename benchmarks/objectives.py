@@ -1,6 +1,6 @@
 """What the recommendation becomes under another objective, and what a reranker costs.
 
-Three parts (``--part studies|reselect|rerank``, all by default):
+Parts (``--part studies|own|reselect|rerank``, all by default):
 
 * ``studies``: per corpus (the bundled handbook; chroma-dev's three corpora when the shared
   folder is there), three studies with the same space, trials and seed that differ only in what
@@ -9,6 +9,7 @@ Three parts (``--part studies|reselect|rerank``, all by default):
   latency and cost as by default). Reported: the recommended configuration of each, its recall,
   MRR, context tokens per question and held-out score. Data sets not named by
   ``--three-studies`` (default: the handbook only) get the default study only, and
+* ``own``: each objective's own study, its best score and the tie gate's recommendation;
 * ``reselect``: each default study's evaluated trials chosen under each objective (no new
   search): what changes when only the definition of "best" does.
 * ``rerank``: the time a reranker adds at equal ``k`` (recursive 250/0, dense, k=5), warm
@@ -122,6 +123,37 @@ def reselect(args: argparse.Namespace, out) -> None:
                       file=out, flush=True)
 
 
+def own_studies(args: argparse.Namespace, out) -> None:
+    """Per objective's own study: its highest-scoring trial and the tie gate's recommendation."""
+    import optuna
+
+    from tuner.tuning.records import best_trial
+    from tuner.tuning.selection import recommend_for_study
+    from tuner.tuning.storage import make_storage
+
+    folder = Path(args.storage_dir).resolve()
+    print("\n## Each objective's own study: best score and recommendation (tie gate)\n", file=out)
+    print("| data | corpus | objective | best (score) | its recall / MRR / context tokens | recommended | its recall / "
+          "MRR / context tokens |", file=out)
+    print("|---|---|---|---|---|---|---|", file=out)
+    for name in data_sets(Path(args.data)):
+        for label in OBJECTIVES:
+            path = folder / f"{name}-{label.split(' ')[0].replace(',', '')}-s{args.seed}.db"
+            if not path.is_file():
+                continue
+            storage = make_storage(f"sqlite:///{path}", heartbeat_interval=None)
+            for summary in optuna.get_all_study_summaries(storage, include_best_trial=False):
+                study = optuna.load_study(study_name=summary.study_name, storage=storage)
+                best, verdict = best_trial(study), recommend_for_study(study)
+                chosen = verdict.recommended if verdict is not None else best
+
+                def cells(r):
+                    return f"{r.recall:.1%} / {r.mrr:.1%} / {r.context_tokens:.0f}"
+
+                print(f"| {name} | {summary.study_name.split('/')[1]} | {label} | {best.label()} ({best.score:.4f}) | "
+                      f"{cells(best)} | {chosen.label()} | {cells(chosen)} |", file=out, flush=True)
+
+
 def minilm_shaped_cross_encoder(folder: Path) -> Path:
     """MiniLM-L6's encoder (the bundled embedding model's weights) under a random one-logit head:
     the architecture, and so the cost, of cross-encoder/ms-marco-MiniLM-L6-v2."""
@@ -177,7 +209,7 @@ def rerank(args: argparse.Namespace, out) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--part", choices=("studies", "reselect", "rerank"), action="append")
+    parser.add_argument("--part", choices=("studies", "own", "reselect", "rerank"), action="append")
     parser.add_argument("--three-studies", nargs="*", default=["handbook"],
                         help="data sets that get a study per objective (the others: the default study only)")
     parser.add_argument("--trials", type=int, default=20)
@@ -187,7 +219,7 @@ def main() -> None:
     parser.add_argument("--storage-dir", default="objective-studies")
     parser.add_argument("--out", help="also write the tables to this file")
     args = parser.parse_args()
-    parts = args.part or ["studies", "reselect", "rerank"]
+    parts = args.part or ["studies", "own", "reselect", "rerank"]
     with contextlib.ExitStack() as stack:
         sinks = [sys.stdout] + ([stack.enter_context(open(args.out, "a", encoding="utf-8"))] if args.out else [])
 
@@ -203,6 +235,8 @@ def main() -> None:
         out = Tee()
         if "studies" in parts:
             studies(args, out)
+        if "own" in parts:
+            own_studies(args, out)
         if "reselect" in parts:
             reselect(args, out)
         if "rerank" in parts:
