@@ -46,6 +46,9 @@ OBJECTIVES = {
     "MRR-weighted": {"weights": {"recall": 0.0, "mrr": 1.0, "iou": 0.5, "latency": 0.1, "cost": 0.1}},
 }
 
+#: Re-selection only (no study of its own): a budget tight enough to bind on these corpora.
+RESELECT_ONLY = {"250-token budget": {"constraints": {"context_tokens": 250}}}
+
 
 def data_sets(path: Path) -> dict[str, tuple[dict[str, str], str]]:
     sets = {"handbook": (HANDBOOK, HANDBOOK_QUERIES)}
@@ -104,7 +107,7 @@ def reselect(args: argparse.Namespace, out) -> None:
         storage = make_storage(f"sqlite:///{folder / run}.db", heartbeat_interval=None)
         for summary in optuna.get_all_study_summaries(storage, include_best_trial=False):
             trials = evaluated(optuna.load_study(study_name=summary.study_name, storage=storage))
-            for label, objective in OBJECTIVES.items():
+            for label, objective in {**OBJECTIVES, **RESELECT_ONLY}.items():
                 weights = Weights.from_dict(objective.get("weights") or {})
                 limits = Constraints.from_dict(objective.get("constraints") or {})
 
