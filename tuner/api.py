@@ -30,7 +30,7 @@ from .data.corpus import Corpus, default_corpus_name
 from .data.evalset import EvaluationSet
 from .deploy.export import ExportedTrial, export_run_trial
 from .embedding.config import EmbedderConfig
-from .errors import ChunkwiseError
+from .errors import ChunkwiseError, option
 from .evaluation.fidelity import Fidelity
 from .reporting.report import write_report
 from .tuning.objective import Constraints, Weights
@@ -40,7 +40,7 @@ from .tuning.run import CorpusOutcome
 from .tuning.run import tune as run_study_spec
 from .tuning.selection import StudyRecommendation, recommend_for_study
 from .tuning.storage import absolute_url, default_storage_url, existing_run_storage, storage_errors
-from .tuning.study import StudySpec, build_spec, load_study_file
+from .tuning.study import StudySpec, build_spec, load_study_file, parse_duration
 
 if TYPE_CHECKING:
     import pandas
@@ -130,6 +130,7 @@ def tune(corpus: CorpusInput | Sequence[CorpusInput] | Mapping[str, CorpusInput]
          jobs: int | None = None, seed: int | None = None, weights: Weights | Mapping[str, float] | str | None = None,
          embedder: EmbedderConfig | str | None = None, unit: str | None = None, copies: str | None = None,
          validation: float | None = None, fidelity: str | Fidelity | None = None, cache: str | None = None,
+         timeout: float | str | None = None,
          constraints: Constraints | Mapping[str, float] | None = None, pareto: Sequence[str] | None = None,
          progress: bool = True, echo: Callable[[str], None] = print) -> TuningRun:
     """Run (or resume) one study per corpus and return the run.
@@ -144,7 +145,8 @@ def tune(corpus: CorpusInput | Sequence[CorpusInput] | Mapping[str, CorpusInput]
             ``queries``; the other arguments override its values.
         name: the run's name (default: the corpus's name, for one corpus).
         space: a search space file or bundled name (``default``, ``quick``, ...).
-        n_trials: trials added to each corpus's study (default 30).
+        n_trials: trials added to each corpus's study (default 30; with ``timeout`` alone, as many as fit).
+        timeout: a time budget, seconds or ``"45m"``/``"2h"``: no trial starts that cannot finish in it.
         storage: SQLAlchemy URL (default ``sqlite:///studies/NAME.db``).
         jobs: worker processes sharing each study (default 1).
         seed: the sampler's base seed (default 0).
@@ -183,6 +185,7 @@ def tune(corpus: CorpusInput | Sequence[CorpusInput] | Mapping[str, CorpusInput]
         name=name, space=space, trials=n_trials, storage=absolute_url(storage) if storage else None, jobs=jobs,
         seed=seed, unit=unit, copies=copies, validation=validation, fidelity=fidelity, cache=cache,
         weights=_weights(weights), embedder=_embedder(embedder),
+        timeout=parse_duration(timeout, option("timeout")) if timeout is not None else None,
         constraints=Constraints.from_dict(dict(constraints)) if isinstance(constraints, Mapping) else constraints,
         pareto=tuple(pareto) if pareto is not None else None)
     outcomes = run_study_spec(spec, progress=progress, echo=echo)

@@ -118,7 +118,11 @@ def test_export_load_and_rechunk_give_the_trials_chunks(tuned, tmp_path, capsys)
     assert data["source"] == {"study": "ship/handbook", "trial": chosen.number, "storage": spec.storage,
                               "weights": {"recall": 1.0, "iou": 0.5, "latency": 0.1, "cost": 0.1},
                               "selection": {"chosen": "recommended", "best_trial": outcome.best.number,
-                                            "tied_with_best": tied}}
+                                            "tied_with_best": tied,
+                                            "tuned_trial": outcome.recommendation.tuned.number,
+                                            "checks": outcome.recommendation.lines(),
+                                            **({"fell_back_to_baseline": chosen.attrs["baseline"]}
+                                               if outcome.recommendation.fell_back else {})}}
     best_out = tmp_path / "raw-best.json"
     assert main(["export", "--storage", spec.storage, "--study", "ship", "--best", "-o", str(best_out)]) == 0
     assert json.loads(best_out.read_text())["source"]["trial"] == outcome.best.number
@@ -224,7 +228,7 @@ def test_report_writes_plots_and_summary_with_intervals(tuned, tmp_path):
         assert "plotly" in (out / f"{name}.html").read_text(encoding="utf-8")[:5000].lower()
     report = (out / "report.md").read_text(encoding="utf-8")
     assert "## handbook (study `ship/handbook`)" in report
-    assert "### Pareto-optimal configurations (recall against context tokens)" in report
+    assert "### Pareto-optimal configurations (recall against context tokens, on the search questions)" in report
     assert "| trial | configuration | recall | IoU | MRR | nDCG | doc recall | context tokens |" in report
     assert "### Best recall within a context budget" in report
     assert re.search(r"\| 4,000 \| (trial \d+: .* \| \d+\.\d% \[\d+\.\d%, \d+\.\d%\]|no configuration fits)", report)

@@ -24,7 +24,7 @@ from tuner.evaluation.fidelity import Fidelity, block_kept, distractor_sample, h
 from tuner.retrieval.config import RetrievalConfig
 from tuner.tuning import StudyError, StudySpec, tune
 from tuner.tuning.progress import EmbeddingReport
-from tuner.tuning.records import DUPLICATE_ATTR, RUNG_SCORES_ATTR, STOPPED_AT_ATTR
+from tuner.tuning.records import BASELINE_ATTR, DUPLICATE_ATTR, RUNG_SCORES_ATTR, STOPPED_AT_ATTR
 from tuner.tuning.storage import make_storage
 
 from fakes import WordEmbedder
@@ -180,10 +180,14 @@ def test_a_study_promotes_by_successive_halving_and_only_full_trials_are_results
     for trial in stopped:
         assert trial.values is None and trial.user_attrs[STOPPED_AT_ATTR] == 0.3
         assert "recall" not in trial.user_attrs  # no full-fidelity metric was recorded
+    # The baselines (what the recommendation is checked against) always run at full fidelity.
+    baselines = [t for t in evaluated if BASELINE_ATTR in t.user_attrs]
+    assert baselines and all(t.state == TrialState.COMPLETE and RUNG_SCORES_ATTR not in t.user_attrs
+                             for t in baselines)
     # One worker: trials reach the rung in number order. Replay the rule: a trial climbs when its
     # rung score is in the best third of the scores recorded so far (the best, below three).
     seen = []
-    for trial in sorted(evaluated, key=lambda t: t.number):
+    for trial in sorted((t for t in evaluated if BASELINE_ATTR not in t.user_attrs), key=lambda t: t.number):
         score = trial.user_attrs[RUNG_SCORES_ATTR]["0.3"]
         seen.append(score)
         ranked = sorted(seen, reverse=True)

@@ -35,6 +35,13 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--jobs", type=int, metavar="N", help=f"worker processes sharing each study ({defaults.JOBS})")
     parser.add_argument("--seed", type=int, help=f"sampler seed; worker i uses seed + i ({defaults.SEED})")
     parser.add_argument("--cache", metavar="FILE", help="embedding cache file")
+    add_timeout_argument(parser)
+
+
+def add_timeout_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--timeout", metavar="DURATION",
+                        help="time budget such as 45m or 2h: no trial starts that cannot finish in time, trials "
+                             "in flight finish; without --n-trials, as many trials as fit")
 
 
 def add_precision_argument(parser: argparse.ArgumentParser) -> None:

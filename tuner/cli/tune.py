@@ -75,13 +75,17 @@ def run(args: argparse.Namespace) -> int:
                       storage=args.storage, trials=args.n_trials, jobs=args.jobs, seed=args.seed, cache=args.cache,
                       repair_references=args.repair_references, include=args.include, exclude=args.exclude,
                       keep_links=args.keep_links, fidelity=args.fidelity,
-                      precision=args.precision, max_context_tokens=args.max_context_tokens, pareto=args.pareto)
+                      precision=args.precision, timeout=args.timeout, max_context_tokens=args.max_context_tokens,
+                      pareto=args.pareto)
     quiet_optuna()
     if args.dry_run:
         from ..tuning.plan import format_plan, plan_run
 
         print(format_plan(spec, plan_run(spec)))
         return 0
+    from ..tuning.plan import warn_if_long
+
+    warn_if_long(spec, print_err)
     try:
         done = tune(study=spec, progress=True, echo=print_err)
     except KeyboardInterrupt:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..tuning import defaults
-from ._args import EXIT_INTERRUPTED, print_err, quiet_optuna
+from ._args import EXIT_INTERRUPTED, add_timeout_argument, print_err, quiet_optuna
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -28,17 +28,21 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                         help=f"worker processes on this machine ({defaults.JOBS})")
     worker.add_argument("--seed", type=int, default=None, help="sampler seed (default: random)")
     worker.add_argument("--cache", metavar="FILE", help="embedding cache file")
+    add_timeout_argument(worker)
     worker.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from ..tuning import join_run
     from ..tuning.storage import absolute_url
+    from ..tuning.study import parse_duration
 
     quiet_optuna()
+    timeout = parse_duration(args.timeout, "--timeout") if args.timeout is not None else None
     try:
         join_run(absolute_url(args.storage), args.study, n_trials=args.n_trials, jobs=args.jobs, seed=args.seed,
-                 cache=args.cache, corpus_path=args.corpus, queries_path=args.queries, echo=print_err)
+                 cache=args.cache, corpus_path=args.corpus, queries_path=args.queries, timeout=timeout,
+                 echo=print_err)
     except KeyboardInterrupt:
         print_err("chunkwise: interrupted; completed trials are saved in the study")
         return EXIT_INTERRUPTED

@@ -136,7 +136,10 @@ def export_run_trial(run: str, path: str | Path, *, corpus: str | None = None, t
         if verdict is not None:
             record, why = verdict.recommended, "recommended"
             selection = {"chosen": why, "best_trial": verdict.recommendation.best,
-                         "tied_with_best": list(verdict.recommendation.tied)}
+                         "tied_with_best": list(verdict.recommendation.tied),
+                         "tuned_trial": verdict.tuned.number, "checks": verdict.lines()}
+            if verdict.fell_back:
+                selection["fell_back_to_baseline"] = verdict.recommended.baseline
         else:
             record = select_trial(study, trial)
             why = "chosen" if trial is not None else "best"

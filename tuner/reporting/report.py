@@ -164,7 +164,7 @@ def _corpus_section(study: optuna.Study, out: Path, *, top: int, bootstrap: int,
         f"**Best weighted configuration**: `{best.label()}` (trial {best.number}), score {best.score:.4f}"
         + (" (the best meeting the constraints)." if constraints.as_dict() else "."),
         "",
-        f"### Pareto-optimal configurations ({axis_labels})",
+        f"### Pareto-optimal configurations ({axis_labels}, on the search questions)",
         "",
         "| trial | configuration | recall | IoU | MRR | nDCG | doc recall | context tokens | latency ms "
         "| cost $/1k queries | score |",
@@ -239,7 +239,7 @@ def _plots(trials: list[TrialRecord], best: TrialRecord, known: dict[tuple, list
         front = pareto(list(zip(ys, xs)), (True, axis.maximize))
         front = sorted(front, key=lambda i: xs[i])
         short = axis.label.split(",")[0]
-        fig, ax = plt.subplots(figsize=(6.4, 4.4), dpi=110)
+        fig, ax = plt.subplots(figsize=(9.6, 4.4), dpi=110)
         ax.scatter(xs, ys, s=16, c="#b0b0b0", label="trials")
         ax.plot([xs[i] for i in front], [ys[i] for i in front], "-o", c="#1f77b4", ms=4, label="Pareto front")
         ax.scatter([axis.value(best)], [best.recall], marker="*", s=220, c="#d62728", zorder=5,
@@ -261,7 +261,8 @@ def _plots(trials: list[TrialRecord], best: TrialRecord, known: dict[tuple, list
                 ax.axvline(budget, color="#d0d0d0", lw=0.8, ls=":", zorder=0)
         ax.set_title(f"{stem}: recall against {short}")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="lower right")
+        # Outside the axes: inside, the legend hid Pareto points in the corner it sat on.
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
         fig.tight_layout()
         png = f"{stem}-recall-{axis.slug}.png"
         with atomic_writer(out / png, binary=True) as stream:  # a full disk leaves no truncated plot
@@ -288,6 +289,7 @@ def _plots(trials: list[TrialRecord], best: TrialRecord, known: dict[tuple, list
                                         name=f"{BASELINE_LABEL} (evaluated for this report)",
                                         marker={"symbol": "x", "size": 12, "color": "black"}))
         figure.update_layout(title=f"{stem}: recall against {short}", xaxis_title=axis.label,
+                             legend={"x": 1.02, "y": 1.0, "xanchor": "left"},
                              yaxis_title="recall", xaxis_type="log" if axis.slug == "iou" else "linear")
         page = png.replace(".png", ".html")
         with atomic_writer(out / page) as stream:
@@ -401,7 +403,8 @@ def _selection_lines(study: optuna.Study, best: TrialRecord, trials: list[TrialR
     if verdict is not None:
         chosen = verdict.recommended
         lines += [f"**Recommended**: `{chosen.label()}` (trial {chosen.number}). "
-                  + verdict.recommendation.describe(), ""]
+                  + verdict.recommendation.describe(), "",
+                  *[f"- {line}" for line in verdict.lines()], ""]
     checked = [best] + ([verdict.recommended] if verdict is not None and verdict.recommended.number != best.number
                         else [])
     if best.validation_score is not None:

@@ -3,6 +3,8 @@ the command line, the Python API and worker processes), in one place."""
 
 #: Trials a run adds to each corpus's study.
 TRIALS = 30
+#: The target of a run bounded by its time budget only (the budget ends it long before).
+UNBOUNDED_TRIALS = 100_000
 #: Worker processes sharing each study on this machine.
 JOBS = 1
 #: The run's base seed (worker ``i`` samples with ``SEED + i``).

@@ -191,6 +191,13 @@ class Ledger:
                 conn.execute(TARGETS.update().where(TARGETS.c.study_id == study_id).values(target=new))
             return (current if current is not None else finished), new
 
+    def lower_target(self, study_id: int, target: int) -> None:
+        """Lower the study's target to ``target`` (a run whose time budget ended: the trials it
+        did not run are not owed to anyone; a later run adds its own)."""
+        with self.engine.begin() as conn:
+            conn.execute(TARGETS.update().where(TARGETS.c.study_id == study_id, TARGETS.c.target > target)
+                         .values(target=target))
+
     def progress(self, study_id: int) -> Progress:
         with self.engine.connect() as conn:
             target = conn.execute(sa.select(TARGETS.c.target).where(TARGETS.c.study_id == study_id)).scalar()

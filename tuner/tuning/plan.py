@@ -11,7 +11,8 @@ of the distractors successive halving lets it embed (:meth:`Fidelity.expected_sh
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import numpy as np
 import optuna
@@ -19,7 +20,9 @@ import optuna
 from ..chunkers import chunker_class
 from ..embedding import EmbeddingCache
 from ..embedding.config import shared_embedder
+from ..errors import option
 from ..text.tokens import count_tokens_batch
+from .cost import KINDS
 from .objective import resolve_rates
 from .progress import format_duration
 from .settings import resolve_fidelity
@@ -46,31 +49,61 @@ class CorpusPlan:
     rungs: tuple[float, ...] = (1.0,)
     #: The expected share of a full trial's embedding a trial pays at these rungs.
     fidelity_share: float = 1.0
+    #: Share of each kind of trial (bm25, dense, semantic) among the space's configurations.
+    kinds: dict[str, float] = field(default_factory=dict)
+    #: Cold price of one trial of each kind, in seconds.
+    kind_seconds: dict[str, float] = field(default_factory=dict)
 
 
 def embedding_factor(space: SearchSpace, samples: int = SAMPLED_CONFIGURATIONS, seed: int = 0) -> float:
     """Mean tokens embedded per corpus token over configurations sampled from ``space``:
     overlap re-embeds text (``1 / (1 - overlap / size)``) and semantic chunkers embed their
-    units first."""
+    units first; BM25 trials embed nothing."""
+    return float(np.mean(_sampled_factors(space, samples, seed)))
+
+
+def kind_shares(space: SearchSpace, samples: int = SAMPLED_CONFIGURATIONS,
+                seed: int = 0) -> dict[str, tuple[float, float]]:
+    """Per kind of trial (:data:`.cost.KINDS`) among configurations sampled from ``space``: its
+    share, and the mean tokens it embeds per corpus token."""
+    sampled = _sampled(space, samples, seed)
+    out = {}
+    for kind in KINDS:
+        factors = [factor for k, factor in sampled if k == kind]
+        out[kind] = (len(factors) / len(sampled), float(np.mean(factors)) if factors else 0.0)
+    return out
+
+
+def _sampled_factors(space: SearchSpace, samples: int, seed: int) -> list[float]:
+    return [factor for _, factor in _sampled(space, samples, seed)]
+
+
+def _sampled(space: SearchSpace, samples: int, seed: int) -> list[tuple[str, float]]:
+    """``(kind, tokens embedded per corpus token)`` of configurations sampled at random."""
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=seed))
-    factors = []
+    out = []
     for _ in range(samples):
         trial = study.ask()
         chunker, _, _ = space.sample(trial)
+        retrieval = space.sample_retrieval(trial, 1)
         params = chunker.params
         size, overlap = params.get("size"), params.get("overlap", 0) or 0
         factor = 1.0 / (1.0 - overlap / size) if size else 1.0
-        if chunker_class(chunker.name).needs_embedder:
+        semantic = chunker_class(chunker.name).needs_embedder
+        if semantic:
             factor += SEMANTIC_UNIT_FACTOR
-        factors.append(factor)
+        kind = "semantic" if semantic else "dense" if retrieval.embeds else "bm25"
+        out.append((kind, factor if retrieval.embeds or semantic else 0.0))
         study.tell(trial, 0.0)
-    return float(np.mean(factors))
+    return out
 
 
 def plan_run(spec: StudySpec) -> list[CorpusPlan]:
     """The cost preview of ``spec`` (see the module docstring)."""
     data = load_study_data(spec)
     factor = embedding_factor(data.space, seed=spec.seed)
+    shares = kind_shares(data.space, seed=spec.seed)
+    trials = spec.trials_to_add
     cache = EmbeddingCache(spec.cache) if spec.cache else EmbeddingCache()
     rates = resolve_rates(spec.rates, shared_embedder(spec.embedder, cache), spec.embedder.provider)
     plans = []
@@ -80,17 +113,44 @@ def plan_run(spec: StudySpec) -> list[CorpusPlan]:
         share = fidelity.expected_share()
         per_trial = tokens * factor
         seconds = per_trial / rates.embed_tokens_per_s
-        api = (spec.trials * per_trial * share * rates.embed_usd_per_mtok / 1e6
+        kind_seconds = {kind: max(MIN_TRIAL_S, tokens * kind_factor * share / rates.embed_tokens_per_s)
+                        for kind, (_, kind_factor) in shares.items()}
+        mean_s = sum(kind_share * kind_seconds[kind] for kind, (kind_share, _) in shares.items())
+        if spec.timeout is not None:  # as many trials as fit in the budget, at the mean price of a trial
+            trials = min(trials, int(spec.timeout * spec.jobs / mean_s))
+        api = (trials * per_trial * share * rates.embed_usd_per_mtok / 1e6
                if spec.embedder.provider == "openai" else None)
-        plans.append(CorpusPlan(corpus.name, len(corpus), tokens, len(data.evaluation_sets[corpus.name]), spec.trials,
-                                per_trial, seconds, spec.trials * seconds * share / spec.jobs, api, fidelity.rungs,
-                                share))
+        plans.append(CorpusPlan(corpus.name, len(corpus), tokens, len(data.evaluation_sets[corpus.name]), trials,
+                                per_trial, seconds, trials * mean_s / spec.jobs, api, fidelity.rungs, share,
+                                {kind: kind_share for kind, (kind_share, _) in shares.items()}, kind_seconds))
     return plans
+
+
+#: What a trial that embeds nothing (BM25) is priced at: chunking and scoring take seconds.
+MIN_TRIAL_S = 5.0
+#: Beyond this, a run without --n-trials or --timeout is worth a word before it starts.
+LONG_RUN_S = 3600.0
+
+
+def warn_if_long(spec: StudySpec, echo: Callable[[str], None]) -> None:
+    """Before an unbounded run (no trial count, no time budget) priced above an hour: say what
+    will happen and how to bound it."""
+    if spec.bounded:
+        return
+    plans = plan_run(spec)
+    total = sum(p.wall_seconds for p in plans)
+    if total > LONG_RUN_S:
+        echo(f"note: {spec.trials_to_add} trials per corpus are priced at up to {format_duration(total)} on this "
+             f"machine (the dry run shows how). Completed trials are kept whenever you stop (Ctrl-C), or bound the "
+             f"run: {option('timeout', '45m')} runs as many trials as fit, {option('trials', 10)} fewer trials.")
 
 
 def format_plan(spec: StudySpec, plans: list[CorpusPlan]) -> str:
     precision = f" ({spec.embedder.precision})" if spec.embedder.precision != "fp32" else ""
-    lines = [f"dry run of {spec.name}: {spec.trials} trial(s) per corpus, {spec.jobs} worker(s), embedder "
+    count = (f"{spec.trials_to_add} trial(s)" if spec.timeout is None
+             else f"as many trials as fit in {format_duration(spec.timeout)}"
+             + (f" (at most {spec.trials})" if spec.trials is not None else ""))
+    lines = [f"dry run of {spec.name}: {count} per corpus, {spec.jobs} worker(s), embedder "
              f"{spec.embedder.provider}:{spec.embedder.model}{precision}; nothing is embedded or stored", ""]
     for p in plans:
         cost = f", about ${p.api_usd:.2f} of API embedding" if p.api_usd is not None else ""
@@ -100,7 +160,15 @@ def format_plan(spec: StudySpec, plans: list[CorpusPlan]) -> str:
         if len(p.rungs) > 1:
             lines.append(f"    fidelity rungs {', '.join(f'{r:g}' for r in p.rungs)}: a trial embeds about "
                          f"{p.fidelity_share:.0%} of that on average, plus the chunks holding references")
-        lines.append(f"    {p.trials} trials: at most {format_duration(p.wall_seconds)}{cost}")
+        if p.kinds:
+            kinds = ", ".join(f"{share:.0%} {kind} (a cold one about {format_duration(p.kind_seconds[kind])})"
+                              for kind, share in p.kinds.items() if share > 0)
+            lines.append(f"    trials by kind: {kinds}")
+        within = f" (as many as fit in {format_duration(spec.timeout)})" if spec.timeout is not None else ""
+        lines.append(f"    {p.trials} trials{within}: at most {format_duration(p.wall_seconds)}{cost}")
+        if p.kinds and p.trials:
+            by_kind = ", ".join(f"about {round(p.trials * share)} {kind}" for kind, share in p.kinds.items() if share)
+            lines.append(f"    of which {by_kind}; the baselines run first (BM25 ones take seconds)")
     total = sum(p.wall_seconds for p in plans)
     lines += ["", f"at most {format_duration(total)} in all (every trial priced cold; chunks shared between trials "
                   "come from the embedding cache, so real runs are shorter)"]

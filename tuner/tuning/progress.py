@@ -34,17 +34,40 @@ class ProgressBar:
     shows. Failed trials are reported one line each, on stderr.
     """
 
-    def __init__(self, enabled: bool, total: int, name: str, start: int, best: float | None) -> None:
+    def __init__(self, enabled: bool, total: int | None, name: str, start: int, best: float | None,
+                 deadline: float | None = None) -> None:
         self.bar = None
         self.start = start
+        self.finished = start
+        self.name = name
+        self.total = total
+        self.deadline = deadline
         self.best = float("-inf") if best is None else best
         self._lock = threading.Lock()
-        if enabled:
+        #: Without a terminal (a log, CI), one line per finished trial instead of a bar.
+        self.lines = enabled and not sys.stderr.isatty()
+        if enabled and not self.lines:
             from tqdm import tqdm
 
             self.bar = tqdm(total=total, desc=name, unit="trial", disable=None, dynamic_ncols=True, file=sys.stderr)
             if best is not None:
                 self.bar.set_postfix(best_score=f"{best:.4f}")
+
+    def status(self) -> str:
+        """The run-level line: trials finished, best score so far, time left in the budget.
+
+        >>> bar = ProgressBar(False, 10, "run/docs", 2, 0.61)
+        >>> bar.finished = 5
+        >>> bar.status()
+        'run/docs: 3 of 10 trials finished, best score 0.6100'
+        """
+        done = self.finished - self.start
+        of = f" of {self.total}" if self.total is not None else ""
+        best = f", best score {self.best:.4f}" if self.best > float("-inf") else ""
+        left = ""
+        if self.deadline is not None:
+            left = f", {format_duration(max(0.0, self.deadline - time.time()))} left in the time budget"
+        return f"{self.name}: {done}{of} trials finished{best}{left}"
 
     def on_trial(self, _study: optuna.Study, trial: FrozenTrial) -> None:
         """Report one finished trial of this process (``--jobs 1``)."""
@@ -60,13 +83,21 @@ class ProgressBar:
         """Show the study's state as polled from the storage (``--jobs N``)."""
         if best is not None:
             self.best = max(self.best, best)
+        if self.lines and finished > self.finished:
+            self.finished = finished
+            print_err(self.status())
+        self.finished = max(self.finished, finished)
         if self.bar is not None:
             with self._lock:
-                self.bar.n = max(0, min(finished - self.start, self.bar.total))
+                done = max(0, finished - self.start)
+                self.bar.n = done if self.bar.total is None else min(done, self.bar.total)
                 self._postfix()
                 self.bar.refresh()
 
     def advance(self, count: int) -> None:
+        self.finished += count
+        if self.lines:
+            print_err(self.status())
         if self.bar is not None:
             with self._lock:
                 self._postfix()
@@ -106,10 +137,32 @@ class EmbeddingReport:
         self.total: int | None = None
         self.started = self.last = 0.0
 
+    def __enter__(self) -> EmbeddingReport:
+        """Also say something at least every ``every_s`` seconds while the trial runs, whatever
+        it is doing (chunking, a semantic chunker embedding its units, scoring): a quiet
+        minute looks like a hang."""
+        self._began = self.last = self.clock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True, name="chunkwise-trial-progress")
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+
+    def _watch(self) -> None:
+        while not self._stop.wait(1.0):
+            now = self.clock()
+            if now - self.last >= self.every_s:
+                self.last = now
+                doing = "embedding" if self.total else "chunking or scoring"
+                self.write(f"trial {self.trial}: still working ({doing}), {format_duration(now - self._began)} "
+                           "so far")
+
     def __call__(self, done: int, total: int) -> None:
         now = self.clock()
         if total != self.total:
-            self.total, self.started, self.last = total, now, now
+            self.total, self.started = total, now
             return
         elapsed = now - self.started
         if elapsed < self.after_s or now - self.last < self.every_s or not 0 < done < total:
@@ -171,7 +224,8 @@ def write_note(study: optuna.Study, result: CorpusOutcome) -> None:
     if result.recommendation is not None:
         chosen = result.recommended
         lines += [f"### Recommended: trial {chosen.number}", "", f"`{chosen.describe()}`", "",
-                  result.recommendation.recommendation.describe()]
+                  result.recommendation.recommendation.describe(), "",
+                  *[f"- {line}" for line in result.recommendation.lines()]]
     optuna_dashboard.save_note(study, "\n".join(lines))
 
 
@@ -192,6 +246,9 @@ def format_outcomes(outcomes: list[CorpusOutcome]) -> str:
         if summary.running:
             notes.append(f"{summary.running} trial(s) still running in other processes")
         evaluated = summary.complete + summary.stopped_early
+        if item.budget_ended:
+            notes.append(f"the time budget ({format_duration(item.timeout or 0)}) ended the run after {item.added} "
+                         "trial(s); run the same command to continue the study")
         if item.exhausted and evaluated < item.target:
             notes.append(f"the search space looks exhausted: {evaluated} distinct configurations evaluated "
                          f"of the {item.target} asked for")
@@ -212,6 +269,8 @@ def format_outcomes(outcomes: list[CorpusOutcome]) -> str:
         if item.recommendation is not None:
             verdict = item.recommendation.recommendation
             lines += [f"    {line}" for line in textwrap.wrap(verdict.describe(), 100)]
+            for line in item.recommendation.lines():
+                lines += [f"    {part}" for part in textwrap.wrap(line, 100, subsequent_indent="  ")]
             if chosen.number != best.number:
                 lines.append(f"    highest score: {best.describe()}   [trial {best.number}, score {best.score:.4f}; "
                              f"export it with {option('best', True)}]")

@@ -59,6 +59,10 @@ SKIPPED_ATTR = "skipped"
 RUNG_SCORES_ATTR = "rung_scores"
 #: Set on a trial pruned by successive halving: the fidelity of the last rung it ran.
 STOPPED_AT_ATTR = "stopped_at_fidelity"
+#: Set on the trials of the baselines (:mod:`.baselines`): the baseline's name.
+BASELINE_ATTR = "baseline"
+#: Set on a trial pruned, before it claimed a slot, because the time budget could not fit it.
+BUDGET_ATTR = "out_of_budget"
 #: Why a trial failed (a user-facing message).
 ERROR_ATTR = "error"
 #: Set on a failed trial whose worker disappeared (killed, lost) or was interrupted; such a
@@ -185,6 +189,12 @@ class TrialRecord:
             stored_per_query=stored_per_query,
         )
 
+    @property
+    def baseline(self) -> str | None:
+        """The baseline this trial evaluated (:mod:`.baselines`), or None for a sampled trial."""
+        value = self.attrs.get(BASELINE_ATTR)
+        return value if isinstance(value, str) else None
+
     def per_query(self) -> dict[str, np.ndarray] | None:
         """Every query's metrics at the trial's ``k``, in evaluation-set order (None for trials
         recorded before chunkwise stored them; without the metrics added since for older ones)."""
@@ -281,9 +291,16 @@ class TrialRecord:
         return self.state == TrialState.COMPLETE and self.score is not None
 
     def label(self) -> str:
-        """Short label: ``recursive 250/0 k=5`` (``... k=5 bm25`` for another retrieval than dense)."""
-        shown = "/".join(str(self.params[p]) for p in ("size", "overlap") if p in self.params)
-        return f"{self.chunker} {shown} k={self.k}{self._retrieval(' ')}"
+        """Short label with every parameter: ``recursive 250/0 k=5`` (size/overlap), ``sentence
+        sentences=4 overlap=1 k=5``; ``... k=5 bm25`` for another retrieval than dense.
+        Separators are left out (long)."""
+        parts = [str(self.chunker)]
+        sized = "size" in self.params
+        if sized:
+            parts.append("/".join(str(self.params[p]) for p in ("size", "overlap") if p in self.params))
+        parts += [f"{key}={_short_value(value)}" for key, value in self.params.items()
+                  if key != "separators" and not (sized and key in ("size", "overlap"))]
+        return f"{' '.join(parts)} k={self.k}{self._retrieval(' ')}"
 
     def describe(self) -> str:
         """``recursive(size=250, overlap=0), k=5`` (separators left out: they are long), then the
@@ -294,6 +311,10 @@ class TrialRecord:
     def _retrieval(self, separator: str) -> str:
         retrieval = self.attrs.get("retrieval")
         return f"{separator}{retrieval}" if isinstance(retrieval, str) and retrieval != "dense" else ""
+
+
+def _short_value(value: Any) -> str:
+    return f"{value:.3g}" if isinstance(value, float) else str(value)
 
 
 def records(study: optuna.Study, states: Iterable[TrialState] | None = None) -> list[TrialRecord]:

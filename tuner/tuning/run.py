@@ -23,8 +23,9 @@ from ..embedding import EmbeddingCache
 from ..embedding.config import shared_embedder
 from ..errors import ChunkwiseError, option
 from . import defaults
+from .baselines import queue_baselines, unqueue_baselines
 from .ledger import Ledger
-from .progress import ProgressBar, write_note
+from .progress import ProgressBar, format_duration, write_note
 from .records import (
     SETTINGS_ATTR,
     TARGET_ATTR,
@@ -58,6 +59,9 @@ class CorpusOutcome:
     lost_workers: int = 0
     exhausted: bool = False
     recommendation: StudyRecommendation | None = None
+    #: The time budget ended the run before the study reached its target.
+    budget_ended: bool = False
+    timeout: float | None = None
 
     @property
     def recommended(self) -> TrialRecord | None:
@@ -85,11 +89,18 @@ class RunSettings:
     cache: str | None = None
     corpus_path: str | None = None
     queries_path: str | None = None
+    #: ``time.time()`` by which the run's time budget ends (None: no budget), and the budget.
+    deadline: float | None = None
+    timeout: float | None = None
 
     def worker_options(self, study: str) -> list[WorkerOptions]:
         threads = max(1, (os.cpu_count() or 1) // self.jobs)
         return [WorkerOptions(self.storage, study, self.seed, threads, self.heartbeat_interval, self.grace_period,
-                              self.cache, self.corpus_path, self.queries_path) for _ in range(self.jobs)]
+                              self.cache, self.corpus_path, self.queries_path, deadline=self.deadline)
+                for _ in range(self.jobs)]
+
+    def time_left(self) -> bool:
+        return self.deadline is None or time.time() < self.deadline
 
 
 def tune(spec: StudySpec, *, progress: bool = True, echo: Echo = print) -> list[CorpusOutcome]:
@@ -100,7 +111,9 @@ def tune(spec: StudySpec, *, progress: bool = True, echo: Echo = print) -> list[
     more on top of their target.
     """
     data = load_study_data(spec)
-    run = RunSettings(spec.storage, spec.jobs, spec.seed, spec.heartbeat_interval, spec.grace_period, spec.cache)
+    deadline = None if spec.timeout is None else time.time() + spec.timeout
+    run = RunSettings(spec.storage, spec.jobs, spec.seed, spec.heartbeat_interval, spec.grace_period, spec.cache,
+                      deadline=deadline, timeout=spec.timeout)
     with stop_handlers():
         return [_tune_corpus(spec, data, corpus, run, progress, echo) for corpus in data.corpora]
 
@@ -120,7 +133,7 @@ def _tune_corpus(spec: StudySpec, data: LoadedStudyData, corpus: Corpus, run: Ru
     if resolved is not None:
         with storage_errors(spec.storage):
             study.set_user_attr(SETTINGS_ATTR, resolved)
-    return _run_study(storage, study, run, spec.trials, progress, echo)
+    return _run_study(storage, study, run, spec.trials_to_add, progress, echo)
 
 
 #: A space whose chunks can be this many times the embedder's window is worth a warning.
@@ -139,18 +152,21 @@ def warn_about_window(space, embedder, model: str, echo: Echo) -> None:
 
 def join_run(storage_url: str, run_name: str, *, n_trials: int | None = None, jobs: int = defaults.JOBS,
              seed: int | None = None, cache: str | None = None, corpus_path: str | None = None,
-             queries_path: str | None = None, progress: bool = True, echo: Echo = print) -> list[CorpusOutcome]:
+             queries_path: str | None = None, timeout: float | None = None, progress: bool = True,
+             echo: Echo = print) -> list[CorpusOutcome]:
     """Join the studies of a run (``RUN`` or ``RUN/CORPUS``) from this machine and work
     toward their target, raised by ``n_trials`` when given.
 
     The space, weights and data paths come from each study; the data's hashes must match.
-    ``seed`` None draws a random base seed.
+    ``seed`` None draws a random base seed; ``timeout`` (seconds) is this process's time
+    budget: it starts no trial that cannot finish within it.
     """
     if seed is None:
         seed = int.from_bytes(os.urandom(4), "little")
     if jobs < 1:
         raise ChunkwiseError(f"{option('jobs')}={jobs} is invalid; allowed: an integer >= 1")
-    run = RunSettings(storage_url, jobs, seed, cache=cache, corpus_path=corpus_path, queries_path=queries_path)
+    run = RunSettings(storage_url, jobs, seed, cache=cache, corpus_path=corpus_path, queries_path=queries_path,
+                      deadline=None if timeout is None else time.time() + timeout, timeout=timeout)
     with storage_errors(storage_url):
         storage = make_storage(storage_url)
         names = run_studies(storage, run_name, where=storage.display_url)
@@ -173,6 +189,8 @@ def _run_study(storage: StudyStorage, study: optuna.Study, run: RunSettings, add
         before = ledger.progress(study_id)
         _, target = ledger.raise_target(study_id, added, others_active=bool(others))
         study.set_user_attr(TARGET_ATTR, target)
+        waiting = len(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
+        baselines = queue_baselines(study, StudySettings.of(study).space, target - before.finished - waiting)
         best = best_trial(study)
     workers = f"{run.jobs} worker{'s' if run.jobs > 1 else ''}"
     rungs = StudySettings.of(study).fidelity.rungs
@@ -181,11 +199,17 @@ def _run_study(storage: StudyStorage, study: optuna.Study, run: RunSettings, add
     if others:
         echo(f"study {name}: {done}; {len(others)} other worker(s) already on it; "
              f"target now {target} (+{added}); {workers}{climb} in {storage.display_url}")
+    elif added >= defaults.UNBOUNDED_TRIALS:
+        echo(f"study {name}: {done}; running trials until the time budget ({format_duration(run.timeout or 0)}) "
+             f"ends ({workers}{climb}) in {storage.display_url}")
     else:
+        budget = f", within {format_duration(run.timeout)}" if run.timeout else ""
         echo(f"study {name}: {done}; running {target - before.finished} more "
-             f"(target {target}; {workers}{climb}) in {storage.display_url}")
-    bar = ProgressBar(progress, max(0, target - before.finished), name, before.finished,
-                      None if best is None else best.score)
+             f"(target {target}{budget}; {workers}{climb}) in {storage.display_url}")
+    if baselines:
+        echo(f"baselines first ({len(baselines)}, cheapest first): {', '.join(baselines)}")
+    total = None if added >= defaults.UNBOUNDED_TRIALS else max(0, target - before.finished)
+    bar = ProgressBar(progress, total, name, before.finished, None if best is None else best.score, run.deadline)
     reclaimed: list[int] = []
     pool = PoolReport()
     exhausted = False
@@ -198,21 +222,30 @@ def _run_study(storage: StudyStorage, study: optuna.Study, run: RunSettings, add
                 exhausted = report.stopped == "exhausted"
             else:
                 pool = WorkerPool(options, echo=bar.write, on_poll=lambda: _poll(study, ledger, study_id, bar)).run(
-                    lambda: ledger.progress(study_id).finished < target)
+                    lambda: ledger.progress(study_id).finished < target and run.time_left())
             reclaimed += _final_reclaim(study, ledger, study_id, run, echo)
     finally:
         bar.close()
         with contextlib.suppress(Exception):  # Ctrl-C or an error: fail what this run left running
             reclaim(study, ledger, study_id, run.grace_period, max_retry=0)
+        with contextlib.suppress(Exception):  # and leave no baseline waiting: a later run queues it again
+            if not ledger.active_workers(study_id, run.grace_period):
+                unqueue_baselines(study)
     with storage_errors(run.storage):
         after = ledger.progress(study_id)
         summary = summarize(study)
-        if after.finished < target and not exhausted and not pool.errors:
+        budget_ended = (run.deadline is not None and after.finished < target
+                        and (not run.time_left() or _budget_stopped(study)))
+        if budget_ended and not ledger.active_workers(study_id, run.grace_period):
+            ledger.lower_target(study_id, after.finished)  # a later worker must not run on toward it
+            study.set_user_attr(TARGET_ATTR, after.finished)
+        if after.finished < target and not exhausted and not pool.errors and not budget_ended:
             exhausted = _space_exhausted(study)
         outcome = CorpusOutcome(
             corpus=name.split("/", 1)[1], study=name, summary=summary, best=best_trial(study), target=target,
             added=after.finished - before.finished, reclaimed=reclaimed, lost_workers=pool.lost_workers,
-            exhausted=exhausted, recommendation=recommend_for_study(study))
+            exhausted=exhausted, recommendation=recommend_for_study(study), budget_ended=budget_ended,
+            timeout=run.timeout)
         write_note(study, outcome)
     if pool.errors:
         raise ChunkwiseError(f"study {name}: " + "; ".join(pool.errors))
@@ -223,6 +256,14 @@ def _poll(study: optuna.Study, ledger: Ledger, study_id: int, bar: ProgressBar) 
     with contextlib.suppress(Exception):  # a transient lock while workers write: poll again next time
         best = best_trial(study)
         bar.set(ledger.progress(study_id).finished, None if best is None else best.score)
+
+
+def _budget_stopped(study: optuna.Study) -> bool:
+    """The last proposals were pruned because they could not finish in the time left."""
+    from .records import BUDGET_ATTR
+
+    recent = study.get_trials(deepcopy=False, states=(TrialState.PRUNED,))[-1:]
+    return bool(recent) and BUDGET_ATTR in recent[0].user_attrs
 
 
 def _space_exhausted(study: optuna.Study) -> bool:

@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import optuna
 
+from .baselines import DEFAULT_BASELINE
 from .objective import Scales, Weights, weighted_score
-from .records import TrialRecord, recommendable
+from .records import BASELINE_ATTR, TrialRecord, recommendable, records
 from .settings import StudySettings
 
 CONFIDENCE = 0.95
@@ -172,19 +173,197 @@ TOP_CANDIDATES = 30
 
 
 @dataclass(frozen=True)
+class Comparison:
+    """Configuration *a* against *b* on the same questions, paired: the difference of their
+    weighted scores and recalls (a - b) with bootstrap confidence intervals."""
+
+    difference: float
+    low: float
+    high: float
+    recall_difference: float
+    recall_low: float
+    recall_high: float
+    questions: int
+    confidence: float = CONFIDENCE
+
+    @property
+    def better(self) -> bool:
+        """*a* is significantly better than *b* (the interval lies above 0)."""
+        return self.low > 0
+
+    @property
+    def worse(self) -> bool:
+        return self.high < 0
+
+    def describe(self) -> str:
+        """``score +0.0412 [+0.0100, +0.0731], recall +6.2 points [+1.0, +11.5]``."""
+        return (f"score {self.difference:+.4f} [{self.low:+.4f}, {self.high:+.4f}], recall "
+                f"{self.recall_difference * 100:+.1f} points [{self.recall_low * 100:+.1f}, "
+                f"{self.recall_high * 100:+.1f}]")
+
+
+def compare(a: Candidate, b: Candidate, weights: Weights, scales: Scales, questions: np.ndarray | slice = slice(None),
+            *, confidence: float = CONFIDENCE, samples: int = BOOTSTRAP_SAMPLES, seed: int = 0) -> Comparison:
+    """The paired bootstrap of ``a - b`` over ``questions`` (a boolean mask or slice).
+
+    >>> one = Candidate(1, np.array([1.0, 1.0, 0.0, 1.0]), np.zeros(4), 0.0, 0.0, 1)
+    >>> same = compare(one, one, Weights(recall=1.0, iou=0.0, latency=0.0, cost=0.0), Scales())
+    >>> (same.difference, same.low, same.high, same.better)
+    (0.0, 0.0, 0.0, False)
+    """
+    pair = [Candidate(c.number, c.recall[questions], c.iou[questions], c.latency_s, c.cost_usd_per_1k, c.chunks)
+            for c in (a, b)]
+    boot = bootstrap_scores(pair, weights, scales, samples=samples, seed=seed)
+    n = len(pair[0].recall)
+    index = np.random.default_rng(seed).integers(0, n, size=(samples, n))
+    recall = (pair[0].recall - pair[1].recall)[index].mean(axis=1)
+    tail = (1 - confidence) / 2
+    diff = boot[0] - boot[1]
+    return Comparison(
+        difference=pair[0].score(weights, scales) - pair[1].score(weights, scales),
+        low=float(np.quantile(diff, tail)), high=float(np.quantile(diff, 1 - tail)),
+        recall_difference=float(np.mean(pair[0].recall) - np.mean(pair[1].recall)),
+        recall_low=float(np.quantile(recall, tail)), recall_high=float(np.quantile(recall, 1 - tail)),
+        questions=n, confidence=confidence)
+
+
+@dataclass(frozen=True)
+class BaselineCheck:
+    """The tie gate's choice against the best baseline, on questions the search never saw."""
+
+    tuned: int  # the tie gate's recommendation (trial number)
+    best_baseline: int
+    best_baseline_name: str
+    comparison: Comparison | None  # tuned - best baseline (None when the tuned one is a baseline)
+    held_out: bool  # compared on the held-out questions (else on all: no held-out part)
+    fallback: int | None  # the baseline recommended instead of ``tuned``, when it is not better
+
+    @property
+    def fell_back(self) -> bool:
+        return self.fallback is not None
+
+
+@dataclass(frozen=True)
+class Optimism:
+    """How far the recommendation's search score lies above its held-out score."""
+
+    gap: float  # search score - held-out score
+    half_width: float  # of the held-out score's bootstrap interval
+
+    @property
+    def beyond_interval(self) -> bool:
+        return self.gap > self.half_width
+
+
+def check_baselines(tuned: TrialRecord, baselines: Sequence[TrialRecord], search: np.ndarray, weights: Weights,
+                    scales: Scales, *, seed: int = 0) -> BaselineCheck | None:
+    """Never worse than a baseline without saying so: compare ``tuned`` with the best
+    baseline (highest score on the search questions) on the held-out questions (``~search``;
+    all questions when none is held out), paired. Unless ``tuned`` is significantly better,
+    recommend a baseline instead: the cheapest among those statistically tied with the best
+    baseline (the tie gate over the baselines). None without an evaluated baseline."""
+    found = [(r, c) for r in baselines if (c := candidate(r)) is not None]
+    if not found:
+        return None
+    best_record, best = max(found, key=lambda rc: (rc[1].score(weights, scales, search), -rc[0].number))
+    name = best_record.baseline or f"trial {best_record.number}"
+    if tuned.baseline is not None:
+        return BaselineCheck(tuned.number, best_record.number, name, None, bool((~search).any()), None)
+    tuned_candidate = candidate(tuned)
+    if tuned_candidate is None:
+        return None
+    held_out = bool((~search).any())
+    questions = ~search if held_out else slice(None)
+    comparison = compare(tuned_candidate, best, weights, scales, questions, seed=seed)
+    fallback = None
+    if not comparison.better:
+        searched = [Candidate(c.number, c.recall[search], c.iou[search], c.latency_s, c.cost_usd_per_1k, c.chunks)
+                    for _, c in found]
+        fallback = recommend(searched, weights, scales, seed=seed).recommended
+    return BaselineCheck(tuned.number, best_record.number, name, comparison, held_out, fallback)
+
+
+def optimism(record: TrialRecord, search: np.ndarray, weights: Weights, scales: Scales, *,
+             samples: int = BOOTSTRAP_SAMPLES, seed: int = 0) -> Optimism | None:
+    """The optimism gap of ``record`` and the half-width of its held-out score's interval
+    (None without held-out questions or stored scores)."""
+    found = candidate(record)
+    if found is None or not (~search).any():
+        return None
+    held = Candidate(found.number, found.recall[~search], found.iou[~search], found.latency_s,
+                     found.cost_usd_per_1k, found.chunks)
+    boot = bootstrap_scores([held], weights, scales, samples=samples, seed=seed)[0]
+    tail = (1 - CONFIDENCE) / 2
+    low, high = np.quantile(boot, [tail, 1 - tail])
+    return Optimism(found.score(weights, scales, search) - held.score(weights, scales), float(high - low) / 2)
+
+
+@dataclass(frozen=True)
 class StudyRecommendation:
-    """The tie gate's verdict on a study, with the records it speaks of."""
+    """The tie gate's verdict on a study, checked against its baselines, with the records it
+    speaks of."""
 
     recommendation: Recommendation
     records: dict[int, TrialRecord]
+    baselines: BaselineCheck | None = None
+    default_gain: Comparison | None = None  # the recommended against the token 800/400 default
+    default_trial: int | None = None
+    optimism: Optimism | None = None
+    held_out: bool = False
 
     @property
     def recommended(self) -> TrialRecord:
+        """What chunkwise recommends: the tie gate's choice, or a baseline when that choice is
+        not significantly better than the best baseline."""
+        if self.baselines is not None and self.baselines.fallback is not None:
+            return self.records[self.baselines.fallback]
+        return self.records[self.recommendation.recommended]
+
+    @property
+    def tuned(self) -> TrialRecord:
+        """The tie gate's choice among all trials (before the baseline check)."""
         return self.records[self.recommendation.recommended]
 
     @property
     def best(self) -> TrialRecord:
         return self.records[self.recommendation.best]
+
+    @property
+    def fell_back(self) -> bool:
+        return self.baselines is not None and self.baselines.fell_back
+
+    def lines(self) -> list[str]:
+        """What every summary says about the baselines, the default and the optimism gap."""
+        out = []
+        questions = "held-out questions" if self.held_out else "all questions (none held out)"
+        check = self.baselines
+        if check is not None:
+            if check.comparison is None:
+                out.append(f"the recommendation is a baseline ({self.recommended.baseline}): no sampled "
+                           "configuration did better")
+            elif check.fell_back:
+                out.append(f"NOT BETTER THAN A BASELINE: the tuned configuration (trial {check.tuned}, "
+                           f"{self.tuned.label()}) is not significantly better than the best baseline "
+                           f"({check.best_baseline_name}, trial {check.best_baseline}) on the {questions}: "
+                           f"{check.comparison.describe()}; recommending the baseline {self.recommended.baseline} "
+                           f"(trial {self.recommended.number}) instead")
+            else:
+                out.append(f"better than the best baseline ({check.best_baseline_name}, trial "
+                           f"{check.best_baseline}) on the {questions}: {check.comparison.describe()}")
+        if self.default_gain is not None:
+            if self.default_trial == self.recommended.number:
+                out.append("the recommendation is the token 800/400 default itself")
+            else:
+                out.append(f"against the token 800/400 default (trial {self.default_trial}) on the {questions}: "
+                           f"{self.default_gain.describe()}")
+        elif check is not None:
+            out.append("the token 800/400 default is not in this study's space (or not evaluated yet): no "
+                       "comparison with it")
+        if self.optimism is not None and self.optimism.beyond_interval:
+            out.append(f"warning: the optimism gap ({self.optimism.gap:+.4f}: search score minus held-out score) "
+                       f"exceeds the held-out score's {CONFIDENCE:.0%} interval (±{self.optimism.half_width:.4f}); "
+                       "the search questions flatter this configuration: more questions would help")
+        return out
 
 
 def candidate(record: TrialRecord, questions: np.ndarray | slice = slice(None)) -> Candidate | None:
@@ -197,20 +376,57 @@ def candidate(record: TrialRecord, questions: np.ndarray | slice = slice(None)) 
                      {name: values[questions] for name, values in per_query.items() if name not in ("recall", "iou")})
 
 
+def baseline_records(study: optuna.Study) -> list[TrialRecord]:
+    """The evaluated baselines of ``study`` (a baseline pruned as a duplicate is the trial that
+    evaluated its configuration first)."""
+    everything = {r.number: r for r in records(study)}
+    found: dict[int, TrialRecord] = {}
+    for record in everything.values():
+        if record.baseline is None:
+            continue
+        if record.duplicate_of is not None and record.duplicate_of in everything:
+            holder = everything[record.duplicate_of]
+            record = TrialRecord.from_attrs(holder.number, {**holder.attrs, BASELINE_ATTR: record.baseline},
+                                            holder.state, holder.stored_per_query)
+        if record.evaluated:
+            found.setdefault(record.number, record)
+    return list(found.values())
+
+
 def recommend_for_study(study: optuna.Study, *, seed: int = 0) -> StudyRecommendation | None:
     """Run the tie gate on the study's best configurations that meet its constraints, on its
-    search questions."""
+    search questions, then check its choice against the baselines (a fallback must meet the
+    constraints too) and the token 800/400 default."""
     settings = StudySettings.of(study)
     ranked = sorted(recommendable(study), key=lambda r: (-r.score, r.number))[:TOP_CANDIDATES]
-    records, candidates = {}, []
+    records_by_number, candidates = {}, []
+    search = None
     for record in ranked:
         stored = record.stored_per_query
         if stored is None:
             continue
-        found = candidate(record, settings.search_mask(int(stored["queries"])))
+        search = settings.search_mask(int(stored["queries"]))
+        found = candidate(record, search)
         if found is not None:
-            records[record.number] = record
+            records_by_number[record.number] = record
             candidates.append(found)
     if not candidates:
         return None
-    return StudyRecommendation(recommend(candidates, settings.weights, settings.scales, seed=seed), records)
+    verdict = recommend(candidates, settings.weights, settings.scales, seed=seed)
+    measured = [b for b in baseline_records(study) if b.stored_per_query is not None
+                and int(b.stored_per_query["queries"]) == len(search)]
+    for record in measured:
+        records_by_number.setdefault(record.number, record)
+    # A baseline over the study's constraints is compared with, never fallen back on.
+    baselines = [b for b in measured if b.feasible(settings.constraints)]
+    weights, scales = settings.weights, settings.scales
+    check = check_baselines(records_by_number[verdict.recommended], baselines, search, weights, scales, seed=seed)
+    chosen = records_by_number[check.fallback if check is not None and check.fell_back else verdict.recommended]
+    held_out = bool((~search).any())
+    questions = ~search if held_out else slice(None)
+    default = next((b for b in measured if b.baseline == DEFAULT_BASELINE), None)
+    gain = None
+    if default is not None:
+        gain = compare(candidate(chosen), candidate(default), weights, scales, questions, seed=seed)
+    return StudyRecommendation(verdict, records_by_number, check, gain, None if default is None else default.number,
+                               optimism(chosen, search, weights, scales, seed=seed), held_out)

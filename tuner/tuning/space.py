@@ -56,6 +56,7 @@ for rrf, then ``context``, ``rerank``, and ``candidates`` only with a reranker.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import math
@@ -74,7 +75,7 @@ from ..embedding.config import EmbedderConfig
 from ..errors import ChunkwiseError, InvalidParameterError
 from ..retrieval import METHODS, retrieval_method
 from ..retrieval.config import FUSION_OPTIONS, NO_RERANK, SEARCHABLE, RetrievalConfig
-from ..retrieval.fusion import DEFAULT_FUSION, FUSION_PARAMETERS
+from ..retrieval.fusion import DEFAULT_FUSION, FUSION_DEFAULTS, FUSION_PARAMETERS
 from ..retrieval.rerank import DEFAULT_CANDIDATES, check_model_folder
 from ..schema import setting_spec
 
@@ -133,6 +134,35 @@ class Domain:
             return trial.suggest_int(name, int(self.low), int(self.high),
                                      step=int(self.step or 1), log=self.log)
         return trial.suggest_float(name, float(self.low), float(self.high), step=self.step, log=self.log)
+
+    def nearest(self, value: Any) -> Any:
+        """The value of this domain closest to ``value`` (as Optuna stores it: a choice's label
+        for categorical domains), or None when no value of the domain is close in kind (a
+        string not among the choices).
+
+        >>> Domain("int", low=50, high=1000, log=True).nearest(2000)
+        1000
+        >>> Domain("int", low=64, high=512, step=64).nearest(300)
+        320
+        >>> Domain("categorical", choices=(10, 30, 60, 100)).nearest(50)
+        60
+        """
+        if self.is_constant:
+            return self.constant
+        if self.choices is not None:
+            if value in self.choices:
+                choice = value
+            else:
+                numbers = [c for c in self.choices if isinstance(c, (int, float)) and not isinstance(c, bool)]
+                if not numbers or not isinstance(value, (int, float)):
+                    return None
+                choice = min(numbers, key=lambda c: (abs(c - value), c))
+            return choice if isinstance(choice, (str, int, float, bool)) else json.dumps(list(choice))
+        low, high = float(self.low), float(self.high)
+        clipped = min(max(float(value), low), high)
+        if self.step is not None and not self.log:
+            clipped = min(low + round((clipped - low) / self.step) * self.step, high)
+        return round(clipped) if self.type == "int" else clipped
 
     def grid_values(self, where: str) -> list[Any]:
         """Every value of a discrete domain (for exhaustive grids)."""
@@ -270,6 +300,65 @@ class SearchSpace:
                 for context_param, _ in options("context", "none"):
                     points += [{**method_param, **branch, **context_param, **stage} for stage in stages]
         return points
+
+    def point_near(self, chunker: str, params: dict[str, Any], k: int,
+                   retrieval: dict[str, Any] | None = None) -> dict[str, Any] | None:
+        """Optuna parameters of the configuration of this space closest to the one given
+        (each value moved to its nearest allowed value; an overlap kept as a share of the
+        size), or None when the space has no such chunker or retrieval method. Used to place
+        the baselines inside a study's own space, so they are ordinary trials.
+
+        ``retrieval`` holds ``method`` (and for a hybrid ``fusion`` and its parameter, and
+        ``context``); a space without a retrieval section only has dense retrieval.
+        """
+        if chunker not in self.chunkers:
+            return None
+        point: dict[str, Any] = {"chunker": chunker}
+        values: dict[str, Any] = {}
+        given = {**{f.name: f.default for f in dataclasses.fields(chunker_class(self.kind(chunker)))
+                    if "spec" in f.metadata and f.default is not dataclasses.MISSING}, **params}
+        for name, domain in self.chunkers[chunker].items():
+            if domain.type == "fraction":
+                total = values.get(domain.of)
+                wanted = given.get(name, 0)
+                share = domain.nearest(wanted / total if total else 0.0)
+                values[name] = fraction_value(share, total) if total else 0
+                if not domain.is_constant:
+                    point[f"{chunker}.{name}_fraction"] = share
+                continue
+            value = domain.nearest(given[name]) if name in given else None
+            if value is None:
+                return None
+            values[name] = value
+            if not domain.is_constant:
+                point[f"{chunker}.{name}"] = value
+        if not self.k.is_constant:
+            point["k"] = self.k.nearest(k)
+        if len(self.embedders) > 1:
+            point["embedder"] = self._embedder_labels[0]
+        wanted = {"method": "dense", "context": "none", **(retrieval or {})}
+        for key, default in (("method", "dense"), ("context", "none")):
+            domain = self.retrieval.get(key)
+            allowed = [default] if domain is None else [domain.constant] if domain.is_constant else domain.choices
+            if wanted[key] not in allowed:
+                return None  # the space cannot hold this baseline
+            if domain is not None and not domain.is_constant:
+                point[RETRIEVAL_PARAMS[key]] = wanted[key]
+        method = wanted["method"]
+        if "fusion" in retrieval_method(method).options:
+            fusion_domain = self.retrieval.get("fusion")
+            fusion = wanted.get("fusion", DEFAULT_FUSION)
+            if fusion_domain is not None and not fusion_domain.is_constant:
+                if fusion not in fusion_domain.choices:
+                    fusion = fusion_domain.choices[0]
+                point[RETRIEVAL_PARAMS["fusion"]] = fusion
+            elif fusion_domain is not None:
+                fusion = fusion_domain.constant
+            parameter = FUSION_PARAMETERS[fusion]
+            domain = self.retrieval.get(parameter)
+            if domain is not None and not domain.is_constant:
+                point[RETRIEVAL_PARAMS[parameter]] = domain.nearest(wanted.get(parameter, FUSION_DEFAULTS[parameter]))
+        return point
 
     def grid(self) -> Iterator[dict[str, Any]]:
         """Every point of a discrete space as Optuna parameters (for exhaustive search)."""

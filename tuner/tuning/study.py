@@ -16,6 +16,7 @@ A study file (YAML) says what to tune, on what, and where results go::
     scales: {iou_half: 0.05}                    # optional
     storage: sqlite:///example.db               # default: sqlite:///studies/<name>.db
     trials: 30                                  # trials added per run, per corpus
+    timeout: 45m                                # time budget of a run (no trial starts that cannot finish)
     jobs: 1
     seed: 0
     heartbeat: {interval: 10, grace_period: 30}
@@ -37,6 +38,7 @@ and ``full`` below.
 from __future__ import annotations
 
 import json
+import re
 import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -87,7 +89,10 @@ class StudySpec:
     #: stored axes for a study that exists.
     pareto: tuple[str, ...] | None = None
     storage: str = ""
-    trials: int = setting(defaults.TRIALS, int, low=0)
+    #: Trials to add per corpus; None: :data:`defaults.TRIALS`, or as many as ``timeout`` allows.
+    trials: int | None = setting(None, int, low=0, optional=True)
+    #: Seconds the run may take (None: no time limit); see :attr:`trials_to_add`.
+    timeout: float | None = setting(None, float, above=0, optional=True)
     jobs: int = setting(defaults.JOBS, int, low=1)
     seed: int = setting(defaults.SEED, int)
     heartbeat_interval: int = setting(defaults.HEARTBEAT_INTERVAL_S, int, low=1)
@@ -127,6 +132,19 @@ class StudySpec:
     def study_name(self, corpus: str) -> str:
         return study_name(self.name, corpus)
 
+    @property
+    def trials_to_add(self) -> int:
+        """The trials a run adds: ``trials`` when given; else, with a time budget, as many as fit
+        in it (the budget stops the run); else :data:`defaults.TRIALS`."""
+        if self.trials is not None:
+            return self.trials
+        return defaults.UNBOUNDED_TRIALS if self.timeout is not None else defaults.TRIALS
+
+    @property
+    def bounded(self) -> bool:
+        """Whether the run has a limit the user chose (a trial count or a time budget)."""
+        return self.trials is not None or self.timeout is not None
+
     def with_overrides(self, **changes: Any) -> StudySpec:
         """A copy with the given fields replaced (``None`` values are ignored)."""
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
@@ -140,7 +158,8 @@ def build_spec(study_file: str | Path | None = None, *, name: str | None = None,
                seed: int | None = None, cache: str | None = None, repair_references: bool = False,
                include: list[str] | None = None, exclude: list[str] | None = None, keep_links: bool = False,
                fidelity: str | None = None, precision: str | None = None,
-               max_context_tokens: float | None = None, pareto: str | None = None) -> StudySpec:
+               timeout: str | float | None = None, max_context_tokens: float | None = None,
+               pareto: str | None = None) -> StudySpec:
     """A run's spec from a study file and/or command-line values (given values win).
 
     ``corpora`` are ``[NAME=]PATH`` strings (see :func:`tuner.data.corpus.parse_corpus_spec`),
@@ -173,7 +192,30 @@ def build_spec(study_file: str | Path | None = None, *, name: str | None = None,
         storage=absolute_url(storage) if storage else None, trials=trials, jobs=jobs, seed=seed, cache=cache,
         repair_references=repair_references or None, include=tuple(include) if include else None,
         exclude=tuple(exclude) if exclude else None, keep_links=keep_links or None,
-        fidelity=parse_fidelity(fidelity, option("fidelity")) if fidelity is not None else None)
+        fidelity=parse_fidelity(fidelity, option("fidelity")) if fidelity is not None else None,
+        timeout=parse_duration(timeout, option("timeout")) if timeout is not None else None)
+
+
+_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h)?\s*", re.IGNORECASE)
+_DURATION_UNITS = {None: 1, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600}
+
+
+def parse_duration(value: Any, where: str) -> float:
+    """Seconds from ``45m``, ``1.5h``, ``90s`` or a number of seconds.
+
+    >>> parse_duration("45m", "timeout"), parse_duration("1.5h", "timeout"), parse_duration(600, "timeout")
+    (2700.0, 5400.0, 600.0)
+    """
+    seconds = None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        seconds = float(value)
+    elif isinstance(value, str) and (match := _DURATION.fullmatch(value)):
+        unit = match.group(2).lower() if match.group(2) else None
+        seconds = float(match.group(1)) * _DURATION_UNITS[unit]
+    if seconds is None or not seconds > 0:
+        raise StudyError(f"{where}={value!r} is invalid; allowed: a duration above 0 such as 45m, 2h, 90s or "
+                         "a number of seconds")
+    return seconds
 
 
 def parse_fidelity(value: Any, where: str) -> str | Fidelity:
@@ -203,7 +245,7 @@ def parse_fidelity(value: Any, where: str) -> str | Fidelity:
 
 STUDY_KEYS = ("name", "corpora", "queries", "space", "embedder", "unit", "copies", "validation", "weights", "rates",
               "scales", "constraints", "pareto", "storage", "trials", "jobs", "seed", "heartbeat", "cache",
-              "repair_references", "include", "exclude", "keep_links", "fidelity")
+              "repair_references", "include", "exclude", "keep_links", "fidelity", "timeout")
 
 
 def load_study_file(path: str | Path) -> StudySpec:
@@ -253,7 +295,8 @@ def load_study_file(path: str | Path) -> StudySpec:
             constraints=Constraints.from_dict(data.get("constraints"), f"{where}: constraints"),
             pareto=check_pareto(data["pareto"], f"{where}: pareto") if data.get("pareto") is not None else None,
             storage=storage,
-            trials=data.get("trials", 30),
+            trials=data.get("trials"),
+            timeout=parse_duration(data["timeout"], f"{where}: timeout") if data.get("timeout") is not None else None,
             jobs=data.get("jobs", 1),
             seed=data.get("seed", 0),
             heartbeat_interval=heartbeat.get("interval", 10),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -18,10 +19,13 @@ from ..embedding.config import EmbedderConfig, embedder_key, shared_embedder
 from ..evaluation.config import EvaluationConfig
 from ..evaluation.evaluator import EvaluationResult, evaluate, evaluate_rungs
 from ..evaluation.fidelity import promoted
+from ..text.tokens import count_tokens_batch
+from .cost import kind_of, trial_seconds
 from .ledger import Claim, ClaimResult
 from .objective import ResolvedRates, resolve_rates
 from .progress import EmbeddingReport
 from .records import (
+    BASELINE_ATTR,
     CHUNKER_ATTR,
     CONFIG_ATTR,
     K_ATTR,
@@ -57,6 +61,14 @@ class StoppedAtRung(Exception):
         self.score = score
 
 
+class OutOfBudget(Exception):
+    """The configuration a trial sampled cannot finish before the run's time budget ends."""
+
+    def __init__(self, expected_s: float, left_s: float) -> None:
+        super().__init__(f"expected {expected_s:.0f} s, {max(0.0, left_s):.0f} s left")
+        self.expected_s, self.left_s = expected_s, left_s
+
+
 class TrialObjective:
     """Score the configuration a trial samples; record every metric as user attributes.
 
@@ -75,8 +87,11 @@ class TrialObjective:
     """
 
     def __init__(self, corpus: Corpus, evaluation_set: EvaluationSet, settings: StudySettings,
-                 cache: EmbeddingCache | None) -> None:
+                 cache: EmbeddingCache | None, deadline: float | None = None) -> None:
         self.corpus = corpus
+        #: ``time.time()`` by which the run's time budget ends (None: no budget).
+        self.deadline = deadline
+        self._corpus_tokens: int | None = None
         self.evaluation_set = evaluation_set
         self.settings = settings
         self.cache = cache
@@ -105,12 +120,17 @@ class TrialObjective:
         config = self.sample(trial)
         config_key = json.dumps(config.to_dict(), sort_keys=True)
         trial.set_user_attr(CONFIG_ATTR, config_key)
+        if self.deadline is not None:
+            expected = trial_seconds(trial.study, config.to_dict(), self.cold_seconds(config))
+            if time.time() + expected > self.deadline:
+                raise OutOfBudget(expected, self.deadline - time.time())
         granted = claim(config_key)
         if granted.outcome == Claim.DUPLICATE:
             raise ConfigurationTaken(granted.holder)
         if granted.outcome == Claim.FULL:
             raise TargetReached
-        result = self._climb(trial, config)
+        with EmbeddingReport(trial.number) as report:
+            result = self._climb(trial, config, report)
         attrs = self._attributes(result)
         for key, value in attrs.items():
             trial.set_user_attr(key, value)
@@ -121,6 +141,18 @@ class TrialObjective:
             trial.set_constraint(name, violation)
         return tuple(float(attrs[axis]) for axis in self.settings.pareto)
 
+    def cold_seconds(self, config: EvaluationConfig) -> float:
+        """The calibrated price of a cold trial of ``config``: nothing for BM25; the corpus's
+        tokens over the embedder's measured throughput (twice for a semantic chunker, which
+        embeds its units first) otherwise."""
+        if not config.retrieval.embeds:
+            return 0.0
+        if self._corpus_tokens is None:
+            self._corpus_tokens = int(sum(count_tokens_batch([d.text for d in self.corpus])))
+        rate = self.rates_for(config.embedder).embed_tokens_per_s or float("inf")
+        factor = 2.0 if kind_of(config.to_dict()) == "semantic" else 1.0
+        return factor * self._corpus_tokens / rate
+
     def _attributes(self, result: EvaluationResult) -> dict[str, Any]:
         config = result.config
         attrs = trial_attributes(result, self.rates_for(config.embedder), self.settings.weights, self.settings.scales,
@@ -130,12 +162,12 @@ class TrialObjective:
         attrs[K_ATTR] = config.retrieval.k
         return attrs
 
-    def _climb(self, trial: optuna.Trial, config: EvaluationConfig) -> EvaluationResult:
+    def _climb(self, trial: optuna.Trial, config: EvaluationConfig, report: EmbeddingReport) -> EvaluationResult:
         """The full-fidelity result, after the low-fidelity rungs promoted the trial."""
         embedder = self.embedder(config.embedder)
-        report = EmbeddingReport(trial.number)
         # BM25 alone embeds nothing: a smaller index would save nothing, and change its statistics.
-        if not self.settings.fidelity.multi or not config.retrieval.embeds:
+        # A baseline is what the recommendation is judged against: always at full fidelity.
+        if not self.settings.fidelity.multi or not config.retrieval.embeds or BASELINE_ATTR in trial.user_attrs:
             return evaluate(self.corpus, self.evaluation_set, config, embedder=embedder,
                             occurrences=self.occurrences, on_progress=report)
         rung_scores: dict[str, float] = {}

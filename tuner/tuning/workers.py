@@ -48,6 +48,8 @@ from . import defaults
 from .faults import arm_during_tell, fault_point
 from .ledger import Claim, ClaimResult, Ledger, new_worker_id, worker_alive
 from .records import (
+    BASELINE_ATTR,
+    BUDGET_ATTR,
     DUPLICATE_ATTR,
     ERROR_ATTR,
     LOST_ATTR,
@@ -59,12 +61,14 @@ from .records import (
 from .samplers import WeightedScoreSampler
 from .settings import StudySettings
 from .storage import make_storage, storage_errors
-from .trial import ConfigurationTaken, StoppedAtRung, TargetReached, TrialObjective
+from .trial import ConfigurationTaken, OutOfBudget, StoppedAtRung, TargetReached, TrialObjective
 
 #: Consecutive failed trials after which a worker gives up.
 MAX_FAILURES_IN_A_ROW = 5
 #: Consecutive duplicate proposals after which a worker considers the space exhausted.
 MAX_DUPLICATES_IN_A_ROW = 50
+#: A worker stops when this many proposals in a row cannot finish in the time budget left.
+MAX_OVER_BUDGET_IN_A_ROW = 10
 #: Seconds between progress checks while other workers finish the last trials.
 WAIT_POLL_S = 0.5
 #: Exit status of a worker process stopped by a ChunkwiseError (its message is on stderr).
@@ -97,6 +101,8 @@ class WorkerOptions:
     corpus_path: str | None = None
     queries_path: str | None = None
     max_retry: int = defaults.MAX_RETRY
+    #: ``time.time()`` by which the run's time budget ends: no trial starts that cannot finish.
+    deadline: float | None = None
     #: Optuna's log level in the worker (default: the creating process's level).
     verbosity: int = field(default_factory=optuna.logging.get_verbosity)
 
@@ -117,7 +123,8 @@ class WorkerReport:
     failed: int = 0
     duplicates: int = 0
     reclaimed: list[int] = field(default_factory=list)
-    stopped: str = "target"  # target | exhausted
+    stopped: str = "target"  # target | exhausted | budget
+    out_of_budget: int = 0
 
 
 def retry_trial(study: optuna.Study, trial: FrozenTrial, max_retry: int) -> bool:
@@ -128,6 +135,7 @@ def retry_trial(study: optuna.Study, trial: FrozenTrial, max_retry: int) -> bool
         return False
     study.add_trial(optuna.trial.create_trial(
         state=TrialState.WAITING, params=trial.params, distributions=trial.distributions,
+        user_attrs={key: trial.user_attrs[key] for key in (BASELINE_ATTR,) if key in trial.user_attrs},
         system_attrs={"failed_trial": trial.system_attrs.get("failed_trial", trial.number),
                       "retry_history": history}))
     return True
@@ -222,7 +230,7 @@ def run_worker(options: WorkerOptions,
 
         # A PostgreSQL study shares one embedding cache between machines, in its own database.
         cache = cache_for_study(storage.engine.url.render_as_string(hide_password=False), options.cache)
-        objective = TrialObjective(corpus, evalset, settings, cache)
+        objective = TrialObjective(corpus, evalset, settings, cache, options.deadline)
         arm_during_tell(storage.engine)
         with storage_errors(options.storage):
             return _trial_loop(study, study_id, ledger, worker_id, objective, options, on_trial)
@@ -235,7 +243,7 @@ def run_worker(options: WorkerOptions,
 def _trial_loop(study: optuna.Study, study_id: int, ledger: Ledger, worker_id: str, objective: TrialObjective,
                 options: WorkerOptions, on_trial: Callable | None) -> WorkerReport:
     report = WorkerReport()
-    failures_in_a_row = duplicates_in_a_row = 0
+    failures_in_a_row = duplicates_in_a_row = budget_in_a_row = 0
     last_error = ""
     while True:
         # A lost trial is re-queued only while the study is short of its target: a retry left
@@ -247,6 +255,9 @@ def _trial_loop(study: optuna.Study, study_id: int, ledger: Ledger, worker_id: s
             report.reclaimed += reclaimed
             progress = ledger.progress(study_id)
         if progress.finished >= progress.target:
+            return report
+        if options.deadline is not None and time.time() >= options.deadline:
+            report.stopped = "budget"
             return report
         if progress.finished + progress.running >= progress.target:
             time.sleep(WAIT_POLL_S)  # the last trials run elsewhere: take over if their workers die
@@ -266,6 +277,8 @@ def _trial_loop(study: optuna.Study, study_id: int, ledger: Ledger, worker_id: s
             continue
         if on_trial is not None:
             on_trial(study, frozen)
+        if BUDGET_ATTR not in frozen.user_attrs:
+            budget_in_a_row = 0
         if state == TrialState.COMPLETE:
             report.completed += 1
             failures_in_a_row = duplicates_in_a_row = 0
@@ -279,6 +292,13 @@ def _trial_loop(study: optuna.Study, study_id: int, ledger: Ledger, worker_id: s
             if failures_in_a_row >= MAX_FAILURES_IN_A_ROW:
                 raise StudyError(f"study {options.study!r}: {failures_in_a_row} trials failed in a row; "
                                  f"stopping (last error: {last_error})")
+        elif BUDGET_ATTR in frozen.user_attrs:
+            report.out_of_budget += 1
+            budget_in_a_row += 1
+            if budget_in_a_row >= MAX_OVER_BUDGET_IN_A_ROW:
+                report.stopped = "budget"  # what the sampler proposes no longer fits in the time left
+                return report
+            continue
         elif DUPLICATE_ATTR in frozen.user_attrs:
             report.duplicates += 1
             duplicates_in_a_row += 1
@@ -306,6 +326,9 @@ def _run_trial(study: optuna.Study, study_id: int, ledger: Ledger, trial: optuna
         return TrialState.PRUNED, None
     except TargetReached:
         trial.set_user_attr(SKIPPED_ATTR, "the study reached its target before this trial got a slot")
+        return TrialState.PRUNED, None
+    except OutOfBudget as over:
+        trial.set_user_attr(BUDGET_ATTR, str(over))
         return TrialState.PRUNED, None
     except StoppedAtRung:  # successive halving: its rung scores are recorded; it counts toward the target
         return TrialState.PRUNED, None

@@ -1,0 +1,305 @@
+"""Strong baselines, the never-worse rule and the time budget (issue 17).
+
+The expectations are written by hand: where a baseline lands in a space (nearest allowed
+values worked out below), which baseline the rule falls back to on constructed per-question
+scores, and which trial kinds fit in a budget given trials of known durations.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from tuner.embedding.config import EmbedderConfig
+from tuner.evaluation.config import EvaluationConfig
+from tuner.tuning import StudySpec, Weights, tune
+from tuner.tuning.baselines import BASELINES, baseline_points, queue_baselines, unqueue_baselines
+from tuner.tuning.cost import kind_of, trial_seconds
+from tuner.tuning.objective import Scales
+from tuner.tuning.progress import EmbeddingReport, format_outcomes
+from tuner.tuning.records import BASELINE_ATTR, BUDGET_ATTR, CONFIG_ATTR, SKIPPED_ATTR, TrialRecord
+from tuner.tuning.selection import candidate, check_baselines, compare, optimism
+from tuner.tuning.space import Domain, load_search_space, parse_search_space
+from tuner.tuning.storage import make_storage
+from tuner.tuning.study import StudyError, parse_duration
+
+ROOT = Path(__file__).resolve().parents[2]
+SPACES = ROOT / "search_spaces"
+EXAMPLE = ROOT / "examples" / "handbook"
+QUERIES = ROOT / "examples" / "handbook-queries.jsonl"
+RECALL_ONLY = Weights(recall=1.0, iou=0.0, latency=0.0, cost=0.0)
+
+
+# --- where the baselines land ---------------------------------------------------------------------
+def test_nearest_values_of_each_kind_of_domain():
+    assert Domain("int", low=64, high=512, step=64).nearest(800) == 512  # clipped to the top
+    assert Domain("int", low=64, high=512, step=64).nearest(300) == 320  # 64 + 4*64 is nearer than 256
+    assert Domain("int", low=50, high=1000, log=True).nearest(256) == 256
+    assert Domain("float", low=0.0, high=0.5).nearest(0.75) == 0.5
+    assert Domain("categorical", choices=(0.0, 0.25)).nearest(0.5) == 0.25
+    assert Domain("categorical", choices=("dense", "bm25")).nearest("hybrid") is None
+
+
+def test_the_default_space_holds_all_nine_baselines_cheapest_first():
+    points = baseline_points(load_search_space(SPACES / "default.yaml"))
+    names = [name for name, _ in points]
+    assert names == [b.name for b in BASELINES] and len(names) == 9
+    assert [p["retrieval"] for _, p in points] == ["bm25"] * 3 + ["dense"] * 3 + ["hybrid"] * 3
+    token_bm25 = dict(points)["token 800/400 bm25"]
+    assert token_bm25 == {"chunker": "token", "token.size": 800, "token.overlap_fraction": 0.5, "k": 5,
+                          "retrieval": "bm25", "context": "none"}
+    hybrid = dict(points)["markdown 256/0 hybrid"]
+    assert (hybrid["fusion"], hybrid["rrf_k"], hybrid["markdown.overlap_fraction"]) == ("rrf", 60, 0.0)
+
+
+def test_baselines_are_projected_into_a_smaller_space():
+    # quick.yaml: sizes 64..512 by 64, overlap shares {0, 0.25, 0.5} for token, {0, 0.25} for
+    # recursive, k 1..8, dense only, no markdown chunker.
+    points = dict(baseline_points(load_search_space(SPACES / "quick.yaml")))
+    assert list(points) == ["token 800/400 dense", "recursive 256/0 dense"]
+    assert points["token 800/400 dense"] == {"chunker": "token", "token.size": 512, "token.overlap_fraction": 0.5,
+                                             "k": 5}
+    assert points["recursive 256/0 dense"] == {"chunker": "recursive", "recursive.size": 256,
+                                               "recursive.overlap_fraction": 0.0, "k": 5}
+
+
+def test_baselines_that_project_onto_one_point_are_queued_once():
+    space = parse_search_space({"k": 3, "chunkers": {"token": {"size": 100, "overlap": 0}}})
+    assert [name for name, _ in baseline_points(space)] == ["token 800/400 dense"]
+
+
+# --- queued once ---------------------------------------------------------------------------------
+def _memory_study() -> optuna.Study:
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    return optuna.create_study(directions=["maximize", "maximize"])
+
+
+def test_baselines_are_queued_once_and_again_only_when_skipped():
+    space = load_search_space(SPACES / "default.yaml")
+    study = _memory_study()
+    assert queue_baselines(study, space, 3) == ["token 800/400 bm25", "recursive 256/0 bm25", "markdown 256/0 bm25"]
+    # A second process checking in now sees them waiting: it queues the next ones, not these again.
+    assert queue_baselines(study, space, 2) == ["token 800/400 dense", "recursive 256/0 dense"]
+    assert len(study.get_trials(states=(TrialState.WAITING,))) == 5
+    # The run ends early: nothing is left waiting, and the next run queues them again.
+    assert len(unqueue_baselines(study)) == 5
+    assert not study.get_trials(states=(TrialState.WAITING,))
+    assert all(SKIPPED_ATTR in t.user_attrs and t.state == TrialState.PRUNED for t in study.get_trials())
+    assert len(queue_baselines(study, space, 100)) == 9
+    assert queue_baselines(study, space, 100) == []
+
+
+@pytest.fixture(autouse=True)
+def _openai_key(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+
+
+def _spec(tmp_path, stub, **changes) -> StudySpec:
+    values = dict(name="b", corpora=(("handbook", str(EXAMPLE)),), queries=str(QUERIES),
+                  space=str(SPACES / "retrieval.yaml"),
+                  embedder=EmbedderConfig("openai", "stub-embed", base_url=stub.base_url),
+                  storage=f"sqlite:///{tmp_path}/b.db", trials=2, cache=str(tmp_path / "cache.sqlite3"))
+    values.update(changes)
+    return StudySpec(**values)
+
+
+def _trials(spec: StudySpec) -> list[optuna.trial.FrozenTrial]:
+    return optuna.load_study(study_name=spec.study_name("handbook"), storage=make_storage(spec.storage)).get_trials()
+
+
+def test_a_study_runs_its_baselines_first_and_a_resume_does_not_repeat_them(tmp_path, openai_server):
+    spec = _spec(tmp_path, openai_server)
+    tune(spec, progress=False, echo=lambda _: None)
+    # retrieval.yaml has token and recursive with dense, bm25 and hybrid: six baselines, BM25 first.
+    assert [t.user_attrs.get(BASELINE_ATTR) for t in _trials(spec)] == ["token 800/400 bm25",
+                                                                        "recursive 256/0 bm25"]
+    outcome = tune(spec.with_overrides(trials=6), progress=False, echo=lambda _: None)[0]
+    trials = _trials(spec)
+    names = [t.user_attrs.get(BASELINE_ATTR) for t in trials]
+    assert names[:6] == [b.name for b in BASELINES if b.chunker != "markdown"]
+    assert names[6:] == [None, None]  # sampled trials after the baselines
+    assert all(t.state == TrialState.COMPLETE for t in trials)
+    assert len({t.user_attrs[CONFIG_ATTR] for t in trials}) == 8
+    # The summary compares with the best baseline and with the token 800/400 default.
+    text = format_outcomes([outcome])
+    assert "token 800/400 default" in text and "baseline" in text
+
+
+# --- never worse than a baseline without saying so -----------------------------------------------
+def _record(number: int, recall: list[float], *, baseline: str | None = None, cost: float = 0.1,
+            search: np.ndarray) -> TrialRecord:
+    recall_arr = np.asarray(recall, dtype="<f4")
+    encoded = {metric: base64.b64encode((recall_arr if metric == "recall" else np.zeros_like(recall_arr))
+                                        .tobytes()).decode("ascii")
+               for metric in ("recall", "precision", "iou", "precision_omega")}
+    attrs = {"score": float(np.mean(recall_arr[search])), "recall": float(np.mean(recall_arr[search])),
+             "latency_ms": 100.0, "cost_usd_per_1k_queries": cost, "chunks": 10}
+    if baseline:
+        attrs[BASELINE_ATTR] = baseline
+    return TrialRecord.from_attrs(number, attrs, TrialState.COMPLETE,
+                                  {"k": 5, "queries": len(recall), **encoded})
+
+
+SEARCH = np.array([True] * 40 + [False] * 40)
+
+
+def test_a_tuned_configuration_clearly_better_on_held_out_questions_stands():
+    tuned = _record(7, [0.9] * 80, search=SEARCH)
+    base = _record(1, [0.5] * 80, baseline="token 800/400 dense", search=SEARCH)
+    check = check_baselines(tuned, [base], SEARCH, RECALL_ONLY, Scales())
+    assert not check.fell_back and check.held_out
+    assert check.comparison.difference == pytest.approx(0.4) and check.comparison.better
+
+
+def test_a_tuned_configuration_that_only_wins_on_the_search_questions_falls_back():
+    # Search questions: tuned 0.9 against 0.6; held-out ones: 0.5 against 0.6 (it overfitted).
+    tuned = _record(7, [0.9] * 40 + [0.5] * 40, search=SEARCH)
+    best_base = _record(1, [0.6] * 80, baseline="recursive 256/0 hybrid", cost=0.5, search=SEARCH)
+    cheap_tied = _record(2, [0.6] * 40 + [0.6] * 40, baseline="recursive 256/0 bm25", cost=0.01, search=SEARCH)
+    weak = _record(3, [0.1] * 80, baseline="token 800/400 dense", cost=0.0, search=SEARCH)
+    check = check_baselines(tuned, [best_base, cheap_tied, weak], SEARCH, RECALL_ONLY, Scales())
+    assert check.fell_back and check.comparison.worse
+    # The best baseline and the cheaper one are tied (same scores): the cheaper is recommended;
+    # the weak one is cheapest of all but not tied.
+    assert check.fallback == 2
+
+
+def test_a_tuned_configuration_tied_with_the_best_baseline_is_not_recommended_over_it():
+    rng = np.random.default_rng(3)
+    scores = rng.random(80)
+    tuned = _record(7, list(scores), search=SEARCH)
+    base = _record(1, list(scores[::-1]), baseline="markdown 256/0 hybrid", search=SEARCH)
+    check = check_baselines(tuned, [base], SEARCH, RECALL_ONLY, Scales())
+    assert check.fell_back and check.fallback == 1 and not check.comparison.better
+
+
+def test_compare_is_paired_over_the_chosen_questions():
+    a = candidate(_record(1, [1.0, 0.0] * 20 + [0.5] * 40, search=SEARCH))
+    b = candidate(_record(2, [0.0, 1.0] * 20 + [0.25] * 40, search=SEARCH))
+    on_search = compare(a, b, RECALL_ONLY, Scales(), SEARCH)
+    on_held_out = compare(a, b, RECALL_ONLY, Scales(), ~SEARCH)
+    assert on_search.difference == pytest.approx(0.0) and not on_search.better and not on_search.worse
+    # Held out: 0.5 - 0.25 on every question, so every resample gives exactly +0.25.
+    assert (on_held_out.difference, on_held_out.low, on_held_out.high) == pytest.approx((0.25, 0.25, 0.25))
+    assert on_held_out.recall_difference == pytest.approx(0.25) and on_held_out.questions == 40
+
+
+def test_an_optimism_gap_beyond_the_held_out_interval_is_flagged():
+    record = _record(1, [1.0] * 40 + [0.5, 0.6] * 20, search=SEARCH)
+    found = optimism(record, SEARCH, RECALL_ONLY, Scales())
+    assert found.gap == pytest.approx(0.45, abs=1e-6) and found.beyond_interval
+    steady = optimism(_record(2, [0.5, 0.6] * 40, search=SEARCH), SEARCH, RECALL_ONLY, Scales())
+    assert steady.gap == pytest.approx(0.0, abs=1e-6) and not steady.beyond_interval
+
+
+# --- the time budget ------------------------------------------------------------------------------
+def test_durations_parse_as_a_user_writes_them():
+    assert parse_duration("45m", "timeout") == 2700
+    assert parse_duration("2h", "timeout") == 7200
+    assert parse_duration("90s", "timeout") == 90
+    assert parse_duration(30, "timeout") == 30
+    for bad in ("0", "-5m", "soon", "", True):
+        with pytest.raises(StudyError, match="timeout="):
+            parse_duration(bad, "timeout")
+
+
+def test_a_trial_is_priced_by_the_median_of_its_kind_else_cold():
+    dense = {"chunker": {"name": "token"}, "retrieval": {"method": "dense"}}
+    bm25 = {"chunker": {"name": "token"}, "retrieval": {"method": "bm25"}}
+    semantic = {"chunker": {"name": "kamradt"}, "retrieval": {"method": "bm25"}}
+    assert (kind_of(dense), kind_of(bm25), kind_of(semantic)) == ("dense", "bm25", "semantic")
+    study = optuna.create_study(directions=["maximize", "maximize"])
+    for _ in range(3):
+        study.add_trial(optuna.trial.create_trial(
+            state=TrialState.COMPLETE, values=[0.5, 0.1],
+            user_attrs={CONFIG_ATTR: json.dumps(dense)}))
+    trials = study.get_trials(deepcopy=False)  # the stored trials themselves: set their durations
+    start = datetime.datetime(2026, 1, 1)
+    for trial, seconds in zip(trials, (100, 300, 200)):
+        trial.datetime_start = start
+        trial.datetime_complete = start + datetime.timedelta(seconds=seconds)
+    assert trial_seconds(study, dense, cold_seconds=999) == 200  # the median of 100, 300, 200
+    assert trial_seconds(study, bm25, cold_seconds=3) == 3  # no BM25 trial yet: its cold price
+
+
+def test_a_configuration_that_cannot_finish_in_the_budget_is_not_started(tmp_path, openai_server):
+    """A budget that ends at once: every proposal is pruned as out of budget before it claims a
+    slot, the worker stops, no trial is left waiting or running, and the summary says why."""
+    spec = _spec(tmp_path, openai_server, trials=None, timeout=0.001)
+    outcome = tune(spec, progress=False, echo=lambda _: None)[0]
+    trials = _trials(spec)
+    assert outcome.budget_ended and outcome.added == 0
+    assert not [t for t in trials if t.state in (TrialState.RUNNING, TrialState.WAITING)]
+    assert "the time budget" in format_outcomes([outcome])
+
+
+def test_a_budget_lets_cheap_trials_run_and_stops_expensive_ones(tmp_path, openai_server):
+    """BM25 baselines (priced at their cold price, 0 s: they embed nothing) fit; dense ones are
+    priced from the calibrated embedding throughput, made here to say an hour per trial."""
+    from tuner.tuning import trial as trial_module
+
+    spec = _spec(tmp_path, openai_server, trials=None, timeout=60)
+    original = trial_module.TrialObjective.cold_seconds
+    trial_module.TrialObjective.cold_seconds = lambda self, config: 0.0 if not config.retrieval.embeds else 3600.0
+    try:
+        outcome = tune(spec, progress=False, echo=lambda _: None)[0]
+    finally:
+        trial_module.TrialObjective.cold_seconds = original
+    trials = _trials(spec)
+    complete = [t for t in trials if t.state == TrialState.COMPLETE]
+    assert complete and all(json.loads(t.user_attrs[CONFIG_ATTR])["retrieval"]["method"] == "bm25"
+                            for t in complete)
+    assert [t.user_attrs[BASELINE_ATTR] for t in complete[:2]] == ["token 800/400 bm25", "recursive 256/0 bm25"]
+    over = [t for t in trials if BUDGET_ATTR in t.user_attrs]
+    assert over and all(t.state == TrialState.PRUNED for t in over)
+    assert outcome.budget_ended
+    assert not [t for t in trials if t.state in (TrialState.RUNNING, TrialState.WAITING)]
+
+
+# --- honest progress -------------------------------------------------------------------------------
+def test_a_quiet_trial_still_says_something_every_interval():
+    now = [0.0]
+    lines: list[str] = []
+    with EmbeddingReport(3, every_s=30.0, write=lines.append, clock=lambda: now[0]):
+        now[0] = 31.0
+        deadline = time.monotonic() + 5
+        while not lines and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert lines == ["trial 3: still working (chunking or scoring), 31 s so far"]
+
+
+def test_the_eta_comes_from_the_rate_measured_in_this_trial():
+    now = [0.0]
+    lines: list[str] = []
+    report = EmbeddingReport(5, write=lines.append, clock=lambda: now[0])
+    report(0, 1000)
+    now[0] = 60.0
+    report(100, 1000)  # 100 texts in 60 s: 900 more take 540 s = 9 min
+    assert lines == ["trial 5: embedded 100 of 1,000 texts (10%), about 9 min left"]
+
+
+# --- labels -----------------------------------------------------------------------------------------
+def test_labels_show_every_parameter():
+    sentence = TrialRecord.from_attrs(1, {"chunker": "sentence", "params": {"sentences": 4, "overlap": 1}, "k": 5})
+    kamradt = TrialRecord.from_attrs(2, {"chunker": "kamradt", "params": {"buffer_size": 1,
+                                                                         "threshold_type": "percentile",
+                                                                         "threshold": 95.0}, "k": 7})
+    token = TrialRecord.from_attrs(3, {"chunker": "token", "params": {"size": 256, "overlap": 64}, "k": 5,
+                                       "retrieval": "bm25"})
+    assert sentence.label() == "sentence sentences=4 overlap=1 k=5"
+    assert kamradt.label() == "kamradt buffer_size=1 threshold_type=percentile threshold=95 k=7"
+    assert token.label() == "token 256/64 k=5 bm25"
+
+
+def test_config_kind_matches_evaluation_config_spelling():
+    config = EvaluationConfig.from_dict({"chunker": {"name": "recursive", "params": {"size": 100, "overlap": 0}},
+                                         "retrieval": {"k": 3, "method": "hybrid"}})
+    assert kind_of(config.to_dict()) == "dense"

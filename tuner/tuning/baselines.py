@@ -1,0 +1,111 @@
+"""Strong baselines: what a team would have guessed, evaluated before any sampled trial.
+
+A study is worth running only if its recommendation beats what its users would have chosen
+without it. So every study first evaluates a small, fixed set of sensible configurations
+(:data:`BASELINES`): the token 800/400 default (OpenAI's assistant default, the reference of
+Chroma's report), and a recursive and a markdown chunker of 256 tokens without overlap; each
+with dense, BM25 and hybrid retrieval, five chunks retrieved. They are projected into the
+study's own space (:meth:`~tuner.tuning.space.SearchSpace.point_near`: each value moved to its
+nearest allowed value; a baseline whose chunker or retrieval method the space lacks is left
+out), queued with Optuna's ``enqueue_trial`` cheapest first (BM25 embeds nothing; hybrid
+reuses the dense run's vectors from the cache), and run as ordinary trials: counted toward the
+target, resumable, on the Pareto front, marked with :data:`~.records.BASELINE_ATTR`.
+
+The recommendation is then checked against the best of them on the held-out questions
+(:func:`tuner.tuning.selection.check_baselines`).
+
+>>> [b.name for b in BASELINES][:3]
+['token 800/400 bm25', 'recursive 256/0 bm25', 'markdown 256/0 bm25']
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import optuna
+from optuna.trial import TrialState
+
+from .records import BASELINE_ATTR, BUDGET_ATTR, SKIPPED_ATTR
+from .space import SearchSpace
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """One configuration a user might have picked by hand."""
+
+    chunker: str
+    params: dict[str, Any]
+    method: str
+    k: int = 5
+
+    @property
+    def name(self) -> str:
+        shown = "/".join(str(self.params[p]) for p in ("size", "overlap") if p in self.params)
+        return f"{self.chunker} {shown} {self.method}"
+
+    def point(self, space: SearchSpace) -> dict[str, Any] | None:
+        """Its Optuna parameters in ``space`` (None when the space cannot hold it)."""
+        return space.point_near(self.chunker, self.params, self.k, {"method": self.method})
+
+
+#: The token 800/400 default (dense, k=5): what every summary compares against.
+DEFAULT_BASELINE = "token 800/400 dense"
+
+_CHUNKINGS = (("token", {"size": 800, "overlap": 400}),
+              ("recursive", {"size": 256, "overlap": 0}),
+              ("markdown", {"size": 256, "overlap": 0}))
+#: Cheapest first: BM25 embeds nothing; hybrid finds the dense run's vectors in the cache.
+BASELINES: tuple[Baseline, ...] = tuple(Baseline(chunker, params, method)
+                                        for method in ("bm25", "dense", "hybrid")
+                                        for chunker, params in _CHUNKINGS)
+
+
+def baseline_points(space: SearchSpace) -> list[tuple[str, dict[str, Any]]]:
+    """``(name, Optuna parameters)`` of each baseline the space can hold, in queue order,
+    without two baselines that project onto the same point."""
+    points: list[tuple[str, dict[str, Any]]] = []
+    for baseline in BASELINES:
+        point = baseline.point(space)
+        if point is not None and all(point != other for _, other in points):
+            points.append((baseline.name, point))
+    return points
+
+
+def queue_baselines(study: optuna.Study, space: SearchSpace, limit: int) -> list[str]:
+    """Queue (``enqueue_trial``) at most ``limit`` baselines that the study has not run yet;
+    returns their names.
+
+    A baseline counts as run once a trial carrying its name is complete, failed, or waiting
+    or running; one that was queued and then skipped (the study reached its target before it
+    got a slot, or the time budget ran out) is queued again by a later run. Two processes
+    queueing together may both queue one: the configuration claim then prunes the second as
+    a duplicate, so it is still evaluated once.
+    """
+    if limit <= 0:
+        return []
+    taken = {t.user_attrs.get(BASELINE_ATTR) for t in study.get_trials(deepcopy=False)
+             if BASELINE_ATTR in t.user_attrs
+             and not (t.state == TrialState.PRUNED and (SKIPPED_ATTR in t.user_attrs or BUDGET_ATTR in t.user_attrs))}
+    queued = []
+    for name, point in baseline_points(space):
+        if name in taken or len(queued) >= limit:
+            continue
+        study.enqueue_trial(point, user_attrs={BASELINE_ATTR: name})
+        queued.append(name)
+    return queued
+
+
+def unqueue_baselines(study: optuna.Study) -> list[int]:
+    """Settle the baselines still waiting when a run ends early (an error, Ctrl-C, the time
+    budget): each becomes PRUNED and marked skipped, so no trial is left WAITING and a later
+    run queues the baseline again. Returns their numbers."""
+    settled = []
+    storage = study._storage
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+        if BASELINE_ATTR not in trial.user_attrs:
+            continue
+        storage.set_trial_user_attr(trial._trial_id, SKIPPED_ATTR, "the run ended before this baseline ran")
+        if storage.set_trial_state_values(trial._trial_id, TrialState.PRUNED):
+            settled.append(trial.number)
+    return settled
