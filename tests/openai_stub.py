@@ -45,6 +45,14 @@ Scripted failures
     header and ``{api_key}`` by the key in it, as a careless server echoes them
     (``stub.script(path, [(500, "bad auth {authorization}")])``).
 
+Malformed replies
+    ``stub.script("/v1/embeddings", ["truncated", 200])`` also takes the name of a bad reply, answered
+    with status 200 in place of the normal one (the vectors are the normal ones, spoiled):
+    ``"truncated"`` (the JSON cut in the middle), ``"html"`` (a ``text/html`` page, as a proxy's
+    login or error page), ``"mixed"`` (the first vector one value short), ``"nan"`` (every value NaN),
+    ``"count"`` (one vector fewer than the inputs), ``"not-object"`` (a JSON list) and ``"hang"``
+    (nothing is sent for ``hang_s`` seconds, then the normal reply; the client times out first).
+
 Handler exceptions are answered with a 500 and kept in ``stub.errors`` so a test can assert on them.
 """
 
@@ -67,6 +75,8 @@ from typing import Any, NamedTuple
 __all__ = ["OpenAIStub", "RecordedRequest", "deterministic_embedding", "error_body"]
 
 RETRYABLE_STATUSES = frozenset({408, 409, 429})
+#: The bad replies :meth:`OpenAIStub.script` can queue (see the module docstring).
+MALFORMED = frozenset({"truncated", "html", "mixed", "nan", "count", "not-object", "hang"})
 
 _ERROR_DETAILS: dict[int, tuple[str, str | None]] = {
     400: ("invalid_request_error", None),
@@ -163,6 +173,8 @@ class OpenAIStub:
     * ``chat_handler(body) -> str | list[str]`` -- assistant content for ``/v1/chat/completions``.
     * ``completion_handler(body) -> dict | list[dict]`` -- choice fields for ``/v1/completions``.
     * ``retry_after_ms`` -- ``retry-after-ms`` sent with retryable errors (``None`` sends none).
+    * ``retry_after`` -- the ``retry-after`` header of a 429 (default ``"0"``).
+    * ``hang_s`` -- how long a scripted ``"hang"`` reply keeps the client waiting (default 30 s).
 
     Read ``requests`` (a list of :class:`RecordedRequest`) and ``errors`` (exceptions raised by handlers).
     """
@@ -176,9 +188,11 @@ class OpenAIStub:
             _default_completion_handler
         )
         self.retry_after_ms: float | None = 1.0
+        self.retry_after: str | None = None  # a 429's retry-after header (default "0")
+        self.hang_s: float = 30.0
         self.requests: list[RecordedRequest] = []
         self.errors: list[BaseException] = []
-        self._scripts: dict[str, deque[tuple[int, str | None]]] = {}
+        self._scripts: dict[str, deque[tuple[int, str | None]]] = {}  # a malformed reply: (200, None, name)
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -233,20 +247,28 @@ class OpenAIStub:
 
     # ------------------------------------------------------------------ test helpers
 
-    def script(self, path: str, statuses: Iterable[int | tuple[int, str]]) -> None:
+    def script(self, path: str, statuses: Iterable[int | str | tuple[int, str]]) -> None:
         """Queue status codes for ``path`` (e.g. ``"/v1/embeddings"``); each request pops one.
 
         An entry ``(status, message)`` also sets the error message (``{authorization}`` in it
-        becomes the request's ``Authorization`` header, ``{api_key}`` the key in that header).
+        becomes the request's ``Authorization`` header, ``{api_key}`` the key in that header); a
+        string names a malformed reply (see :data:`MALFORMED`).
         """
-        entries = [(int(s[0]), str(s[1])) if isinstance(s, tuple) else (int(s), None) for s in statuses]
+        entries = []
+        for s in statuses:
+            if isinstance(s, str):
+                if s not in MALFORMED:
+                    raise ValueError(f"unknown malformed reply {s!r}; known: {sorted(MALFORMED)}")
+                entries.append((200, None, s))
+            else:
+                entries.append((int(s[0]), str(s[1]), None) if isinstance(s, tuple) else (int(s), None, None))
         with self._lock:
             self._scripts.setdefault(path, deque()).extend(entries)
 
     def pending(self, path: str) -> list[int]:
         """Scripted status codes not consumed yet for ``path``."""
         with self._lock:
-            return [status for status, _ in self._scripts.get(path, ())]
+            return [status for status, _, _ in self._scripts.get(path, ())]
 
     def requests_to(self, path: str) -> list[RecordedRequest]:
         """The recorded requests whose path is ``path``."""
@@ -266,10 +288,10 @@ class OpenAIStub:
         with self._lock:
             self.requests.append(request)
 
-    def _next_status(self, path: str) -> tuple[int, str | None]:
+    def _next_status(self, path: str) -> tuple[int, str | None, str | None]:
         with self._lock:
             queue = self._scripts.get(path)
-            return queue.popleft() if queue else (200, None)
+            return queue.popleft() if queue else (200, None, None)
 
     def _authorized(self, headers: dict[str, str]) -> bool:
         return self.api_key is None or headers.get("authorization") == f"Bearer {self.api_key}"
@@ -409,7 +431,7 @@ def _make_handler(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
                 key = headers.get("authorization", "")
                 self._error(401, f"Incorrect API key provided: {key.removeprefix('Bearer ')!r}.")
                 return
-            status, message = stub._next_status(path)
+            status, message, malformed = stub._next_status(path)
             if status != 200:
                 if message is not None:
                     authorization = headers.get("authorization", "")
@@ -430,7 +452,48 @@ def _make_handler(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
                     stub.errors.append(exc)
                 self._send(500, error_body(500, f"Stub handler raised {exc!r}"), {"x-should-retry": "false"})
                 return
+            if malformed is not None:
+                self._malformed(malformed, payload)
+                return
             self._send(200, payload)
+
+        def _malformed(self, kind: str, payload: dict[str, Any]) -> None:
+            """Answer 200 with a spoiled version of ``payload`` (an embeddings reply)."""
+            if kind == "hang":
+                time.sleep(stub.hang_s)
+                self._send(200, payload)
+                return
+            data = payload.get("data", [])
+            as_base64 = data and isinstance(data[0]["embedding"], str)
+
+            def vectors(change: Callable[[list[float]], list[float]], first_only: bool = False) -> None:
+                for i, item in enumerate(data):
+                    if first_only and i:
+                        break
+                    vector = item["embedding"]
+                    if as_base64:
+                        raw = base64.b64decode(vector)
+                        vector = list(struct.unpack(f"<{len(raw) // 4}f", raw))
+                    vector = change(vector)
+                    item["embedding"] = (base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode("ascii")
+                                         if as_base64 else vector)
+
+            if kind == "html":
+                self._send_raw(200, b"<html><body><h1>Welcome to the proxy</h1></body></html>", "text/html")
+                return
+            if kind == "mixed":
+                vectors(lambda v: v[:-1], first_only=True)
+            elif kind == "nan":
+                vectors(lambda v: [float("nan")] * len(v))
+            elif kind == "count":
+                del data[-1]
+            elif kind == "not-object":
+                self._send_raw(200, json.dumps([1, 2, 3]).encode(), "application/json")
+                return
+            text = json.dumps(payload).encode()
+            if kind == "truncated":
+                text = text[: len(text) // 2]
+            self._send_raw(200, text, "application/json")
 
         def _error(self, status: int, message: str | None = None) -> None:
             extra: dict[str, str] = {}
@@ -438,13 +501,15 @@ def _make_handler(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
                 if stub.retry_after_ms is not None:
                     extra["retry-after-ms"] = f"{stub.retry_after_ms:g}"
                 if status == 429:
-                    extra["retry-after"] = "0"
+                    extra["retry-after"] = stub.retry_after or "0"
             self._send(status, error_body(status, message), extra)
 
         def _send(self, status: int, payload: dict[str, Any], extra: dict[str, str] | None = None) -> None:
-            data = json.dumps(payload).encode()
+            self._send_raw(status, json.dumps(payload).encode(), "application/json", extra)
+
+        def _send_raw(self, status: int, data: bytes, content_type: str, extra: dict[str, str] | None = None) -> None:
             self.send_response(status)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(data)))
             self.send_header("x-request-id", f"req_{uuid.uuid4().hex[:16]}")
             for name, value in (extra or {}).items():

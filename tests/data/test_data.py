@@ -169,3 +169,17 @@ def tokens_bytes(tokens):
     from tuner.text.tokens import encoding
 
     return encoding().decode_tokens_bytes(tokens.ids.tolist())
+
+
+def test_a_link_loop_or_a_broken_link_is_named_as_such(tmp_path, docs):
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    (tmp_path / "dangling").symlink_to(tmp_path / "gone")
+    with pytest.raises(CorpusError, match=r"corpus '.*/a' is a symbolic link loop \(it leads back to itself\)"):
+        load_corpus(tmp_path / "a")
+    with pytest.raises(CorpusError, match=r"corpus '.*/dangling' is a broken symbolic link \(to '.*/gone', which"):
+        load_corpus(tmp_path / "dangling")
+    with pytest.raises(EvaluationSetError, match=r"evaluation set '.*/a' is a symbolic link loop"):
+        load_evaluation_set(tmp_path / "a", load_corpus(docs))
+    with pytest.raises(CorpusError, match=r"corpus '.*/missing' does not exist"):
+        load_corpus(tmp_path / "missing")

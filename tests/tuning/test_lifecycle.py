@@ -58,17 +58,45 @@ def write_study(tmp_path: Path, stub, storage: str, trials: int, jobs: int = 1) 
 
 
 def chunkwise(tmp_path: Path, *args: str, fault: str | None = None, token: bool = False,
-              new_session: bool = False) -> subprocess.Popen:
+              new_session: bool = False, hold: str | None = None) -> subprocess.Popen:
+    """Start ``chunkwise ARGS``; ``hold`` stops it at that point of its start-up until
+    :func:`release` (see ``tuner/tuning/faults.py``)."""
     env = {**os.environ, "OPENAI_API_KEY": "test-key", "CHUNKWISE_CACHE_DIR": str(tmp_path / "cachedir"),
            "PYTHONPATH": str(ROOT)}
-    env.pop("CHUNKWISE_FAULT", None)
-    env.pop("CHUNKWISE_FAULT_TOKEN", None)
+    for name in ("CHUNKWISE_FAULT", "CHUNKWISE_FAULT_TOKEN", "CHUNKWISE_HOLD", "CHUNKWISE_HOLD_FILE"):
+        env.pop(name, None)
+    if hold:
+        env["CHUNKWISE_HOLD"] = hold
+        env["CHUNKWISE_HOLD_FILE"] = str(tmp_path / "release")
     if fault:
         env["CHUNKWISE_FAULT"] = fault
     if token:
         env["CHUNKWISE_FAULT_TOKEN"] = str(tmp_path / "fault.token")
     return subprocess.Popen([sys.executable, "-m", "tuner", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=env, start_new_session=new_session)
+
+
+def wait_held(tmp_path: Path, process: subprocess.Popen) -> None:
+    """Return once ``process`` (started with ``hold``) reached its hold point."""
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "release.reached").exists():
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, "the held process never reached its hold point"
+        time.sleep(0.1)
+
+
+def release(tmp_path: Path) -> None:
+    (tmp_path / "release").touch()
+
+
+def read_until(process: subprocess.Popen, text: str) -> list[str]:
+    """Read ``process``'s standard error line by line until one contains ``text``."""
+    lines = []
+    while not any(text in line for line in lines):
+        line = process.stderr.readline()
+        assert line, (process.wait(), lines)
+        lines.append(line)
+    return lines
 
 
 def finish(process: subprocess.Popen, timeout: float = 300) -> tuple[int, str, str]:
@@ -193,6 +221,7 @@ def test_killing_the_parent_stops_its_workers(tmp_path, openai_server, storage_u
     code, _, err = finish(chunkwise(tmp_path, "tune", str(study), "--n-trials", "2"))
     assert code == 0, err
     check_invariants(storage_url, settled, target=len(settled) + 2)
+    assert _worker_pids(storage_url) == []  # the killed run's rows got their end time too
 
 
 @pytest.mark.parametrize("to_group", [True, False], ids=["group", "parent-only"])
@@ -232,7 +261,7 @@ def test_three_processes_share_one_study_exactly(tmp_path, openai_server):
                       str(tmp_path / "cache.sqlite3"))
     results = [finish(p) for p in (first, second, third)]
     assert [code for code, _, _ in results] == [0, 0, 0], [err for _, _, err in results]
-    assert "other worker(s) already on it; target now 16 (+8)" in results[1][2]
+    assert "other process(es) already on it; target now 16 (+8)" in results[1][2]
     check_invariants(storage, {}, target=16)
     with sqlite3.connect(f"{tmp_path}/life.db") as db:
         ordinals = [row[0] for row in db.execute("SELECT ordinal FROM chunkwise_workers")]
@@ -287,3 +316,122 @@ def test_a_second_machine_embeds_nothing_the_first_embedded(tmp_path, openai_ser
     second = _embedded_texts(openai_server)
     assert not second & first, f"{len(second & first)} texts embedded again"
     assert len(load(fresh_postgres_url).get_trials(states=(TrialState.COMPLETE,))) == 6
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_sigterm_mid_trial_ends_like_ctrl_c(tmp_path, openai_server, storage_url, jobs):
+    # docker stop, systemd and Kubernetes send SIGTERM to the parent alone.
+    process, gate, _ = _start_held(tmp_path, openai_server, storage_url, jobs=jobs)
+    before = snapshot(storage_url)
+    process.send_signal(signal.SIGTERM)
+    gate.open.set()
+    code, _, err = finish(process, timeout=120)
+    assert code == 143, err
+    assert "stopped by SIGTERM; completed trials are saved" in err
+    assert "Traceback" not in err and "WorkerStopped" not in err
+    trials = load(storage_url).get_trials()
+    assert not [t.number for t in trials if t.state == TrialState.RUNNING]
+    stopped = [t for t in trials if t.state == TrialState.FAIL]
+    assert stopped and all(t.user_attrs.get("lost") for t in stopped)
+    assert before.items() <= snapshot(storage_url).items()
+
+
+def test_sigterm_during_start_up_ends_in_one_line(tmp_path, openai_server):
+    # The moment of the fault campaign: the run announced its target, its pool workers are
+    # still importing.
+    storage = f"sqlite:///{tmp_path}/life.db"
+    study = write_study(tmp_path, openai_server, storage, trials=4, jobs=2)
+    process = chunkwise(tmp_path, "tune", str(study))
+    lines = []
+    while not any("more (target" in line for line in lines):
+        line = process.stderr.readline()
+        assert line, (process.wait(), lines)
+        lines.append(line)
+    process.send_signal(signal.SIGTERM)
+    code, _, err = finish(process, timeout=120)
+    assert code == 143, err
+    assert "stopped by SIGTERM" in err and "Traceback" not in err
+    assert not [t for t in load(storage).get_trials() if t.state == TrialState.RUNNING]
+
+
+@pytest.mark.parametrize("point", ["before_target", "after_target"])
+def test_a_worker_joining_during_start_up_works_toward_the_tunes_target(tmp_path, openai_server, storage_url, point):
+    # The fault campaign's race: a worker joining while `tune` starts up reset the target to 0.
+    study = write_study(tmp_path, openai_server, storage_url, trials=4, jobs=2)
+    tune = chunkwise(tmp_path, "tune", str(study), hold=point)
+    wait_held(tmp_path, tune)
+    worker = chunkwise(tmp_path, "worker", "--storage", storage_url, "--study", "life",
+                       "--cache", str(tmp_path / "cache.sqlite3"))
+    if point == "before_target":
+        read_until(worker, "no target yet; waiting for the run that created it")
+    else:
+        read_until(worker, "1 other process(es) already on it; target now 4 (+0)")
+    release(tmp_path)
+    results = [finish(p) for p in (tune, worker)]
+    assert [code for code, _, _ in results] == [0, 0], [err for _, _, err in results]
+    assert "target 0" not in results[1][2]
+    check_invariants(storage_url, {}, target=4)
+
+
+def test_processes_started_together_add_up_their_trials(tmp_path, openai_server, storage_url):
+    # N processes each asking for T trials on a fresh study, within one second: N x T.
+    study = write_study(tmp_path, openai_server, storage_url, trials=2)
+    processes = [chunkwise(tmp_path, "tune", str(study)) for _ in range(3)]
+    results = [finish(p) for p in processes]
+    assert [code for code, _, _ in results] == [0, 0, 0], [err for _, _, err in results]
+    check_invariants(storage_url, {}, target=6)
+
+
+def test_a_worker_on_a_study_without_a_target_says_so(tmp_path, openai_server, monkeypatch):
+    from tuner.errors import ChunkwiseError
+    from tuner.tuning import join_run, run
+
+    storage = f"sqlite:///{tmp_path}/life.db"
+    study = write_study(tmp_path, openai_server, storage, trials=4)
+    tune = chunkwise(tmp_path, "tune", str(study), hold="before_target")
+    wait_held(tmp_path, tune)
+    tune.kill()  # the study exists; no run ever set its target
+    tune.wait()
+    monkeypatch.setattr(run, "TARGET_WAIT_S", 1.0)
+    said = []
+    with pytest.raises(ChunkwiseError, match="study 'life/handbook' has no target: no run has set one"):
+        join_run(storage, "life", echo=said.append, progress=False)
+    assert said == ["study life/handbook: no target yet; waiting for the run that created it to set one"]
+    assert not load(storage).get_trials()
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_ctrl_c_between_creating_a_trial_and_starting_it_leaves_nothing_running(tmp_path, openai_server,
+                                                                                  storage_url, jobs):
+    study = write_study(tmp_path, openai_server, storage_url, trials=4, jobs=jobs)
+    process = chunkwise(tmp_path, "tune", str(study), hold="after_ask", new_session=True)
+    wait_held(tmp_path, process)
+    os.killpg(process.pid, signal.SIGINT)
+    code, _, err = finish(process, timeout=120)
+    assert code == 130, err
+    assert "Traceback" not in err
+    trials = load(storage_url).get_trials()
+    assert trials and not [t.number for t in trials if t.state == TrialState.RUNNING]
+    assert all(t.state == TrialState.FAIL and t.user_attrs.get("lost") for t in trials)
+    assert "waiting up to" not in err  # nothing was left for the grace period to settle
+
+
+def test_a_busy_machine_never_makes_a_live_worker_look_dead(tmp_path, openai_server):
+    # Issue 19: under load, a trial was "reclaimed while it ran (its worker looked dead)". Here
+    # the grace period is 1 s and every core is kept busy beside three workers.
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 2)]
+    try:
+        storage = f"sqlite:///{tmp_path}/life.db"
+        study = write_study(tmp_path, openai_server, storage, trials=9, jobs=3)
+        data = yaml.safe_load(study.read_text(encoding="utf-8"))
+        data["heartbeat"] = {"interval": 5, "grace_period": 1}  # beats rarer than the grace period
+        study.write_text(yaml.safe_dump(data), encoding="utf-8")
+        code, _, err = finish(chunkwise(tmp_path, "tune", str(study)))
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    assert code == 0, err
+    assert "reclaimed" not in err and "looked dead" not in err, err
+    trials = check_invariants(storage, {}, target=9)
+    assert not [t.number for t in trials if t.user_attrs.get("lost")]

@@ -178,7 +178,7 @@ def test_tune_on_a_full_disk_is_one_clear_error(tmp_path, openai_server, capsys,
         code = main(tune_args(openai_server, storage, "--n-trials", "200"))
         err = capsys.readouterr().err
         assert code == 2, err
-        assert f"study storage sqlite:///{disk}/run.db" in err and "disk looks full" in err
+        assert f"study storage sqlite:///{disk}/run.db" in err and "the disk is full: free some space" in err
         assert "Traceback" not in err
         if (disk / "run.db").exists():
             with sqlite3.connect(disk / "run.db") as db:
@@ -232,3 +232,102 @@ def test_the_installed_wheel_tunes_from_an_empty_folder(tmp_path, openai_server)
     located = subprocess.run([str(venv / "bin" / "python"), "-c", "import tuner; print(tuner.__file__)"],
                              cwd=empty, env=env, capture_output=True, text=True, check=True).stdout
     assert str(site) in located  # the wheel, not this checkout
+
+
+# --- storage failures, told apart by cause -----------------------------------------------------
+
+def _made_study(url: str) -> None:
+    from tuner.tuning.ledger import Ledger
+
+    storage = make_storage(url)
+    optuna.create_study(storage=storage, study_name="safe/handbook", directions=["maximize", "maximize"])
+    Ledger(storage)
+    storage.engine.dispose()
+
+
+@contextlib.contextmanager
+def immutable(path: Path):
+    """``chattr +i``: even root cannot write it (chmod does not stop root); skips where unsupported."""
+    if subprocess.run(["chattr", "+i", str(path)], capture_output=True).returncode != 0:
+        pytest.skip("chattr +i is not available here")
+    try:
+        yield
+    finally:
+        subprocess.run(["chattr", "-i", str(path)], check=False)
+
+
+READ_ONLY_HINT = ("the database cannot be written (read-only; for SQLite, the file or its folder, where SQLite writes "
+                  "a journal beside it): make both writable, or give --storage URL elsewhere")
+
+
+@pytest.mark.parametrize("what", ["file", "folder"])
+def test_a_read_only_sqlite_study_says_so(tmp_path, capsys, what):
+    folder = tmp_path / "studies"
+    folder.mkdir()
+    url = f"sqlite:///{folder}/run.db"
+    _made_study(url)
+    with immutable(folder / "run.db" if what == "file" else folder):
+        code = main(["worker", "--storage", url, "--study", "safe", "--n-trials", "1"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f"chunkwise: error: study storage {url}: ")
+    assert READ_ONLY_HINT in err and "disk" not in err
+
+
+def test_a_stopped_postgresql_server_is_reported_as_gone(capsys):
+    pytest.importorskip("psycopg")
+    from postgres import ENV_VAR, PostgresUnavailable, postgres_server
+
+    if os.environ.get(ENV_VAR):
+        pytest.skip(f"{ENV_VAR} names a server the tests must not stop")
+    try:
+        with postgres_server() as url:
+            storage = make_storage(url)
+            study = optuna.create_study(storage=storage, study_name="safe/handbook",
+                                        directions=["maximize", "maximize"])
+    except PostgresUnavailable as exc:
+        pytest.skip(str(exc))
+    # The server is stopped now; the run's storage object is what a running tune holds.
+    from tuner.tuning.storage import StorageError, storage_errors
+
+    with pytest.raises(StorageError) as raised, storage_errors(url):
+        study.set_user_attr("x", 1)
+    message = str(raised.value)
+    assert "the database server cannot be reached or closed the connection: check that it is running" in message
+    assert "disk" not in message and "exceeding max length" not in message
+
+
+def _optuna_wrapped(error: Exception) -> Exception:
+    """``error`` as Optuna raises a failed commit: a generic StorageInternalError ("... e.g.
+    exceeding max length") from SQLAlchemy's wrapper of the driver's error."""
+    import sqlalchemy as sa
+
+    try:
+        try:
+            raise sa.exc.OperationalError("INSERT ...", {}, error) from error
+        except sa.exc.OperationalError as wrapped:
+            raise optuna.exceptions.StorageInternalError(
+                "An exception is raised during the commit. This typically happens due to invalid data in the "
+                "commit, e.g. exceeding max length. ") from wrapped
+    except optuna.exceptions.StorageInternalError as outer:
+        return outer
+
+
+def test_a_lock_timeout_is_told_from_a_full_disk(tmp_path):
+    from tuner.tuning.storage import storage_cause, storage_detail
+
+    path = tmp_path / "locked.db"
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("CREATE TABLE t (x)")
+    holder.execute("BEGIN EXCLUSIVE")
+    waiter = sqlite3.connect(path, timeout=0)
+    with pytest.raises(sqlite3.OperationalError) as raised:
+        waiter.execute("INSERT INTO t VALUES (1)")
+    holder.close()
+    waiter.close()
+    error = _optuna_wrapped(raised.value)
+    assert storage_cause(error) == "locked"
+    assert storage_detail(error) == "database is locked"
+    # Optuna's generic words alone say nothing about the disk.
+    assert storage_cause(optuna.exceptions.StorageInternalError("e.g. exceeding max length")) == "unknown"

@@ -129,3 +129,15 @@ def test_constants_and_list_choices(tmp_path):
         seen.add(tuple(chunker.params["separators"]))
         study.tell(trial, 0.0)
     assert seen == {("\n\n", " ", ""), ("\n", "")}
+
+
+def test_a_study_file_names_a_bundled_space_as_the_command_line_does(tmp_path):
+    from tuner.tuning.space import BUNDLED_SPACES_DIR, resolve_space
+    from tuner.tuning.study import load_study_file
+
+    study = tmp_path / "study.yaml"
+    study.write_text("name: s\ncorpora: {c: docs}\nqueries: q.jsonl\nspace: quick\n", encoding="utf-8")
+    spec = load_study_file(study)
+    assert resolve_space(spec.space) == BUNDLED_SPACES_DIR / "quick.yaml"
+    (tmp_path / "quick").write_text("k: [5]\n", encoding="utf-8")  # a file beside the study file wins
+    assert resolve_space(load_study_file(study).space) == tmp_path / "quick"

@@ -42,6 +42,20 @@ PRIVATE_FILE_MODE = 0o600
 PRIVATE_DIR_MODE = 0o700
 
 
+def why_missing(path: str | Path) -> str:
+    """Why ``path`` names nothing readable, in words for a message: ``"does not exist"``, or,
+    for a symbolic link, that it is a link loop or leads to a missing target."""
+    path = Path(path)
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "is a symbolic link loop (it leads back to itself)"
+        if path.is_symlink():
+            return f"is a broken symbolic link (to {os.readlink(path)!r}, which does not exist)"
+    return "does not exist"
+
+
 def read_yaml(path: str | Path, what: str, error: type[ChunkwiseError] = ChunkwiseError) -> Any:
     """Parse a YAML (or JSON) file; a missing, unreadable or malformed file raises ``error``
     with a message naming ``what`` and the path."""

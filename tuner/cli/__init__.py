@@ -17,8 +17,9 @@ from collections.abc import Sequence
 from .._io.secrets import redact
 from .._version import __version__
 from ..errors import ChunkwiseError, options_named
+from ..tuning.workers import WorkerStopped
 from . import chunk, chunkers, convert, dashboard, evaluate, export, generate, report, tune, validate, worker
-from ._args import EXIT_INTERRUPTED, EXIT_USAGE, FLAGS
+from ._args import EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_USAGE, FLAGS
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -38,6 +39,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("chunkwise: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except WorkerStopped:  # SIGTERM outside a run's own handling (see _args.run_until_stopped)
+        print("chunkwise: stopped by SIGTERM", file=sys.stderr)
+        return EXIT_TERMINATED
     except Exception as exc:
         # One rule for the environment's failures: a file system, database or chromadb error is
         # one clear message, not a traceback. Anything else is a bug and keeps its traceback.

@@ -13,7 +13,10 @@ from ..errors import InvalidParameterError
 from ..tuning import defaults
 
 EXIT_USAGE = 2
+#: Ctrl-C (SIGINT); SIGTERM (``docker stop``, systemd, Kubernetes) ends ``tune`` and ``worker``
+#: the same way, with 143 (128 + 15, what a shell reports for a process SIGTERM killed).
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143
 
 #: The flag of each library parameter whose flag is not ``--`` and its name with dashes: the
 #: library's messages name options by parameter (:func:`tuner.errors.option`), and the command
@@ -88,6 +91,14 @@ def load_data(args: argparse.Namespace):
     if evalset.repaired:
         print(f"repaired {evalset.repaired} reference offset(s)", file=sys.stderr)
     return corpora, evalset
+
+
+def report_stop(stop: BaseException, saved_in: str) -> int:
+    """The one line and exit status of a run stopped by Ctrl-C (:data:`EXIT_INTERRUPTED`) or
+    SIGTERM (:data:`EXIT_TERMINATED`); its in-flight trials were failed on the way out."""
+    how = "interrupted" if isinstance(stop, KeyboardInterrupt) else "stopped by SIGTERM"
+    print_err(f"chunkwise: {how}; completed trials are saved in {saved_in}. Run the same command to resume.")
+    return EXIT_INTERRUPTED if isinstance(stop, KeyboardInterrupt) else EXIT_TERMINATED
 
 
 def print_err(message: str) -> None:

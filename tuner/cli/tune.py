@@ -8,12 +8,12 @@ from ..evaluation.config import COPIES
 from ..evaluation.metrics import UNITS
 from ..tuning import defaults
 from ._args import (
-    EXIT_INTERRUPTED,
     add_filter_arguments,
     add_precision_argument,
     add_run_arguments,
     print_err,
     quiet_optuna,
+    report_stop,
 )
 
 
@@ -84,15 +84,15 @@ def run(args: argparse.Namespace) -> int:
         print(format_plan(spec, plan_run(spec)))
         return 0
     from ..tuning.plan import warn_if_long
+    from ..tuning.storage import display_url
+    from ..tuning.workers import WorkerStopped, stop_handlers
 
     warn_if_long(spec, print_err)
-    try:
-        done = tune(study=spec, progress=True, echo=print_err)
-    except KeyboardInterrupt:
-        from ..tuning.storage import display_url
 
-        print_err(f"chunkwise: interrupted; completed trials are saved in {display_url(spec.storage)}. "
-                   "Run the same command to resume.")
-        return EXIT_INTERRUPTED
+    try:
+        with stop_handlers():  # SIGTERM while loading the data, too, ends in one line
+            done = tune(study=spec, progress=True, echo=print_err)
+    except (KeyboardInterrupt, WorkerStopped) as stop:
+        return report_stop(stop, display_url(spec.storage))
     print(format_summary(done.name, done.storage, done.outcomes))
     return 0

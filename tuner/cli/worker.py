@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..tuning import defaults
-from ._args import EXIT_INTERRUPTED, add_timeout_argument, print_err, quiet_optuna
+from ._args import add_timeout_argument, print_err, quiet_optuna, report_stop
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -38,12 +38,14 @@ def run(args: argparse.Namespace) -> int:
     from ..tuning.study import parse_duration
 
     quiet_optuna()
+    from ..tuning.workers import WorkerStopped, stop_handlers
+
     timeout = parse_duration(args.timeout, "--timeout") if args.timeout is not None else None
     try:
-        join_run(absolute_url(args.storage), args.study, n_trials=args.n_trials, jobs=args.jobs, seed=args.seed,
-                 cache=args.cache, corpus_path=args.corpus, queries_path=args.queries, timeout=timeout,
-                 echo=print_err)
-    except KeyboardInterrupt:
-        print_err("chunkwise: interrupted; completed trials are saved in the study")
-        return EXIT_INTERRUPTED
+        with stop_handlers():
+            join_run(absolute_url(args.storage), args.study, n_trials=args.n_trials, jobs=args.jobs, seed=args.seed,
+                     cache=args.cache, corpus_path=args.corpus, queries_path=args.queries, timeout=timeout,
+                     echo=print_err)
+    except (KeyboardInterrupt, WorkerStopped) as stop:
+        return report_stop(stop, "the study")
     return 0

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._io.files import why_missing
 from ..errors import ChunkwiseError, CorpusError, option
 from .convert import CONVERTIBLE_SUFFIXES, convert_file
 from .document import Document
@@ -234,7 +235,7 @@ def load_corpus(source: str | Path, name: str | None = None, *, include: Sequenc
         files = [path]
         many = False
     else:
-        raise CorpusError(f"corpus {str(source)!r} does not exist")
+        raise CorpusError(f"corpus {str(source)!r} {why_missing(path)}")
     documents = []
     for f in files:
         document = _read_document(f, f.relative_to(root).as_posix(), conversion_cache, keep_links)

@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from .._io.files import write_atomically
+from .._io.files import why_missing, write_atomically
 from ..errors import EvaluationSetError, option
 from .corpus import Corpus, _preview, decode_text
 from .document import Document
@@ -135,7 +135,7 @@ def load_evaluation_set(path: str | Path, corpora: Corpus | Sequence[Corpus], *,
         raise EvaluationSetError(f"several corpora are named {', '.join(repeated)}; queries name their corpus, "
                                  f"so give each its own name ({option('corpus', 'NAME=PATH')})")
     if not path.is_file():
-        raise EvaluationSetError(f"evaluation set {str(path)!r} does not exist")
+        raise EvaluationSetError(f"evaluation set {str(path)!r} {why_missing(path)}")
     if path.suffix.lower() == ".csv":
         raw = list(_read_chroma_csv(path, corpus_list, ignore_other_corpora))
     else:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import EmbeddingError
 from ..text.tokens import count_tokens_batch
 from .cache import EmbeddingCache, text_key
 
@@ -115,6 +116,9 @@ class Embedder(ABC):
             for i in range(0, len(missing), self.batch_size):
                 batch = missing[i : i + self.batch_size]
                 out = _normalise(np.asarray(self._embed([unique[j] for j in batch]), dtype=np.float32))
+                if not np.isfinite(out).all():  # never cache, index or score a NaN (see cache.usable)
+                    raise EmbeddingError(f"the model {self.identity} returned non-finite values (NaN or infinity) "
+                                         f"for {int((~np.isfinite(out).all(axis=1)).sum())} of {len(batch)} texts")
                 if self.cache is not None:
                     self.cache.put_many(self.identity, [keys[j] for j in batch], out)
                 for j, vector in zip(batch, out):

@@ -11,6 +11,10 @@ files) 0600: cached vectors and their keys derive from private documents. A cach
 cannot be opened or written (a full disk, a read-only folder, a damaged file) is an
 :class:`EmbeddingCacheError` naming the file and the way out (free space, another cache
 file, or no cache).
+
+Only finite vectors enter a cache, and a stored vector with a NaN or infinity (written by an
+older version from a misbehaving endpoint) reads as missing, so it is embedded again instead
+of poisoning every later run.
 """
 
 from __future__ import annotations
@@ -41,6 +45,11 @@ def _no_cache() -> str:
 class EmbeddingCacheError(ChunkwiseError):
     """The embedding cache file cannot be opened or written. A full disk is ``fatal``:
     every later trial would fail the same way until space is freed."""
+
+
+def usable(vector: np.ndarray) -> bool:
+    """Whether a vector may be cached or served from a cache: non-empty and every value finite."""
+    return vector.size > 0 and bool(np.isfinite(vector).all())
 
 
 def default_cache_path() -> Path:
@@ -110,6 +119,7 @@ class EmbeddingCache:
         """Cached vectors of ``keys`` under ``model``; missing keys are absent."""
         conn = self._connection()
         found: dict[bytes, np.ndarray] = {}
+        poisoned: list[bytes] = []
         try:
             for i in range(0, len(keys), _LOOKUP_BATCH):
                 batch = list(keys[i : i + _LOOKUP_BATCH])
@@ -119,17 +129,25 @@ class EmbeddingCache:
                     [model, *batch],
                 )
                 for key, blob in rows:
-                    found[key] = np.frombuffer(blob, dtype=np.float32)
+                    vector = np.frombuffer(blob, dtype=np.float32)
+                    if usable(vector):
+                        found[key] = vector
+                    else:
+                        poisoned.append(key)
         except sqlite3.Error as exc:
             raise self._error(exc) from None
+        if poisoned:  # let the fresh vectors in (best effort: a read-only cache just re-embeds them)
+            with contextlib.suppress(sqlite3.Error):
+                conn.executemany("DELETE FROM embeddings WHERE model = ? AND key = ?", [(model, k) for k in poisoned])
         return found
 
     def put_many(self, model: str, keys: Sequence[bytes], vectors: np.ndarray) -> None:
-        """Store vectors (one transaction; existing entries are kept)."""
-        if not len(keys):
-            return
+        """Store vectors (one transaction; existing entries are kept); a non-finite vector is
+        never stored."""
         rows = [(model, key, np.ascontiguousarray(v, dtype=np.float32).tobytes())
-                for key, v in zip(keys, vectors)]
+                for key, v in zip(keys, vectors) if usable(np.asarray(v, dtype=np.float32))]
+        if not rows:
+            return
         conn = self._connection()
         try:
             conn.execute("BEGIN IMMEDIATE")

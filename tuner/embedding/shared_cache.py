@@ -5,13 +5,15 @@ embedded must not be embedded again by another. :class:`SharedEmbeddingCache` ke
 the study's own database (table ``chunkwise_embeddings``), with the same interface and keys as
 the local :class:`~tuner.embedding.cache.EmbeddingCache` (model identity, sha256 of the text):
 inserts are insert-if-absent, so two workers that embed one text at the same time race
-harmlessly. SQLite studies keep the local file cache (a SQLite study is on one machine).
+harmlessly. SQLite studies keep the local file cache (a SQLite study is on one machine). As in
+the local cache, a non-finite vector is never stored, and one stored earlier reads as missing.
 
 The URL's password is never shown: errors name the database with ``user:***@host``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Sequence
 
@@ -21,7 +23,7 @@ import sqlalchemy as sa
 from .._io.secrets import hide_password, redact
 from .._io.sqltables import create_tables
 from ..errors import option
-from .cache import EmbeddingCacheError
+from .cache import EmbeddingCacheError, usable
 
 _metadata = sa.MetaData()
 EMBEDDINGS = sa.Table(
@@ -72,6 +74,7 @@ class SharedEmbeddingCache:
     def get_many(self, model: str, keys: Sequence[bytes]) -> dict[bytes, np.ndarray]:
         """Cached vectors of ``keys`` under ``model``; missing keys are absent."""
         found: dict[bytes, np.ndarray] = {}
+        poisoned: list[bytes] = []
         try:
             with self.engine().connect() as conn:
                 for i in range(0, len(keys), _LOOKUP_BATCH):
@@ -79,17 +82,24 @@ class SharedEmbeddingCache:
                     rows = conn.execute(sa.select(EMBEDDINGS.c.key, EMBEDDINGS.c.vector).where(
                         EMBEDDINGS.c.model == model, EMBEDDINGS.c.key.in_(batch)))
                     for key, blob in rows:
-                        found[bytes(key)] = np.frombuffer(bytes(blob), dtype=np.float32)
+                        vector = np.frombuffer(bytes(blob), dtype=np.float32)
+                        if usable(vector):
+                            found[bytes(key)] = vector
+                        else:
+                            poisoned.append(bytes(key))
         except sa.exc.SQLAlchemyError as exc:
             raise self._error(exc) from None
+        if poisoned:  # let the fresh vectors in (best effort)
+            with contextlib.suppress(sa.exc.SQLAlchemyError), self.engine().begin() as conn:
+                conn.execute(EMBEDDINGS.delete().where(EMBEDDINGS.c.model == model, EMBEDDINGS.c.key.in_(poisoned)))
         return found
 
     def put_many(self, model: str, keys: Sequence[bytes], vectors: np.ndarray) -> None:
         """Store vectors (one transaction; entries another worker stored first are kept)."""
-        if not len(keys):
-            return
         rows = [{"model": model, "key": key, "vector": np.ascontiguousarray(v, dtype=np.float32).tobytes()}
-                for key, v in zip(keys, vectors)]
+                for key, v in zip(keys, vectors) if usable(np.asarray(v, dtype=np.float32))]
+        if not rows:
+            return
         engine = self.engine()
         if engine.dialect.name == "postgresql":
             from sqlalchemy.dialects.postgresql import insert

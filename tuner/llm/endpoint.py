@@ -5,13 +5,16 @@ both talk to OpenAI-compatible servers through the real ``openai`` client. They 
 
 * **Timeouts and retries.** The client retries connection failures, timeouts, 408, 409,
   429 and 5xx itself, ``max_retries`` times (5 by default) with exponential backoff of
-  0.5, 1, 2, 4, 8 s (less up to 25 % jitter; a server's ``retry-after`` header, up to 60 s,
-  takes precedence). Connecting gives up after :data:`CONNECT_TIMEOUT_S`; waiting for an
-  answer after the caller's ``timeout_s``. So a refused connection (server down) fails
-  after about 12-16 s, a host that never answers the connection after about 6 x 5 s +
-  15 s = 45 s, and a server that accepts but never answers after ``6 x timeout_s`` plus
-  the backoff. Each of these is *fatal*: the error says so and a tuning run stops at once
-  instead of paying the same wait in every trial.
+  0.5, 1, 2, 4, 8 s (less up to 25 % jitter; a server's ``retry-after`` header takes
+  precedence, capped at :data:`MAX_RETRY_AFTER_S` = 60 s: a longer one is waited for 60 s).
+  Connecting gives up after :data:`CONNECT_TIMEOUT_S`; waiting for an answer after the
+  caller's ``timeout_s`` (embeddings: a read timeout that grows with the tokens of the batch,
+  see :func:`read_timeout`). So a refused connection (server down) fails after about
+  12-16 s, a host that never answers the connection after about 6 x 5 s + 15 s = 45 s, and
+  a server that accepts but never answers after 6 read timeouts plus the backoff (for a
+  small embedding batch about 6 x 10 s + 15 s, at most 6 x 120 s + 15 s). Each of these is
+  *fatal*: the error says so and a tuning run stops at once instead of paying the same wait
+  in every trial.
 * **Errors.** :func:`endpoint_error` turns any ``openai`` exception into one
   :class:`~tuner.errors.ChunkwiseError` naming the endpoint (its password hidden) and the
   model, with every text that came from the server passed through
@@ -28,6 +31,11 @@ length, which depends on the trial's chunk size) are not fatal.
 
 from __future__ import annotations
 
+import contextlib
+import email.utils
+import math
+import random
+import time
 from typing import Any, TypeVar
 
 from .._io.secrets import hide_password, redact, register_secret
@@ -38,7 +46,28 @@ CONNECT_TIMEOUT_S = 5.0
 #: HTTP statuses the ``openai`` client retries by itself (besides connection failures).
 RETRIED_STATUSES = frozenset({408, 409, 429})
 
+#: The longest wait a server's ``retry-after`` (or ``retry-after-ms``) header may impose before a
+#: retry; a longer one is waited for this long (the ``openai`` client alone would wait up to 120 s,
+#: or not retry at all).
+MAX_RETRY_AFTER_S = 60.0
+#: The read timeout of an embedding batch: this much, plus :data:`READ_S_PER_1K_TOKENS` per
+#: 1,000 tokens sent (a CPU server embeds well over 1,000 tokens a second), at most the
+#: embedder's ``timeout_s`` (:data:`MAX_READ_TIMEOUT_S` by default).
+BASE_READ_TIMEOUT_S = 10.0
+READ_S_PER_1K_TOKENS = 1.0
+MAX_READ_TIMEOUT_S = 120.0
+
+#: The client's backoff before retry ``n`` (0-based) is ``min(INITIAL_RETRY_S * 2**n, MAX_RETRY_S)``.
+INITIAL_RETRY_S = 0.5
+MAX_RETRY_S = 8.0
+
 E = TypeVar("E", bound=ChunkwiseError)
+
+
+def retry_delay(attempt: int) -> float:
+    """Seconds to wait before retry ``attempt`` (0-based) of a reply the client accepted but
+    chunkwise cannot use: the client's own schedule, so a bad reply is retried like a 5xx."""
+    return min(INITIAL_RETRY_S * 2 ** attempt, MAX_RETRY_S) * (1 - 0.25 * random.random())
 
 
 def make_error(cls: type[E], message: str, *, fatal: bool = False) -> E:
@@ -49,14 +78,51 @@ def make_error(cls: type[E], message: str, *, fatal: bool = False) -> E:
     return error
 
 
+def read_timeout(tokens: int, cap: float = MAX_READ_TIMEOUT_S) -> float:
+    """Seconds to wait for the answer to a request sending ``tokens`` tokens (see
+    :data:`BASE_READ_TIMEOUT_S`): a hung server is given up on soon for a small batch, and a
+    large batch on a slow server still has the time it needs, up to ``cap``."""
+    return min(cap, BASE_READ_TIMEOUT_S + READ_S_PER_1K_TOKENS * tokens / 1000)
+
+
+def request_timeout(read_s: float) -> Any:
+    """The ``openai`` timeout of one request: ``read_s`` to answer, at most 5 s to connect."""
+    import openai
+
+    return openai.Timeout(read_s, connect=min(CONNECT_TIMEOUT_S, read_s))
+
+
+def cap_retry_after(response: Any) -> None:
+    """An ``httpx`` response hook: a ``retry-after`` (seconds or a date) or ``retry-after-ms``
+    header asking for more than :data:`MAX_RETRY_AFTER_S` is rewritten to that cap, which the
+    client then honours (its own rules would wait 120 s, or give up beyond)."""
+    headers = response.headers
+    wanted = None
+    if "retry-after-ms" in headers:
+        with contextlib.suppress(ValueError, TypeError, OverflowError):  # left to the client
+            wanted = float(headers["retry-after-ms"]) / 1000
+    if wanted is None and "retry-after" in headers:
+        value = headers["retry-after"]
+        try:
+            wanted = float(value)
+        except ValueError:
+            with contextlib.suppress(ValueError, TypeError, OverflowError):  # left to the client
+                wanted = email.utils.mktime_tz(email.utils.parsedate_tz(value)) - time.time()
+    if wanted is not None and (math.isnan(wanted) or wanted > MAX_RETRY_AFTER_S):
+        headers.pop("retry-after-ms", None)
+        headers["retry-after"] = f"{MAX_RETRY_AFTER_S:g}"
+
+
 def make_client(api_key: str, base_url: str | None, *, max_retries: int, timeout_s: float) -> Any:
-    """An ``openai.OpenAI`` client with explicit timeouts; ``api_key`` is registered as a secret
-    first, so :func:`~tuner._io.secrets.redact` masks it in every message from now on."""
+    """An ``openai.OpenAI`` client with explicit timeouts and the ``retry-after`` cap; ``api_key``
+    is registered as a secret first, so :func:`~tuner._io.secrets.redact` masks it in every
+    message from now on."""
     import openai
 
     register_secret(api_key)
+    http_client = openai.DefaultHttpxClient(event_hooks={"response": [cap_retry_after]})
     return openai.OpenAI(api_key=api_key, base_url=base_url, max_retries=max_retries,
-                         timeout=openai.Timeout(timeout_s, connect=min(CONNECT_TIMEOUT_S, timeout_s)))
+                         timeout=request_timeout(timeout_s), http_client=http_client)
 
 
 def shown(endpoint: str) -> str:

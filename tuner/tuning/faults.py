@@ -3,7 +3,7 @@
 Set ``CHUNKWISE_FAULT=<point>[:<n>]`` in a worker's environment and the worker SIGKILLs
 itself the ``n``-th time (default: first) it passes ``point``. The points:
 
-* ``after_ask``: the trial exists (RUNNING) but no worker owns it yet;
+* ``after_ask``: the trial exists (RUNNING, its owner recorded) and nothing is sampled yet;
 * ``mid_trial``: the configuration is claimed and its evaluation is about to start;
 * ``during_tell``: inside the transaction that records the trial's final state, before
   it commits.
@@ -13,15 +13,26 @@ With ``CHUNKWISE_FAULT_TOKEN=<file>`` as well, only the first process to get the
 
 Without the variables every call is a no-op costing one dictionary lookup. Tests use them
 to assert that no kill, wherever it lands, loses a trial or leaves one RUNNING.
+
+A test can also *hold* a process at a point of a run's start-up, to start another process
+at exactly that moment: with ``CHUNKWISE_HOLD=<point>`` and ``CHUNKWISE_HOLD_FILE=<file>``,
+:func:`hold_point` creates ``<file>.reached`` and waits until ``<file>`` exists. The points:
+
+* ``before_target``: the study exists (settings stored), its target is not raised yet;
+* ``after_target``: the target is raised and announced, no worker has started;
+* ``after_ask``: as the fault point of that name.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import time
 
 ENVIRONMENT = "CHUNKWISE_FAULT"
 TOKEN_ENVIRONMENT = "CHUNKWISE_FAULT_TOKEN"
+HOLD_ENVIRONMENT = "CHUNKWISE_HOLD"
+HOLD_FILE_ENVIRONMENT = "CHUNKWISE_HOLD_FILE"
 _passes: dict[str, int] = {}
 
 
@@ -48,6 +59,18 @@ def fault_point(point: str) -> None:
         except FileExistsError:
             return  # another process already took the fault
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def hold_point(point: str, timeout_s: float = 300) -> None:
+    """Wait here while a test holds this process at ``point`` (see the module)."""
+    if os.environ.get(HOLD_ENVIRONMENT) != point or not os.environ.get(HOLD_FILE_ENVIRONMENT):
+        return
+    release = os.environ[HOLD_FILE_ENVIRONMENT]
+    with open(f"{release}.reached", "w", encoding="utf-8"):
+        pass
+    deadline = time.monotonic() + timeout_s
+    while not os.path.exists(release) and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def arm_during_tell(engine) -> None:

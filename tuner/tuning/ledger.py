@@ -11,6 +11,10 @@ process and machine sharing a study:
 * ``chunkwise_workers``: every worker process that joined a study, with its host, pid,
   the ordinal that seeds its sampler (never reused, so no two workers share a seed) and
   a heartbeat (``seen``) refreshed by a background thread.
+* ``chunkwise_runs``: every process that joined a study to run it (a ``tune``, a ``worker``
+  command), with its host, pid and a heartbeat. A process joins and raises the target in one
+  serialised transaction (:meth:`Ledger.join`), so one that joins while another is starting
+  up, or at the same moment, adds its trials on top of the other's target.
 * ``chunkwise_claims``: which trial evaluates which configuration. A claim is an
   insert-if-absent in one serialised transaction, which also checks the study's target,
   so a configuration is evaluated once per study and a study never passes its target.
@@ -52,6 +56,16 @@ WORKERS = sa.Table(
     sa.Column("seen", sa.Float, nullable=False),
     sa.Column("ended", sa.Float, nullable=True),
     sa.UniqueConstraint("study_id", "ordinal", name="chunkwise_workers_ordinal"),
+)
+RUNS = sa.Table(
+    "chunkwise_runs", _metadata,
+    sa.Column("run_id", sa.String(200), primary_key=True),
+    sa.Column("study_id", sa.Integer, nullable=False),
+    sa.Column("host", sa.String(255), nullable=False),
+    sa.Column("pid", sa.Integer, nullable=False),
+    sa.Column("started", sa.Float, nullable=False),
+    sa.Column("seen", sa.Float, nullable=False),
+    sa.Column("ended", sa.Float, nullable=True),
 )
 CLAIMS = sa.Table(
     "chunkwise_claims", _metadata,
@@ -99,6 +113,17 @@ class WorkerRow:
     pid: int
     seen: float
     ended: float | None
+    started: float | None = None  #: when it registered (its process started before)
+
+
+@dataclass(frozen=True)
+class Joined:
+    """What :meth:`Ledger.join` found and did: the target before and after, and how many other
+    processes (runs, or workers outside any run) were working on the study."""
+
+    old: int
+    new: int
+    others: int
 
 
 @dataclass(frozen=True)
@@ -124,19 +149,39 @@ def new_worker_id() -> str:
     return f"{this_host()}:{os.getpid()}:{secrets.token_hex(4)}"
 
 
-def pid_alive(pid: int) -> bool:
+def pid_alive(pid: int, registered: float | None = None) -> bool:
+    """Whether process ``pid`` runs (a zombie does not). With ``registered`` (when the process
+    recorded itself), a process that started after that is another one that reuses the pid."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
-    # A zombie (exited, not yet reaped by its parent) answers kill(0) but runs nothing.
+        pass
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+            fields = stat.read().rsplit(")", 1)[1].split()
     except OSError:
-        return True
+        return True  # no /proc (macOS): kill(0) is all there is
+    if fields[0] == "Z":  # exited, not yet reaped by its parent: runs nothing
+        return False
+    started = _process_start(int(fields[19]))
+    return registered is None or started is None or started <= registered + PID_START_SLACK_S
+
+
+#: Tolerance between a process's start time as /proc gives it (the boot time is whole
+#: seconds) and the time it registered, which is always later.
+PID_START_SLACK_S = 2.0
+
+
+def _process_start(ticks_after_boot: int) -> float | None:
+    """A process's start time (seconds since the epoch) from its /proc start field."""
+    try:
+        with open("/proc/stat", encoding="ascii") as stat:
+            boot = next(float(line.split()[1]) for line in stat if line.startswith("btime "))
+        return boot + ticks_after_boot / os.sysconf("SC_CLK_TCK")
+    except (OSError, StopIteration, ValueError):
+        return None
 
 
 class Ledger:
@@ -170,26 +215,80 @@ class Ledger:
             CLAIMS.join(_TRIALS, _TRIALS.c.trial_id == CLAIMS.c.trial_id)).where(
             CLAIMS.c.study_id == study_id, _state() == "RUNNING")).scalar_one()
 
-    def raise_target(self, study_id: int, added: int, *, others_active: bool) -> tuple[int, int]:
-        """Add ``added`` trials to the study's target; returns ``(old, new)``.
+    def join(self, study_id: int, run_id: str, added: int, grace_period: float) -> Joined:
+        """Record a run joining the study and add ``added`` trials to its target, in one
+        serialised transaction.
 
-        When other processes are working on the study, the target grows by ``added`` on top of
-        theirs; otherwise it is the finished trials plus ``added`` (a resume after a crash
-        does not inherit the crashed run's unfinished target).
+        When another process is working on the study (a run that joined before, even one whose
+        workers have not started yet, or a live worker), the target grows by ``added`` on top of
+        theirs; otherwise it is the finished trials plus ``added`` (a resume after a crash does
+        not inherit the crashed run's unfinished target).
         """
+        now = time.time()
         with self.engine.begin() as conn:
             if self._postgres:  # make sure the row exists before locking it
                 conn.execute(sa.text("INSERT INTO chunkwise_targets (study_id, target) VALUES (:s, 0) "
                                      "ON CONFLICT DO NOTHING"), {"s": study_id})
             current = self._lock_target(conn, study_id)
             finished = self._finished(conn, study_id)
-            base = max(current or 0, finished) if others_active else finished
+            others = self._others_alive(conn, study_id, grace_period, now)
+            base = max(current or 0, finished) if others else finished
             new = base + added
             if current is None:
                 conn.execute(TARGETS.insert().values(study_id=study_id, target=new))
             else:
                 conn.execute(TARGETS.update().where(TARGETS.c.study_id == study_id).values(target=new))
-            return (current if current is not None else finished), new
+            conn.execute(RUNS.insert().values(run_id=run_id, study_id=study_id, host=this_host(), pid=os.getpid(),
+                                              started=now, seen=now, ended=None))
+            return Joined(current if current is not None else finished, new, others)
+
+    def settle(self, study_id: int) -> int:
+        """Give the rows of this host's workers and runs whose process is gone (killed, so it
+        never retired) their end: the last time they were seen. Returns how many."""
+        settled = 0
+        with self.engine.begin() as conn:
+            for table, key in ((WORKERS, WORKERS.c.worker_id), (RUNS, RUNS.c.run_id)):
+                rows = conn.execute(sa.select(key.label("id"), table.c.pid, table.c.started, table.c.seen).where(
+                    table.c.study_id == study_id, table.c.ended.is_(None), table.c.host == this_host())).all()
+                for row in rows:
+                    if not pid_alive(row.pid, row.started):
+                        conn.execute(table.update().where(key == row.id).values(ended=row.seen))
+                        settled += 1
+        return settled
+
+    def target(self, study_id: int) -> int | None:
+        """The study's target; None before any run set one."""
+        with self.engine.connect() as conn:
+            target = conn.execute(sa.select(TARGETS.c.target).where(TARGETS.c.study_id == study_id)).scalar()
+        return None if target is None else int(target)
+
+    def beat_run(self, run_id: str) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(RUNS.update().where(RUNS.c.run_id == run_id).values(seen=time.time()))
+
+    def leave(self, run_id: str) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(RUNS.update().where(RUNS.c.run_id == run_id).values(ended=time.time()))
+
+    @staticmethod
+    def _others_alive(conn: sa.Connection, study_id: int, grace_period: float, now: float) -> int:
+        """Live runs on the study (even those whose workers have not started), else live workers."""
+        runs = conn.execute(sa.select(RUNS.c.run_id, RUNS.c.host, RUNS.c.pid, RUNS.c.seen, RUNS.c.ended,
+                                      RUNS.c.started)
+                            .where(RUNS.c.study_id == study_id, RUNS.c.ended.is_(None)))
+        others = sum(worker_alive(WorkerRow(row.run_id, -1, row.host, row.pid, row.seen, row.ended, row.started),
+                                  grace_period, now) for row in runs)
+        if not others:  # a worker started outside a run (run_worker from Python)
+            workers = conn.execute(sa.select(WORKERS.c.worker_id, WORKERS.c.ordinal, WORKERS.c.host,
+                                             WORKERS.c.pid, WORKERS.c.seen, WORKERS.c.ended, WORKERS.c.started)
+                                   .where(WORKERS.c.study_id == study_id, WORKERS.c.ended.is_(None)))
+            others = sum(worker_alive(WorkerRow(*row), grace_period, now) for row in workers)
+        return others
+
+    def alone(self, study_id: int, grace_period: float) -> bool:
+        """No live run or worker is on the study (call after this run has left it)."""
+        with self.engine.connect() as conn:
+            return not self._others_alive(conn, study_id, grace_period, time.time())
 
     def lower_target(self, study_id: int, target: int) -> None:
         """Lower the study's target to ``target`` (a run whose time budget ended: the trials it
@@ -271,7 +370,8 @@ class Ledger:
     def workers(self, study_id: int) -> dict[str, WorkerRow]:
         with self.engine.connect() as conn:
             rows = conn.execute(sa.select(WORKERS.c.worker_id, WORKERS.c.ordinal, WORKERS.c.host, WORKERS.c.pid,
-                                          WORKERS.c.seen, WORKERS.c.ended).where(WORKERS.c.study_id == study_id))
+                                          WORKERS.c.seen, WORKERS.c.ended, WORKERS.c.started)
+                                .where(WORKERS.c.study_id == study_id))
             return {row.worker_id: WorkerRow(*row) for row in rows}
 
     def active_workers(self, study_id: int, grace_period: float, *, exclude: set[str] = frozenset()) -> list[WorkerRow]:
@@ -282,13 +382,14 @@ class Ledger:
 
 
 def worker_alive(worker: WorkerRow | None, grace_period: float, now: float | None = None) -> bool:
-    """A worker is alive while it has not retired and, on this host, while its process
-    exists (a killed local worker counts as gone at once, and a busy one whose heartbeat
-    waits for a lock is never mistaken for a dead one); on another host, while its
+    """A worker is alive while it has not retired and, on this host, while its process exists
+    (the same process: a pid reused by a later one does not count). On this host the heartbeat
+    is never consulted: a worker that a loaded machine or a lock delays is never mistaken for a
+    dead one, and a killed one counts as gone at once. On another host, it is alive while its
     heartbeat is fresher than the grace period."""
     if worker is None or worker.ended is not None:
         return False
     if worker.host == this_host():
-        return pid_alive(worker.pid)
+        return pid_alive(worker.pid, worker.started)
     now = time.time() if now is None else now
     return now - worker.seen <= grace_period

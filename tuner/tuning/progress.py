@@ -153,7 +153,10 @@ class EmbeddingReport:
     def _watch(self) -> None:
         while not self._stop.wait(1.0):
             now = self.clock()
-            if now - self.last >= self.every_s:
+            # While texts are embedded, the line with the count and the time left comes first;
+            # this one only fills a silence (one long batch, a semantic chunker's units).
+            quiet = self.every_s * (1.5 if self.total else 1.0)
+            if now - self.last >= quiet:
                 self.last = now
                 doing = "embedding" if self.total else "chunking or scoring"
                 self.write(f"trial {self.trial}: still working ({doing}), {format_duration(now - self._began)} "
@@ -199,7 +202,9 @@ def write_note(study: optuna.Study, result: CorpusOutcome) -> None:
         f"- **embedder**: {settings.embedder.provider}:{settings.embedder.model}; unit: {settings.unit}",
         f"- **weights**: {weights}",
         f"- **trials**: {summary.complete} complete, {summary.failed} failed "
-        f"({summary.lost} lost with their worker), {summary.duplicates} repeated proposals pruned"
+        f"({summary.lost} lost with their worker"
+        + (f", {summary.interrupted} interrupted by Ctrl-C or SIGTERM" if summary.interrupted else "")
+        + f"), {summary.duplicates} repeated proposals pruned"
         + (f", {summary.stopped_early} stopped at low fidelity" if summary.stopped_early else ""),
         "",
         f"Objectives: {axes} (the Pareto front). Best = highest weighted `score` user attribute"

@@ -68,6 +68,8 @@ ERROR_ATTR = "error"
 #: Set on a failed trial whose worker disappeared (killed, lost) or was interrupted; such a
 #: trial's configuration may be evaluated again.
 LOST_ATTR = "lost"
+#: The ``lost`` value of a trial stopped by Ctrl-C or SIGTERM (its worker was stopped, not lost).
+INTERRUPTED = "interrupted"
 #: The worker (``host:pid:token``) that runs the trial.
 WORKER_ATTR = "worker"
 #: Metrics on the validation part of the questions carry this prefix (``validation_score``, ...).
@@ -420,10 +422,13 @@ class StudySummary:
     waiting: int
     #: Pruned by successive halving at a low-fidelity rung (among ``pruned``).
     stopped_early: int = 0
+    #: Failed because Ctrl-C or SIGTERM stopped their worker (among ``failed``, not ``lost``).
+    interrupted: int = 0
 
 
 def summarize(study: optuna.Study) -> StudySummary:
-    """Count a study's trials (``lost``: failed because their worker disappeared or was stopped)."""
+    """Count a study's trials (``lost``: failed because their worker disappeared; ``interrupted``:
+    because Ctrl-C or SIGTERM stopped it)."""
     all_records = records(study)
 
     def count(state: TrialState) -> int:
@@ -432,12 +437,14 @@ def summarize(study: optuna.Study) -> StudySummary:
     return StudySummary(
         complete=sum(r.evaluated for r in all_records),
         failed=count(TrialState.FAIL),
-        lost=sum(r.state == TrialState.FAIL and r.lost for r in all_records),
+        lost=sum(r.state == TrialState.FAIL and r.lost and r.attrs.get(LOST_ATTR) != INTERRUPTED
+                 for r in all_records),
         pruned=count(TrialState.PRUNED),
         duplicates=sum(r.duplicate_of is not None for r in all_records),
         running=count(TrialState.RUNNING),
         waiting=count(TrialState.WAITING),
         stopped_early=sum(r.state == TrialState.PRUNED and STOPPED_AT_ATTR in r.attrs for r in all_records),
+        interrupted=sum(r.state == TrialState.FAIL and r.attrs.get(LOST_ATTR) == INTERRUPTED for r in all_records),
     )
 
 

@@ -24,12 +24,14 @@ from ..embedding.config import shared_embedder
 from ..errors import ChunkwiseError, option
 from . import defaults
 from .baselines import queue_baselines, unqueue_baselines
-from .ledger import Ledger
+from .faults import hold_point
+from .ledger import Ledger, new_worker_id
 from .progress import ProgressBar, format_duration, write_note
 from .records import (
     SETTINGS_ATTR,
     TARGET_ATTR,
     WORKER_ATTR,
+    StudyError,
     StudySummary,
     TrialRecord,
     best_trial,
@@ -40,7 +42,16 @@ from .selection import StudyRecommendation, recommend_for_study
 from .settings import StudySettings, build_settings, resolve_study_rates
 from .storage import StudyStorage, make_storage, storage_errors
 from .study import LoadedStudyData, StudySpec, load_study_data, open_study
-from .workers import PoolReport, WorkerOptions, WorkerPool, reclaim, run_worker, stop_handlers
+from .workers import (
+    WAIT_POLL_S,
+    Heartbeat,
+    PoolReport,
+    WorkerOptions,
+    WorkerPool,
+    reclaim,
+    run_worker,
+    stop_handlers,
+)
 
 Echo = Callable[[str], None]
 
@@ -185,20 +196,29 @@ def _run_study(storage: StudyStorage, study: optuna.Study, run: RunSettings, add
     with storage_errors(run.storage):
         ledger = Ledger(storage)
         study_id = storage.get_study_id_from_name(name)
-        others = ledger.active_workers(study_id, run.grace_period)
+        hold_point("before_target")
+        if added == 0:
+            _wait_for_target(ledger, study_id, name, echo)
+        ledger.settle(study_id)
         before = ledger.progress(study_id)
-        _, target = ledger.raise_target(study_id, added, others_active=bool(others))
+        run_id = new_worker_id()
+        joined = ledger.join(study_id, run_id, added, run.grace_period)
+        target = joined.new
         study.set_user_attr(TARGET_ATTR, target)
         waiting = len(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
         baselines = queue_baselines(study, StudySettings.of(study).space, target - before.finished - waiting)
         best = best_trial(study)
+    heartbeat = Heartbeat(lambda: ledger.beat_run(run_id), run.heartbeat_interval)
     workers = f"{run.jobs} worker{'s' if run.jobs > 1 else ''}"
     rungs = StudySettings.of(study).fidelity.rungs
     done = f"{before.finished} {'finished' if len(rungs) > 1 else 'complete'} trial(s)"
     climb = (f"; fidelity rungs {', '.join(f'{r:g}' for r in rungs)}" if len(rungs) > 1 else "")
-    if others:
-        echo(f"study {name}: {done}; {len(others)} other worker(s) already on it; "
+    if joined.others:
+        echo(f"study {name}: {done}; {joined.others} other process(es) already on it; "
              f"target now {target} (+{added}); {workers}{climb} in {storage.display_url}")
+    elif target <= before.finished:
+        echo(f"study {name}: {done}; it already holds its target of {target}; give {option('n_trials', 'N')} "
+             "to add trials")
     elif added >= defaults.UNBOUNDED_TRIALS:
         echo(f"study {name}: {done}; running trials until the time budget ({format_duration(run.timeout or 0)}) "
              f"ends ({workers}{climb}) in {storage.display_url}")
@@ -208,6 +228,7 @@ def _run_study(storage: StudyStorage, study: optuna.Study, run: RunSettings, add
              f"(target {target}{budget}; {workers}{climb}) in {storage.display_url}")
     if baselines:
         echo(f"baselines first ({len(baselines)}, cheapest first): {', '.join(baselines)}")
+    hold_point("after_target")
     total = None if added >= defaults.UNBOUNDED_TRIALS else max(0, target - before.finished)
     bar = ProgressBar(progress, total, name, before.finished, None if best is None else best.score, run.deadline)
     reclaimed: list[int] = []
@@ -228,15 +249,19 @@ def _run_study(storage: StudyStorage, study: optuna.Study, run: RunSettings, add
         bar.close()
         with contextlib.suppress(Exception):  # Ctrl-C or an error: fail what this run left running
             reclaim(study, ledger, study_id, run.grace_period, max_retry=0)
+        heartbeat.stop()
+        with contextlib.suppress(Exception):
+            ledger.leave(run_id)
+            ledger.settle(study_id)  # workers killed here or by an earlier run never retired
         with contextlib.suppress(Exception):  # and leave no baseline waiting: a later run queues it again
-            if not ledger.active_workers(study_id, run.grace_period):
+            if ledger.alone(study_id, run.grace_period):
                 unqueue_baselines(study)
     with storage_errors(run.storage):
         after = ledger.progress(study_id)
         summary = summarize(study)
         budget_ended = (run.deadline is not None and after.finished < target
                         and (not run.time_left() or _budget_stopped(study)))
-        if budget_ended and not ledger.active_workers(study_id, run.grace_period):
+        if budget_ended and ledger.alone(study_id, run.grace_period):
             ledger.lower_target(study_id, after.finished)  # a later worker must not run on toward it
             study.set_user_attr(TARGET_ATTR, after.finished)
         if after.finished < target and not exhausted and not pool.errors and not budget_ended:
@@ -250,6 +275,26 @@ def _run_study(storage: StudyStorage, study: optuna.Study, run: RunSettings, add
     if pool.errors:
         raise ChunkwiseError(f"study {name}: " + "; ".join(pool.errors))
     return outcome
+
+
+#: How long a run that adds no trials (``worker`` without ``--n-trials``) waits for the run that
+#: created the study to set its target.
+TARGET_WAIT_S = 30.0
+
+
+def _wait_for_target(ledger: Ledger, study_id: int, name: str, echo: Echo) -> None:
+    """A run joining without trials of its own works toward the study's target: wait for the
+    ``tune`` that created the study to set it, or say clearly that none did."""
+    if ledger.target(study_id) is not None:
+        return
+    echo(f"study {name}: no target yet; waiting for the run that created it to set one")
+    deadline = time.monotonic() + TARGET_WAIT_S
+    while time.monotonic() < deadline:
+        time.sleep(WAIT_POLL_S)
+        if ledger.target(study_id) is not None:
+            return
+    raise StudyError(f"study {name!r} has no target: no run has set one (the tune that created it may have "
+                     f"stopped before it started). Give {option('n_trials', 'N')} to run N trials")
 
 
 def _poll(study: optuna.Study, ledger: Ledger, study_id: int, bar: ProgressBar) -> None:

@@ -102,18 +102,92 @@ class StudyStorage(RDBStorage):
     display_url: str = ""
 
 
+#: SQLite result codes (the primary code is the low byte of an extended one).
+_SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_READONLY, _SQLITE_FULL, _SQLITE_CANTOPEN = 5, 6, 8, 13, 14
+#: What each cause of a storage failure is called, and what to do about it.
+STORAGE_HINTS = {
+    "full": "the disk is full: free some space and run the same command again (completed trials are kept)",
+    "read-only": "the database cannot be written (read-only; for SQLite, the file or its folder, where SQLite "
+                 "writes a journal beside it): make both writable, or give {storage} elsewhere",
+    "gone": "the database server cannot be reached or closed the connection: check that it is running and reachable, "
+            "then run the same command again (completed trials are kept)",
+    "locked": "another process held the database lock too long: run the same command again (many workers on one "
+              "SQLite file wait for one lock; PostgreSQL serves them better)",
+    "auth": f"check the user and password (set {PASSWORD_ENVIRONMENT} or PGPASSWORD)",
+    "unknown": "check that the database is reachable and writable",
+}
+#: PostgreSQL SQLSTATE codes (and their classes) by cause.
+_SQLSTATES = {"53100": "full", "25006": "read-only", "55P03": "locked", "40P01": "locked", "57P01": "gone",
+              "57P02": "gone", "57P03": "gone", "28P01": "auth", "28000": "auth", "42501": "read-only"}
+_GONE_TEXTS = ("connection refused", "could not connect", "server closed the connection", "connection is closed",
+               "terminating connection", "connection timed out", "no route to host", "connection reset",
+               "the database system is shutting down", "the database system is starting up", "ssl syscall",
+               "name or service not known", "could not translate host name", "consuming input failed",
+               "server conn crashed", "connection failed")
+
+
+def exception_chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and what caused it, outermost first: Optuna wraps a driver's error in a generic
+    ``StorageInternalError`` ("... e.g. exceeding max length"), SQLAlchemy in its own class."""
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and all(current is not seen for seen in chain):
+        chain.append(current)
+        orig = getattr(current, "orig", None)
+        if isinstance(orig, BaseException) and all(orig is not seen for seen in chain):
+            chain.append(orig)
+        current = current.__cause__ or current.__context__
+    return chain
+
+
+def storage_cause(exc: BaseException) -> str:
+    """Why a storage operation failed, from the whole exception chain: ``full``, ``read-only``,
+    ``gone`` (server unreachable or stopped), ``locked``, ``auth`` or ``unknown``."""
+    chain = [e for e in exception_chain(exc) if not isinstance(e, optuna.exceptions.StorageInternalError)]
+    causes = set()
+    for error in chain:
+        code = getattr(error, "sqlite_errorcode", None)
+        if isinstance(code, int):
+            # CANTOPEN on a file chunkwise created or found: its folder refuses the journal.
+            causes.add({_SQLITE_FULL: "full", _SQLITE_READONLY: "read-only", _SQLITE_BUSY: "locked",
+                        _SQLITE_LOCKED: "locked", _SQLITE_CANTOPEN: "read-only"}.get(code & 0xFF, ""))
+        state = getattr(error, "sqlstate", None) or getattr(getattr(error, "diag", None), "sqlstate", None)
+        if isinstance(state, str):
+            causes.add(_SQLSTATES.get(state, "gone" if state.startswith("08") else ""))
+        number = getattr(error, "errno", None)
+        if number in (errno.ENOSPC, errno.EDQUOT):
+            causes.add("full")
+        elif number in (errno.EROFS, errno.EACCES, errno.EPERM):
+            causes.add("read-only")
+    text = " ".join(str(e).lower() for e in chain)
+    if "disk is full" in text or "no space left" in text or "could not extend file" in text:
+        causes.add("full")
+    if "readonly database" in text or "read-only" in text or "permission denied" in text:
+        causes.add("read-only")
+    if "database is locked" in text or "lock timeout" in text or "deadlock detected" in text:
+        causes.add("locked")
+    if "password authentication failed" in text or "no password supplied" in text:
+        causes.add("auth")
+    if any(mark in text for mark in _GONE_TEXTS):
+        causes.add("gone")
+    for cause in ("full", "read-only", "auth", "locked", "gone"):  # the most specific first
+        if cause in causes:
+            return cause
+    return "unknown"
+
+
 def storage_hint(exc: BaseException) -> str:
-    text = str(exc).lower()
-    if (isinstance(exc, OSError) and exc.errno == errno.ENOSPC) or "disk is full" in text or "no space" in text \
-            or "exceeding max length" in text:
-        return "the disk looks full: free some space and run the same command again (completed trials are kept)"
-    if "locked" in text:
-        return "another process holds a lock for too long: try again"
-    if "permission" in text or "readonly" in text or "read-only" in text:
-        return "check the file's and folder's permissions"
-    if "password" in text or "authentication" in text:
-        return f"check the user and password (set {PASSWORD_ENVIRONMENT} or PGPASSWORD)"
-    return "check that the database is reachable and writable"
+    """What to do about a storage failure, by its cause (:func:`storage_cause`)."""
+    return STORAGE_HINTS[storage_cause(exc)].format(storage=option("storage", "URL"))
+
+
+def storage_detail(exc: BaseException) -> str:
+    """The first line of the innermost error's message (the driver's own words, not Optuna's
+    generic wrapper), redacted."""
+    chain = [e for e in exception_chain(exc) if not isinstance(e, optuna.exceptions.StorageInternalError)] or [exc]
+    error = chain[-1]
+    text = str(error).strip()
+    return redact(text.splitlines()[0] if text else type(error).__name__)
 
 
 @contextlib.contextmanager
@@ -125,8 +199,7 @@ def storage_errors(url: str) -> Iterator[None]:
     except ChunkwiseError:
         raise
     except (sa.exc.SQLAlchemyError, sqlite3.Error, OSError, optuna.exceptions.StorageInternalError) as exc:
-        detail = redact(str(getattr(exc, "orig", None) or exc).splitlines()[0] if str(exc) else type(exc).__name__)
-        raise StorageError(f"study storage {display_url(url)}: {detail} ({storage_hint(exc)})") from None
+        raise StorageError(f"study storage {display_url(url)}: {storage_detail(exc)} ({storage_hint(exc)})") from None
 
 
 def make_storage(url: str, **_ignored: object) -> StudyStorage:
@@ -165,8 +238,8 @@ def make_storage(url: str, **_ignored: object) -> StudyStorage:
                 with contextlib.suppress(OSError):
                     if created.stat().st_size == 0:
                         created.unlink()
-            detail = redact(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
-            raise StorageError(f"cannot open study storage {shown}: {detail} ({storage_hint(exc)})") from None
+            raise StorageError(f"cannot open study storage {shown}: {storage_detail(exc)} ({storage_hint(exc)})") \
+                from None
     storage.display_url = shown
     if path is not None:
         _serialize_sqlite_writes(storage.engine)

@@ -37,6 +37,7 @@ and ``full`` below.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import warnings
@@ -59,7 +60,7 @@ from . import defaults
 from .objective import Constraints, Rates, Scales, Weights, check_pareto, pareto_directions
 from .records import SETTINGS_ATTR, SUMMARY_ATTRS, StudyError, check_name, study_name
 from .settings import COMPARED_SETTINGS, StudySettings, comparable
-from .space import DEFAULT_SPACE, SearchSpace, load_search_space, resolve_space
+from .space import DEFAULT_SPACE, SearchSpace, SearchSpaceError, load_search_space, resolve_space
 from .storage import absolute_url, default_storage_url
 
 FIDELITY_CHOICES = ("auto", "full")
@@ -268,6 +269,16 @@ def load_study_file(path: str | Path) -> StudySpec:
             raise StudyError(f"{where}: {key} must be a path, got {value!r}")
         return str(base / value) if not Path(value).is_absolute() else value
 
+    def space(value: Any) -> str:
+        # A bundled space's name ("quick") resolves as on the command line, unless a file of
+        # that name sits beside the study file.
+        path = relative(value, "space")
+        if not Path(path).exists() and Path(value).parent == Path("."):
+            with contextlib.suppress(SearchSpaceError):
+                resolve_space(value)
+                return value
+        return path
+
     corpora = data["corpora"]
     if isinstance(corpora, list):
         corpora = {default_corpus_name(str(p)): p for p in corpora}
@@ -284,7 +295,7 @@ def load_study_file(path: str | Path) -> StudySpec:
             name=str(data["name"]),
             corpora=tuple((str(name), relative(p, f"corpora.{name}")) for name, p in corpora.items()),
             queries=relative(data["queries"], "queries"),
-            space=relative(data["space"], "space"),
+            space=space(data["space"]),
             embedder=EmbedderConfig.from_dict(data.get("embedder") or {}, f"{where}: embedder"),
             unit=data.get("unit", "tokens"),
             copies=data.get("copies", "any"),

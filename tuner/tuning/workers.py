@@ -3,12 +3,12 @@
 A worker joins one study and runs trials until the study holds its target number of
 complete trials. Every trial it starts ends COMPLETE, PRUNED or FAIL, whatever happens:
 
-1. Before each trial it *reclaims* RUNNING trials whose worker is gone (retired, its
-   heartbeat older than the grace period, or, on this host, its process no longer
-   existing; a trial that never got an owner counts as gone once it is older than the
-   grace period). A reclaimed trial is marked FAIL (``lost``) and re-queued with the same
-   parameters, up to ``max_retry`` times.
-2. It asks Optuna for a trial, records itself as the trial's owner, samples a
+1. Before each trial it *reclaims* RUNNING trials whose worker is gone (retired; on this
+   host, its process no longer existing, whatever its heartbeat says; elsewhere, its
+   heartbeat older than the grace period; a trial without an owner, which only an older
+   version leaves, once it is older than the grace period). A reclaimed trial is marked
+   FAIL (``lost``) and re-queued with the same parameters, up to ``max_retry`` times.
+2. It asks Optuna for a trial, owned from the start (:func:`ask_owned`), samples a
    configuration and *claims* it in the ledger (:mod:`.ledger`): a configuration already
    claimed makes the trial PRUNED (``duplicate_of``), and a study whose target is
    already covered makes it PRUNED (``skipped``), both without evaluating anything.
@@ -36,6 +36,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from typing import Any
 
 import optuna
@@ -45,13 +46,14 @@ from optuna.trial import FrozenTrial, TrialState
 from .._io.secrets import redact
 from ..errors import ChunkwiseError
 from . import defaults
-from .faults import arm_during_tell, fault_point
+from .faults import arm_during_tell, fault_point, hold_point
 from .ledger import Claim, ClaimResult, Ledger, new_worker_id, worker_alive
 from .records import (
     BASELINE_ATTR,
     BUDGET_ATTR,
     DUPLICATE_ATTR,
     ERROR_ATTR,
+    INTERRUPTED,
     LOST_ATTR,
     SKIPPED_ATTR,
     STOPPED_AT_ATTR,
@@ -76,10 +78,14 @@ EXIT_ERROR = 2
 #: Exit status of a worker process stopped by a fatal error: the pool stops the others.
 EXIT_FATAL = 3
 EXIT_INTERRUPTED = 130
+#: Exit status of ``tune`` and ``worker`` stopped by SIGTERM (128 + 15, as a shell reports it).
+EXIT_TERMINATED = 143
 
 
 class WorkerStopped(BaseException):
-    """Raised in a worker's main thread by SIGTERM (its parent died or stopped it)."""
+    """Raised in the main thread of a run or worker by SIGTERM (``docker stop``, systemd, a
+    parent that died or stopped it). Like ``KeyboardInterrupt``, it is no ``Exception``: the
+    in-flight trial is failed (``lost``) and the stop goes on up to the command line."""
 
 
 @dataclass(frozen=True)
@@ -169,6 +175,35 @@ def reclaim(study: optuna.Study, ledger: Ledger, study_id: int, grace_period: fl
     return reclaimed
 
 
+def ask_owned(study: optuna.Study, worker_id: str) -> optuna.Trial:
+    """``study.ask()``, with the trial's owner recorded before it is RUNNING: no moment exists
+    at which the trial runs without an owner, so Ctrl-C or a kill at any point leaves a trial
+    whose worker is known (and reclaimed at once when that worker is gone), and no delay,
+    however long, makes a live worker's new trial look orphaned.
+
+    A retry queued as WAITING gets the owner just before it is taken (when two workers race
+    for it, the winner writes itself again right after); a new trial is created with its owner
+    in the transaction that creates it.
+    """
+    storage = study._storage
+    # What ask() does first: forget this thread's cached trials, so the sampler sees them all.
+    study._thread_local.cached_all_trials = None
+    for waiting in study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+        try:
+            storage.set_trial_user_attr(waiting._trial_id, WORKER_ATTR, worker_id)
+            if not storage.set_trial_state_values(waiting._trial_id, state=TrialState.RUNNING):
+                continue  # another worker took it
+        except UpdateFinishedTrialError:
+            continue
+        storage.set_trial_user_attr(waiting._trial_id, WORKER_ATTR, worker_id)
+        return optuna.Trial(study, waiting._trial_id)
+    template = FrozenTrial(
+        number=0, state=TrialState.RUNNING, value=None, datetime_start=datetime.now(), datetime_complete=None,
+        params={}, distributions={}, user_attrs={WORKER_ATTR: worker_id}, system_attrs={}, intermediate_values={},
+        trial_id=0)
+    return optuna.Trial(study, storage.create_new_trial(study._study_id, template_trial=template))
+
+
 def limit_threads(threads: int) -> None:
     """Cap the math libraries' threads so parallel workers do not oversubscribe the cores."""
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
@@ -180,19 +215,20 @@ def limit_threads(threads: int) -> None:
     torch.set_num_threads(threads)
 
 
-class _Heartbeat:
-    """Refresh the worker's ``seen`` time every ``interval`` seconds from a daemon thread."""
+class Heartbeat:
+    """Call ``beat()`` (refresh a ``seen`` time in the ledger) every ``interval`` seconds from a
+    daemon thread."""
 
-    def __init__(self, ledger: Ledger, worker_id: str, interval: float) -> None:
+    def __init__(self, beat: Callable[[], None], interval: float) -> None:
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(ledger, worker_id, interval), daemon=True,
+        self._thread = threading.Thread(target=self._run, args=(beat, interval), daemon=True,
                                         name="chunkwise-heartbeat")
         self._thread.start()
 
-    def _run(self, ledger: Ledger, worker_id: str, interval: float) -> None:
+    def _run(self, beat: Callable[[], None], interval: float) -> None:
         while not self._stop.wait(interval):
             with contextlib.suppress(Exception):  # a lock or a lost connection: beat again next time
-                ledger.beat(worker_id)
+                beat()
 
     def stop(self) -> None:
         self._stop.set()
@@ -219,7 +255,7 @@ def run_worker(options: WorkerOptions,
         worker_id = new_worker_id()
         ordinal = ledger.register(study_id, worker_id)
     seed = None if options.seed is None else options.seed + ordinal
-    heartbeat = _Heartbeat(ledger, worker_id, options.heartbeat_interval)
+    heartbeat = Heartbeat(lambda: ledger.beat(worker_id), options.heartbeat_interval)
     try:
         with storage_errors(options.storage):
             study = optuna.load_study(study_name=options.study, storage=storage,
@@ -262,12 +298,16 @@ def _trial_loop(study: optuna.Study, study_id: int, ledger: Ledger, worker_id: s
         if progress.finished + progress.running >= progress.target:
             time.sleep(WAIT_POLL_S)  # the last trials run elsewhere: take over if their workers die
             continue
-        trial = study.ask()
-        fault_point("after_ask")
+        trial = ask_owned(study, worker_id)
         try:
-            # Under heavy lock contention this write can come after another worker has already
-            # counted the new, owner-less trial as lost and failed it: then just go on.
-            trial.set_user_attr(WORKER_ATTR, worker_id)
+            fault_point("after_ask")
+            hold_point("after_ask")
+        except (KeyboardInterrupt, WorkerStopped):  # stopped before the trial began: it failed, interrupted
+            with contextlib.suppress(Exception):
+                trial.set_user_attr(LOST_ATTR, INTERRUPTED)
+                _tell(study, trial, TrialState.FAIL, None)
+            raise
+        try:
             state, values = _run_trial(study, study_id, ledger, trial, objective)
         except UpdateFinishedTrialError:
             _print_reclaimed(trial.number)
@@ -342,7 +382,7 @@ def _run_trial(study: optuna.Study, study_id: int, ledger: Ledger, trial: optuna
         return TrialState.FAIL, None
     except (KeyboardInterrupt, WorkerStopped):
         with contextlib.suppress(Exception):
-            trial.set_user_attr(LOST_ATTR, "interrupted")
+            trial.set_user_attr(LOST_ATTR, INTERRUPTED)
             _tell(study, trial, TrialState.FAIL, None)
         raise
     except UpdateFinishedTrialError:
@@ -524,13 +564,13 @@ class WorkerPool:
                     if not fatal and self.report.restarted < self.max_restarts and short_of_target():
                         self.report.restarted += 1
                         running[index] = self._start(self.options[index])
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, WorkerStopped):  # Ctrl-C or SIGTERM: the workers fail their trials too
             self._stop_all(running)
             raise
         return self.report
 
     def _stop_all(self, running: dict[int, subprocess.Popen]) -> None:
-        """Ctrl-C: the workers fail their in-flight trials and exit (SIGTERM); kill those that
+        """Ctrl-C or SIGTERM: the workers fail their in-flight trials and exit (SIGTERM); kill those that
         do not within ``stop_timeout_s``, whose trials the run's final reclaim then fails.
         (Under :func:`stop_handlers`, a second Ctrl-C meanwhile is ignored.)"""
         for process in running.values():
