@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from pathlib import Path
 
 import numpy as np
 import sqlalchemy as sa
@@ -74,3 +75,32 @@ def complete_trial_count(storage_url: str) -> int:
         return 0
     finally:
         engine.dispose()
+
+
+#: Words the test cross-encoder knows (others are [UNK]); the handbook's common words among them.
+CROSS_ENCODER_WORDS = (
+    "the", "a", "to", "of", "and", "is", "in", "on", "for", "which", "what", "how", "does", "do", "port",
+    "container", "listens", "listen", "logs", "kept", "long", "retention", "days", "apple", "banana", "engine",
+    "wheel", "brake", "backup", "restore", "alerts",
+)
+
+
+def save_cross_encoder(folder: Path, seed: int = 0) -> Path:
+    """A tiny cross-encoder with fixed weights, saved as sentence-transformers loads one: a one-layer
+    BERT with a single-logit head (seeded init, wide enough to order pairs distinctly) and a
+    WordPiece tokenizer built from a small vocabulary file. Real loading and scoring code reads
+    it; no weights are downloaded."""
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification, BertTokenizer
+
+    folder.mkdir(parents=True, exist_ok=True)
+    vocab = folder / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *CROSS_ENCODER_WORDS]) + "\n",
+                     encoding="utf-8")
+    torch.manual_seed(seed)
+    config = BertConfig(vocab_size=5 + len(CROSS_ENCODER_WORDS), hidden_size=16, num_hidden_layers=1,
+                        num_attention_heads=2, intermediate_size=32, max_position_embeddings=512, num_labels=1,
+                        initializer_range=0.5)
+    BertForSequenceClassification(config).save_pretrained(folder)
+    BertTokenizer(str(vocab), do_lower_case=True).save_pretrained(folder)
+    return folder

@@ -33,7 +33,7 @@ from .embedding.config import EmbedderConfig
 from .errors import ChunkwiseError, option
 from .evaluation.fidelity import Fidelity
 from .reporting.report import write_report
-from .tuning.objective import Weights
+from .tuning.objective import Constraints, Weights
 from .tuning.progress import format_outcomes
 from .tuning.records import TrialRecord, best_trial, evaluated, load_run_study, run_studies, split_study_name
 from .tuning.run import CorpusOutcome
@@ -104,7 +104,8 @@ class TuningRun:
         return self.study(corpus).trials_dataframe()
 
     def pareto_front(self, corpus: str | None = None) -> list[TrialRecord]:
-        """The trials on ``corpus``'s Pareto front of recall against IoU, by trial number."""
+        """The trials on ``corpus``'s Pareto front (by default recall against context tokens per
+        query; a study's ``pareto`` axes), those meeting its constraints, by trial number."""
         return sorted((TrialRecord.from_trial(t) for t in self.study(corpus).best_trials), key=lambda r: r.number)
 
     def export(self, path: str | Path, corpus: str | None = None, *, trial: int | None = None,
@@ -130,6 +131,7 @@ def tune(corpus: CorpusInput | Sequence[CorpusInput] | Mapping[str, CorpusInput]
          embedder: EmbedderConfig | str | None = None, unit: str | None = None, copies: str | None = None,
          validation: float | None = None, fidelity: str | Fidelity | None = None, cache: str | None = None,
          timeout: float | str | None = None, backend: str | None = None, scheduler: str | None = None,
+         constraints: Constraints | Mapping[str, float] | None = None, pareto: Sequence[str] | None = None,
          progress: bool = True, echo: Callable[[str], None] = print) -> TuningRun:
     """Run (or resume) one study per corpus and return the run.
 
@@ -159,6 +161,9 @@ def tune(corpus: CorpusInput | Sequence[CorpusInput] | Mapping[str, CorpusInput]
             on the Dask cluster at ``scheduler`` (``"tcp://HOST:8786"``), against a PostgreSQL
             ``storage`` (see :mod:`tuner.tuning.cluster`).
         scheduler: the Dask scheduler's address.
+        constraints: limits a recommended trial must meet, e.g. ``{"context_tokens": 1000}`` (a
+            :class:`~tuner.tuning.objective.Constraints` or a mapping).
+        pareto: the Pareto front's metrics for a new study (default ``("recall", "context_tokens")``).
         progress: show a progress bar.
         echo: receives the run's messages.
 
@@ -185,7 +190,9 @@ def tune(corpus: CorpusInput | Sequence[CorpusInput] | Mapping[str, CorpusInput]
         seed=seed, unit=unit, copies=copies, validation=validation, fidelity=fidelity, cache=cache,
         weights=_weights(weights), embedder=_embedder(embedder),
         timeout=parse_duration(timeout, option("timeout")) if timeout is not None else None,
-        backend=backend, scheduler=scheduler)
+        backend=backend, scheduler=scheduler,
+        constraints=Constraints.from_dict(dict(constraints)) if isinstance(constraints, Mapping) else constraints,
+        pareto=tuple(pareto) if pareto is not None else None)
     outcomes = run_study_spec(spec, progress=progress, echo=echo)
     return TuningRun(spec.name, spec.storage, outcomes)
 

@@ -56,7 +56,20 @@ def hit_ids(hits: list[dict]) -> list[str]:
 
 @pytest.mark.parametrize("method", METHODS)
 def test_the_production_query_returns_the_evaluated_top_k(stub, tmp_path, method):
-    config, db = write_config(tmp_path, stub.base_url, METHODS[method]), tmp_path / "db"
+    check_parity(stub, tmp_path, METHODS[method])
+
+
+@pytest.mark.parametrize("retrieval", [{"k": 3}, {"k": 3, "method": "hybrid", "context": "title"}],
+                         ids=["dense", "hybrid-title"])
+def test_a_reranked_production_query_returns_the_evaluated_top_k(stub, tmp_path, retrieval):
+    from fakes import save_cross_encoder
+
+    model = save_cross_encoder(tmp_path / "reranker")
+    check_parity(stub, tmp_path, {**retrieval, "rerank": {"model": str(model), "candidates": 12}})
+
+
+def check_parity(stub, tmp_path: Path, retrieval: dict) -> None:
+    config, db = write_config(tmp_path, stub.base_url, retrieval), tmp_path / "db"
     cache = EmbeddingCache(tmp_path / "cache.sqlite3")
     questions, expected = evaluated_top_k(config, cache)
     assert main(["chunk", "--config", str(config), str(EXAMPLE), "--chroma", str(db), "--collection", "handbook",
@@ -68,7 +81,7 @@ def test_the_production_query_returns_the_evaluated_top_k(stub, tmp_path, method
         assert hit_ids(hits) == want, question
         for hit in hits:  # the chunk's exact text, never the header
             assert corpus.document(hit["document"]).text[hit["start_index"]:hit["end_index"]] == hit["text"]
-    if METHODS[method].get("context", "none") != "none":
+    if retrieval.get("context", "none") != "none":
         assert all(hit["context"] for hit in collection.query(questions[0]))
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -62,7 +63,7 @@ def test_dashboard_api_shows_studies_trials_attributes_and_note(tuned):
         summaries = get_json(f"{base}/api/studies")["study_summaries"]
         (summary,) = [s for s in summaries if s["study_name"] == "ship/handbook"]
         study = get_json(f"{base}/api/studies/{summary['study_id']}")
-        assert study["objective_names"] == ["recall", "IoU"]
+        assert study["objective_names"] == ["recall", "context tokens"]
         assert len(study["trials"]) == 5 and study["best_trials"]
         attrs = {a["key"]: a["value"] for a in study["trials"][0]["user_attrs"]}
         assert {"recall", "iou", "score", "latency_ms", "cost_usd_per_1k_queries", "chunker"} <= set(attrs)
@@ -222,16 +223,39 @@ def test_report_writes_plots_and_summary_with_intervals(tuned, tmp_path):
     out = tmp_path / "report"
     assert main(["report", "--study", "ship", "--storage", spec.storage, "-o", str(out), "--bootstrap", "300",
                  "--top", "2", "--cache", spec.cache]) == 0
-    for name in ("handbook-recall-iou", "handbook-recall-cost"):
+    for name in ("handbook-recall-context", "handbook-recall-iou", "handbook-recall-cost"):
         assert (out / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert "plotly" in (out / f"{name}.html").read_text(encoding="utf-8")[:5000].lower()
     report = (out / "report.md").read_text(encoding="utf-8")
     assert "## handbook (study `ship/handbook`)" in report
-    assert "### Pareto-optimal configurations (recall against IoU, on the search questions)" in report
+    assert "### Pareto-optimal configurations (recall against context tokens, on the search questions)" in report
+    assert "| trial | configuration | recall | IoU | MRR | nDCG | doc recall | context tokens |" in report
+    assert "### Best recall within a context budget" in report
+    assert re.search(r"\| 4,000 \| (trial \d+: .* \| \d+\.\d% \[\d+\.\d%, \d+\.\d%\]|no configuration fits)", report)
+    assert "| MRR |" in report and "| context tokens per query |" in report
     assert f"(trial {outcome.best.number})" in report
     assert "### Top 2 configurations against the token 800/400 default (k=5)" in report
     assert "| default token 800/400 k=5 |" in report
     assert "**Best against the token 800/400 default**" in report and "| weighted score |" in report
+
+
+def test_the_best_recall_within_each_budget_by_hand():
+    from tuner.reporting.report import best_within
+    from tuner.tuning.records import TrialRecord
+
+    def record(number, recall, tokens, score=0.5):
+        return TrialRecord.from_attrs(number, {"recall": recall, "context_tokens": tokens, "score": score})
+
+    trials = [record(0, 0.9, 2500.0), record(1, 0.7, 900.0), record(2, 0.7, 600.0), record(3, 0.5, 450.0),
+              record(4, 0.95, 4200.0)]
+    assert best_within(trials, 400) is None
+    assert best_within(trials, 500).number == 3
+    assert best_within(trials, 1000).number == 2  # tied on recall and score: fewer tokens
+    assert best_within(trials, 2000).number == 2
+    assert best_within(trials, 4000).number == 0  # 4,200 tokens do not fit
+    # An older trial recorded the same count as retrieved_tokens_per_query.
+    old = TrialRecord.from_attrs(5, {"recall": 0.99, "retrieved_tokens_per_query": 300.0, "score": 0.1})
+    assert best_within([*trials, old], 500).number == 5
 
 
 def test_pareto_front_and_bootstrap_by_hand():

@@ -147,3 +147,22 @@ def test_console_script_lists_chunkers():
     assert names == ["cluster", "clustering", "double_pass", "kamradt", "kamradt_bounded", "llm", "logprob",
                      "markdown", "recursive", "sentence", "token"]
     assert any(line.split()[:2] == ["overlap", "int"] for line in lines)
+
+
+def test_evaluate_reports_rank_document_and_context_metrics():
+    from tuner.text.tokens import encoding
+
+    corpora, queries = two_corpora()
+    result = tuner.evaluate(corpora, queries, chunker="recursive", size=6, k=2, unit="chars",
+                            embedder=WordEmbedder(), cache=None)
+    at2 = result.scores.at(2)
+    # q1 "apple": its own chunk first (holds the whole reference), then the cars chunk;
+    # q2 "brake": its chunk first, then a chunk of another document.
+    assert at2["hit_rate"].tolist() == [1.0, 1.0] and at2["mrr"].tolist() == [1.0, 1.0]
+    assert at2["ndcg"].tolist() == pytest.approx([1.0, 1.0])
+    assert at2["doc_recall"].tolist() == [1.0, 1.0]
+    q1 = len(encoding().encode("apple apple apple.")) + len(encoding().encode("apple engine engine."))
+    assert at2["context_tokens"][0] == q1
+    overall = json.loads(json.dumps(result.to_dict()))["metrics"]["overall"]
+    assert {"hit_rate", "mrr", "ndcg", "doc_recall", "context_tokens"} <= set(overall)
+    assert overall["mrr"]["mean"] == pytest.approx(1.0)

@@ -145,3 +145,86 @@ def test_summarise_mean_and_population_std_per_corpus():
     assert out["overall"]["recall"]["mean"] == pytest.approx(1.6 / 3)
     assert out["per_corpus"]["a"]["recall"] == pytest.approx({"mean": 0.3, "std": 0.1})
     assert out["per_corpus"]["b"]["iou"] == pytest.approx({"mean": 1.0, "std": 0.0})
+
+
+# --- rank-aware and document metrics ------------------------------------------------------------
+# Four chunks of 10 units: C0 [0,10) C1 [10,20) C2 [20,30) C3 [30,40).
+FOUR = ChunkIntervals.from_spans([[(0, 10)], [(10, 20)], [(20, 30)], [(30, 40)]])
+
+
+def test_hit_mrr_ndcg_doc_recall_and_context_tokens_of_a_ranked_list():
+    # Documents A = [0,20) and B = [20,40). References [12,16) (4 units, in C1, document A) and
+    # [25,35) (10 units: 5 in C2, 5 in C3, document B): |t_e| = 14, gains C0 0, C1 4/14, C2 5/14, C3 5/14.
+    s = score([[(12, 16), (25, 35)]], FOUR, np.array([[0, 2, 1]]), 100, document_starts=np.array([0, 20]),
+              chunk_tokens=[7, 8, 9, 10])
+    assert s.hit_rate[0].tolist() == [0.0, 1.0, 1.0]  # C0 holds nothing; C2 at rank 2 does
+    assert s.mrr[0].tolist() == pytest.approx([0.0, 0.5, 0.5])
+    log3 = np.log2(3)
+    # DCG@2 = (5/14)/log2(3); DCG@3 adds (4/14)/log2(4). Ideal: 5/14, 5/14, 4/14.
+    assert s.ndcg[0].tolist() == pytest.approx([0.0, (5 / log3) / (5 + 5 / log3), (5 / log3 + 2) / (5 + 5 / log3 + 2)])
+    # C0 lies in document A (holding no reference unit), C2 in B.
+    assert s.doc_recall[0].tolist() == pytest.approx([0.5, 1.0, 1.0])
+    assert s.context_tokens[0].tolist() == [7, 7 + 9, 7 + 9 + 8]
+    assert s.recall[0].tolist() == pytest.approx([0.0, 5 / 14, 9 / 14])
+    at2 = s.at(2)
+    assert at2["mrr"][0] == pytest.approx(0.5) and at2["context_tokens"][0] == 16
+
+
+def test_a_perfect_first_chunk_scores_one_and_nothing_retrieved_scores_zero():
+    s = score([[(12, 16)], [(12, 16)]], FOUR, np.array([[1, 0], [-1, -1]]), 100, chunk_tokens=[5, 5, 5, 5])
+    assert s.mrr[0].tolist() == [1.0, 1.0] and s.ndcg[0].tolist() == pytest.approx([1.0, 1.0])
+    assert s.hit_rate[1].tolist() == [0.0, 0.0] and s.mrr[1].tolist() == [0.0, 0.0]
+    assert s.ndcg[1].tolist() == [0.0, 0.0] and s.context_tokens[1].tolist() == [0.0, 0.0]
+    # Without document starts the line is one document; without token counts, a chunk's units.
+    assert s.doc_recall[0].tolist() == [1.0, 1.0] and s.doc_recall[1].tolist() == [0.0, 0.0]
+    assert score([[(12, 16)]], FOUR, np.array([[1, 0]]), 100).context_tokens[0].tolist() == [10, 20]
+
+
+def test_overlapping_chunks_each_earn_their_gain_and_count_their_tokens():
+    # Chunks [0,10) and [5,15) both hold all of reference [6,9): gains 1 and 1; tokens counted twice.
+    chunks = ChunkIntervals.from_spans([[(0, 10)], [(5, 15)], [(20, 30)]])
+    s = score([[(6, 9)]], chunks, np.array([[2, 0, 1]]), 100, chunk_tokens=[10, 10, 10])
+    assert s.mrr[0].tolist() == pytest.approx([0.0, 0.5, 0.5])
+    ideal2 = 1 + 1 / np.log2(3)
+    # The ideal is 1, 1, then 0: its third chunk adds nothing.
+    assert s.ndcg[0].tolist() == pytest.approx([0.0, (1 / np.log2(3)) / ideal2, (1 / np.log2(3) + 0.5) / ideal2])
+    assert s.context_tokens[0].tolist() == [10, 20, 30]
+
+
+def test_a_repeated_reference_under_both_copy_rules():
+    # Documents A = [0,10) (C0) and B = [10,40) (C1..C3). The reference is marked at [2,6) (in C0,
+    # document A) and its text repeats at [32,36) (in C3, document B). Ranking C1, C3, C0.
+    ranking = np.array([[1, 3, 0]])
+    starts = np.array([0, 10])
+    any_copy = score([[[(2, 6), (32, 36)]]], FOUR, ranking, 100, document_starts=starts)
+    marked = score([[[(2, 6)]]], FOUR, ranking, 100, document_starts=starts)
+    # any: the copy in C3 (rank 2) counts.
+    assert any_copy.hit_rate[0].tolist() == [0.0, 1.0, 1.0]
+    assert any_copy.mrr[0].tolist() == pytest.approx([0.0, 0.5, 0.5])
+    assert any_copy.recall[0].tolist() == pytest.approx([0.0, 1.0, 1.0])
+    # nDCG scores the copies recall chose at each k: k=2 the copy (C3 at rank 2 holds it whole,
+    # gain 1: 1/log2(3) over an ideal of 1); k=3 both copies are whole and the tie keeps the
+    # marked one, held by C0 at rank 3: 1/log2(4) = 0.5.
+    assert any_copy.ndcg[0].tolist() == pytest.approx([0.0, 1 / np.log2(3), 0.5])
+    # Its documents are A and B (one reference document group); C1 at rank 1 lies in B.
+    assert any_copy.doc_recall[0].tolist() == [1.0, 1.0, 1.0]
+    # marked: only C0 (rank 3) holds it, and only document A counts.
+    assert marked.hit_rate[0].tolist() == [0.0, 0.0, 1.0]
+    assert marked.mrr[0].tolist() == pytest.approx([0.0, 0.0, 1 / 3])
+    assert marked.ndcg[0].tolist() == pytest.approx([0.0, 0.0, 0.5])
+    assert marked.doc_recall[0].tolist() == [0.0, 0.0, 1.0]
+
+
+def test_the_first_chunk_holding_any_copy_sets_the_reciprocal_rank():
+    # Copy 1 (marked) [8,12) is half in C0 (rank 1); copy 2 [22,26) is whole in C2 (rank 2). At k=2
+    # recall picks copy 2 (4 units covered against 2), but the first chunk holding a reference
+    # unit is still C0 at rank 1.
+    s = score([[[(8, 12), (22, 26)]]], FOUR, np.array([[0, 2]]), 100)
+    assert s.recall[0].tolist() == pytest.approx([0.5, 1.0])
+    assert s.mrr[0].tolist() == [1.0, 1.0] and s.hit_rate[0].tolist() == [1.0, 1.0]
+
+
+def test_two_references_in_one_document_make_one_reference_document():
+    # Both references lie in document A = [0,20); document B = [20,40) holds none.
+    s = score([[(2, 4), (12, 14)]], FOUR, np.array([[2, 1]]), 100, document_starts=np.array([0, 20]))
+    assert s.doc_recall[0].tolist() == [0.0, 1.0]

@@ -365,7 +365,7 @@ SPACE = {"k": 3, "chunkers": {"token": {"size": 64}}}
     ({"method": "hybrid", "rrf_k": {"type": "float", "low": 1, "high": 9}},
      "retrieval.rrf_k.type: 'float' does not fit this parameter (int in [0, inf])"),
     ({"context": ["none", "abstract"]}, "retrieval.context.choices: 'abstract' is invalid"),
-    ("bm25", "retrieval must map method, fusion, alpha, rrf_k, context to values or domains"),
+    ("bm25", "retrieval must map method, fusion, alpha, rrf_k, context, rerank, candidates to values or domains"),
 ])
 def test_invalid_retrieval_spaces(retrieval, message):
     with pytest.raises(SearchSpaceError) as error:

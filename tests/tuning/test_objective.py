@@ -61,3 +61,45 @@ def test_invalid_objective_settings(factory, message):
     with pytest.raises(InvalidParameterError) as error:
         factory()
     assert message in str(error.value)
+
+
+# --- any metric in the score, constraints, Pareto axes ------------------------------------------
+
+def test_the_score_weighs_rank_and_context_metrics_by_hand():
+    weights = Weights(recall=1.0, iou=0.0, latency=0.0, cost=0.0, mrr=2.0, context_tokens=1.0)
+    # u_recall 0.6; u_mrr 0.5; u_context = 1000 / (3000 + 1000) = 0.25: (0.6 + 2*0.5 + 0.25) / 4.
+    score = weighted_score(0.6, 0.1, 1.0, 1.0, weights, Scales(), {"mrr": 0.5, "context_tokens": 3000.0})
+    assert score == pytest.approx(1.85 / 4)
+    with pytest.raises(InvalidParameterError, match=r"weights\.mrr is set, but the MRR of this configuration"):
+        weighted_score(0.6, 0.1, 1.0, 1.0, weights, Scales())
+
+
+def test_weights_speak_the_metric_vocabulary():
+    from tuner.evaluation.metrics import METRICS
+    from tuner.schema import field_names
+    from tuner.tuning.objective import WEIGHABLE
+
+    assert set(field_names(Weights)) == set(WEIGHABLE) == {*METRICS, "latency", "cost"}
+    assert Weights.parse("mrr=1,ndcg=0.5").used() == {"recall": 1.0, "iou": 0.5, "latency": 0.1, "cost": 0.1,
+                                                     "mrr": 1.0, "ndcg": 0.5}
+    with pytest.raises(InvalidParameterError) as error:
+        Weights.parse("mmr=1")
+    assert "unknown key(s) mmr; allowed: context_tokens, cost, doc_recall, hit_rate, iou, latency, mrr, ndcg" in str(
+        error.value)
+
+
+def test_constraints_and_pareto_axes_are_checked():
+    from tuner.tuning.objective import Constraints, check_pareto, pareto_directions
+
+    assert Constraints(context_tokens=1000).violations({"context_tokens": 800.0}) == {"context_tokens": -200.0}
+    assert Constraints().violations({"context_tokens": 1e9}) == {}
+    assert not Constraints(context_tokens=1000).feasible({"context_tokens": 1000.5})
+    with pytest.raises(InvalidParameterError, match=r"unknown key.*tokens; allowed: context_tokens"):
+        Constraints.from_dict({"tokens": 5})
+    with pytest.raises(InvalidParameterError, match=r"constraints\.context_tokens=0 is invalid; allowed: a number > 0"):
+        Constraints(context_tokens=0)
+    assert pareto_directions(check_pareto("recall, context_tokens")) == ["maximize", "minimize"]
+    with pytest.raises(InvalidParameterError, match="allowed: two or more distinct metrics of recall, precision"):
+        check_pareto(["recall"])
+    with pytest.raises(InvalidParameterError, match=r"\['recall', 'speed'\] is invalid"):
+        check_pareto(["recall", "speed"])

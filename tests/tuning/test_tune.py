@@ -25,7 +25,7 @@ from optuna.trial import TrialState
 from tuner.cli import main
 from tuner.embedding.config import EmbedderConfig
 from tuner.tuning import StudyError, StudySpec, Weights, tune, weighted_score
-from tuner.tuning.objective import Scales
+from tuner.tuning.objective import Constraints, Scales
 from tuner.tuning.storage import make_storage
 
 from fakes import complete_trial_count
@@ -73,8 +73,61 @@ def test_resume_adds_trials_to_the_same_study(tmp_path, openai_server):
     storage = make_storage(spec.storage, heartbeat_interval=None)
     assert [s.study_name for s in optuna.get_all_study_summaries(storage)] == ["t/handbook"]
     study = optuna.load_study(study_name="t/handbook", storage=storage)
-    assert study.metric_names == ["recall", "IoU"]
+    # A new study's Pareto front: recall (maximised) against context tokens per query (minimised).
+    assert study.metric_names == ["recall", "context tokens"]
+    assert study.directions == [optuna.study.StudyDirection.MAXIMIZE, optuna.study.StudyDirection.MINIMIZE]
     assert study.user_attrs["settings"]["queries"] == 30
+    trial = complete(study.get_trials())[0]
+    assert trial.values == [trial.user_attrs["recall"], trial.user_attrs["context_tokens"]]
+
+
+def test_a_study_made_before_the_new_settings_resumes_on_recall_and_iou(tmp_path, openai_server):
+    # Make a study as an older chunkwise stored it: objectives recall and IoU, weights and scales
+    # with their four and three fields, no constraints and no Pareto axes in its settings.
+    spec = make_spec(tmp_path, openai_server, trials=1, pareto=("recall", "iou"))
+    tune(spec, progress=False, echo=lambda _: None)
+    storage = make_storage(spec.storage, heartbeat_interval=None)
+    study = optuna.load_study(study_name="t/handbook", storage=storage)
+    settings = dict(study.user_attrs["settings"])
+    for key in ("pareto", "constraints"):
+        del settings[key]
+    settings["weights"] = {"recall": 1.0, "iou": 0.5, "latency": 0.1, "cost": 0.1}
+    settings["scales"] = {"iou_half": 0.05, "latency_half_s": 1.0, "cost_half_usd": 1.0}
+    study.set_user_attr("settings", settings)
+    (resumed,) = tune(make_spec(tmp_path, openai_server, trials=1), progress=False, echo=lambda _: None)
+    assert resumed.complete == 2
+    study = optuna.load_study(study_name="t/handbook", storage=storage)
+    assert study.metric_names == ["recall", "IoU"]
+    last = complete(study.get_trials())[-1]
+    assert last.values == [last.user_attrs["recall"], last.user_attrs["iou"]]
+    # Asking for other axes on resume is refused, naming the change.
+    with pytest.raises(StudyError, match=r"pareto: \["):
+        tune(make_spec(tmp_path, openai_server, trials=1, pareto=("recall", "context_tokens")), progress=False,
+             echo=lambda _: None)
+
+
+def test_a_context_budget_keeps_infeasible_trials_but_never_recommends_them(tmp_path, openai_server):
+    spec = make_spec(tmp_path, openai_server, trials=4)
+    tune(spec, progress=False, echo=lambda _: None)
+    storage = make_storage(spec.storage, heartbeat_interval=None)
+    trials = complete(optuna.load_study(study_name="t/handbook", storage=storage).get_trials())
+    tokens = sorted({t.user_attrs["context_tokens"] for t in trials})
+    assert len(tokens) >= 2  # the quick space's configurations hand the reader different contexts
+    best = max(trials, key=lambda t: t.user_attrs["score"])
+    # A budget just under the unconstrained best's context: the best becomes infeasible.
+    budget = best.user_attrs["context_tokens"] - 0.5
+    assert any(t.user_attrs["context_tokens"] <= budget for t in trials), "no feasible trial to compare"
+    budgeted = make_spec(tmp_path, openai_server, name="b", trials=4, storage=f"sqlite:///{tmp_path}/b.db",
+                         constraints=Constraints(context_tokens=budget))
+    (outcome,) = tune(budgeted, progress=False, echo=lambda _: None)
+    study = optuna.load_study(study_name="b/handbook", storage=make_storage(budgeted.storage, heartbeat_interval=None))
+    done = complete(study.get_trials())
+    assert len(done) == 4  # infeasible trials are kept
+    # Every trial recorded its violation as Optuna's trial constraint, positive when over budget.
+    for t in done:
+        assert t.constraints == {"context_tokens": pytest.approx(t.user_attrs["context_tokens"] - budget)}
+    assert outcome.best.context_tokens <= budget and outcome.recommended.context_tokens <= budget
+    assert all(t.user_attrs["context_tokens"] <= budget for t in study.best_trials)
 
 
 def test_trials_record_metrics_and_cache_independent_cost(tmp_path, openai_server):
@@ -93,7 +146,7 @@ def test_trials_record_metrics_and_cache_independent_cost(tmp_path, openai_serve
             "mean_chunk_tokens", "tokens_embedded", "latency_ms", "cost_usd_per_1k_queries",
             "chunker", "params", "k", "config"} <= set(first)
     assert (first["chunker"], first["params"], first["k"]) == ("token", {"size": 128, "overlap": 0}, 3)
-    assert trial.values == [first["recall"], first["iou"]]
+    assert trial.values == [first["recall"], first["context_tokens"]]
     expected = weighted_score(first["recall"], first["iou"], first["latency_ms"] / 1000,
                               first["cost_usd_per_1k_queries"], Weights(), Scales())
     assert first["score"] == pytest.approx(expected)
@@ -388,10 +441,10 @@ def test_trials_hold_out_questions_and_store_per_query_scores(tmp_path, openai_s
     for trial in complete(study.get_trials()):
         stored = trial.system_attrs["chunkwise:per_query"]
         recall = np.frombuffer(base64.b64decode(stored["recall"]), dtype="<f4")
-        iou = np.frombuffer(base64.b64decode(stored["iou"]), dtype="<f4")
+        tokens = np.frombuffer(base64.b64decode(stored["context_tokens"]), dtype="<f4")
         assert len(recall) == 30
         # The objectives and the score see only the search questions; the rest is the held-out check.
-        assert trial.values == pytest.approx([recall[search].mean(), iou[search].mean()], abs=1e-6)
+        assert trial.values == pytest.approx([recall[search].mean(), tokens[search].mean()], rel=1e-5)
         assert trial.user_attrs["validation_recall"] == pytest.approx(recall[~search].mean(), abs=1e-6)
         assert "validation_score" in trial.user_attrs
     assert result.recommendation is not None
@@ -446,3 +499,30 @@ def test_dry_run_prices_fidelity_rungs(tmp_path, openai_server, capsys, monkeypa
     # 0.1 + 0.2/3 + 0.7/9 = 24.4% of a full trial; 9,000 trials at $0.02 per million tokens.
     assert "fidelity rungs 0.1, 0.3, 1: a trial embeds about 24% of that on average" in out
     assert f"about ${9000 * tokens * 0.02 / 1e6 * (0.1 + 0.2 / 3 + 0.7 / 9):.2f} of API embedding" in out
+
+
+def test_a_space_with_a_reranker_records_and_exports_it(tmp_path, openai_server):
+    from tuner.deploy.export import export_run_trial, load_config
+
+    from fakes import save_cross_encoder
+
+    model = save_cross_encoder(tmp_path / "reranker")
+    space = tmp_path / "rerank.yaml"
+    space.write_text(yaml.safe_dump({"k": 3, "chunkers": {"token": {"size": {"type": "categorical",
+                                                                              "choices": [96, 128]}, "overlap": 0}},
+                                     "retrieval": {"rerank": ["none", str(model)], "candidates": [12]}}),
+                     encoding="utf-8")
+    spec = make_spec(tmp_path, openai_server, space=str(space), trials=4)
+    tune(spec, progress=False, echo=lambda _: None)
+    trials = complete(trials_of(spec))
+    reranked = [t for t in trials if "first_stage_recall" in t.user_attrs]
+    plain = [t for t in trials if "first_stage_recall" not in t.user_attrs]
+    assert reranked and plain  # all four configurations of the space ran
+    for t in reranked:
+        assert t.user_attrs["retrieval"] == "dense + rerank(reranker, 12)"
+        assert json.loads(t.user_attrs["config"])["retrieval"]["rerank"] == {"model": str(model), "candidates": 12}
+        assert t.user_attrs["rerank_candidates"] == 12
+    out = tmp_path / "reranked.json"
+    exported = export_run_trial("t", out, trial=reranked[0].number, storage=spec.storage)
+    assert exported.data["metrics"]["first_stage_recall"] == reranked[0].user_attrs["first_stage_recall"]
+    assert load_config(out).config.retrieval.rerank == str(model)

@@ -53,6 +53,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     evaluate.add_argument("--context", choices=CONTEXTS,
                           help="header prepended to the text embedded and indexed (not to offsets or scores): "
                                "none (default), the document title, or the chunk's heading path")
+    evaluate.add_argument("--rerank", metavar="FOLDER",
+                          help="rerank the first stage's candidates with the cross-encoder saved in FOLDER "
+                               "(sentence-transformers CrossEncoder; nothing is downloaded); none: no reranker")
+    evaluate.add_argument("--candidates", type=int, metavar="N",
+                          help="first-stage chunks the reranker reads (30)")
     add_cache_arguments(evaluate)
     evaluate.add_argument("--json", action="store_true", help="print machine-readable JSON")
     evaluate.set_defaults(handler=run)
@@ -72,7 +77,8 @@ def run(args: argparse.Namespace) -> int:
     result = evaluate(corpora, evalset, config, chunker=args.chunker, k=args.k, unit=args.unit,
                       scope=args.scope, index=args.index, embedder=embedder, cache=cache,
                       index_path=args.index_path, progress=not args.json, copies=args.copies, method=args.method,
-                      fusion=args.fusion, alpha=args.alpha, rrf_k=args.rrf_k, context=args.context, **params)
+                      fusion=args.fusion, alpha=args.alpha, rrf_k=args.rrf_k, context=args.context,
+                      rerank=args.rerank, candidates=args.candidates, **params)
     for note in result.notes:
         print(f"chunkwise: note: {note}", file=sys.stderr)
     if args.json:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shlex
 
-from ..evaluation.metrics import METRIC_LABELS, METRICS
+from ..evaluation.metrics import COUNT_METRICS, METRIC_LABELS, METRICS
 from ..tuning.progress import format_outcomes
 from ..tuning.run import CorpusOutcome
 from ..tuning.storage import portable_url
@@ -31,9 +31,14 @@ def format_result(result) -> str:
         counts["all"] = len(result.query_corpora)
     for name, metrics in rows.items():
         cells = "".join(
+            f"{metrics[m]['mean']:>9.1f} ± {metrics[m]['std']:<4.0f}" if m in COUNT_METRICS else
             f"{metrics[m]['mean'] * 100:>9.2f} ± {metrics[m]['std'] * 100:<4.1f}"
             for m in METRICS)
         lines.append(f"{name:<24}{counts[name]:>8}{cells}")
+    if result.first_stage is not None:
+        first = result.first_stage
+        lines.append(f"{'first stage':<24}{len(result.query_corpora):>8}   recall@{first['candidates']} "
+                     f"{float(first['recall'].mean()) * 100:.2f} (the candidates the reranker read)")
     stats = result.chunk_stats
     emb = result.embedding
     lines += [
@@ -43,7 +48,7 @@ def format_result(result) -> str:
         f"embedding  {emb['texts']} texts, {emb['tokens']} tokens; cache hit rate "
         f"{emb['cache_hit_rate'] * 100:.1f}%",
         "time       " + ", ".join(f"{k} {v:.2f}s" for k, v in result.timings.items()),
-        "(metrics in percent: mean ± standard deviation over queries)",
+        "(metrics in percent, context in tokens: mean ± standard deviation over queries)",
     ]
     if result.repeats is not None and (repeated := result.repeats.describe()):
         lines.append(repeated)

@@ -44,7 +44,13 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                       help="share of each corpus's questions held out of the search for the held-out check "
                            f"({defaults.VALIDATION}; 0 turns it off)")
     tune.add_argument("--weights", metavar="recall=W,iou=W,latency=W,cost=W",
-                      help="weights of the score (default 1, 0.5, 0.1, 0.1)")
+                      help="weights of the score (default recall 1, iou 0.5, latency 0.1, cost 0.1; any metric may be "
+                           "weighed, e.g. mrr=1,ndcg=0.5,context_tokens=0.2)")
+    tune.add_argument("--max-context-tokens", type=float, metavar="N",
+                      help="context budget: never recommend a configuration whose retrieved chunks exceed N cl100k "
+                           "tokens per question on average (those trials are kept and shown)")
+    tune.add_argument("--pareto", metavar="METRIC,METRIC",
+                      help="the Pareto front's axes for a new study (default recall,context_tokens; e.g. recall,iou)")
     tune.add_argument("--fidelity", metavar="auto|full|RUNGS",
                       help="multi-fidelity search: 'full' evaluates every trial on the whole index; rungs such as "
                            "0.1,1 evaluate each trial on 10%% of the distractor chunks first and promote the best "
@@ -75,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
                       repair_references=args.repair_references, include=args.include, exclude=args.exclude,
                       keep_links=args.keep_links, fidelity=args.fidelity,
                       precision=args.precision, timeout=args.timeout, backend=args.backend,
-                      scheduler=args.scheduler)
+                      scheduler=args.scheduler, max_context_tokens=args.max_context_tokens, pareto=args.pareto)
     quiet_optuna()
     if args.dry_run:
         from ..tuning.plan import format_plan, plan_run

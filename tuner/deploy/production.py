@@ -118,9 +118,10 @@ class Collection:
 
     def query(self, text: str, k: int | None = None) -> list[dict[str, Any]]:
         """The top-k chunks for a question, best first: text, corpus, document, offsets, token
-        count, ``score`` (cosine similarity, BM25 or fused score, by method) and, for dense
-        retrieval, chromadb's cosine ``distance``; ``context`` is the header the chunk was
-        indexed with, if any. Ranked by :func:`tuner.retrieval.retrieve`, as in evaluation."""
+        count, ``score`` (cosine similarity, BM25 or fused score, by method; the cross-encoder's
+        score with a reranker) and, for dense retrieval without one, chromadb's cosine
+        ``distance``; ``context`` is the header the chunk was indexed with, if any. Ranked by
+        :func:`tuner.retrieval.retrieve`, as in evaluation (the reranker too)."""
         settings = self.retrieval or RetrievalConfig(k=self.k)
         k = k or self.k
         with _chromadb_errors(self.directory, self.collection.name, "query"):
@@ -128,7 +129,7 @@ class Collection:
             dense = CollectionIndex(self.collection, size, self._row_of) if settings.embeds else None
             vector = self.embedder.embed([text]) if settings.embeds else None
             ranked = retrieve(settings, dense=dense, lexical=self.lexical, query_vectors=vector, questions=[text],
-                              k=k)
+                              k=k, texts=lambda rows: self._texts(rows, dense))
             found = [(int(row), float(value)) for row, value in zip(ranked.rows[0], ranked.scores[0]) if row >= 0]
             ids = [self._id_of(row, dense) for row, _ in found]
             if not ids:
@@ -139,10 +140,17 @@ class Collection:
         for chunk, (_, value) in zip(ids, found):
             doc, meta = stored[chunk]
             hit = {"text": doc, **{key: v for key, v in meta.items() if key != "row"}, "score": value}
-            if settings.method == "dense":
+            if settings.method == "dense" and settings.rerank is None:
                 hit["distance"] = 1.0 - value
             hits.append(hit)
         return hits
+
+    def _texts(self, rows: Sequence[int], dense: CollectionIndex | None) -> list[str]:
+        """The stored texts of rows (what a reranker reads: the chunk's own text, as in evaluation)."""
+        ids = [self._id_of(int(row), dense) for row in rows]
+        got = self.collection.get(ids=ids, include=["documents"])
+        by_id = dict(zip(got["ids"], got["documents"]))
+        return [by_id[i] for i in ids]
 
     def _row_of(self, chunk: str, metadata: dict | None) -> int:
         """A chunk's row (its position when the collection was built)."""

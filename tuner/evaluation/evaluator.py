@@ -64,6 +64,9 @@ class EvaluationResult:
             :mod:`tuner.evaluation.fidelity`); ``indexed_chunks`` counts the chunks the index held.
             Chunk counts, tokens and the modelled latency and cost always describe the
             full index.
+        first_stage: with a reranker, ``{"candidates": n, "recall": per-query recall}`` of the
+            ``n`` candidates the first stage handed it (None without one): what the reranker
+            could at best keep, beside the reranked recall at ``k``.
     """
 
     config: EvaluationConfig
@@ -83,6 +86,7 @@ class EvaluationResult:
     indexed_texts: list[str] = field(default_factory=list, repr=False)
     fidelity: float = 1.0
     indexed_chunks: int | None = None
+    first_stage: dict[str, Any] | None = None
 
     def metrics_at(self, k: int) -> dict[str, Any]:
         """The metric summary at another cut-off ``k`` (up to the searched one)."""
@@ -110,6 +114,10 @@ class EvaluationResult:
             "notes": self.notes,
             "repeated_references": None if self.repeats is None else self.repeats.to_dict(),
             "window": self.window,
+            **({"first_stage": {"candidates": self.first_stage["candidates"],
+                                "recall": {"mean": float(np.mean(self.first_stage["recall"])),
+                                           "std": float(np.std(self.first_stage["recall"]))}}}
+               if self.first_stage is not None else {}),
         }
 
 
@@ -153,6 +161,7 @@ def evaluate(corpora: Corpus | Sequence[Corpus], evaluation_set: EvaluationSet,
              occurrences: OccurrenceTable | None = None, copies: str | None = None,
              method: str | None = None, fusion: str | None = None, alpha: float | None = None,
              rrf_k: int | None = None, context: str | None = None,
+             rerank: str | None = None, candidates: int | None = None,
              fidelity: float = 1.0, fidelity_seed: int = 0,
              on_progress: Callable[[int, int], None] | None = None,
              **chunker_params: Any) -> EvaluationResult:
@@ -180,6 +189,8 @@ def evaluate(corpora: Corpus | Sequence[Corpus], evaluation_set: EvaluationSet,
         alpha: the dense share of a weighted fusion.
         rrf_k: the constant of reciprocal-rank fusion.
         context: the context header, ``"none"``, ``"title"`` or ``"headings"``.
+        rerank: the folder of a saved cross-encoder that reorders ``candidates`` first-stage chunks
+            (``"none"``: no reranker; see :mod:`tuner.retrieval.rerank`).
         embedder: an :class:`~tuner.embedding.Embedder` instance to reuse (keeps its
             loaded model across calls) or an :class:`EmbedderConfig`.
         cache: ``True`` for the default persistent cache, an
@@ -200,7 +211,8 @@ def evaluate(corpora: Corpus | Sequence[Corpus], evaluation_set: EvaluationSet,
     """
     corpus_list = [corpora] if isinstance(corpora, Corpus) else list(corpora)
     config = _merge_config(config, chunker, chunker_params, k, unit, scope, index, embedder, copies,
-                           {"method": method, "fusion": fusion, "alpha": alpha, "rrf_k": rrf_k, "context": context})
+                           {"method": method, "fusion": fusion, "alpha": alpha, "rrf_k": rrf_k, "context": context,
+                            "rerank": rerank, "candidates": candidates})
     if cache is True:
         cache = EmbeddingCache()
     elif cache is False:
@@ -346,15 +358,23 @@ class _Chunked:
         timings["embedding"] = time.perf_counter() - t
 
         t = time.perf_counter()
-        local = _rank(config.retrieval, chunk_vectors, [chunk_corpora[i] for i in members], query_vectors,
-                      [q.corpus for q in queries], index_path, indexed, questions)
+        local, local_first = _rank(config.retrieval, chunk_vectors, [chunk_corpora[i] for i in members],
+                                   query_vectors, [q.corpus for q in queries], index_path, indexed, questions,
+                                   [chunks[i].text for i in members])
         ranking = np.where(local >= 0, members[np.maximum(local, 0)], -1)
         timings["retrieval"] = time.perf_counter() - t
 
         t = time.perf_counter()
-        scores = score(references, intervals, ranking, space.size)
+        scores = score(references, intervals, ranking, space.size, document_starts=space.document_starts,
+                       chunk_tokens=[c.token_count for c in chunks])
         query_corpora = [q.corpus for q in queries]
         metrics = summarise(scores.at(config.retrieval.k), query_corpora)
+        first_stage = None
+        if local_first is not None:  # a reranker: the recall of the candidates it was given
+            first_ranking = np.where(local_first >= 0, members[np.maximum(local_first, 0)], -1)
+            first_scores = score(references, intervals, first_ranking, space.size)
+            first_stage = {"candidates": config.retrieval.depth,
+                           "recall": first_scores.recall[:, config.retrieval.depth - 1]}
         timings["scoring"] += time.perf_counter() - t
         timings["total"] = self.seconds + time.perf_counter() - started
 
@@ -384,7 +404,7 @@ class _Chunked:
             embedding["llm_tokens"] = self.llm_tokens
         return EvaluationResult(config, metrics, scores, chunks, chunk_corpora, query_corpora, ranking,
                                 query_tokens, searched, timings, embedding, notes, repeats, window,
-                                self.indexed, fraction, len(members))
+                                self.indexed, fraction, len(members), first_stage)
 
 
 def _short_index_note(k: int, chunks_per_index: dict[str, int]) -> str | None:
@@ -416,6 +436,11 @@ def _merge_config(config, chunker, chunker_params, k, unit, scope, index, embedd
     embedder_config = embedder if isinstance(embedder, EmbedderConfig) else base.embedder
     given = {key: value for key, value in (retrieval_overrides or {}).items() if value is not None}
     retrieval = base.retrieval.to_dict()
+    stage = retrieval.pop("rerank", None)
+    if stage is not None:  # flat fields, so that a keyword overrides either
+        retrieval.update(rerank=stage["model"], candidates=stage["candidates"])
+    if given.get("rerank") == "none":  # no reranker: its candidates go with it
+        retrieval.pop("candidates", None)
     if given.get("method", retrieval.get("method", "dense")) != retrieval.get("method", "dense") or (
             given.get("fusion", retrieval.get("fusion")) != retrieval.get("fusion")):
         # Another method or fusion: the base's fusion parameters do not carry over.
@@ -430,11 +455,15 @@ def _merge_config(config, chunker, chunker_params, k, unit, scope, index, embedd
 
 def _rank(retrieval: RetrievalConfig, chunk_vectors: np.ndarray | None, chunk_corpora: list[str],
           query_vectors: np.ndarray | None, query_corpora: list[str], index_path: str | None,
-          indexed_texts: Sequence[str] = (), questions: Sequence[str] = ()) -> np.ndarray:
+          indexed_texts: Sequence[str] = (), questions: Sequence[str] = (),
+          chunk_texts: Sequence[str] = ()) -> tuple[np.ndarray, np.ndarray | None]:
     """Top-k chunk indices per query (numbering the chunks given), pooled or per corpus, ranked
-    by :func:`tuner.retrieval.retrieve` (the function production queries call too)."""
+    by :func:`tuner.retrieval.retrieve` (the function production queries call too); with a
+    reranker, also the first stage's candidates (else None). The reranker reads ``chunk_texts``
+    (the chunks' own texts, as a production collection stores them)."""
     k = retrieval.k
     texts = list(indexed_texts)
+    first = np.full((len(query_corpora), retrieval.depth), -1, dtype=np.int64) if retrieval.rerank else None
     if retrieval.scope == "pooled":
         groups = [(np.arange(len(chunk_corpora)), np.arange(len(query_corpora)), None)]
     else:
@@ -447,14 +476,19 @@ def _rank(retrieval: RetrievalConfig, chunk_vectors: np.ndarray | None, chunk_co
                  if retrieval.embeds else None)
         lexical = BM25Index([texts[i] for i in members]) if retrieval.lexical else None
         try:
-            local = retrieve(retrieval, dense=dense, lexical=lexical,
-                             query_vectors=None if query_vectors is None else query_vectors[asking],
-                             questions=[questions[i] for i in asking]).rows
+            ranked = retrieve(retrieval, dense=dense, lexical=lexical,
+                              query_vectors=None if query_vectors is None else query_vectors[asking],
+                              questions=[questions[i] for i in asking],
+                              texts=lambda rows, members=members: [chunk_texts[members[r]] for r in rows])
         finally:
             if dense is not None:
                 dense.close()
+        local = ranked.rows
         ranking[asking] = np.where(local >= 0, members[np.maximum(local, 0)], -1)
-    return ranking
+        if first is not None and ranked.first_stage is not None:
+            candidates = ranked.first_stage.rows
+            first[asking] = np.where(candidates >= 0, members[np.maximum(candidates, 0)], -1)
+    return ranking, first
 
 
 def _stats_snapshot(model: Embedder) -> tuple[int, int, int, int, float, float]:

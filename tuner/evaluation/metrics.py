@@ -14,13 +14,31 @@ counted with multiplicity (a unit in two retrieved chunks counts twice). Then::
 ``|t_e ∩ t_r|`` counts each reference unit once, however many retrieved chunks hold
 it. A ratio whose denominator is 0 (nothing retrieved) is 0.
 
+What a RAG pipeline reads of the ranking, per query and per ``k``:
+
+    hit_rate        1 when some chunk of the top k holds a reference unit, else 0 (its mean
+                    over queries is the hit rate)
+    mrr             1 / r, r the rank of the first chunk holding a reference unit (0 when
+                    none of the top k does); its mean is the mean reciprocal rank
+    ndcg            Σ_{i<=k} g_i / log2(i + 1) over the same sum for the k chunks of largest
+                    gain in the whole run, with graded gain g = |chunk ∩ t_e| / |t_e| (the
+                    share of the query's reference units the chunk holds)
+    doc_recall      share of the query's reference documents that some chunk of the top k
+                    lies in (whether or not it holds reference units): large chunks cannot
+                    win it by covering more text
+    context_tokens  cl100k tokens of the top k chunks, overlap counted (what the reader LLM
+                    is handed per question)
+
 A reference may have several *occurrences* (its exact text appears more than once in its
 corpus, see :mod:`tuner.data.repeats`). Then, per query and per ``k``, each reference is scored
 at the occurrence that the top ``k`` chunks cover best (most units; a tie keeps the marked
 occurrence, listed first, then the earliest), and ``t_e`` is the union of the chosen
-occurrences, for recall, precision and IoU alike. Precision-Ω, which does not depend on
-``k``, uses the occurrences chosen at the largest ``k`` scored. A reference with one
-occurrence is scored exactly as before.
+occurrences, for recall, precision, IoU and nDCG alike. Precision-Ω, which does not depend on
+``k``, uses the occurrences chosen at the largest ``k`` scored. Hit rate and MRR count a chunk
+holding a unit of *any* occurrence (the first such chunk may not be the best-covered copy), and
+a reference document is reached when a chunk lies in the document of any of its occurrences
+(references whose occurrences lie in the same documents count as one reference document). A
+reference with one occurrence is scored exactly as before.
 
 Units live on one integer line per run: each document of each corpus gets its own
 stretch, so a chunk of another corpus (pooled retrieval) can never overlap a
@@ -49,10 +67,18 @@ if TYPE_CHECKING:
 UNITS = ("tokens", "chars")
 #: The per-query metrics, the one vocabulary every stage reads (evaluation results, trial records,
 #: reports, the command line).
-METRICS = ("recall", "precision", "iou", "precision_omega")
+METRICS = ("recall", "precision", "iou", "precision_omega", "hit_rate", "mrr", "ndcg", "doc_recall",
+           "context_tokens")
+#: Metrics that are counts (tokens), not fractions: shown as numbers, never as percentages.
+COUNT_METRICS = ("context_tokens",)
+#: Metrics that are better when smaller (a Pareto axis minimises them).
+LOWER_IS_BETTER = ("context_tokens",)
 #: How tables, plots and the dashboard label each metric.
-METRIC_LABELS = {"recall": "recall", "precision": "precision", "iou": "IoU", "precision_omega": "precision-Ω"}
-#: What a study optimises jointly (its Pareto front); the weighted score picks the best on it.
+METRIC_LABELS = {"recall": "recall", "precision": "precision", "iou": "IoU", "precision_omega": "precision-Ω",
+                 "hit_rate": "hit rate", "mrr": "MRR", "ndcg": "nDCG", "doc_recall": "doc recall",
+                 "context_tokens": "context tokens"}
+#: What studies created before the Pareto axes could be chosen optimise jointly (their Optuna
+#: objectives); a new study's front is recall against context tokens (see :mod:`tuner.tuning.objective`).
 OBJECTIVES = ("recall", "iou")
 
 
@@ -66,12 +92,16 @@ class UnitSpace:
         self._offset: dict[tuple[str, str], int] = {}
         self._documents = {}
         size = 0
+        starts = []
         for corpus in corpora:
             for doc in corpus:
                 self._offset[(corpus.name, doc.id)] = size
                 self._documents[(corpus.name, doc.id)] = doc
+                starts.append(size)
                 size += len(doc.tokens) if unit == "tokens" else len(doc.text)
         self.size = size
+        #: Where each document's stretch begins on the line (sorted): a unit's document is found by bisection.
+        self.document_starts = np.asarray(starts, dtype=np.int64)
 
     def interval(self, corpus: str, document: str, start: int, end: int) -> tuple[int, int]:
         """The units of characters ``[start, end)`` of a document, as ``[a, b)``."""
@@ -125,7 +155,7 @@ class ChunkIntervals:
 class QueryScores:
     """Per-query scores for every cut-off ``k = 1..K`` of one ranking.
 
-    ``recall``, ``precision`` and ``iou`` have shape ``(n_queries, K)``, column ``k-1``
+    Every metric but ``precision_omega`` has shape ``(n_queries, K)``, column ``k-1``
     holding the scores of the top ``k`` chunks; ``precision_omega`` has shape
     ``(n_queries,)`` (it does not depend on ``k``).
     """
@@ -134,6 +164,11 @@ class QueryScores:
     precision: np.ndarray
     iou: np.ndarray
     precision_omega: np.ndarray
+    hit_rate: np.ndarray
+    mrr: np.ndarray
+    ndcg: np.ndarray
+    doc_recall: np.ndarray
+    context_tokens: np.ndarray
 
     @property
     def max_k(self) -> int:
@@ -143,35 +178,74 @@ class QueryScores:
         """Per-query arrays of every metric at cut-off ``k``."""
         if not 1 <= k <= self.max_k:
             raise ValueError(f"k={k} is outside the scored range 1..{self.max_k}")
-        return {
-            "recall": self.recall[:, k - 1],
-            "precision": self.precision[:, k - 1],
-            "iou": self.iou[:, k - 1],
-            "precision_omega": self.precision_omega,
-        }
+        return {metric: getattr(self, metric) if metric == "precision_omega" else getattr(self, metric)[:, k - 1]
+                for metric in METRICS}
 
 
 Interval = tuple[int, int]
 
 
 def score(references: Sequence[Sequence[Interval | Sequence[Interval]]], chunks: ChunkIntervals,
-          ranking: np.ndarray, space_size: int) -> QueryScores:
+          ranking: np.ndarray, space_size: int, *, document_starts: np.ndarray | None = None,
+          chunk_tokens: Sequence[int] | np.ndarray | None = None) -> QueryScores:
     """Score rankings against references, on the unit line.
 
     Args:
         references: per query, its references; each is an interval ``[a, b)``, or the
             intervals of its occurrences, the marked one first (intervals may overlap).
-        chunks: every chunk of the run, retrieved or not (for precision-Ω).
+        chunks: every chunk of the run, retrieved or not (for precision-Ω and nDCG's ideal).
         ranking: chunk indices per query, best first, shape ``(n_queries, K)``;
             ``-1`` marks an empty slot.
         space_size: length of the unit line.
+        document_starts: where each document begins on the line, sorted
+            (:attr:`UnitSpace.document_starts`); without it the line is one document.
+        chunk_tokens: each chunk's cl100k tokens, for ``context_tokens``; without it, each
+            chunk's length in units.
     """
     occurrences = [[_as_occurrences(r) for r in query] for query in references]
     scores = _score_marked([[r[0] for r in query] for query in occurrences], chunks, ranking, space_size)
     for q, query in enumerate(occurrences):
         if any(len(r) > 1 for r in query):
             _rescore_best_occurrences(scores, q, query, chunks, ranking[q], space_size)
+            # The first chunk holding a unit of any copy (not only of the best-covered one).
+            anywhere = _score_marked([[o for alts in query for o in alts]], chunks, ranking[q : q + 1], space_size)
+            scores.mrr[q], scores.hit_rate[q] = anywhere.mrr[0], anywhere.hit_rate[0]
+    starts = np.zeros(1, dtype=np.int64) if document_starts is None else np.asarray(document_starts, dtype=np.int64)
+    scores.doc_recall[:] = _document_recall(occurrences, chunks, ranking, starts)
+    tokens = chunks.lengths if chunk_tokens is None else np.asarray(chunk_tokens, dtype=np.float64)
+    padded = np.concatenate([np.asarray(tokens, dtype=np.float64), [0.0]])  # index -1 -> 0 tokens
+    scores.context_tokens[:] = np.cumsum(padded[ranking], axis=1)
     return scores
+
+
+def _document_of(starts: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    return np.searchsorted(starts, positions, side="right") - 1
+
+
+def _document_recall(occurrences: list[list[list[Interval]]], chunks: ChunkIntervals, ranking: np.ndarray,
+                     document_starts: np.ndarray) -> np.ndarray:
+    """Per query and ``k``, the share of its reference documents some top-``k`` chunk lies in.
+
+    A reference's documents are those of its occurrences (one, without repeats); references with
+    the same documents count once, so without repeats this is the share of distinct documents.
+    """
+    n_queries, max_k = ranking.shape
+    chunk_document = _document_of(document_starts, chunks.starts[:, 0]) if len(chunks) else np.zeros(0, np.int64)
+    padded = np.concatenate([chunk_document, [-1]])  # an empty slot lies in no document
+    out = np.zeros((n_queries, max_k))
+    for q, query in enumerate(occurrences):
+        groups = {frozenset(int(d) for d in _document_of(document_starts, np.array([a for a, _ in alts])))
+                  for alts in query}
+        if not groups:
+            continue
+        retrieved = padded[ranking[q]]
+        reached = np.zeros(max_k)
+        for group in groups:
+            hits = np.flatnonzero(np.isin(retrieved, list(group)))
+            if len(hits):
+                reached[hits[0]:] += 1  # reached from the first rank that lies in one of its documents on
+        out[q] = reached / len(groups)
+    return out
 
 
 def _as_occurrences(reference: Interval | Sequence[Interval]) -> list[Interval]:
@@ -209,6 +283,7 @@ def _rescore_best_occurrences(scores: QueryScores, q: int, references: list[list
         scores.recall[q, k - 1] = again.recall[0, k - 1]
         scores.precision[q, k - 1] = again.precision[0, k - 1]
         scores.iou[q, k - 1] = again.iou[0, k - 1]
+        scores.ndcg[q, k - 1] = again.ndcg[0, k - 1]
         if k == max_k:
             scores.precision_omega[q] = again.precision_omega[0]
 
@@ -239,7 +314,35 @@ def _score_marked(references: Sequence[Sequence[Interval]], chunks: ChunkInterva
     precision = _ratio(intersection, retrieved)
     iou = _ratio(intersection, expected[:, None] + retrieved - intersection)
     omega = _precision_omega(references, chunks, positions, owner, n_queries, space_size)
-    return QueryScores(recall, precision, iou, omega)
+
+    # The rank of the first chunk holding a reference unit is the earliest first rank of its units.
+    first = np.full(n_queries, max_k, dtype=np.int64)
+    np.minimum.at(first, owner, first_rank)
+    ranks = np.arange(1, max_k + 1)
+    mrr = np.where(ranks[None, :] > first[:, None], 1.0 / (first[:, None] + 1.0), 0.0)
+    hit = (mrr > 0).astype(np.float64)
+    ndcg = _ndcg(positions, owner, chunks, ranking)
+    return QueryScores(recall, precision, iou, omega, hit, mrr, ndcg, np.zeros((n_queries, max_k)),
+                       np.zeros((n_queries, max_k)))
+
+
+def _ndcg(positions: np.ndarray, owner: np.ndarray, chunks: ChunkIntervals, ranking: np.ndarray) -> np.ndarray:
+    """nDCG at every ``k``, each chunk's gain the share of the query's reference units it holds;
+    the ideal ranks every chunk of the run by gain."""
+    n_queries, max_k = ranking.shape
+    discount = 1.0 / np.log2(np.arange(2, max_k + 2))
+    out = np.zeros((n_queries, max_k))
+    for q in range(n_queries):
+        units = np.sort(positions[owner == q])  # unique already
+        if not len(units) or not len(chunks):
+            continue
+        held = (np.searchsorted(units, chunks.ends) - np.searchsorted(units, chunks.starts)).sum(axis=1)
+        gain = np.concatenate([held / len(units), [0.0]])  # index -1 -> no gain
+        dcg = np.cumsum(gain[ranking[q]] * discount)
+        ideal = np.sort(gain)[::-1][:max_k]
+        ideal = np.cumsum(np.pad(ideal, (0, max_k - len(ideal))) * discount)
+        out[q] = _ratio(dcg, ideal)
+    return out
 
 
 def _reference_positions(references: Sequence[Sequence[tuple[int, int]]]) -> tuple[np.ndarray, np.ndarray]:
@@ -293,7 +396,7 @@ def summarise(values: dict[str, np.ndarray], groups: Sequence[str] | None = None
     """
     def stats(mask: np.ndarray | slice) -> dict:
         return {m: {"mean": float(np.mean(values[m][mask])), "std": float(np.std(values[m][mask]))}
-                for m in METRICS}
+                for m in METRICS if m in values}
 
     result: dict = {"overall": stats(slice(None))}
     if groups is not None:

@@ -1,10 +1,12 @@
 """Reports: Pareto fronts, the best configuration against well-known defaults, and
 bootstrap confidence intervals, per corpus of a run.
 
-For each corpus study the report writes ``<corpus>-recall-iou.png``/``.html`` and
-``<corpus>-recall-cost.png``/``.html`` (every trial, the Pareto front, the best
-weighted configuration and the well-known defaults where they were evaluated), and a
-section of ``report.md``: the Pareto-optimal configurations, the best configuration,
+For each corpus study the report writes ``<corpus>-recall-context.png``/``.html``,
+``<corpus>-recall-iou.png``/``.html`` and ``<corpus>-recall-cost.png``/``.html`` (every trial,
+the Pareto front, the best weighted configuration and the well-known defaults where they were
+evaluated), and a section of ``report.md``: the Pareto-optimal configurations on the study's
+axes (recall against context tokens per query by default), the best configuration within each
+context budget of :data:`BUDGETS` with its recall's confidence interval, the best configuration,
 how it compares with the common token 800/400 default, 95% bootstrap confidence intervals
 over questions for the top configurations (with the selection caveat: the winner was
 chosen on those questions), the recommendation of the tie gate, the held-out check
@@ -31,6 +33,7 @@ from ..embedding import EmbeddingCache
 from ..errors import ChunkwiseError
 from ..evaluation.config import EvaluationConfig
 from ..evaluation.evaluator import evaluate
+from ..evaluation.metrics import LOWER_IS_BETTER, METRIC_LABELS
 from ..retrieval.config import RetrievalConfig
 from ..tuning.objective import Scales, Weights
 from ..tuning.records import (
@@ -65,8 +68,11 @@ class Axis:
     slug: str
 
 
-AXES = (Axis(lambda r: r.iou, "IoU", True, "iou"),
+AXES = (Axis(lambda r: r.context_tokens, "context tokens per query", False, "context"),
+        Axis(lambda r: r.iou, "IoU", True, "iou"),
         Axis(lambda r: r.cost_usd_per_1k_queries, "cost, $ per 1,000 queries", False, "cost"))
+#: The context budgets (cl100k tokens handed to the reader per question) of the equal-budget table.
+BUDGETS = (500, 1000, 2000, 4000)
 
 
 def pareto(points: list[tuple[float, float]], maximize: tuple[bool, bool]) -> list[int]:
@@ -140,30 +146,80 @@ def _corpus_section(study: optuna.Study, out: Path, *, top: int, bootstrap: int,
     comparison, baseline = _comparison(study, settings, trials, best, top, bootstrap, seed, cache)
     echo(f"{study.study_name}: drawing the Pareto plots...")
     plot_files = _plots(trials, best, known, baseline, out, stem, plotly_js)
-    weights = ", ".join(f"{k} {v:g}" for k, v in settings.weights.as_dict().items())
+    weights = ", ".join(f"{k} {v:g}" for k, v in settings.weights.used().items())
+    constraints = settings.constraints
+    axes = settings.pareto
+    axis_labels = " against ".join(METRIC_LABELS[a] for a in axes)
+    shorts = [axis.label.split(",")[0] for axis in AXES]
     lines += [
         f"{settings.queries} queries; {len(trials)} evaluated configurations; embedder "
         f"{settings.embedder.provider}:{settings.embedder.model}; unit {settings.unit}; "
-        f"weights {weights}.",
+        f"weights {weights}" + (f"; constraints {constraints.describe()}" if constraints.as_dict() else "") + ".",
         "",
-        f"![recall against IoU]({plot_files[0]}) ![recall against cost]({plot_files[1]})",
+        " ".join(f"![recall against {short}]({png})" for short, png in zip(shorts, plot_files[: len(AXES)])),
         "",
-        f"Interactive: [recall-IoU]({plot_files[2]}), [recall-cost]({plot_files[3]}).",
+        "Interactive: " + ", ".join(f"[recall-{short}]({page})" for short, page in zip(shorts, plot_files[len(AXES):]))
+        + ".",
         "",
-        f"**Best weighted configuration**: `{best.label()}` (trial {best.number}), score {best.score:.4f}.",
+        f"**Best weighted configuration**: `{best.label()}` (trial {best.number}), score {best.score:.4f}"
+        + (" (the best meeting the constraints)." if constraints.as_dict() else "."),
         "",
-        "### Pareto-optimal configurations (recall against IoU, on the search questions)",
+        f"### Pareto-optimal configurations ({axis_labels}, on the search questions)",
         "",
-        "| trial | configuration | recall | IoU | precision-Ω | latency ms | cost $/1k queries | score |",
-        "|---|---|---|---|---|---|---|---|",
+        "| trial | configuration | recall | IoU | MRR | nDCG | doc recall | context tokens | latency ms "
+        "| cost $/1k queries | score |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    front = pareto([(t.recall, t.iou) for t in trials], (True, True))
+    front = pareto([tuple(_metric(t, a) for a in axes) for t in trials], tuple(a not in LOWER_IS_BETTER for a in axes))
     for i in front:
         r = trials[i]
         mark = " **(best)**" if r.number == best.number else ""
-        lines.append(f"| {r.number} | {r.label()}{mark} | {r.recall:.1%} | {r.iou:.2%} | {r.precision_omega:.1%} | "
-                     f"{r.latency_ms:.0f} | {r.cost_usd_per_1k_queries:.3f} | {r.score:.4f} |")
-    lines += ["", *comparison, ""]
+        if not r.feasible(constraints):
+            mark += " (breaks the constraints)"
+        lines.append(f"| {r.number} | {r.label()}{mark} | {r.recall:.1%} | {r.iou:.2%} | {_share(r.mrr)} | "
+                     f"{_share(r.ndcg)} | {_share(r.doc_recall)} | {r.context_tokens:.0f} | {r.latency_ms:.0f} | "
+                     f"{r.cost_usd_per_1k_queries:.3f} | {r.score:.4f} |")
+    lines += ["", *_budget_lines(trials, bootstrap, seed), ""]
+    lines += [*comparison, ""]
+    return lines
+
+
+def _metric(record: TrialRecord, name: str) -> float:
+    return record.context_tokens if name == "context_tokens" else record.metric(name)
+
+
+def _share(value: float) -> str:
+    """A fraction as a percentage; "n/a" for a trial recorded before the metric existed."""
+    return "n/a" if np.isnan(value) else f"{value:.1%}"
+
+
+def best_within(trials: list[TrialRecord], budget: float) -> TrialRecord | None:
+    """The configuration with the highest recall among those handing the reader at most ``budget``
+    context tokens per question (ties: the higher score, then fewer tokens, then the earlier trial)."""
+    fitting = [t for t in trials if t.context_tokens <= budget]
+    return max(fitting, key=lambda t: (t.recall, t.score, -t.context_tokens, -t.number), default=None)
+
+
+def _budget_lines(trials: list[TrialRecord], bootstrap: int, seed: int) -> list[str]:
+    """The equal-budget table: per context budget, the best recall within it and its interval."""
+    rng = np.random.default_rng(seed)
+    lines = ["### Best recall within a context budget", "",
+             "What each budget of cl100k tokens handed to the reader per question buys: the configuration with "
+             "the highest recall (on the search questions) among those within it; its recall over all the "
+             f"questions with a {CONFIDENCE:.0%} bootstrap interval (optimistic: chosen on the same questions).", "",
+             "| budget | configuration | recall | MRR | context tokens | score |", "|---|---|---|---|---|---|"]
+    for budget in BUDGETS:
+        chosen = best_within(trials, budget)
+        if chosen is None:
+            lines.append(f"| {budget:,} | no configuration fits | | | | |")
+            continue
+        per_query = chosen.per_query()
+        recall = f"{chosen.recall:.1%} (search questions)"
+        if per_query is not None:
+            low, high = bootstrap_mean_ci(per_query["recall"], rng, bootstrap)
+            recall = f"{per_query['recall'].mean():.1%} [{low:.1%}, {high:.1%}]"
+        lines.append(f"| {budget:,} | trial {chosen.number}: {chosen.label()} | {recall} | "
+                     f"{_share(chosen.mrr)} | {chosen.context_tokens:.0f} | {chosen.score:.4f} |")
     return lines
 
 
@@ -200,6 +256,9 @@ def _plots(trials: list[TrialRecord], best: TrialRecord, known: dict[tuple, list
         ax.set_ylabel("recall")
         if axis.slug == "iou":
             ax.set_xscale("log")
+        if axis.slug == "context":
+            for budget in BUDGETS:  # the equal-budget table's budgets, for reading the plot against it
+                ax.axvline(budget, color="#d0d0d0", lw=0.8, ls=":", zorder=0)
         ax.set_title(f"{stem}: recall against {short}")
         ax.grid(alpha=0.3)
         # Outside the axes: inside, the legend hid Pareto points in the corner it sat on.
@@ -317,6 +376,16 @@ def _comparison(study: optuna.Study, settings: StudySettings, trials: list[Trial
         f"| IoU | {b.iou:.2%} | {d.iou:.2%} | {_ratio(b.iou, d.iou)} |",
         f"| precision-Ω | {b.precision_omega:.1%} | {d.precision_omega:.1%} | "
         f"{_ratio(b.precision_omega, d.precision_omega)} |",
+        f"| hit rate | {_share(b.hit_rate)} | {_share(d.hit_rate)} | {(b.hit_rate - d.hit_rate) * 100:+.1f} points |",
+        f"| MRR | {_share(b.mrr)} | {_share(d.mrr)} | {(b.mrr - d.mrr) * 100:+.1f} points |",
+        f"| nDCG | {_share(b.ndcg)} | {_share(d.ndcg)} | {(b.ndcg - d.ndcg) * 100:+.1f} points |",
+        f"| document recall | {_share(b.doc_recall)} | {_share(d.doc_recall)} | "
+        f"{(b.doc_recall - d.doc_recall) * 100:+.1f} points |",
+        f"| context tokens per query | {b.context_tokens:.0f} | {d.context_tokens:.0f} | "
+        f"{_ratio(b.context_tokens, d.context_tokens)} |",
+        *([f"| first-stage recall@{b.metric('rerank_candidates'):.0f} (before the reranker) | "
+           f"{b.metric('first_stage_recall'):.1%} | | reranked recall@{b.k}: {b.recall:.1%} |"]
+          if "first_stage_recall" in b.metrics else []),
         f"| latency (modelled) | {b.latency_ms:.0f} ms | {d.latency_ms:.0f} ms | "
         f"{_ratio(b.latency_ms, d.latency_ms)} |",
         f"| cost per 1,000 queries | ${b.cost_usd_per_1k_queries:.3f} | ${d.cost_usd_per_1k_queries:.3f} | "
@@ -350,7 +419,8 @@ def _selection_lines(study: optuna.Study, best: TrialRecord, trials: list[TrialR
     candidates = [c for c in (candidate(r) for r in trials) if c is not None]
     if len(candidates) >= 2:
         default = Candidate(-1, baseline["recall"], baseline["iou"], base.latency_ms / 1000,
-                            base.cost_usd_per_1k_queries, int(base.metric("chunks")))
+                            base.cost_usd_per_1k_queries, int(base.metric("chunks")),
+                            {name: values for name, values in baseline.items() if name not in ("recall", "iou")})
         gain = cross_validated_gain(candidates, default, weights, scales, seed=seed)
         lines += [f"Cross-validated gain over {BASELINE_LABEL} ({len(gain.folds)} folds: the configuration chosen on "
                   f"the other folds' questions, scored on each fold): score {gain.gain:+.4f}, recall "

@@ -5,6 +5,8 @@
 * :mod:`.dense`: vector indexes (exact numpy search, chromadb); :mod:`.bm25`: the BM25 index;
   :mod:`.fusion`: reciprocal-rank and weighted fusion; :mod:`.ranking`: rankings and ties;
 * :mod:`.context`: context headers (document title or heading path) prepended to what is indexed;
+* :mod:`.rerank`: a cross-encoder (sentence-transformers ``CrossEncoder`` from a local folder)
+  reordering the first stage's candidates;
 * :mod:`.config`: the ``retrieval`` section of a configuration.
 """
 
@@ -15,6 +17,7 @@ from .dense import BACKENDS, ChromaIndex, CollectionIndex, NumpyIndex, VectorInd
 from .fusion import DEFAULT_ALPHA, DEFAULT_RRF_K, FUSION_DEPTH, FUSIONS, fuse_rrf, fuse_weighted
 from .methods import METHODS, RetrievalMethod, method_names, register_method, retrieval_method, retrieve
 from .ranking import Ranked, top_rows
+from .rerank import DEFAULT_CANDIDATES, load_cross_encoder, rerank
 
 __all__ = [
     "BACKENDS",
@@ -22,6 +25,7 @@ __all__ = [
     "BM25_TOKENIZER",
     "CONTEXTS",
     "DEFAULT_ALPHA",
+    "DEFAULT_CANDIDATES",
     "DEFAULT_RRF_K",
     "FUSIONS",
     "FUSION_DEPTH",
@@ -41,9 +45,11 @@ __all__ = [
     "contextualize",
     "fuse_rrf",
     "fuse_weighted",
+    "load_cross_encoder",
     "make_index",
     "method_names",
     "register_method",
+    "rerank",
     "retrieval_method",
     "retrieve",
     "top_rows",

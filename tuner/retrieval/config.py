@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidParameterError
@@ -11,13 +12,16 @@ from .context import CONTEXTS
 from .dense import BACKENDS
 from .fusion import DEFAULT_FUSION, FUSION_DEFAULTS, FUSION_PARAMETERS, FUSIONS
 from .methods import METHODS, retrieval_method
+from .rerank import DEFAULT_CANDIDATES
 
 #: Where a query's chunks come from: one index of every corpus, or its own corpus only.
 SCOPES = ("pooled", "per-corpus")
 #: The fields that belong to a fusing method (``hybrid``): the fusion and its parameters.
 FUSION_OPTIONS = ("fusion", *sorted(FUSION_PARAMETERS.values()))
 #: The fields a search space may search, in sampling order.
-SEARCHABLE = ("method", *FUSION_OPTIONS, "context")
+SEARCHABLE = ("method", *FUSION_OPTIONS, "context", "rerank", "candidates")
+#: How a configuration or a space says "no reranker".
+NO_RERANK = "none"
 
 
 @dataclass(frozen=True)
@@ -39,7 +43,12 @@ class RetrievalConfig:
     chunk's heading path to the text that is embedded and indexed, never to the chunk's
     offsets or scored units; see :mod:`tuner.retrieval.context`.
 
-    ``to_dict`` leaves out the method and context at their defaults, so configurations,
+    ``rerank`` names the folder of a saved cross-encoder (sentence-transformers ``CrossEncoder``):
+    the method ranks ``candidates`` chunks (default 30), the cross-encoder reorders them and the
+    top ``k`` are kept (see :mod:`tuner.retrieval.rerank`). A configuration file spells it
+    ``rerank: {model: FOLDER, candidates: 30}``.
+
+    ``to_dict`` leaves out the method, context and reranker at their defaults, so configurations,
     exports and studies written before they existed read, and compare, unchanged.
 
     >>> RetrievalConfig(method="hybrid").describe()
@@ -59,9 +68,20 @@ class RetrievalConfig:
                                   help="the weight of the dense score")
     rrf_k: int | None = setting(None, int, low=0, optional=True)
     context: str = setting("none", str, choices=CONTEXTS)
+    rerank: str | None = setting(None, str, optional=True, help="the folder of a saved cross-encoder, or none")
+    candidates: int | None = setting(None, int, low=1, high=1000, optional=True,
+                                     help="first-stage chunks the reranker reads")
 
     def __post_init__(self) -> None:
         check_settings(self, "retrieval")
+        if self.rerank in (NO_RERANK, ""):
+            object.__setattr__(self, "rerank", None)
+        if self.rerank is None:
+            if self.candidates is not None:
+                raise InvalidParameterError(f"retrieval.candidates={self.candidates} applies only with a reranker "
+                                            "(retrieval.rerank)")
+        elif self.candidates is None:
+            object.__setattr__(self, "candidates", DEFAULT_CANDIDATES)
         options = retrieval_method(self.method).options
         for name in FUSION_OPTIONS:
             if name not in options and getattr(self, name) is not None:
@@ -100,6 +120,8 @@ class RetrievalConfig:
                 out[name] = getattr(self, name)
         if self.context != "none":
             out["context"] = self.context
+        if self.rerank is not None:
+            out["rerank"] = {"model": self.rerank, "candidates": self.candidates}
         return out
 
     def describe(self) -> str:
@@ -109,8 +131,27 @@ class RetrievalConfig:
             text += f" rrf(k={self.rrf_k})"
         elif self.fusion == "weighted":
             text += f" weighted(alpha={self.alpha:g})"
-        return text + (f" + {self.context}" if self.context != "none" else "")
+        text += f" + {self.context}" if self.context != "none" else ""
+        if self.rerank is not None:
+            text += f" + rerank({Path(self.rerank).name}, {self.candidates})"
+        return text
+
+    @property
+    def depth(self) -> int:
+        """Chunks the first stage ranks: ``k``, or the reranker's candidates when more."""
+        return max(self.k, self.candidates or 0)
 
     @classmethod
     def from_dict(cls, data: Any, where: str = "retrieval") -> RetrievalConfig:
-        return cls(**check_keys(data, where, field_names(cls)))
+        data = dict(check_keys(data, where, field_names(cls)))
+        stage = data.get("rerank")
+        if isinstance(stage, dict):  # rerank: {model: FOLDER, candidates: N}
+            stage = check_keys(stage, f"{where}.rerank", ("model", "candidates"))
+            if "model" not in stage:
+                raise InvalidParameterError(f"{where}.rerank needs a model (the folder of a saved cross-encoder)")
+            if "candidates" in data and "candidates" in stage:
+                raise InvalidParameterError(f"{where}: give candidates once, inside rerank")
+            data["rerank"] = stage["model"]
+            if "candidates" in stage:
+                data["candidates"] = stage["candidates"]
+        return cls(**data)

@@ -18,7 +18,7 @@ configuration schema, the command line and search spaces read the names from her
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 import numpy as np
@@ -26,6 +26,7 @@ import numpy as np
 from ..errors import InvalidParameterError
 from .fusion import FUSION_DEPTH, FUSION_PARAMETERS, fuse_rrf, fuse_weighted
 from .ranking import Ranked
+from .rerank import rerank
 
 if TYPE_CHECKING:
     from .bm25 import BM25Index
@@ -117,17 +118,27 @@ METHODS = method_names()
 
 def retrieve(settings: RetrievalConfig, *, dense: VectorIndex | None = None, lexical: BM25Index | None = None,
              query_vectors: np.ndarray | None = None, questions: Sequence[str] | None = None,
-             k: int | None = None) -> Ranked:
-    """The top ``k`` (default ``settings.k``) rows per query by ``settings.method``.
+             k: int | None = None, texts: Callable[[Sequence[int]], list[str]] | None = None) -> Ranked:
+    """The top ``k`` (default ``settings.k``) rows per query by ``settings.method``, then by the
+    reranker when ``settings.rerank`` names one.
 
     ``dense`` and ``query_vectors`` are needed by methods that embed (``dense``, ``hybrid``);
     ``lexical`` and ``questions`` by those that read BM25 (``bm25``, ``hybrid``). Scores are
-    cosine similarities (``dense``), BM25 scores (``bm25``) or fused scores (``hybrid``).
+    cosine similarities (``dense``), BM25 scores (``bm25``) or fused scores (``hybrid``). A
+    reranked retrieval ranks ``settings.candidates`` rows first (kept as ``first_stage``), reads
+    their chunk texts from ``texts`` (rows -> texts) and scores them with the cross-encoder.
     """
     method = retrieval_method(settings.method)
     if method.embeds and (dense is None or query_vectors is None):
         raise ValueError(f"{method.name} retrieval needs a vector index and query vectors")
     if method.lexical and (lexical is None or questions is None):
         raise ValueError(f"{method.name} retrieval needs a BM25 index and the questions")
-    return method.rank(settings, settings.k if k is None else k, dense=dense, lexical=lexical,
-                       query_vectors=query_vectors, questions=questions)
+    k = settings.k if k is None else k
+    if settings.rerank is None:
+        return method.rank(settings, k, dense=dense, lexical=lexical, query_vectors=query_vectors,
+                           questions=questions)
+    if texts is None or questions is None:
+        raise ValueError("reranked retrieval needs the questions and the chunk texts")
+    first = method.rank(settings, max(k, settings.candidates or 0), dense=dense, lexical=lexical,
+                        query_vectors=query_vectors, questions=questions)
+    return rerank(first, questions, texts, settings.rerank, k)

@@ -14,10 +14,12 @@ import numpy as np
 @dataclass(frozen=True)
 class Ranked:
     """Per query, rows best first and their scores: ``rows`` int64 ``(queries, depth)``
-    padded with ``-1``; ``scores`` float64, padded with NaN."""
+    padded with ``-1``; ``scores`` float64, padded with NaN. A reranked ranking keeps the
+    first stage's candidates (``first_stage``) so that their recall can be scored apart."""
 
     rows: np.ndarray
     scores: np.ndarray
+    first_stage: Ranked | None = None
 
     @classmethod
     def empty(cls, queries: int, depth: int) -> Ranked:

@@ -20,20 +20,30 @@ embeds its units to split). ``hybrid`` searches two indexes: ``chunks_searched``
 both.
 
 The weighted score puts each term on a 0-1 utility scale (1 is best) and averages them
-with the user's weights:
+with the user's weights. Any metric of :data:`tuner.evaluation.metrics.METRICS` may be weighed,
+and the modelled latency and cost (:data:`WEIGHABLE`, one vocabulary):
 
-* ``u_recall = recall``;
+* ``u = value`` for the fractions (recall, precision, precision-Ω, hit rate, MRR, nDCG,
+  document recall);
 * ``u_iou = IoU / (IoU + iou_half)`` (0.5 at ``iou_half``; IoU values are small, so a
   saturating scale keeps their differences visible);
+* ``u_context_tokens = context_tokens_half / (context_tokens + context_tokens_half)``;
 * ``u_latency = latency_half_s / (latency_s + latency_half_s)``;
 * ``u_cost = cost_half_usd / (cost_usd_per_1k + cost_half_usd)``;
 * ``score = Σ w·u / Σ w``.
+
+A study may also set :class:`Constraints` (``constraints: {context_tokens: 1500}``): a trial
+that breaks one is kept and shown, but never recommended; each trial records its violations as
+Optuna's trial constraints, which TPE, ``study.best_trials`` and optuna-dashboard read. Its
+Pareto front (the study's Optuna objectives) plots two or more metrics, by default recall
+against context tokens per query (:data:`DEFAULT_PARETO`).
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -42,11 +52,37 @@ from .._io.cachedir import cache_dir
 from .._io.files import private_dir, write_atomically
 from ..embedding import Embedder
 from ..errors import ChunkwiseError, InvalidParameterError, option
-from ..evaluation.metrics import METRIC_LABELS, OBJECTIVES
+from ..evaluation.metrics import LOWER_IS_BETTER, METRIC_LABELS, METRICS, OBJECTIVES
 from ..schema import check_keys, check_settings, field_names, setting
 
-#: The study's objectives as the dashboard labels them (recall and IoU; see :data:`OBJECTIVES`).
-METRIC_NAMES = tuple(METRIC_LABELS[name] for name in OBJECTIVES)
+#: What a weight may name: every per-query metric, then the modelled latency and cost.
+WEIGHABLE = (*METRICS, "latency", "cost")
+#: The Pareto front of a new study: recall against the context handed to the reader per question.
+DEFAULT_PARETO = ("recall", "context_tokens")
+#: The Pareto front of studies created before it could be chosen (their Optuna objectives).
+LEGACY_PARETO = OBJECTIVES
+
+
+def check_pareto(axes: Any, where: str = "pareto") -> tuple[str, ...]:
+    """Two or more distinct metric names (of :data:`~tuner.evaluation.metrics.METRICS`).
+
+    >>> check_pareto(["recall", "context_tokens"])
+    ('recall', 'context_tokens')
+    """
+    names = axes.split(",") if isinstance(axes, str) else axes
+    if not isinstance(names, (list, tuple)):
+        raise InvalidParameterError(f"{where} must be a list of metric names, got {axes!r}")
+    names = tuple(str(n).strip() for n in names)
+    unknown = [n for n in names if n not in METRICS]
+    if unknown or len(names) < 2 or len(set(names)) != len(names):
+        raise InvalidParameterError(f"{where}={list(names)!r} is invalid; allowed: two or more distinct metrics of "
+                                    f"{', '.join(METRICS)}")
+    return names
+
+
+def pareto_directions(axes: Sequence[str]) -> list[str]:
+    """Optuna's direction for each Pareto axis: context tokens are minimised, the rest maximised."""
+    return ["minimize" if axis in LOWER_IS_BETTER else "maximize" for axis in axes]
 
 
 def _from_mapping(cls, data: Any, where: str):
@@ -63,6 +99,13 @@ class Weights:
     iou: float = setting(0.5, float, low=0)
     latency: float = setting(0.1, float, low=0)
     cost: float = setting(0.1, float, low=0)
+    precision: float = setting(0.0, float, low=0)
+    precision_omega: float = setting(0.0, float, low=0)
+    hit_rate: float = setting(0.0, float, low=0)
+    mrr: float = setting(0.0, float, low=0)
+    ndcg: float = setting(0.0, float, low=0)
+    doc_recall: float = setting(0.0, float, low=0)
+    context_tokens: float = setting(0.0, float, low=0)
 
     def __post_init__(self) -> None:
         check_settings(self, "weights")
@@ -71,10 +114,18 @@ class Weights:
 
     @property
     def total(self) -> float:
-        return self.recall + self.iou + self.latency + self.cost
+        return sum(asdict(self).values())
 
     def as_dict(self) -> dict[str, float]:
         return asdict(self)
+
+    def used(self) -> dict[str, float]:
+        """The weights above 0 (what a summary shows)."""
+        return {name: value for name, value in asdict(self).items() if value > 0}
+
+    def metrics(self) -> tuple[str, ...]:
+        """The per-query metrics the score reads (latency and cost are per configuration)."""
+        return tuple(name for name, value in asdict(self).items() if value > 0 and name in METRICS)
 
     @classmethod
     def from_dict(cls, data: Any, where: str = "weights") -> Weights:
@@ -131,6 +182,7 @@ class Scales:
     iou_half: float = setting(0.05, float, above=0)
     latency_half_s: float = setting(1.0, float, above=0)
     cost_half_usd: float = setting(1.0, float, above=0)
+    context_tokens_half: float = setting(1000.0, float, above=0)
 
     def __post_init__(self) -> None:
         check_settings(self, "scales")
@@ -151,12 +203,65 @@ def utilities(recall: float, iou: float, latency_s: float, cost_usd_per_1k: floa
     }
 
 
-def weighted_score(recall: float, iou: float, latency_s: float, cost_usd_per_1k: float,
-                   weights: Weights, scales: Scales) -> float:
-    """The score that defines "best": the weighted mean of the utilities, in [0, 1]."""
+def weighted_score(recall: Any, iou: Any, latency_s: float, cost_usd_per_1k: float,
+                   weights: Weights, scales: Scales, metrics: Mapping[str, Any] | None = None) -> Any:
+    """The score that defines "best": the weighted mean of the utilities, in [0, 1].
+
+    ``metrics`` holds the means of the other metrics the weights name (MRR, context tokens, ...);
+    recall and IoU may be arrays (one score per bootstrap resample), and so may those.
+    """
     u = utilities(recall, iou, latency_s, cost_usd_per_1k, scales)
-    return (weights.recall * u["recall"] + weights.iou * u["iou"] + weights.latency * u["latency"]
-            + weights.cost * u["cost"]) / weights.total
+    total = (weights.recall * u["recall"] + weights.iou * u["iou"] + weights.latency * u["latency"]
+             + weights.cost * u["cost"])
+    for name in weights.metrics():
+        if name in ("recall", "iou"):
+            continue
+        if metrics is None or name not in metrics:
+            raise InvalidParameterError(f"weights.{name} is set, but the {METRIC_LABELS[name]} of this configuration "
+                                        "is unknown (recorded before chunkwise measured it)")
+        value = metrics[name]
+        # Fewer context tokens are better: the same saturating scale as latency and cost.
+        half = scales.context_tokens_half
+        utility = half / (value + half) if name == "context_tokens" else value
+        total = total + getattr(weights, name) * utility
+    return total / weights.total
+
+
+@dataclass(frozen=True)
+class Constraints:
+    """Limits a recommended configuration must meet; a trial that breaks one is kept, never
+    recommended (unset: no limit).
+
+    ``context_tokens``: the most cl100k tokens of retrieved chunks per question, on average
+    (the context budget of the reader LLM).
+
+    >>> Constraints(context_tokens=1000).violations({"context_tokens": 1200.0})
+    {'context_tokens': 200.0}
+    """
+
+    context_tokens: float | None = setting(None, float, above=0, optional=True)
+
+    def __post_init__(self) -> None:
+        check_settings(self, "constraints")
+
+    def as_dict(self) -> dict[str, float]:
+        return {name: value for name, value in asdict(self).items() if value is not None}
+
+    def violations(self, metrics: Mapping[str, Any]) -> dict[str, float]:
+        """Per set limit, how far ``metrics`` exceed it (<= 0: met), as Optuna's trial constraints
+        (``Trial.set_constraint``) read them. A metric not recorded breaks nothing."""
+        return {name: float(metrics[name]) - limit if metrics.get(name) is not None else 0.0
+                for name, limit in self.as_dict().items()}
+
+    def feasible(self, metrics: Mapping[str, Any]) -> bool:
+        return all(v <= 0 for v in self.violations(metrics).values())
+
+    def describe(self) -> str:
+        return ", ".join(f"{METRIC_LABELS[name]} <= {value:g}" for name, value in self.as_dict().items())
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = "constraints") -> Constraints:
+        return _from_mapping(cls, data, where)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from ..errors import option
 from ..evaluation.evaluator import TRUNCATION_WARNING
+from ..evaluation.metrics import METRIC_LABELS
 from .records import ERROR_ATTR, SCORE_ATTR, STOPPED_AT_ATTR, best_trial
 from .settings import StudySettings
 
@@ -189,7 +190,9 @@ def write_note(study: optuna.Study, result: CorpusOutcome) -> None:
     import optuna_dashboard
 
     settings = StudySettings.of(study)
-    weights = ", ".join(f"{k} {v:g}" for k, v in settings.weights.as_dict().items())
+    weights = ", ".join(f"{k} {v:g}" for k, v in settings.weights.used().items())
+    axes = " against ".join(METRIC_LABELS[axis] for axis in settings.pareto)
+    limits = settings.constraints.describe()
     summary = result.summary
     lines = [
         f"## chunkwise study `{study.study_name}`",
@@ -204,7 +207,8 @@ def write_note(study: optuna.Study, result: CorpusOutcome) -> None:
         + f"), {summary.duplicates} repeated proposals pruned"
         + (f", {summary.stopped_early} stopped at low fidelity" if summary.stopped_early else ""),
         "",
-        "Objectives: recall and IoU (the Pareto front). Best = highest weighted `score` user attribute.",
+        f"Objectives: {axes} (the Pareto front). Best = highest weighted `score` user attribute"
+        + (f" among the trials meeting the constraints ({limits})." if limits else "."),
         "",
     ]
     best = best_trial(study)

@@ -30,7 +30,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from ..errors import ChunkwiseError, option
 from ..evaluation.metrics import METRICS
-from .objective import ResolvedRates, Scales, Weights, model_latency_and_cost, weighted_score
+from .objective import Constraints, ResolvedRates, Scales, Weights, model_latency_and_cost, weighted_score
 
 # --- study attributes --------------------------------------------------------------------------
 #: The settings that define a study's results (a dict; see :func:`.study.study_settings`).
@@ -87,7 +87,8 @@ PER_QUERY_SYSTEM_ATTR = "chunkwise:per_query"
 METRIC_ATTRS = METRICS
 #: Trial attributes an export copies into its metrics.
 EXPORTED_METRIC_ATTRS = (SCORE_ATTR, "recall", "recall_std", "precision", "precision_std", "iou", "iou_std",
-                         "precision_omega", "precision_omega_std", "chunks", "mean_chunk_tokens",
+                         "precision_omega", "precision_omega_std", "hit_rate", "mrr", "ndcg", "doc_recall",
+                         "context_tokens", "first_stage_recall", "chunks", "mean_chunk_tokens",
                          "tokens_embedded", "retrieved_tokens_per_query", "latency_ms",
                          "cost_usd_per_1k_queries", API_TOKENS_ATTR, API_USD_ATTR, "index_build_s",
                          "identical_chunks",
@@ -110,9 +111,10 @@ def encode_per_query(result: Any, k: int | None = None) -> dict[str, Any]:
 
 
 def decode_per_query(stored: dict[str, Any]) -> dict[str, np.ndarray]:
-    """The arrays :func:`encode_per_query` stored, as float64."""
+    """The arrays :func:`encode_per_query` stored, as float64 (the metrics a trial stored: one
+    recorded before a metric existed has no array for it)."""
     return {metric: np.frombuffer(base64.b64decode(stored[metric]), dtype="<f4").astype(np.float64)
-            for metric in METRIC_ATTRS}
+            for metric in METRIC_ATTRS if metric in stored}
 
 
 def study_name(run: str, corpus: str) -> str:
@@ -203,8 +205,8 @@ class TrialRecord:
         return value if isinstance(value, str) else None
 
     def per_query(self) -> dict[str, np.ndarray] | None:
-        """Every query's recall, precision, IoU and precision-Ω at the trial's ``k``, in
-        evaluation-set order (None for trials recorded before chunkwise stored them)."""
+        """Every query's metrics at the trial's ``k``, in evaluation-set order (None for trials
+        recorded before chunkwise stored them; without the metrics added since for older ones)."""
         return None if self.stored_per_query is None else decode_per_query(self.stored_per_query)
 
     @property
@@ -242,6 +244,29 @@ class TrialRecord:
         return self.metric("precision_omega")
 
     @property
+    def hit_rate(self) -> float:
+        return self.metric("hit_rate")
+
+    @property
+    def mrr(self) -> float:
+        return self.metric("mrr")
+
+    @property
+    def ndcg(self) -> float:
+        return self.metric("ndcg")
+
+    @property
+    def doc_recall(self) -> float:
+        return self.metric("doc_recall")
+
+    @property
+    def context_tokens(self) -> float:
+        """Mean cl100k tokens of the retrieved chunks per query (trials recorded before the metric
+        existed recorded the same count as ``retrieved_tokens_per_query``)."""
+        value = self.metrics.get("context_tokens", self.metrics.get("retrieved_tokens_per_query"))
+        return float("nan") if value is None else float(value)
+
+    @property
     def latency_ms(self) -> float:
         return self.metric("latency_ms")
 
@@ -253,7 +278,9 @@ class TrialRecord:
         """One line of the metrics a summary shows."""
         return (f"score {self.score:.4f}   recall {self.recall * 100:.1f}%   IoU {self.iou * 100:.2f}%   "
                 f"precision-Ω {self.precision_omega * 100:.1f}%   latency {self.latency_ms:.0f} ms   "
-                f"cost ${self.cost_usd_per_1k_queries:.3f}/1k queries")
+                f"cost ${self.cost_usd_per_1k_queries:.3f}/1k queries"
+                + (f"   MRR {self.mrr:.3f}" if "mrr" in self.metrics else "")
+                + ("" if np.isnan(self.context_tokens) else f"   context {self.context_tokens:.0f} tokens"))
 
     def validation_line(self) -> str:
         """The held-out check: the validation score beside the search score (empty without one)."""
@@ -262,6 +289,10 @@ class TrialRecord:
         gap = self.score - self.validation_score
         return (f"held-out questions: score {self.validation_score:.4f} (search {self.score:.4f}, optimism gap "
                 f"{gap:+.4f})   recall {self.validation_recall * 100:.1f}%   IoU {self.validation_iou * 100:.2f}%")
+
+    def feasible(self, constraints: Constraints) -> bool:
+        """Whether the trial meets the study's constraints (a trial that breaks one is never recommended)."""
+        return constraints.feasible({**self.metrics, "context_tokens": self.context_tokens})
 
     @property
     def evaluated(self) -> bool:
@@ -310,9 +341,21 @@ def evaluated(study: optuna.Study) -> list[TrialRecord]:
     return list(distinct.values())
 
 
+def constraints_of(study: optuna.Study) -> Constraints:
+    """The study's constraints (none for a study created before they existed)."""
+    return Constraints.from_dict((study.user_attrs.get(SETTINGS_ATTR) or {}).get("constraints") or {})
+
+
+def recommendable(study: optuna.Study) -> list[TrialRecord]:
+    """The evaluated trials that meet the study's constraints (see :func:`evaluated`)."""
+    constraints = constraints_of(study)
+    return [r for r in evaluated(study) if r.feasible(constraints)]
+
+
 def best_trial(study: optuna.Study) -> TrialRecord | None:
-    """The complete trial with the highest weighted score; the earliest wins a tie."""
-    return max(evaluated(study), key=lambda r: (r.score, -r.number), default=None)
+    """The complete trial with the highest weighted score among those meeting the study's
+    constraints; the earliest wins a tie."""
+    return max(recommendable(study), key=lambda r: (r.score, -r.number), default=None)
 
 
 def select_trial(study: optuna.Study, number: int | None = None) -> TrialRecord:
@@ -320,6 +363,10 @@ def select_trial(study: optuna.Study, number: int | None = None) -> TrialRecord:
     if number is None:
         best = best_trial(study)
         if best is None:
+            constraints = constraints_of(study)
+            if constraints.as_dict() and evaluated(study):
+                raise StudyError(f"no complete trial of study {study.study_name!r} meets its constraints "
+                                 f"({constraints.describe()}); name one with {option('trial')}, or run more trials")
             raise StudyError(f"study {study.study_name!r} has no complete trial yet")
         return best
     for record in records(study):
@@ -431,8 +478,8 @@ def trial_attributes(result, rates: ResolvedRates, weights: Weights, scales: Sca
     n_queries = len(result.ranking)
     search = np.ones(n_queries, dtype=bool) if search is None else np.asarray(search, dtype=bool)
     token_counts = np.array([c.token_count for c in result.chunks] + [0], dtype=np.float64)
-    ranking = result.ranking[search, :k]
-    retrieved_tokens = float(token_counts[ranking].sum(axis=1).mean()) if len(ranking) else 0.0
+    context = per_query["context_tokens"][search]
+    retrieved_tokens = float(context.mean()) if len(context) else 0.0
     retrieval = result.config.retrieval
     # BM25 alone embeds neither the questions nor the chunks (see the module docstring).
     query_tokens = result.query_tokens if retrieval.embeds else 0.0
@@ -450,7 +497,7 @@ def trial_attributes(result, rates: ResolvedRates, weights: Weights, scales: Sca
         attrs[metric] = float(values.mean()) if len(values) else 0.0
         attrs[f"{metric}_std"] = float(values.std()) if len(values) else 0.0
     attrs.update({
-        SCORE_ATTR: weighted_score(attrs["recall"], attrs["iou"], latency, cost, weights, scales),
+        SCORE_ATTR: weighted_score(attrs["recall"], attrs["iou"], latency, cost, weights, scales, attrs),
         "chunks": len(result.chunks),
         "identical_chunks": result.chunk_stats["identical_chunks"],
         "truncated_chunks": result.window.get("truncated_chunks", 0.0),
@@ -468,6 +515,10 @@ def trial_attributes(result, rates: ResolvedRates, weights: Weights, scales: Sca
         "cache_hit_rate": result.embedding["cache_hit_rate"],
         CONFIG_ATTR: json.dumps(result.config.to_dict(), sort_keys=True),
     })
+    if result.first_stage is not None:  # a reranker: the recall of the candidates it read
+        first = result.first_stage["recall"][search]
+        attrs["first_stage_recall"] = float(first.mean()) if len(first) else 0.0
+        attrs["rerank_candidates"] = int(result.first_stage["candidates"])
     held_out = ~search
     if held_out.any():
         validation = {metric: float(per_query[metric][held_out].mean())
@@ -475,5 +526,5 @@ def trial_attributes(result, rates: ResolvedRates, weights: Weights, scales: Sca
         for metric, value in validation.items():
             attrs[f"{VALIDATION_PREFIX}{metric}"] = value
         attrs[f"{VALIDATION_PREFIX}{SCORE_ATTR}"] = weighted_score(validation["recall"], validation["iou"], latency,
-                                                                   cost, weights, scales)
+                                                                   cost, weights, scales, validation)
     return attrs

@@ -152,7 +152,7 @@ def _tune_corpus(spec: StudySpec, data: LoadedStudyData, corpus: Corpus, run: Ru
         storage = make_storage(spec.storage)
         settings = build_settings(spec, corpus, data.evaluation_sets[corpus.name], data.space,
                                   dict(spec.corpora)[corpus.name])
-        study = open_study(storage, name, settings)
+        study = open_study(storage, name, settings, pareto_given=spec.pareto is not None)
     cache = EmbeddingCache(spec.cache) if spec.cache else EmbeddingCache()
     warn_about_window(data.space, shared_embedder(spec.embedder, cache), spec.embedder.model, echo)
     stored = StudySettings.of(study)

@@ -1,7 +1,7 @@
 """Samplers for chunkwise studies.
 
-A chunkwise study has two objectives, recall and IoU, so that every corpus has a
-Pareto front of recall against efficiency in optuna-dashboard. Optuna's samplers for
+A chunkwise study has two or more objectives (by default recall and context tokens per
+query), so that every corpus has a Pareto front of recall against efficiency in optuna-dashboard. Optuna's samplers for
 multi-objective studies spread trials along that front; a user who asked for a
 weighted score wants the search to converge on the score's optimum instead.
 :class:`WeightedScoreSampler` does that: it runs Optuna's TPE on the weighted score
@@ -24,6 +24,10 @@ random: a converged search spends its remaining trials exploring instead of stal
 A trial that successive halving stopped at a low-fidelity rung (:mod:`tuner.evaluation.fidelity`) is
 shown to TPE as a pruned trial with its rung scores as intermediate values, so TPE ranks it
 below every complete trial and above those stopped at an earlier rung.
+
+A study's constraints (a context budget) reach TPE as Optuna's trial constraints
+(``Trial.set_constraint``, which replaced the sampler's ``constraints_func`` in Optuna 5): TPE
+ranks an infeasible trial below every feasible one, by how far it breaks them.
 """
 
 from __future__ import annotations

@@ -19,14 +19,14 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import optuna
 
 from .baselines import DEFAULT_BASELINE
 from .objective import Scales, Weights, weighted_score
-from .records import BASELINE_ATTR, TrialRecord, evaluated, records
+from .records import BASELINE_ATTR, TrialRecord, recommendable, records
 from .settings import StudySettings
 
 CONFIDENCE = 0.95
@@ -43,10 +43,13 @@ class Candidate:
     latency_s: float
     cost_usd_per_1k: float
     chunks: int
+    #: Per question, the other metrics the weights may name (MRR, context tokens, ...).
+    metrics: dict[str, np.ndarray] = field(default_factory=dict)
 
     def score(self, weights: Weights, scales: Scales, questions: np.ndarray | slice = slice(None)) -> float:
+        means = {name: float(np.mean(values[questions])) for name, values in self.metrics.items()}
         return float(weighted_score(float(np.mean(self.recall[questions])), float(np.mean(self.iou[questions])),
-                                    self.latency_s, self.cost_usd_per_1k, weights, scales))
+                                    self.latency_s, self.cost_usd_per_1k, weights, scales, means))
 
 
 @dataclass(frozen=True)
@@ -83,8 +86,10 @@ def bootstrap_scores(candidates: Sequence[Candidate], weights: Weights, scales: 
     index = np.random.default_rng(seed).integers(0, n, size=(samples, n))
     out = np.empty((len(candidates), samples))
     for row, candidate in enumerate(candidates):
+        means = {name: values[index].mean(axis=1) for name, values in candidate.metrics.items()
+                 if name in weights.metrics()}
         out[row] = weighted_score(candidate.recall[index].mean(axis=1), candidate.iou[index].mean(axis=1),
-                                  candidate.latency_s, candidate.cost_usd_per_1k, weights, scales)
+                                  candidate.latency_s, candidate.cost_usd_per_1k, weights, scales, means)
     return out
 
 
@@ -367,7 +372,8 @@ def candidate(record: TrialRecord, questions: np.ndarray | slice = slice(None)) 
     if per_query is None:
         return None
     return Candidate(record.number, per_query["recall"][questions], per_query["iou"][questions],
-                     record.latency_ms / 1000, record.cost_usd_per_1k_queries, int(record.metric("chunks")))
+                     record.latency_ms / 1000, record.cost_usd_per_1k_queries, int(record.metric("chunks")),
+                     {name: values[questions] for name, values in per_query.items() if name not in ("recall", "iou")})
 
 
 def baseline_records(study: optuna.Study) -> list[TrialRecord]:
@@ -388,10 +394,11 @@ def baseline_records(study: optuna.Study) -> list[TrialRecord]:
 
 
 def recommend_for_study(study: optuna.Study, *, seed: int = 0) -> StudyRecommendation | None:
-    """Run the tie gate on the study's best configurations, on its search questions, then
-    check its choice against the baselines and the token 800/400 default."""
+    """Run the tie gate on the study's best configurations that meet its constraints, on its
+    search questions, then check its choice against the baselines (a fallback must meet the
+    constraints too) and the token 800/400 default."""
     settings = StudySettings.of(study)
-    ranked = sorted(evaluated(study), key=lambda r: (-r.score, r.number))[:TOP_CANDIDATES]
+    ranked = sorted(recommendable(study), key=lambda r: (-r.score, r.number))[:TOP_CANDIDATES]
     records_by_number, candidates = {}, []
     search = None
     for record in ranked:
@@ -406,16 +413,18 @@ def recommend_for_study(study: optuna.Study, *, seed: int = 0) -> StudyRecommend
     if not candidates:
         return None
     verdict = recommend(candidates, settings.weights, settings.scales, seed=seed)
-    baselines = [b for b in baseline_records(study) if b.stored_per_query is not None
-                 and int(b.stored_per_query["queries"]) == len(search)]
-    for record in baselines:
+    measured = [b for b in baseline_records(study) if b.stored_per_query is not None
+                and int(b.stored_per_query["queries"]) == len(search)]
+    for record in measured:
         records_by_number.setdefault(record.number, record)
+    # A baseline over the study's constraints is compared with, never fallen back on.
+    baselines = [b for b in measured if b.feasible(settings.constraints)]
     weights, scales = settings.weights, settings.scales
     check = check_baselines(records_by_number[verdict.recommended], baselines, search, weights, scales, seed=seed)
     chosen = records_by_number[check.fallback if check is not None and check.fell_back else verdict.recommended]
     held_out = bool((~search).any())
     questions = ~search if held_out else slice(None)
-    default = next((b for b in baselines if b.baseline == DEFAULT_BASELINE), None)
+    default = next((b for b in measured if b.baseline == DEFAULT_BASELINE), None)
     gain = None
     if default is not None:
         gain = compare(candidate(chosen), candidate(default), weights, scales, questions, seed=seed)

@@ -27,7 +27,17 @@ from ..data.repeats import OccurrenceTable
 from ..embedding.cache import EmbeddingCache
 from ..embedding.config import EmbedderConfig, embedder_key, shared_embedder
 from ..evaluation.fidelity import FULL, Fidelity
-from .objective import Rates, ResolvedRates, Scales, Weights, resolve_rates, stored_throughput
+from .objective import (
+    DEFAULT_PARETO,
+    LEGACY_PARETO,
+    Constraints,
+    Rates,
+    ResolvedRates,
+    Scales,
+    Weights,
+    resolve_rates,
+    stored_throughput,
+)
 from .records import RESOLVED_RATES_KEY, settings_of
 from .space import SearchSpace, parse_search_space
 
@@ -44,7 +54,23 @@ AUTO_MIN_CHARS = 2_000_000
 AUTO_RUNGS = Fidelity(rungs=(0.1, 1.0), reduction=3)
 #: Settings that define a study's results: a resumed run must agree on all of them.
 COMPARED_SETTINGS = ("space", "embedder", "unit", "copies", "weights", "rates", "scales",
-                     "corpus_sha256", "evaluation_set_sha256", "validation", "conversion", "fidelity")
+                     "corpus_sha256", "evaluation_set_sha256", "validation", "conversion", "fidelity",
+                     "constraints", "pareto")
+
+
+def comparable(key: str, value: Any) -> Any:
+    """A stored setting as a resumed run compares it: weights and scales with every field (a
+    study stored before a weight or scale existed has it at its default), no constraints and the
+    legacy Pareto axes for a study stored before they existed."""
+    if key == "weights" and isinstance(value, dict):
+        return Weights(**value).as_dict()
+    if key == "scales" and isinstance(value, dict):
+        return asdict(Scales(**value))
+    if key == "constraints":
+        return value or {}
+    if key == "pareto":
+        return list(value or LEGACY_PARETO)
+    return value
 
 
 class StudySettings:
@@ -135,6 +161,17 @@ class StudySettings:
         return Scales(**self.stored["scales"])
 
     @cached_property
+    def constraints(self) -> Constraints:
+        """Limits a recommended trial must meet (none for studies created before constraints existed)."""
+        return Constraints.from_dict(self.stored.get("constraints") or {})
+
+    @property
+    def pareto(self) -> tuple[str, ...]:
+        """The metrics of the study's Pareto front, its Optuna objectives (recall and IoU for
+        studies created before they could be chosen)."""
+        return tuple(self.stored.get("pareto") or LEGACY_PARETO)
+
+    @cached_property
     def rates(self) -> Rates:
         return Rates(**self.stored["rates"])
 
@@ -187,6 +224,8 @@ def build_settings(spec: StudySpec, corpus: Corpus, evalset: EvaluationSet, spac
         "weights": _plain(spec.weights),
         "rates": _plain(spec.rates),
         "scales": _plain(spec.scales),
+        "constraints": spec.constraints.as_dict(),
+        "pareto": list(spec.pareto or DEFAULT_PARETO),
         "repair_references": spec.repair_references,
         # Converted documents (PDF, HTML, DOCX, ...): the converters, compared on resume, and
         # each document's conversion hash; None for a corpus of text files.

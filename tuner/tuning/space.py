@@ -46,10 +46,12 @@ An optional ``retrieval`` mapping searches the retriever around the chunks (see
       alpha: {type: float, low: 0.1, high: 0.9}    # weighted fusion only
       rrf_k: {type: int, low: 10, high: 100}       # rrf only
       context: [none, title, headings]
+      rerank: [none, models/reranker]              # a saved cross-encoder's folder, or none
+      candidates: {type: int, low: 10, high: 100}  # first-stage chunks it reads (30)
 
 It is sampled after ``k`` and the embedder, define-by-run as well: Optuna sees ``retrieval``
 (the method), ``fusion`` only for a hybrid, ``alpha`` only for weighted fusion, ``rrf_k`` only
-for rrf, then ``context``.
+for rrf, then ``context``, ``rerank``, and ``candidates`` only with a reranker.
 """
 
 from __future__ import annotations
@@ -72,8 +74,9 @@ from ..chunkers.config import ChunkerConfig
 from ..embedding.config import EmbedderConfig
 from ..errors import ChunkwiseError, InvalidParameterError
 from ..retrieval import METHODS, retrieval_method
-from ..retrieval.config import FUSION_OPTIONS, SEARCHABLE, RetrievalConfig
+from ..retrieval.config import FUSION_OPTIONS, NO_RERANK, SEARCHABLE, RetrievalConfig
 from ..retrieval.fusion import DEFAULT_FUSION, FUSION_DEFAULTS, FUSION_PARAMETERS
+from ..retrieval.rerank import DEFAULT_CANDIDATES, check_model_folder
 from ..schema import setting_spec
 
 DOMAIN_TYPES = ("int", "float", "categorical", "fraction")
@@ -267,7 +270,11 @@ class SearchSpace:
         if "fusion" in retrieval_method(method).options:
             fusion = fused["fusion"] = pick("fusion", DEFAULT_FUSION)
             fused[FUSION_PARAMETERS[fusion]] = pick(FUSION_PARAMETERS[fusion], None)
-        return RetrievalConfig(k=k, method=method, context=pick("context", "none"), **fused)
+        context = pick("context", "none")
+        stage: dict[str, Any] = {}
+        if (model := pick("rerank", NO_RERANK)) != NO_RERANK:
+            stage = {"rerank": model, "candidates": pick("candidates", DEFAULT_CANDIDATES)}
+        return RetrievalConfig(k=k, method=method, context=context, **fused, **stage)
 
     def _retrieval_points(self) -> list[dict[str, Any]]:
         """Every combination of the retrieval settings as Optuna parameters, conditional as
@@ -286,9 +293,12 @@ class SearchSpace:
                 branches = [{**fusion_param, **value_param}
                             for fusion_param, fusion in options("fusion", DEFAULT_FUSION)
                             for value_param, _ in options(FUSION_PARAMETERS[fusion], None)]
+            stages = [{**rerank_param, **candidates_param} for rerank_param, model in options("rerank", NO_RERANK)
+                      for candidates_param, _ in (options("candidates", DEFAULT_CANDIDATES) if model != NO_RERANK
+                                                  else [({}, None)])]
             for branch in branches:
                 for context_param, _ in options("context", "none"):
-                    points.append({**method_param, **branch, **context_param})
+                    points += [{**method_param, **branch, **context_param, **stage} for stage in stages]
         return points
 
     def point_near(self, chunker: str, params: dict[str, Any], k: int,
@@ -467,6 +477,15 @@ def _parse_retrieval(raw: Any, source: str) -> dict[str, Domain]:
             return {default}
         return {domain.constant} if domain.is_constant else set(domain.choices or ())
 
+    models = allowed("rerank", NO_RERANK) - {NO_RERANK, None}
+    if "candidates" in domains and not models:
+        raise SearchSpaceError(f"{where}.candidates applies only with a reranker, which retrieval.rerank does not "
+                               "name")
+    for model in sorted(models):
+        try:
+            check_model_folder(model, f"{where}.rerank")
+        except InvalidParameterError as exc:
+            raise SearchSpaceError(str(exc)) from None
     methods, fusions = allowed("method", "dense"), allowed("fusion", DEFAULT_FUSION)
     fusing = [m for m in METHODS if "fusion" in retrieval_method(m).options]
     for key in FUSION_OPTIONS:

@@ -9,7 +9,9 @@ A study file (YAML) says what to tune, on what, and where results go::
     space: ../search_spaces/quick.yaml
     embedder: {provider: sentence-transformers, model: all-MiniLM-L6-v2}
     unit: tokens
-    weights: {recall: 1.0, iou: 0.25, latency: 0.1, cost: 0.1}
+    weights: {recall: 1.0, iou: 0.25, latency: 0.1, cost: 0.1}   # any metric: mrr, ndcg, context_tokens, ...
+    constraints: {context_tokens: 1500}         # optional: never recommend a trial above the budget
+    pareto: [recall, context_tokens]            # optional: the Pareto front's axes (the default)
     rates: {reader_usd_per_mtok: 0.15}          # optional, see tuner.tuning.objective
     scales: {iou_half: 0.05}                    # optional
     storage: sqlite:///example.db               # default: sqlite:///studies/<name>.db
@@ -53,12 +55,12 @@ from ..embedding.config import SPEED_FIELDS, EmbedderConfig
 from ..errors import InvalidParameterError, option
 from ..evaluation.config import COPIES
 from ..evaluation.fidelity import Fidelity
-from ..evaluation.metrics import UNITS
+from ..evaluation.metrics import METRIC_LABELS, UNITS
 from ..schema import check_settings, setting
 from . import defaults
-from .objective import METRIC_NAMES, Rates, Scales, Weights
+from .objective import Constraints, Rates, Scales, Weights, check_pareto, pareto_directions
 from .records import SETTINGS_ATTR, SUMMARY_ATTRS, StudyError, check_name, study_name
-from .settings import COMPARED_SETTINGS, StudySettings
+from .settings import COMPARED_SETTINGS, StudySettings, comparable
 from .space import DEFAULT_SPACE, SearchSpace, SearchSpaceError, load_search_space, resolve_space
 from .storage import absolute_url, default_storage_url
 
@@ -83,6 +85,11 @@ class StudySpec:
     weights: Weights = field(default_factory=Weights)
     rates: Rates = field(default_factory=Rates)
     scales: Scales = field(default_factory=Scales)
+    #: Limits a recommended trial must meet (see :class:`~tuner.tuning.objective.Constraints`).
+    constraints: Constraints = field(default_factory=Constraints)
+    #: The Pareto front's metrics; None: recall against context tokens for a new study, and the
+    #: stored axes for a study that exists.
+    pareto: tuple[str, ...] | None = None
     storage: str = ""
     #: Trials to add per corpus; None: :data:`defaults.TRIALS`, or as many as ``timeout`` allows.
     trials: int | None = setting(None, int, low=0, optional=True)
@@ -120,6 +127,11 @@ class StudySpec:
         if repeated:
             raise StudyError(f"several corpora are named {', '.join(repeated)}; name them with NAME=PATH")
         object.__setattr__(self, "fidelity", parse_fidelity(self.fidelity, "fidelity"))
+        if self.pareto is not None:
+            try:
+                object.__setattr__(self, "pareto", check_pareto(self.pareto, option("pareto")))
+            except InvalidParameterError as exc:
+                raise StudyError(str(exc)) from None
         if not self.storage:
             object.__setattr__(self, "storage", absolute_url(default_storage_url(self.name)))
 
@@ -153,11 +165,13 @@ def build_spec(study_file: str | Path | None = None, *, name: str | None = None,
                include: list[str] | None = None, exclude: list[str] | None = None, keep_links: bool = False,
                fidelity: str | None = None, precision: str | None = None,
                timeout: str | float | None = None, backend: str | None = None,
-               scheduler: str | None = None) -> StudySpec:
+               scheduler: str | None = None, max_context_tokens: float | None = None,
+               pareto: str | None = None) -> StudySpec:
     """A run's spec from a study file and/or command-line values (given values win).
 
     ``corpora`` are ``[NAME=]PATH`` strings (see :func:`tuner.data.corpus.parse_corpus_spec`),
-    ``weights`` is ``"recall=1,iou=0.5"``, ``embedder`` is ``"PROVIDER[:MODEL]"``; without a
+    ``weights`` is ``"recall=1,iou=0.5"``, ``max_context_tokens`` sets the context budget
+    constraint, ``pareto`` is ``"recall,context_tokens"``, ``embedder`` is ``"PROVIDER[:MODEL]"``; without a
     study file, ``name``, ``corpora`` and ``queries`` are required and the space defaults
     to the bundled ``default``.
     """
@@ -170,7 +184,14 @@ def build_spec(study_file: str | Path | None = None, *, name: str | None = None,
             raise StudyError(f"without a study file, tune needs {', '.join(missing)}")
         spec = StudySpec(name=str(name), corpora=tuple(parse_corpus_spec(c) for c in corpora or ()),
                          queries=str(queries), space=space or DEFAULT_SPACE)
+    constraints = None
+    if max_context_tokens is not None:
+        try:
+            constraints = replace(spec.constraints, context_tokens=max_context_tokens)
+        except InvalidParameterError as exc:
+            raise StudyError(f"{option('max_context_tokens')}: {exc}") from None
     return spec.with_overrides(
+        constraints=constraints, pareto=pareto,
         name=name, corpora=tuple(parse_corpus_spec(c) for c in corpora) if corpora else None,
         queries=queries, space=space, embedder=spec.embedder.overridden(embedder, base_url, precision), unit=unit,
         copies=copies, validation=validation,
@@ -232,7 +253,7 @@ def parse_fidelity(value: Any, where: str) -> str | Fidelity:
 
 STUDY_KEYS = ("name", "corpora", "queries", "space", "embedder", "unit", "copies", "validation", "weights", "rates",
               "scales", "storage", "trials", "jobs", "seed", "heartbeat", "cache", "repair_references", "include",
-              "exclude", "keep_links", "fidelity", "timeout", "backend", "scheduler")
+              "exclude", "keep_links", "fidelity", "timeout", "backend", "scheduler", "constraints", "pareto")
 
 
 def load_study_file(path: str | Path) -> StudySpec:
@@ -289,6 +310,8 @@ def load_study_file(path: str | Path) -> StudySpec:
             weights=Weights.from_dict(data.get("weights"), f"{where}: weights"),
             rates=Rates.from_dict(data.get("rates"), f"{where}: rates"),
             scales=Scales.from_dict(data.get("scales"), f"{where}: scales"),
+            constraints=Constraints.from_dict(data.get("constraints"), f"{where}: constraints"),
+            pareto=check_pareto(data["pareto"], f"{where}: pareto") if data.get("pareto") is not None else None,
             storage=storage,
             trials=data.get("trials"),
             timeout=parse_duration(data["timeout"], f"{where}: timeout") if data.get("timeout") is not None else None,
@@ -350,20 +373,33 @@ def load_study_data(spec: StudySpec) -> LoadedStudyData:
 
 
 def open_study(storage: optuna.storages.BaseStorage, name: str, settings: dict[str, Any],
-               sampler: optuna.samplers.BaseSampler | None = None) -> optuna.Study:
-    """Create the study, or load it and refuse when its stored settings differ."""
-    study = optuna.create_study(storage=storage, study_name=name, sampler=sampler,
-                                directions=["maximize", "maximize"], load_if_exists=True)
+               sampler: optuna.samplers.BaseSampler | None = None, *, pareto_given: bool = True) -> optuna.Study:
+    """Create the study, or load it and refuse when its stored settings differ.
+
+    Its Optuna objectives are the metrics of ``settings["pareto"]``. Without ``pareto_given``
+    (the run did not choose axes), a study that exists keeps its own.
+    """
+    axes = settings.get("pareto") or list(comparable("pareto", None))
+    try:
+        study = optuna.load_study(study_name=name, storage=storage, sampler=sampler)
+    except KeyError:
+        study = optuna.create_study(storage=storage, study_name=name, sampler=sampler,
+                                    directions=pareto_directions(axes), load_if_exists=True)
     stored = study.user_attrs.get(SETTINGS_ATTR)
     if stored is None:
         with warnings.catch_warnings():  # experimental, but it is what labels the dashboard's axes
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            study.set_metric_names(list(METRIC_NAMES))
+            study.set_metric_names([METRIC_LABELS[axis] for axis in axes])
         study.set_user_attr(SETTINGS_ATTR, settings)
         for key in SUMMARY_ATTRS:
             study.set_user_attr(key, settings[key])
         return study
     differences = settings_diff(_compared(stored), _compared(settings))
+    current = dict(settings)
+    if not pareto_given:
+        current["pareto"] = stored.get("pareto")
+    differences = settings_diff({key: comparable(key, stored.get(key)) for key in COMPARED_SETTINGS},
+                                {key: comparable(key, current.get(key)) for key in COMPARED_SETTINGS})
     if differences:
         lines = "\n  ".join(differences)
         raise StudyError(

@@ -75,8 +75,9 @@ class TrialObjective:
 
     Calling it with a trial and a ``claim`` function samples a configuration, claims it
     (raising :class:`ConfigurationTaken` or :class:`TargetReached` without evaluating
-    anything), evaluates it and returns ``(recall, IoU)``, the study's two objectives; the
-    weighted score is the ``score`` user attribute that the sampler optimises.
+    anything), evaluates it and returns the metrics of the study's Pareto axes (its Optuna
+    objectives, :attr:`StudySettings.pareto`); the weighted score is the ``score`` user attribute
+    that the sampler optimises.
 
     With multi-fidelity settings (:attr:`StudySettings.fidelity`, see :mod:`tuner.evaluation.fidelity`) the
     configuration climbs the rungs: after each low-fidelity rung its score is recorded
@@ -116,7 +117,7 @@ class TrialObjective:
         return EvaluationConfig(chunker, embedder_config or self.settings.embedder, retrieval, self.settings.unit,
                                 self.settings.copies)
 
-    def __call__(self, trial: optuna.Trial, claim: Callable[[str], ClaimResult]) -> tuple[float, float]:
+    def __call__(self, trial: optuna.Trial, claim: Callable[[str], ClaimResult]) -> tuple[float, ...]:
         config = self.sample(trial)
         config_key = json.dumps(config.to_dict(), sort_keys=True)
         trial.set_user_attr(CONFIG_ATTR, config_key)
@@ -143,7 +144,11 @@ class TrialObjective:
         for key, value in attrs.items():
             trial.set_user_attr(key, value)
         trial.storage.set_trial_system_attr(trial._trial_id, PER_QUERY_SYSTEM_ATTR, encode_per_query(result))
-        return attrs["recall"], attrs["iou"]
+        # Optuna's trial constraints: TPE ranks an infeasible trial below the feasible ones, and
+        # study.best_trials (the dashboard's Pareto front) leaves it out; chunkwise never recommends it.
+        for name, violation in self.settings.constraints.violations(attrs).items():
+            trial.set_constraint(name, violation)
+        return tuple(float(attrs[axis]) for axis in self.settings.pareto)
 
     def _record_api_usage(self, trial: optuna.Trial, config: EvaluationConfig, api_tokens: int) -> None:
         """A hosted API is paid for the rungs of a stopped trial too."""

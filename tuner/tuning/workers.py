@@ -395,7 +395,7 @@ def _run_trial(study: optuna.Study, study_id: int, ledger: Ledger, trial: optuna
 
 
 def _tell(study: optuna.Study, trial: optuna.Trial, state: TrialState,
-          values: tuple[float, float] | None) -> FrozenTrial | None:
+          values: tuple[float, ...] | None) -> FrozenTrial | None:
     """Record the trial's final state; None when it had been reclaimed meanwhile."""
     try:
         return study.tell(trial, values=list(values) if values is not None else None, state=state)

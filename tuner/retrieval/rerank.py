@@ -1,0 +1,72 @@
+"""Rerankers: a cross-encoder reorders the first stage's candidates, and the top ``k`` are kept.
+
+A configuration's ``retrieval.rerank`` names a sentence-transformers ``CrossEncoder`` saved in a
+local folder (nothing is ever downloaded: a model is loaded with ``local_files_only``). The
+retrieval method first ranks ``retrieval.candidates`` chunks; the cross-encoder scores each
+(question, chunk text) pair, and the ``k`` highest scores are kept, best first; equal scores keep
+the first stage's order. The chunk text is the chunk's own, without a context header: production
+stores exactly that text, so evaluation and :meth:`~tuner.deploy.production.Collection.query`
+rerank the same pairs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import InvalidParameterError
+from .ranking import Ranked
+
+#: Candidates a reranker reads per question when a configuration names a reranker but no count.
+DEFAULT_CANDIDATES = 30
+#: Pairs scored per forward pass.
+BATCH_SIZE = 32
+
+
+def check_model_folder(model: str, where: str = "retrieval.rerank") -> Path:
+    """The folder of a saved cross-encoder, or an error saying what to put there."""
+    path = Path(model).expanduser()
+    if not (path / "config.json").is_file():
+        raise InvalidParameterError(
+            f"{where}={model!r} is not a saved cross-encoder folder (no config.json there); download one (e.g. "
+            "cross-encoder/ms-marco-MiniLM-L6-v2, see the README) into a folder and name that folder")
+    return path.resolve()
+
+
+@lru_cache(maxsize=4)
+def load_cross_encoder(model: str) -> Any:
+    """The cross-encoder saved in folder ``model``, loaded once per process."""
+    path = check_model_folder(model)
+    from sentence_transformers import CrossEncoder
+
+    try:
+        return CrossEncoder(str(path), local_files_only=True)
+    except (OSError, ValueError) as exc:
+        raise InvalidParameterError(f"retrieval.rerank={model!r} cannot be loaded as a cross-encoder: {exc}") from None
+
+
+def rerank(first: Ranked, questions: Sequence[str], texts: Callable[[Sequence[int]], list[str]], model: str,
+           k: int) -> Ranked:
+    """The top ``k`` of each question's first-stage candidates by the cross-encoder's score.
+
+    ``texts`` gives the chunk texts of rows. The result's ``first_stage`` is ``first``.
+    """
+    encoder = load_cross_encoder(model)
+    out = Ranked.empty(len(questions), k)
+    rows = [row[row >= 0] for row in first.rows]
+    wanted = sorted({int(r) for row in rows for r in row})
+    text_of = dict(zip(wanted, texts(wanted))) if wanted else {}
+    pairs = [(questions[q], text_of[int(r)]) for q, row in enumerate(rows) for r in row]
+    scores = np.asarray(encoder.predict(pairs, batch_size=BATCH_SIZE, show_progress_bar=False),
+                        dtype=np.float64).reshape(-1) if pairs else np.zeros(0)
+    at = 0
+    for q, row in enumerate(rows):
+        mine = scores[at : at + len(row)]
+        at += len(row)
+        order = np.argsort(-mine, kind="stable")[:k]  # stable: ties keep the first stage's order
+        out.rows[q, : len(order)], out.scores[q, : len(order)] = row[order], mine[order]
+    return Ranked(out.rows, out.scores, first_stage=first)
