@@ -1,15 +1,18 @@
 """Local embeddings with sentence-transformers (default: the bundled all-MiniLM-L6-v2).
 
 The model runs on a CUDA GPU when one is present, else on the CPU, at one of three
-precisions: ``fp32`` (the default), ``bf16`` (``torch.autocast``; on a CPU only where it
-has bf16 instructions, since emulated bf16 is slower than fp32) and ``int8`` (dynamic
-quantisation of the Linear layers; CPU only). Each precision gives slightly different
-vectors, so each is its own cache identity.
+precisions: ``fp32``, ``bf16`` (``torch.autocast``; on a CPU only where it has bf16
+instructions, since emulated bf16 is slower than fp32) and ``int8`` (dynamic quantisation of
+the Linear layers; CPU only). Each precision gives slightly different vectors, so each is its
+own cache identity. A configuration's ``precision: auto`` (the default) is resolved to one of
+them by :func:`machine_precision` before a model is built: bf16 where the hardware computes it
+natively, fp32 elsewhere (see :func:`auto_precision`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -237,6 +240,37 @@ def cpu_supports_bf16(cpuinfo: str | None = None) -> bool:
         if key.strip() in ("flags", "Features") and _BF16_FLAGS & set(value.split()):
             return True
     return False
+
+
+def auto_precision(*, cpu_bf16: bool, cuda: bool, cuda_bf16: bool) -> str:
+    """What ``precision: auto`` picks, from the machine's capabilities (given, not read):
+    bf16 where the model runs on hardware with native bf16 arithmetic (a CUDA GPU that has it,
+    or, without a GPU, a CPU with bf16 instructions), fp32 elsewhere. bf16 passed the decision
+    bar on every chroma-dev corpus (BENCHMARKS.md, "Decision bar"); emulated bf16 is slower
+    than fp32, and int8 failed the bar, so auto never picks it.
+
+    >>> auto_precision(cpu_bf16=True, cuda=False, cuda_bf16=False)
+    'bf16'
+    >>> auto_precision(cpu_bf16=True, cuda=True, cuda_bf16=False)  # the model runs on the GPU
+    'fp32'
+    """
+    if cuda:
+        return "bf16" if cuda_bf16 else "fp32"
+    return "bf16" if cpu_bf16 else "fp32"
+
+
+@functools.cache
+def machine_precision() -> str:
+    """:func:`auto_precision` for this machine (read once per process). torch is imported
+    only where an NVIDIA driver is loaded (``/proc/driver/nvidia``): without one there is no
+    CUDA GPU to ask about, and the CPU's flags come from ``/proc/cpuinfo``."""
+    cuda = cuda_bf16 = False
+    if Path("/proc/driver/nvidia").exists():
+        import torch
+
+        cuda = bool(torch.cuda.is_available())
+        cuda_bf16 = cuda and bool(torch.cuda.is_bf16_supported())
+    return auto_precision(cpu_bf16=cpu_supports_bf16(), cuda=cuda, cuda_bf16=cuda_bf16)
 
 
 def _cuda_available() -> bool:

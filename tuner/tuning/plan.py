@@ -89,7 +89,11 @@ def plan_run(spec: StudySpec) -> list[CorpusPlan]:
 
 
 def format_plan(spec: StudySpec, plans: list[CorpusPlan]) -> str:
-    precision = f" ({spec.embedder.precision})" if spec.embedder.precision != "fp32" else ""
+    resolved = spec.embedder.resolved_precision
+    if spec.embedder.precision == "auto":
+        precision = f" (precision auto: {resolved} on this machine)" if spec.embedder.local else ""
+    else:
+        precision = f" ({resolved})" if resolved != "fp32" else ""
     lines = [f"dry run of {spec.name}: {spec.trials} trial(s) per corpus, {spec.jobs} worker(s), embedder "
              f"{spec.embedder.provider}:{spec.embedder.model}{precision}; nothing is embedded or stored", ""]
     for p in plans:

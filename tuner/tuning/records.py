@@ -41,6 +41,9 @@ TARGET_ATTR = "target_trials"
 SUMMARY_ATTRS = ("corpus", "queries", "weights", "embedder", "unit")
 #: Embedder-dependent rates resolved once per study (a key of the settings).
 RESOLVED_RATES_KEY = "resolved_rates"
+#: The precision a run asked for (a key of the settings, not compared on resume): with
+#: ``auto``, resuming keeps the precision the study was created with.
+PRECISION_CHOICE_KEY = "precision_choice"
 
 # --- trial attributes --------------------------------------------------------------------------
 #: The weighted score, the value that defines "best".
@@ -68,6 +71,8 @@ LOST_ATTR = "lost"
 WORKER_ATTR = "worker"
 #: Metrics on the validation part of the questions carry this prefix (``validation_score``, ...).
 VALIDATION_PREFIX = "validation_"
+#: The precision the trial's embedding model ran at (``auto`` resolved on the worker's machine).
+PRECISION_ATTR = "embedding_precision"
 #: Every query's scores, compact (a system attribute: kept out of the dashboard's attribute list).
 PER_QUERY_SYSTEM_ATTR = "chunkwise:per_query"
 
@@ -422,6 +427,7 @@ def trial_attributes(result, rates: ResolvedRates, weights: Weights, scales: Sca
         "eval_seconds": result.timings["total"],
         "model_seconds": result.embedding["model_seconds"] + result.embedding.get("unit_model_seconds", 0.0),
         "cache_hit_rate": result.embedding["cache_hit_rate"],
+        PRECISION_ATTR: result.config.embedder.resolved_precision,
         CONFIG_ATTR: json.dumps(result.config.to_dict(), sort_keys=True),
     })
     held_out = ~search

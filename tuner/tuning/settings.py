@@ -28,7 +28,7 @@ from ..embedding.cache import EmbeddingCache
 from ..embedding.config import EmbedderConfig, embedder_key, shared_embedder
 from ..evaluation.fidelity import FULL, Fidelity
 from .objective import Rates, ResolvedRates, Scales, Weights, resolve_rates, stored_throughput
-from .records import RESOLVED_RATES_KEY, settings_of
+from .records import PRECISION_CHOICE_KEY, RESOLVED_RATES_KEY, settings_of
 from .space import SearchSpace, parse_search_space
 
 if TYPE_CHECKING:
@@ -179,7 +179,10 @@ def build_settings(spec: StudySpec, corpus: Corpus, evalset: EvaluationSet, spac
         "evaluation_set_sha256": evalset.sha256,
         "space": space.to_dict(),
         "space_source": space.source,
-        "embedder": spec.embedder.to_dict(),
+        # The precision this machine runs (``auto`` resolved): it defines the vectors, so a resumed
+        # run must agree on it; ``precision_choice`` says whether the run asked for auto.
+        "embedder": spec.embedder.resolved().to_dict(),
+        PRECISION_CHOICE_KEY: spec.embedder.precision,
         "unit": spec.unit,
         "copies": spec.copies,
         "validation": validation_split(evalset, spec.validation),

@@ -53,7 +53,7 @@ from ..evaluation.metrics import UNITS
 from ..schema import check_settings, setting
 from . import defaults
 from .objective import METRIC_NAMES, Rates, Scales, Weights
-from .records import SETTINGS_ATTR, SUMMARY_ATTRS, StudyError, check_name, study_name
+from .records import PRECISION_CHOICE_KEY, SETTINGS_ATTR, SUMMARY_ATTRS, StudyError, check_name, study_name
 from .settings import COMPARED_SETTINGS, StudySettings
 from .space import DEFAULT_SPACE, SearchSpace, load_search_space, resolve_space
 from .storage import absolute_url, default_storage_url
@@ -222,7 +222,8 @@ def load_study_file(path: str | Path) -> StudySpec:
             corpora=tuple((str(name), relative(p, f"corpora.{name}")) for name, p in corpora.items()),
             queries=relative(data["queries"], "queries"),
             space=relative(data["space"], "space"),
-            embedder=EmbedderConfig.from_dict(data.get("embedder") or {}, f"{where}: embedder"),
+            embedder=EmbedderConfig.from_dict(data.get("embedder") or {}, f"{where}: embedder",
+                                              default_precision="auto"),
             unit=data.get("unit", "tokens"),
             copies=data.get("copies", "any"),
             validation=data.get("validation", defaults.VALIDATION),
@@ -300,6 +301,9 @@ def open_study(storage: optuna.storages.BaseStorage, name: str, settings: dict[s
         for key in SUMMARY_ATTRS:
             study.set_user_attr(key, settings[key])
         return study
+    if settings.get(PRECISION_CHOICE_KEY) == "auto" and isinstance(stored.get("embedder"), dict):
+        # auto resumes at the study's precision (an explicit one must match it, below).
+        settings = {**settings, "embedder": _with_precision_of(settings["embedder"], stored["embedder"])}
     differences = settings_diff({key: stored.get(key) for key in COMPARED_SETTINGS},
                                 {key: settings.get(key) for key in COMPARED_SETTINGS})
     if differences:
@@ -309,6 +313,14 @@ def open_study(storage: optuna.storages.BaseStorage, name: str, settings: dict[s
             "Its results would not be comparable. Run with the study's settings, or start a "
             "new study (another name or storage).")
     return study
+
+
+def _with_precision_of(embedder: dict[str, Any], stored: dict[str, Any]) -> dict[str, Any]:
+    """``embedder`` with the precision of ``stored`` (absent, as fp32 is written, when it is absent there)."""
+    out = {key: value for key, value in embedder.items() if key != "precision"}
+    if "precision" in stored:
+        out["precision"] = stored["precision"]
+    return out
 
 
 def settings_diff(stored: Any, current: Any, path: str = "") -> list[str]:
