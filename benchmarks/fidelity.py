@@ -65,6 +65,8 @@ from _common import CHROMA_DEV, grid_configs, require_chroma_dev
 
 RUNG_SETS = ((0.05, 1.0), (0.1, 1.0), (0.2, 1.0), (0.05, 0.2, 1.0), (0.1, 0.3, 1.0), (0.2, 0.5, 1.0))
 REDUCTIONS = (3, 4)
+#: --judge: each rung set is judged with these seeds (orders and bootstrap), the lowest share counts.
+SEEDS = (0, 1, 2, 3)
 SENTENCE = re.compile(r"(?<=[.!?])\s+")
 
 
@@ -241,20 +243,22 @@ def judge(tables: dict[str, Any], trials: int, simulations: int) -> None:
     cheapness = {name: tuple(point["cheapness"]) for name, point in points.items()}
     available = set(map(str, tables["fidelities"]))
     print(f"\nDecision bar (issue 21), {simulations:,} seeded orders of {trials} of the {len(points)} points, one "
-          f"worker, {tables.get('precision', 'fp32')}: the tie gate's recommendation among the trials that reached "
+          f"worker, {tables.get('precision', 'fp32')}, seeds {SEEDS}: the tie gate's recommendation among the trials "
+          "that reached "
           "full fidelity, inside the tie set of the same trials all at full fidelity (paired bootstrap, 95%, top 30, "
           f"cheapest tied recommended), in >= {ORDERS_IN_TIES:.0%} of the orders\n")
-    print("| rungs | reduction | recommendation in the full-fidelity tie set | scoring work vs all at full "
-          "(rung fractions) | verdict |")
-    print("|---|---|---|---|---|")
+    print(f"| rungs | reduction | recommendation in the full-fidelity tie set, seeds {', '.join(map(str, SEEDS))} "
+          "| lowest | scoring work vs all at full (rung fractions) | verdict |")
+    print("|---|---|---|---|---|---|")
     for rungs in RUNG_SETS:
         if not set(map(str, rungs)) <= available:
             continue
         low = {f: {name: point["score"][str(f)] for name, point in points.items()} for f in rungs[:-1]}
         for reduction in REDUCTIONS:
             verdict = judge_fidelity(full, low, rungs, reduction, trials=trials, simulations=simulations,
-                                     cheapness=cheapness)
-            print(f"| {', '.join(f'{r:g}' for r in rungs)} | {reduction} | {verdict.in_ties:.1%} "
+                                     cheapness=cheapness, seeds=SEEDS)
+            print(f"| {', '.join(f'{r:g}' for r in rungs)} | {reduction} "
+                  f"| {' / '.join(f'{share:.1%}' for share in verdict.by_seed)} | {verdict.in_ties:.1%} "
                   f"| {verdict.work:.2f} | {'PASS' if verdict.passed else 'FAIL'} |")
 
 

@@ -249,7 +249,8 @@ def test_precision_in_the_configuration_schema():
     assert EvaluationConfig.from_dict(whole.to_dict()).embedder == whole.embedder
     assert config.build().identity.endswith(":bf16")
     assert config.overridden(base_url=None, spec="sentence-transformers").precision == "bf16"
-    with pytest.raises(InvalidParameterError, match=r"embedder.precision='fp16' is invalid; allowed: fp32, bf16, int8, auto"):
+    allowed = r"embedder.precision='fp16' is invalid; allowed: fp32, bf16, int8, auto"
+    with pytest.raises(InvalidParameterError, match=allowed):
         EmbedderConfig.from_dict({"precision": "fp16"})
     with pytest.raises(InvalidParameterError, match="applies to local sentence-transformers models only"):
         EmbedderConfig("openai", "text-embedding-3-small", precision="bf16")
