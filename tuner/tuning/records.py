@@ -44,6 +44,8 @@ RESOLVED_RATES_KEY = "resolved_rates"
 #: The precision a run asked for (a key of the settings, not compared on resume): with
 #: ``auto``, resuming keeps the precision the study was created with.
 PRECISION_CHOICE_KEY = "precision_choice"
+#: The same for ``fidelity``: with ``auto``, resuming keeps the rungs the study was created with.
+FIDELITY_CHOICE_KEY = "fidelity_choice"
 
 # --- trial attributes --------------------------------------------------------------------------
 #: The weighted score, the value that defines "best".

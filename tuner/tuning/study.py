@@ -53,7 +53,15 @@ from ..evaluation.metrics import UNITS
 from ..schema import check_settings, setting
 from . import defaults
 from .objective import METRIC_NAMES, Rates, Scales, Weights
-from .records import PRECISION_CHOICE_KEY, SETTINGS_ATTR, SUMMARY_ATTRS, StudyError, check_name, study_name
+from .records import (
+    FIDELITY_CHOICE_KEY,
+    PRECISION_CHOICE_KEY,
+    SETTINGS_ATTR,
+    SUMMARY_ATTRS,
+    StudyError,
+    check_name,
+    study_name,
+)
 from .settings import COMPARED_SETTINGS, StudySettings
 from .space import DEFAULT_SPACE, SearchSpace, load_search_space, resolve_space
 from .storage import absolute_url, default_storage_url
@@ -304,6 +312,9 @@ def open_study(storage: optuna.storages.BaseStorage, name: str, settings: dict[s
     if settings.get(PRECISION_CHOICE_KEY) == "auto" and isinstance(stored.get("embedder"), dict):
         # auto resumes at the study's precision (an explicit one must match it, below).
         settings = {**settings, "embedder": _with_precision_of(settings["embedder"], stored["embedder"])}
+    if settings.get(FIDELITY_CHOICE_KEY) == "auto" and "fidelity" in stored:
+        # auto resumes at the study's rungs (AUTO_RUNGS may have changed since it was created).
+        settings = {**settings, "fidelity": stored["fidelity"]}
     differences = settings_diff({key: stored.get(key) for key in COMPARED_SETTINGS},
                                 {key: settings.get(key) for key in COMPARED_SETTINGS})
     if differences:
