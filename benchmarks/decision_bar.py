@@ -195,7 +195,8 @@ def judge_fidelity(full: Scores, low: Mapping[float, Mapping[str, float]], rungs
     ``full``: every grid configuration's per-question weighted scores at full fidelity;
     ``low``: for each rung below full fidelity, every configuration's weighted score there.
     ``rungs`` ends at 1.0; ``reduction`` is successive halving's (a trial is promoted when it
-    is in the top ``1/reduction`` of the scores seen at its rung so far).
+    is in the top ``1/reduction`` of the scores seen at its rung so far). Each of ``seeds``
+    draws its own orders and bootstrap; the verdict takes the lowest share.
     """
     if simulations < MIN_SIMULATIONS:
         raise ValueError(f"simulations={simulations} is too few; at least {MIN_SIMULATIONS}")

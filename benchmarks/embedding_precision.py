@@ -147,6 +147,8 @@ def agreement_tables(args: argparse.Namespace, precision: str, cache_dir: Path) 
     weights, scales = Weights(), Scales()
     scopes = [] if args.judge else [("pooled", corpora, pooled_set)]
     for corpus in corpora:
+        if args.corpora and corpus.name not in args.corpora:
+            continue
         scopes.append((corpus.name, corpus, tuner.load_evaluation_set(
             args.data / "questions.csv", corpus, ignore_other_corpora=True)))
     tables: dict[str, dict[str, Any]] = {}
@@ -269,6 +271,7 @@ def main() -> int:
     parser.add_argument("--tables", type=Path, help="report from tables written by --out (no evaluation)")
     parser.add_argument("--judge", action="store_true",
                         help="keep per-question scores (per corpus only) and apply the decision bar")
+    parser.add_argument("--corpora", nargs="+", help="only these chroma-dev corpora (default: all three)")
     parser.add_argument("--precisions", nargs="+", choices=PRECISIONS,
                         help="the precisions to evaluate (default: every one this CPU runs well; fp32 always)")
     args = parser.parse_args()
