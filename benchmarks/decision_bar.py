@@ -186,6 +186,24 @@ def decision_bar(reference: Scores, fast: Scores, *, cheapness: Cheapness | None
         configurations=len(names), questions=ref.questions)
 
 
+def studies_kept(reference: Scores, fast: Scores, *, trials: int = 60, simulations: int = MIN_SIMULATIONS,
+                 seed: int = 0, cheapness: Cheapness | None = None, confidence: float = CONFIDENCE,
+                 samples: int = BOOTSTRAP_SAMPLES, top: int | None = TOP_CANDIDATES) -> float:
+    """Criterion 1 as one study sees it: the share of ``simulations`` seeded random sets of
+    ``trials`` grid configurations (a study's trials) on which each path's recommendation lies
+    in the other's tie set. A grid-wide verdict can turn on one configuration at the edge of
+    the tie gate's top-``top`` window; this says how often a study of ``trials`` meets it."""
+    names = _names(reference, fast)
+    ref, new = _Grid(reference, names, samples, seed), _Grid(fast, names, samples, seed)
+    rng = random.Random(seed)
+    kept = 0
+    for _ in range(simulations):
+        chosen = rng.sample(range(len(names)), min(trials, len(names)))
+        a, b = ref.gate(chosen, cheapness, confidence, top), new.gate(chosen, cheapness, confidence, top)
+        kept += b.recommended in a.tied and a.recommended in b.tied
+    return kept / simulations
+
+
 def judge_fidelity(full: Scores, low: Mapping[float, Mapping[str, float]], rungs: Sequence[float], reduction: int, *,
                    trials: int = 60, simulations: int = MIN_SIMULATIONS, seeds: Sequence[int] = (0,),
                    cheapness: Cheapness | None = None, confidence: float = CONFIDENCE,

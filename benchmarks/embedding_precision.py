@@ -235,29 +235,34 @@ def agreement(args: argparse.Namespace) -> dict[str, Any]:
 
 def judge(results: dict[str, Any]) -> None:
     """The decision bar (``benchmarks/decision_bar.py``) for each precision against fp32, per corpus."""
-    from decision_bar import decision_bar
+    from decision_bar import decision_bar, studies_kept
 
     reference = results["fp32"]
     print("\nDecision bar (issue 21), per corpus against fp32: criterion 1, the recommendation inside the other's "
           "tie set both ways (paired bootstrap, 95%, top 30, cheapest tied recommended); criterion 2, mean |weighted "
-          "score difference| over the grid < 0.1 x median half-width of fp32's per-configuration 95% CIs\n")
+          "score difference| over the grid < 0.1 x median half-width of fp32's per-configuration 95% CIs; last "
+          "column: criterion 1 on 1,000 seeded random sets of 60 grid points (a study's trials)\n")
     print("| precision | corpus | points x questions | fp32 recommends (tied) | precision recommends (tied) "
-          "| criterion 1 | mean abs diff | 0.1 x median CI half-width | criterion 2 | verdict |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "| criterion 1 | mean abs diff | 0.1 x median CI half-width | criterion 2 | verdict "
+          "| criterion 1 in 60-trial studies |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for precision in (p for p in results if p != "fp32"):
         for scope, table in results[precision].items():
             ref = reference[scope]
             if "per_question" not in next(iter(ref.values())):
                 raise SystemExit("these tables have no per-question scores: run again with --judge")
-            verdict = decision_bar({key: point["per_question"] for key, point in ref.items()},
-                                   {key: point["per_question"] for key, point in table.items()},
-                                   cheapness={key: tuple(point["cheapness"]) for key, point in ref.items()})
+            paths = ({key: point["per_question"] for key, point in ref.items()},
+                     {key: point["per_question"] for key, point in table.items()})
+            cheapness = {key: tuple(point["cheapness"]) for key, point in ref.items()}
+            verdict = decision_bar(*paths, cheapness=cheapness)
+            studies = studies_kept(*paths, cheapness=cheapness)
             print(f"| {precision} | {scope} | {verdict.configurations} x {verdict.questions} "
                   f"| {verdict.reference.recommended} ({len(verdict.reference.tied)}) "
                   f"| {verdict.fast.recommended} ({len(verdict.fast.tied)}) "
                   f"| {'yes' if verdict.recommendation_kept else 'no'} "
                   f"| {verdict.mean_abs_difference:.5f} | {verdict.threshold:.5f} "
-                  f"| {'yes' if verdict.scores_kept else 'no'} | {'PASS' if verdict.passed else 'FAIL'} |")
+                  f"| {'yes' if verdict.scores_kept else 'no'} | {'PASS' if verdict.passed else 'FAIL'} "
+                  f"| {studies:.1%} |")
 
 
 def main() -> int:

@@ -117,3 +117,13 @@ def test_fidelity_needs_a_thousand_orders(bar):
     full = grid(3)
     with pytest.raises(ValueError, match="at least 1000"):
         bar.judge_fidelity(full, {0.1: {k: 0.0 for k in full}}, (0.1, 1.0), 3, simulations=999)
+
+
+def test_criterion_1_in_simulated_studies(bar):
+    scores = grid()
+    assert bar.studies_kept(scores, dict(scores), trials=10) == 1.0
+    fast = dict(scores)
+    fast["c00"], fast["c19"] = scores["c19"], scores["c00"]
+    # A study keeps its recommendation only when it holds neither swapped configuration:
+    # C(18, 10) / C(20, 10) = 43758 / 184756 = 0.237 of the 10-trial studies.
+    assert bar.studies_kept(scores, fast, trials=10) == pytest.approx(43758 / 184756, abs=0.04)
