@@ -245,9 +245,10 @@ def cpu_supports_bf16(cpuinfo: str | None = None) -> bool:
 def auto_precision(*, cpu_bf16: bool, cuda: bool, cuda_bf16: bool) -> str:
     """What ``precision: auto`` picks, from the machine's capabilities (given, not read):
     bf16 where the model runs on hardware with native bf16 arithmetic (a CUDA GPU that has it,
-    or, without a GPU, a CPU with bf16 instructions), fp32 elsewhere. bf16 passed the decision
-    bar on every chroma-dev corpus (BENCHMARKS.md, "Decision bar"); emulated bf16 is slower
-    than fp32, and int8 failed the bar, so auto never picks it.
+    or, without a GPU, a CPU with bf16 instructions), fp32 elsewhere: emulated bf16 is slower
+    than fp32. bf16 keeps the scores and, on a subset grid, the recommendation on every
+    chroma-dev corpus, with one full-grid exception (BENCHMARKS.md, "Decision bar (issue 21)");
+    int8 fails the bar, so auto never picks it.
 
     >>> auto_precision(cpu_bf16=True, cuda=False, cuda_bf16=False)
     'bf16'
