@@ -46,7 +46,8 @@ def evaluate_configs(data: Path, configs, cache_path: Path, units=("chars", "tok
     from tuner.embedding import EmbeddingCache
 
     corpora, evalset = load_chroma_dataset(data)
-    embedder = tuner.EmbedderConfig().build(EmbeddingCache(cache_path))
+    # fp32 on every machine: the figures compared with Chroma's (BENCHMARKS.md) were measured at fp32.
+    embedder = tuner.EmbedderConfig(precision="fp32").build(EmbeddingCache(cache_path))
     for name, size, overlap in configs:
         for unit in units:
             scoring, _, copies = unit.partition("-")

@@ -26,8 +26,16 @@ The bar for a faster default: every configuration within 0.3 points, same top-5.
     python benchmarks/embedding_precision.py --part throughput [--repeats 5]
     python benchmarks/embedding_precision.py --part agreement --grid full [--cache-dir DIR] [--out FILE]
     python benchmarks/embedding_precision.py --part agreement --tables FILE   # report again from --out
+    python benchmarks/embedding_precision.py --part agreement --judge --grid small --out FILE
 
 ``--cache-dir`` keeps one embedding cache per precision, so a second run only re-scores.
+
+**The decision bar** (``--judge``, issue 21): each point also keeps its per-question weighted
+scores (default weights and scales; each question's recall and IoU with the configuration's
+modelled latency and cost, priced with one fixed embedding throughput for every precision so
+only the vectors differ) and its cheapness (cost, latency, chunks), every question of the
+corpus counted; ``benchmarks/decision_bar.py`` then judges each precision against fp32 on each
+corpus (one study per corpus). The pooled scope is left out: users tune one corpus at a time.
 """
 
 from __future__ import annotations
@@ -49,6 +57,9 @@ from _common import CHROMA_DEV, ROOT, grid_configs, require_chroma_dev
 PRECISIONS = ("fp32", "bf16", "int8")
 BAR_POINTS = 0.3
 TOP = 5
+#: Tokens per second the latency model prices every precision at (fp32's measured throughput on
+#: 2 cores, BENCHMARKS.md): the same for all, so the judged difference is the vectors' alone.
+JUDGE_TOKENS_PER_S = 5500.0
 
 
 def available_precisions() -> list[str]:
@@ -122,15 +133,22 @@ def throughput(args: argparse.Namespace) -> None:
 
 
 def agreement_tables(args: argparse.Namespace, precision: str, cache_dir: Path) -> dict[str, dict[str, Any]]:
-    """``{scope: {"chunker size overlap k": {"recall", "iou"}}}`` for one precision, in points."""
+    """``{scope: {"chunker size overlap k": {"recall", "iou"}}}`` for one precision, in points;
+    with ``--judge`` also ``"per_question"`` (weighted scores) and ``"cheapness"`` per point."""
     import tuner
     from tuner.data.evalset import load_chroma_dataset
     from tuner.embedding import EmbeddingCache
+    from tuner.tuning.objective import Rates, Scales, Weights, resolve_rates, weighted_score
+    from tuner.tuning.records import trial_attributes
 
     corpora, pooled_set = load_chroma_dataset(args.data)
     embedder = tuner.EmbedderConfig(precision=precision).build(EmbeddingCache(cache_dir / f"{precision}.sqlite3"))
-    scopes = [("pooled", corpora, pooled_set)]
+    rates = resolve_rates(Rates(embed_tokens_per_s=JUDGE_TOKENS_PER_S), embedder, "sentence-transformers")
+    weights, scales = Weights(), Scales()
+    scopes = [] if args.judge else [("pooled", corpora, pooled_set)]
     for corpus in corpora:
+        if args.corpora and corpus.name not in args.corpora:
+            continue
         scopes.append((corpus.name, corpus, tuner.load_evaluation_set(
             args.data / "questions.csv", corpus, ignore_other_corpora=True)))
     tables: dict[str, dict[str, Any]] = {}
@@ -141,8 +159,15 @@ def agreement_tables(args: argparse.Namespace, precision: str, cache_dir: Path) 
             result = tuner.evaluate(data, evalset, chunker=name, size=size, overlap=overlap, k=10, embedder=embedder)
             for k in range(1, 11):
                 overall = result.metrics_at(k)["overall"]
-                table[f"{name} {size}/{overlap} k={k}"] = {"recall": 100 * overall["recall"]["mean"],
-                                                            "iou": 100 * overall["iou"]["mean"]}
+                point = table[f"{name} {size}/{overlap} k={k}"] = {"recall": 100 * overall["recall"]["mean"],
+                                                                    "iou": 100 * overall["iou"]["mean"]}
+                if args.judge:
+                    attrs = trial_attributes(result, rates, weights, scales, k=k)
+                    latency, cost = attrs["latency_ms"] / 1000, attrs["cost_usd_per_1k_queries"]
+                    per_query = result.scores.at(k)
+                    scores = weighted_score(per_query["recall"], per_query["iou"], latency, cost, weights, scales)
+                    point["per_question"] = [round(float(v), 7) for v in scores]
+                    point["cheapness"] = [cost, latency, attrs["chunks"]]
         print(f"  {precision} {scope}: {len(table)} points ({time.perf_counter() - started:.0f} s so far)",
               file=sys.stderr, flush=True)
     return tables
@@ -159,13 +184,16 @@ def tied_top(table: dict[str, dict[str, float]], metric: str) -> set[str]:
     return {key for key, value in table.items() if round(value[metric], 9) >= round(fifth, 9)}
 
 
-def agreement(args: argparse.Namespace) -> None:
+def agreement(args: argparse.Namespace) -> dict[str, Any]:
     if args.tables:
         results = json.loads(args.tables.read_text())
     else:
         cache_dir = args.cache_dir or Path(tempfile.mkdtemp(prefix="chunkwise-precision-"))
         cache_dir.mkdir(parents=True, exist_ok=True)
-        results = {p: agreement_tables(args, p, cache_dir) for p in available_precisions()}
+        chosen = available_precisions()
+        if args.precisions:
+            chosen = [p for p in chosen if p == "fp32" or p in args.precisions]
+        results = {p: agreement_tables(args, p, cache_dir) for p in chosen}
         if args.out:
             args.out.write_text(json.dumps(results, indent=1))
     reference = results["fp32"]
@@ -202,6 +230,39 @@ def agreement(args: argparse.Namespace) -> None:
                     shown = [f"{key} ({results[precision][scope][key][m]:.2f}; fp32 {reference[scope][key][m]:.2f})"
                              for key in top(results[precision][scope], m)]
                     print(f"  {precision} top-5 by {m}: {shown}")
+    return results
+
+
+def judge(results: dict[str, Any]) -> None:
+    """The decision bar (``benchmarks/decision_bar.py``) for each precision against fp32, per corpus."""
+    from decision_bar import decision_bar, studies_kept
+
+    reference = results["fp32"]
+    print("\nDecision bar (issue 21), per corpus against fp32: criterion 1, the recommendation inside the other's "
+          "tie set both ways (paired bootstrap, 95%, top 30, cheapest tied recommended); criterion 2, mean |weighted "
+          "score difference| over the grid < 0.1 x median half-width of fp32's per-configuration 95% CIs; last "
+          "column: criterion 1 on 1,000 seeded random sets of 60 grid points (a study's trials)\n")
+    print("| precision | corpus | points x questions | fp32 recommends (tied) | precision recommends (tied) "
+          "| criterion 1 | mean abs diff | 0.1 x median CI half-width | criterion 2 | verdict "
+          "| criterion 1 in 60-trial studies |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for precision in (p for p in results if p != "fp32"):
+        for scope, table in results[precision].items():
+            ref = reference[scope]
+            if "per_question" not in next(iter(ref.values())):
+                raise SystemExit("these tables have no per-question scores: run again with --judge")
+            paths = ({key: point["per_question"] for key, point in ref.items()},
+                     {key: point["per_question"] for key, point in table.items()})
+            cheapness = {key: tuple(point["cheapness"]) for key, point in ref.items()}
+            verdict = decision_bar(*paths, cheapness=cheapness)
+            studies = studies_kept(*paths, cheapness=cheapness)
+            print(f"| {precision} | {scope} | {verdict.configurations} x {verdict.questions} "
+                  f"| {verdict.reference.recommended} ({len(verdict.reference.tied)}) "
+                  f"| {verdict.fast.recommended} ({len(verdict.fast.tied)}) "
+                  f"| {'yes' if verdict.recommendation_kept else 'no'} "
+                  f"| {verdict.mean_abs_difference:.5f} | {verdict.threshold:.5f} "
+                  f"| {'yes' if verdict.scores_kept else 'no'} | {'PASS' if verdict.passed else 'FAIL'} "
+                  f"| {studies:.1%} |")
 
 
 def main() -> int:
@@ -213,6 +274,11 @@ def main() -> int:
     parser.add_argument("--cache-dir", type=Path, help="embedding caches, one per precision (default: temporary)")
     parser.add_argument("--out", type=Path, help="write the agreement tables as JSON")
     parser.add_argument("--tables", type=Path, help="report from tables written by --out (no evaluation)")
+    parser.add_argument("--judge", action="store_true",
+                        help="keep per-question scores (per corpus only) and apply the decision bar")
+    parser.add_argument("--corpora", nargs="+", help="only these chroma-dev corpora (default: all three)")
+    parser.add_argument("--precisions", nargs="+", choices=PRECISIONS,
+                        help="the precisions to evaluate (default: every one this CPU runs well; fp32 always)")
     args = parser.parse_args()
     require_chroma_dev(args.data)
     warnings.simplefilter("ignore")
@@ -220,7 +286,9 @@ def main() -> int:
     if args.part in ("throughput", "all"):
         throughput(args)
     if args.part in ("agreement", "all"):
-        agreement(args)
+        results = agreement(args)
+        if args.judge:
+            judge(results)
     return 0
 
 

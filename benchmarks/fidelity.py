@@ -35,6 +35,14 @@ and stopped, and the best full-fidelity weighted score each study reaches.
     python benchmarks/fidelity.py [--mb 1] [--grid small] [--trials 60] [--out FILE]
     python benchmarks/fidelity.py --tables FILE     # report again from --out
     python benchmarks/fidelity.py --part study --mb 1 --trials 30 [--rungs 0.1,0.3,1] [--reduction 3]
+    python benchmarks/fidelity.py --mb 1 --judge [--precision bf16] --out FILE   # the decision bar
+
+**The decision bar** (``--judge``, issue 21): each point also keeps its per-question weighted
+scores at full fidelity and its cheapness (cost, latency, chunks), and every rung set is judged
+by ``benchmarks/decision_bar.py``'s :func:`judge_fidelity`: over ``--simulations`` (>= 1,000)
+seeded orders of ``--trials`` points, is the tie gate's recommendation among the trials that
+reached full fidelity inside the tie set of the same trials all at full fidelity, in >= 95%?
+``--precision`` picks the embedding precision of the whole measurement (default fp32).
 """
 
 from __future__ import annotations
@@ -57,6 +65,8 @@ from _common import CHROMA_DEV, grid_configs, require_chroma_dev
 
 RUNG_SETS = ((0.05, 1.0), (0.1, 1.0), (0.2, 1.0), (0.05, 0.2, 1.0), (0.1, 0.3, 1.0), (0.2, 0.5, 1.0))
 REDUCTIONS = (3, 4)
+#: --judge: each rung set is judged with these seeds (orders and bootstrap), the lowest share counts.
+SEEDS = (0, 1, 2, 3)
 SENTENCE = re.compile(r"(?<=[.!?])\s+")
 
 
@@ -97,7 +107,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     from tuner.evaluation.config import EvaluationConfig
     from tuner.evaluation.evaluator import evaluate
     from tuner.retrieval.config import RetrievalConfig
-    from tuner.tuning.objective import Rates, Scales, Weights, resolve_rates
+    from tuner.tuning.objective import Rates, Scales, Weights, resolve_rates, weighted_score
     from tuner.tuning.records import trial_attributes
 
     corpus, queries, pool = build_corpus(args.data, args.mb)
@@ -106,7 +116,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
           f"{len(queries)} questions", file=sys.stderr)
     cache_dir = args.cache_dir or Path(tempfile.mkdtemp(prefix="chunkwise-fidelity-"))
     cache_dir.mkdir(parents=True, exist_ok=True)
-    embedder = EmbedderConfig().build(EmbeddingCache(cache_dir / "fp32.sqlite3"))
+    embedder = EmbedderConfig(precision=args.precision).build(EmbeddingCache(cache_dir / f"{args.precision}.sqlite3"))
     rates = resolve_rates(Rates(), embedder, "sentence-transformers")
     occurrences = OccurrenceTable.build(queries, [corpus])
     fidelities = sorted(args.fidelities, reverse=True)
@@ -127,9 +137,16 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                 point = points.setdefault(f"{chunker} {size}/{overlap} k={k}", {"score": {}, "tokens": {}})
                 point["score"][str(fidelity)] = attrs["score"]
                 point["tokens"][str(fidelity)] = result.embedding["tokens"]
+                if args.judge and fidelity == 1.0:
+                    latency, cost = attrs["latency_ms"] / 1000, attrs["cost_usd_per_1k_queries"]
+                    per_query = result.scores.at(k)
+                    scores = weighted_score(per_query["recall"], per_query["iou"], latency, cost, Weights(), Scales())
+                    point["per_question"] = [round(float(v), 7) for v in scores]
+                    point["cheapness"] = [cost, latency, attrs["chunks"]]
         print(f"  {chunker} {size}/{overlap}: {time.perf_counter() - started:.0f} s so far", file=sys.stderr,
               flush=True)
     return {"megabytes": chars / 1e6, "documents": len(corpus), "questions": len(queries), "grid": args.grid,
+            "precision": args.precision,
             "fidelities": fidelities, "points": points,
             "chunking_s_per_mb": statistics.median(chunking_s) / (chars / 1e6),
             "model_tokens_per_s": model_tokens / model_s if model_s else None}
@@ -213,6 +230,36 @@ def report(tables: dict[str, Any], trials: int, simulations: int) -> None:
     throughput = tables.get("model_tokens_per_s")
     if throughput:
         extrapolate(tables, results, trials, simulations, throughput)
+
+
+def judge(tables: dict[str, Any], trials: int, simulations: int) -> None:
+    """The decision bar's multi-fidelity criterion for every measured rung set."""
+    from decision_bar import ORDERS_IN_TIES, judge_fidelity
+
+    points = tables["points"]
+    if "per_question" not in next(iter(points.values())):
+        raise SystemExit("these tables have no per-question scores: measure again with --judge")
+    full = {name: point["per_question"] for name, point in points.items()}
+    cheapness = {name: tuple(point["cheapness"]) for name, point in points.items()}
+    available = set(map(str, tables["fidelities"]))
+    print(f"\nDecision bar (issue 21), {simulations:,} seeded orders of {trials} of the {len(points)} points, one "
+          f"worker, {tables.get('precision', 'fp32')}, seeds {SEEDS}: the tie gate's recommendation among the trials "
+          "that reached "
+          "full fidelity, inside the tie set of the same trials all at full fidelity (paired bootstrap, 95%, top 30, "
+          f"cheapest tied recommended), in >= {ORDERS_IN_TIES:.0%} of the orders\n")
+    print(f"| rungs | reduction | recommendation in the full-fidelity tie set, seeds {', '.join(map(str, SEEDS))} "
+          "| lowest | scoring work vs all at full (rung fractions) | verdict |")
+    print("|---|---|---|---|---|---|")
+    for rungs in RUNG_SETS:
+        if not set(map(str, rungs)) <= available:
+            continue
+        low = {f: {name: point["score"][str(f)] for name, point in points.items()} for f in rungs[:-1]}
+        for reduction in REDUCTIONS:
+            verdict = judge_fidelity(full, low, rungs, reduction, trials=trials, simulations=simulations,
+                                     cheapness=cheapness, seeds=SEEDS)
+            print(f"| {', '.join(f'{r:g}' for r in rungs)} | {reduction} "
+                  f"| {' / '.join(f'{share:.1%}' for share in verdict.by_seed)} | {verdict.in_ties:.1%} "
+                  f"| {verdict.work:.2f} | {'PASS' if verdict.passed else 'FAIL'} |")
 
 
 def at_scale(tables: dict[str, Any], megabytes: float) -> tuple[dict[str, Any], float]:
@@ -312,6 +359,9 @@ def main() -> int:
     parser.add_argument("--space", default="default-grid", help="--part study: the search space")
     parser.add_argument("--rungs", default="0.1,0.3,1", help="--part study: the rungs of the multi-fidelity study")
     parser.add_argument("--reduction", type=int, default=3)
+    parser.add_argument("--judge", action="store_true", help="keep per-question scores and apply the decision bar")
+    parser.add_argument("--precision", choices=("fp32", "bf16", "int8"), default="fp32",
+                        help="the embedding precision of the measurement")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     if args.part == "study":
@@ -326,6 +376,8 @@ def main() -> int:
         if args.out:
             args.out.write_text(json.dumps(tables))
     report(tables, args.trials, args.simulations)
+    if args.judge:
+        judge(tables, args.trials, args.simulations)
     return 0
 
 

@@ -241,8 +241,8 @@ def test_each_precision_is_its_own_cache_identity():
 
 
 def test_precision_in_the_configuration_schema():
-    assert EmbedderConfig().precision == "fp32"
-    assert "precision" not in EmbedderConfig().to_dict()  # saved configurations read as before
+    assert EmbedderConfig().precision == "auto"  # see test_precision_auto.py
+    assert "precision" not in EmbedderConfig(precision="fp32").to_dict()  # saved configurations read as before
     config = EmbedderConfig(precision="bf16")
     assert config.to_dict() == {"provider": "sentence-transformers", "model": "all-MiniLM-L6-v2", "precision": "bf16"}
     assert EmbedderConfig.from_dict(config.to_dict()) == config
@@ -250,7 +250,8 @@ def test_precision_in_the_configuration_schema():
     assert EvaluationConfig.from_dict(whole.to_dict()).embedder == whole.embedder
     assert config.build().identity.endswith(":bf16")
     assert config.overridden(base_url=None, spec="sentence-transformers").precision == "bf16"
-    with pytest.raises(InvalidParameterError, match=r"embedder.precision='fp16' is invalid; allowed: fp32, bf16, int8"):
+    allowed = r"embedder.precision='fp16' is invalid; allowed: fp32, bf16, int8, auto"
+    with pytest.raises(InvalidParameterError, match=allowed):
         EmbedderConfig.from_dict({"precision": "fp16"})
     with pytest.raises(InvalidParameterError, match="applies to local sentence-transformers models only"):
         EmbedderConfig("openai", "text-embedding-3-small", precision="bf16")

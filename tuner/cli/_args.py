@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from ..embedding import PRECISIONS
+from ..embedding import PRECISION_CHOICES
 from ..errors import InvalidParameterError
 from ..tuning import defaults
 
@@ -48,9 +48,10 @@ def add_timeout_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def add_precision_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--precision", choices=PRECISIONS,
-                        help="numeric precision of a local model (default fp32; bf16 and int8 are faster but change "
-                             "the vectors slightly, see BENCHMARKS.md; each has its own cache entries)")
+    parser.add_argument("--precision", choices=PRECISION_CHOICES,
+                        help="numeric precision of a local model (default auto: bf16 where the CPU or GPU computes it "
+                             "natively, else fp32; int8 is faster but fails the decision bar, see BENCHMARKS.md; "
+                             "each precision has its own cache entries)")
 
 
 def add_filter_arguments(parser: argparse.ArgumentParser) -> None:

@@ -11,7 +11,7 @@
 
 from .base import Embedder, EmbeddingStats
 from .cache import EmbeddingCache, EmbeddingCacheError, default_cache_path
-from .config import EmbedderConfig
+from .config import PRECISION_CHOICES, EmbedderConfig
 from .openai import DEFAULT_OPENAI_MODEL, OpenAIEmbedder
 from .registry import Provider, embedding_provider, make_embedder, provider_names, register_provider
 from .sentence_transformers import DEFAULT_MODEL, PRECISIONS, SentenceTransformerEmbedder
@@ -23,6 +23,7 @@ __all__ = [
     "DEFAULT_MODEL",
     "DEFAULT_OPENAI_MODEL",
     "PRECISIONS",
+    "PRECISION_CHOICES",
     "PROVIDERS",
     "Embedder",
     "EmbedderConfig",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..errors import InvalidParameterError
@@ -18,6 +18,8 @@ from .sentence_transformers import DEFAULT_MODEL, PRECISIONS
 REQUEST_FIELDS = ("concurrency", "max_batch_inputs", "max_batch_tokens", "max_input_tokens")
 #: Of those, the ones that change speed only, never a vector.
 SPEED_FIELDS = ("concurrency", "max_batch_inputs", "max_batch_tokens")
+#: What a configuration may ask for: a precision, or ``auto`` (see :attr:`EmbedderConfig.resolved_precision`).
+PRECISION_CHOICES = (*PRECISIONS, "auto")
 
 
 @dataclass(frozen=True)
@@ -27,9 +29,12 @@ class EmbedderConfig:
     ``provider`` is ``"sentence-transformers"`` (``model``: ``"all-MiniLM-L6-v2"``,
     bundled, or a local model folder) or ``"openai"`` (``model``, optional
     ``base_url`` and ``dimensions``; the key comes from ``$OPENAI_API_KEY``).
-    ``precision`` (local models only) is ``"fp32"`` (default), ``"bf16"`` or ``"int8"``;
-    it is written out only when not fp32, so configurations saved before it existed
-    read and compare as they did.
+    ``precision`` is ``"auto"`` (default), ``"fp32"``, ``"bf16"`` or ``"int8"`` (the last two
+    for local models only). ``auto`` is resolved on the machine that builds the model
+    (:attr:`resolved_precision`): bf16 where the hardware has native bf16, else fp32; fp32 for
+    an API provider. It is written out only when not fp32, and a mapping without it reads as
+    fp32, so configurations saved before it existed read and compare as they did; a study
+    stores the resolved precision.
 
     Hosted APIs only (see :mod:`tuner.embedding.openai`): ``concurrency`` (requests in flight,
     default 4), ``max_batch_inputs`` and ``max_batch_tokens`` (per-request limits; default 2,048
@@ -40,14 +45,14 @@ class EmbedderConfig:
     >>> EmbedderConfig(precision="fp16")
     Traceback (most recent call last):
     ...
-    tuner.errors.InvalidParameterError: embedder.precision='fp16' is invalid; allowed: fp32, bf16, int8
+    tuner.errors.InvalidParameterError: embedder.precision='fp16' is invalid; allowed: fp32, bf16, int8, auto
     """
 
     provider: str = setting("sentence-transformers", str, choices=provider_names())
     model: str = setting(DEFAULT_MODEL, str)
     base_url: str | None = setting(None, str, optional=True)
     dimensions: int | None = setting(None, int, low=1, optional=True)
-    precision: str = setting("fp32", str, choices=PRECISIONS)
+    precision: str = setting("auto", str, choices=PRECISION_CHOICES)
     concurrency: int = setting(DEFAULT_CONCURRENCY, int, low=1, high=256)
     max_batch_inputs: int | None = setting(None, int, low=1, optional=True)
     max_batch_tokens: int | None = setting(None, int, low=1, optional=True)
@@ -55,7 +60,9 @@ class EmbedderConfig:
 
     def __post_init__(self) -> None:
         check_settings(self, "embedder")
-        if self.precision != "fp32" and not embedding_provider(self.provider).local:
+        if self.precision == "auto" and not embedding_provider(self.provider).local:
+            object.__setattr__(self, "precision", "fp32")  # an API's vectors have one precision
+        if self.precision not in ("fp32", "auto") and not embedding_provider(self.provider).local:
             raise InvalidParameterError(
                 f"embedder.precision={self.precision!r} applies to local sentence-transformers models only; "
                 f"provider {self.provider!r} takes fp32")
@@ -81,9 +88,22 @@ class EmbedderConfig:
         """Whether the model runs on this machine (its throughput is measured; precision applies)."""
         return embedding_provider(self.provider).local
 
+    @property
+    def resolved_precision(self) -> str:
+        """The precision the model runs at: ``auto`` decided for this machine
+        (:func:`~tuner.embedding.sentence_transformers.machine_precision`), fp32 for an API."""
+        if not self.local:
+            return "fp32"
+        return sentence_transformers.machine_precision() if self.precision == "auto" else self.precision
+
+    def resolved(self) -> EmbedderConfig:
+        """This configuration with ``auto`` replaced by the precision this machine runs."""
+        return self if self.precision == self.resolved_precision else replace(self, precision=self.resolved_precision)
+
     def build(self, cache: EmbeddingCache | None = None) -> Embedder:
+        # The resolved precision, never "auto", names the model in the cache's identity.
         return make_embedder(self.provider, self.model, base_url=self.base_url,
-                             dimensions=self.dimensions, cache=cache, precision=self.precision,
+                             dimensions=self.dimensions, cache=cache, precision=self.resolved_precision,
                              **self.request_options())
 
     def to_dict(self, speed: bool = True) -> dict[str, Any]:
@@ -100,19 +120,22 @@ class EmbedderConfig:
         return out
 
     @classmethod
-    def from_dict(cls, data: Any, where: str = "embedder") -> EmbedderConfig:
+    def from_dict(cls, data: Any, where: str = "embedder", *, default_precision: str = "fp32") -> EmbedderConfig:
+        """Read a mapping. Without ``precision`` it reads as fp32, as everything saved before
+        precisions existed means; what a user writes (a study file, a space) passes
+        ``default_precision="auto"``."""
         data = check_keys(data, where, field_names(cls))
         provider = data.get("provider", "sentence-transformers")
         default_model = embedding_provider(provider).default_model if provider in provider_names() else DEFAULT_MODEL
         options = {name: data[name] for name in REQUEST_FIELDS if data.get(name) is not None}
         return cls(provider, data.get("model") or default_model, data.get("base_url"),
-                   data.get("dimensions"), data.get("precision", "fp32"), **options)
+                   data.get("dimensions"), data.get("precision", default_precision), **options)
 
     @classmethod
     def parse(cls, spec: str) -> EmbedderConfig:
-        """Parse ``"PROVIDER[:MODEL]"``, e.g. ``"openai:text-embedding-3-large"``."""
+        """Parse ``"PROVIDER[:MODEL]"``, e.g. ``"openai:text-embedding-3-large"`` (precision auto)."""
         provider, _, model = spec.partition(":")
-        return cls.from_dict({"provider": provider, "model": model or None})
+        return cls.from_dict({"provider": provider, "model": model or None}, default_precision="auto")
 
     def overridden(self, spec: str | None = None, base_url: str | None = None,
                    precision: str | None = None) -> EmbedderConfig:
@@ -130,7 +153,7 @@ class EmbedderConfig:
             return self
         parsed = self.parse(spec) if spec is not None else self
         local = embedding_provider(parsed.provider).local
-        kept = self.precision if local else "fp32"
+        kept = self.precision if local or self.precision == "auto" else "fp32"
         options = {} if local else self.request_options()
         return EmbedderConfig(parsed.provider, parsed.model, base_url or parsed.base_url, parsed.dimensions,
                               precision or kept, **options)
@@ -146,7 +169,8 @@ _EMBEDDERS: dict[tuple[str, str, str | None], Embedder] = {}
 
 def shared_embedder(config: EmbedderConfig, cache: EmbeddingCache | None) -> Embedder:
     """One embedder per configuration and cache file per process: the model loads once."""
-    key = (embedder_key(config), repr(sorted(config.request_options().items())),
+    # The precision too: the same model at fp32 and bf16 are two embedders with two cache identities.
+    key = (embedder_key(config), config.resolved_precision, repr(sorted(config.request_options().items())),
            None if cache is None else str(cache.path))
     if key not in _EMBEDDERS:
         _EMBEDDERS[key] = config.build(cache)

@@ -155,7 +155,11 @@ def warn_if_long(spec: StudySpec, echo: Callable[[str], None]) -> None:
 
 
 def format_plan(spec: StudySpec, plans: list[CorpusPlan]) -> str:
-    precision = f" ({spec.embedder.precision})" if spec.embedder.precision != "fp32" else ""
+    resolved = spec.embedder.resolved_precision
+    if spec.embedder.precision == "auto":
+        precision = f" (precision auto: {resolved} on this machine)" if spec.embedder.local else ""
+    else:
+        precision = f" ({resolved})" if resolved != "fp32" else ""
     jobs = plans[0].jobs if plans else spec.jobs
     where = f" on the Dask cluster at {spec.scheduler}" if spec.backend == "dask" else ""
     count = (f"{spec.trials_to_add} trial(s)" if spec.timeout is None

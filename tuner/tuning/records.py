@@ -41,6 +41,11 @@ TARGET_ATTR = "target_trials"
 SUMMARY_ATTRS = ("corpus", "queries", "weights", "embedder", "unit")
 #: Embedder-dependent rates resolved once per study (a key of the settings).
 RESOLVED_RATES_KEY = "resolved_rates"
+#: The precision a run asked for (a key of the settings, not compared on resume): with
+#: ``auto``, resuming keeps the precision the study was created with.
+PRECISION_CHOICE_KEY = "precision_choice"
+#: The same for ``fidelity``: with ``auto``, resuming keeps the rungs the study was created with.
+FIDELITY_CHOICE_KEY = "fidelity_choice"
 
 # --- trial attributes --------------------------------------------------------------------------
 #: The weighted score, the value that defines "best".
@@ -80,6 +85,8 @@ API_TOKENS_ATTR = "embedding_api_tokens"
 #: What those tokens cost at the study's embedding price: the exact spend, beside the modelled
 #: ``cost_usd_per_1k_queries``.
 API_USD_ATTR = "embedding_api_usd"
+#: The precision the trial's embedding model ran at (``auto`` resolved on the worker's machine).
+PRECISION_ATTR = "embedding_precision"
 #: Every query's scores, compact (a system attribute: kept out of the dashboard's attribute list).
 PER_QUERY_SYSTEM_ATTR = "chunkwise:per_query"
 
@@ -513,6 +520,7 @@ def trial_attributes(result, rates: ResolvedRates, weights: Weights, scales: Sca
         "eval_seconds": result.timings["total"],
         "model_seconds": result.embedding["model_seconds"] + result.embedding.get("unit_model_seconds", 0.0),
         "cache_hit_rate": result.embedding["cache_hit_rate"],
+        PRECISION_ATTR: result.config.embedder.resolved_precision,
         CONFIG_ATTR: json.dumps(result.config.to_dict(), sort_keys=True),
     })
     if result.first_stage is not None:  # a reranker: the recall of the candidates it read

@@ -154,9 +154,10 @@ def _tune_corpus(spec: StudySpec, data: LoadedStudyData, corpus: Corpus, run: Ru
                                   dict(spec.corpora)[corpus.name])
         study = open_study(storage, name, settings, pareto_given=spec.pareto is not None)
     cache = EmbeddingCache(spec.cache) if spec.cache else EmbeddingCache()
-    warn_about_window(data.space, shared_embedder(spec.embedder, cache), spec.embedder.model, echo)
     stored = StudySettings.of(study)
-    resolved = resolve_study_rates(stored, spec.rates, [spec.embedder, *stored.space.embedders], cache, echo)
+    # The study's embedder, as its trials run it (a resumed auto run keeps the study's precision).
+    warn_about_window(data.space, shared_embedder(stored.embedder, cache), stored.embedder.model, echo)
+    resolved = resolve_study_rates(stored, spec.rates, [stored.embedder, *stored.space.embedders], cache, echo)
     if resolved is not None:
         with storage_errors(spec.storage):
             study.set_user_attr(SETTINGS_ATTR, resolved)

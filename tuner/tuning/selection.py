@@ -93,6 +93,17 @@ def bootstrap_scores(candidates: Sequence[Candidate], weights: Weights, scales: 
     return out
 
 
+def tied_with(boot: np.ndarray, best: int, confidence: float = CONFIDENCE) -> np.ndarray:
+    """Which rows of paired bootstrap scores (``(candidates, samples)``, as from
+    :func:`bootstrap_scores`) are not significantly worse than row ``best``: the lower
+    ``(1 - confidence) / 2`` quantile of their difference to it reaches 0 (``best`` itself included).
+
+    >>> tied_with(np.array([[1.0, 1.2, 1.4], [0.9, 1.3, 1.3], [0.1, 0.2, 0.3]]), 0).tolist()
+    [True, True, False]
+    """
+    return np.quantile(boot[best] - boot, (1 - confidence) / 2, axis=1) <= 0
+
+
 def recommend(candidates: Sequence[Candidate], weights: Weights, scales: Scales, *,
               confidence: float = CONFIDENCE, samples: int = BOOTSTRAP_SAMPLES, seed: int = 0) -> Recommendation:
     """The tie gate (see the module docstring) over ``candidates``, which share their questions."""
@@ -102,8 +113,8 @@ def recommend(candidates: Sequence[Candidate], weights: Weights, scales: Scales,
     order = sorted(range(len(candidates)), key=lambda i: (-observed[i], candidates[i].number))
     best = order[0]
     boot = bootstrap_scores(candidates, weights, scales, samples=samples, seed=seed)
-    tail = (1 - confidence) / 2
-    tied = [i for i in order if i == best or np.quantile(boot[best] - boot[i], tail) <= 0]
+    ties = tied_with(boot, best, confidence)
+    tied = [i for i in order if ties[i]]
     cheapest = min(tied, key=lambda i: (candidates[i].cost_usd_per_1k, candidates[i].latency_s,
                                         candidates[i].chunks, candidates[i].number))
     runner_up = order[1] if len(order) > 1 else None

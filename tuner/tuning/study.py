@@ -59,7 +59,15 @@ from ..evaluation.metrics import METRIC_LABELS, UNITS
 from ..schema import check_settings, setting
 from . import defaults
 from .objective import Constraints, Rates, Scales, Weights, check_pareto, pareto_directions
-from .records import SETTINGS_ATTR, SUMMARY_ATTRS, StudyError, check_name, study_name
+from .records import (
+    FIDELITY_CHOICE_KEY,
+    PRECISION_CHOICE_KEY,
+    SETTINGS_ATTR,
+    SUMMARY_ATTRS,
+    StudyError,
+    check_name,
+    study_name,
+)
 from .settings import COMPARED_SETTINGS, StudySettings, comparable
 from .space import DEFAULT_SPACE, SearchSpace, SearchSpaceError, load_search_space, resolve_space
 from .storage import absolute_url, default_storage_url
@@ -303,7 +311,8 @@ def load_study_file(path: str | Path) -> StudySpec:
             corpora=tuple((str(name), relative(p, f"corpora.{name}")) for name, p in corpora.items()),
             queries=relative(data["queries"], "queries"),
             space=space(data["space"]),
-            embedder=EmbedderConfig.from_dict(data.get("embedder") or {}, f"{where}: embedder"),
+            embedder=EmbedderConfig.from_dict(data.get("embedder") or {}, f"{where}: embedder",
+                                              default_precision="auto"),
             unit=data.get("unit", "tokens"),
             copies=data.get("copies", "any"),
             validation=data.get("validation", defaults.VALIDATION),
@@ -394,12 +403,16 @@ def open_study(storage: optuna.storages.BaseStorage, name: str, settings: dict[s
         for key in SUMMARY_ATTRS:
             study.set_user_attr(key, settings[key])
         return study
-    differences = settings_diff(_compared(stored), _compared(settings))
+    if settings.get(PRECISION_CHOICE_KEY) == "auto" and isinstance(stored.get("embedder"), dict):
+        # auto resumes at the study's precision (an explicit one must match it, below).
+        settings = {**settings, "embedder": _with_precision_of(settings["embedder"], stored["embedder"])}
+    if settings.get(FIDELITY_CHOICE_KEY) == "auto" and "fidelity" in stored:
+        # auto resumes at the study's rungs (AUTO_RUNGS may have changed since it was created).
+        settings = {**settings, "fidelity": stored["fidelity"]}
     current = dict(settings)
     if not pareto_given:
         current["pareto"] = stored.get("pareto")
-    differences = settings_diff({key: comparable(key, stored.get(key)) for key in COMPARED_SETTINGS},
-                                {key: comparable(key, current.get(key)) for key in COMPARED_SETTINGS})
+    differences = settings_diff(_compared(stored), _compared(current))
     if differences:
         lines = "\n  ".join(differences)
         raise StudyError(
@@ -413,11 +426,20 @@ def open_study(storage: optuna.storages.BaseStorage, name: str, settings: dict[s
 
 
 def _compared(settings: dict[str, Any]) -> dict[str, Any]:
-    """The settings a resumed run must agree on; how fast a hosted embedder is asked is not one."""
-    compared = {key: settings.get(key) for key in COMPARED_SETTINGS}
+    """The settings a resumed run must agree on (as :func:`~.settings.comparable` reads them); how
+    fast a hosted embedder is asked is not one."""
+    compared = {key: comparable(key, settings.get(key)) for key in COMPARED_SETTINGS}
     if isinstance(compared.get("embedder"), dict):
         compared["embedder"] = {key: value for key, value in compared["embedder"].items() if key not in SPEED_FIELDS}
     return compared
+
+
+def _with_precision_of(embedder: dict[str, Any], stored: dict[str, Any]) -> dict[str, Any]:
+    """``embedder`` with the precision of ``stored`` (absent, as fp32 is written, when it is absent there)."""
+    out = {key: value for key, value in embedder.items() if key != "precision"}
+    if "precision" in stored:
+        out["precision"] = stored["precision"]
+    return out
 
 
 def settings_diff(stored: Any, current: Any, path: str = "") -> list[str]:

@@ -1,0 +1,257 @@
+"""The decision bar (issue 21): is a faster path *decision-safe*, i.e. does it leave what the
+user is told unchanged? Written once here, so every fast path is judged the same way.
+
+A path's result is a mapping *configuration -> per-question weighted scores* (the same
+questions, in the same order, for every configuration and both paths; a configuration's score
+is the mean of its per-question scores). Benchmarks build each question's weighted score with
+:func:`tuner.tuning.objective.weighted_score` from that question's recall and IoU and the
+configuration's modelled latency and cost.
+
+:func:`decision_bar` compares a fast path with its reference on one grid:
+
+1. the fast path's recommendation is inside the reference's tie set, and the reference's
+   recommendation inside the fast path's: the product's tie gate
+   (:mod:`tuner.tuning.selection`: paired bootstrap over the questions, 95%, among the
+   :data:`~tuner.tuning.selection.TOP_CANDIDATES` highest-scoring configurations, the
+   cheapest tied one recommended);
+2. the mean absolute difference of the weighted score over the whole grid is below a tenth of
+   the median half-width of the reference's per-configuration 95% confidence intervals
+   (percentile bootstrap of the mean over the questions).
+
+:func:`judge_fidelity` judges a multi-fidelity rung set: over ``simulations`` (>= 1,000)
+seeded random orders of ``trials`` grid points, promoted rung by rung by the product's
+successive-halving rule (:func:`tuner.evaluation.fidelity.promoted`, one worker), the
+recommendation among the trials that reached full fidelity must lie in the tie set of the
+same trials all evaluated at full fidelity (the full-fidelity study of those trials) in at
+least 95% of the orders. The tie sets come from one bootstrap draw, and on 60 trials the
+verdict moves by several points with that draw's seed, so ``seeds`` repeats the judgement
+(orders and bootstrap) with each seed and the verdict takes the lowest share.
+
+Both bootstraps reuse the product's own functions (:func:`~tuner.tuning.selection.bootstrap_scores`
+with the recall weight only, so a candidate's score is the plain mean of its per-question
+scores, and :func:`~tuner.tuning.selection.tied_with`), with the product's seed and sample count.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from tuner.evaluation.fidelity import promoted
+from tuner.tuning.objective import Scales, Weights
+from tuner.tuning.selection import BOOTSTRAP_SAMPLES, CONFIDENCE, TOP_CANDIDATES, Candidate, bootstrap_scores, tied_with
+
+#: Criterion 2: the mean absolute score difference must stay below this share of the median CI half-width.
+CI_SHARE = 0.1
+#: Criterion 3: the share of simulated study orders whose recommendation must lie in the full-fidelity tie set.
+ORDERS_IN_TIES = 0.95
+MIN_SIMULATIONS = 1000
+
+Scores = Mapping[str, Sequence[float] | np.ndarray]
+#: How cheap a configuration is, compared as a tuple (lower is cheaper): the product uses
+#: (cost per 1,000 queries, latency, chunks).
+Cheapness = Mapping[str, tuple[float, ...]]
+
+# The mean of per-question scores, through the product's weighted score: recall weight only.
+_MEAN_ONLY = Weights(recall=1.0, iou=0.0, latency=0.0, cost=0.0)
+
+
+@dataclass(frozen=True)
+class TieGate:
+    """One path's tie-gate verdict on a set of configurations."""
+
+    best: str
+    recommended: str
+    tied: tuple[str, ...]  # the best first, then by descending score
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """:func:`decision_bar`'s verdict, with the figures behind it."""
+
+    reference: TieGate
+    fast: TieGate
+    fast_in_reference_ties: bool
+    reference_in_fast_ties: bool
+    mean_abs_difference: float  # weighted score, over the whole grid
+    median_half_width: float  # of the reference's per-configuration 95% CIs
+    configurations: int
+    questions: int
+
+    @property
+    def threshold(self) -> float:
+        return CI_SHARE * self.median_half_width
+
+    @property
+    def recommendation_kept(self) -> bool:
+        """Criterion 1."""
+        return self.fast_in_reference_ties and self.reference_in_fast_ties
+
+    @property
+    def scores_kept(self) -> bool:
+        """Criterion 2."""
+        return self.mean_abs_difference < self.threshold
+
+    @property
+    def passed(self) -> bool:
+        return self.recommendation_kept and self.scores_kept
+
+    def describe(self) -> str:
+        return (f"{'PASS' if self.passed else 'FAIL'}: recommendation {self.fast.recommended} "
+                f"{'in' if self.fast_in_reference_ties else 'NOT in'} the reference's {len(self.reference.tied)} tied, "
+                f"reference's {self.reference.recommended} {'in' if self.reference_in_fast_ties else 'NOT in'} the "
+                f"fast path's {len(self.fast.tied)} tied; mean |score diff| {self.mean_abs_difference:.5f} "
+                f"{'<' if self.scores_kept else '>='} {self.threshold:.5f} (0.1 x median CI half-width "
+                f"{self.median_half_width:.4f}; {self.configurations} configurations, {self.questions} questions)")
+
+
+@dataclass(frozen=True)
+class FidelityVerdict:
+    """:func:`judge_fidelity`'s verdict: how often the rungs' recommendation is a tied one."""
+
+    in_ties: float  # share of simulated orders (the lowest over the seeds)
+    by_seed: tuple[float, ...]
+    simulations: int
+    trials: int
+    work: float  # mean scoring work relative to every trial at full fidelity (rung fractions summed)
+
+    @property
+    def passed(self) -> bool:
+        return self.in_ties >= ORDERS_IN_TIES
+
+    def describe(self) -> str:
+        return (f"{'PASS' if self.passed else 'FAIL'}: recommendation in the full-fidelity tie set in "
+                f"{self.in_ties:.1%} of {self.simulations:,} orders of {self.trials} trials (bar {ORDERS_IN_TIES:.0%}; "
+                f"lowest of {len(self.by_seed)} seed(s))")
+
+
+class _Grid:
+    """One path's per-question scores as arrays, with the product's paired bootstrap over them."""
+
+    def __init__(self, scores: Scores, names: list[str], samples: int, seed: int) -> None:
+        self.names = names
+        table = np.array([np.asarray(scores[name], dtype=float) for name in names])
+        if table.ndim != 2 or table.shape[1] == 0:
+            raise ValueError("every configuration needs the same, non-empty list of per-question scores")
+        self.observed = table.mean(axis=1)
+        candidates = [Candidate(i, row, np.zeros_like(row), 0.0, 0.0, 0) for i, row in enumerate(table)]
+        self.boot = bootstrap_scores(candidates, _MEAN_ONLY, Scales(), samples=samples, seed=seed)
+        self.questions = table.shape[1]
+
+    def gate(self, rows: Sequence[int], cheapness: Cheapness | None, confidence: float,
+             top: int | None = TOP_CANDIDATES) -> TieGate:
+        """The product's tie gate (:func:`tuner.tuning.selection.recommend`) over ``rows``."""
+        order = sorted(rows, key=lambda i: (-self.observed[i], self.names[i]))[:top]
+        ties = tied_with(self.boot[order], 0, confidence)
+        tied = [i for i, tie in zip(order, ties) if tie]
+        key = (lambda i: (*cheapness[self.names[i]], self.names[i])) if cheapness else (lambda i: order.index(i))
+        return TieGate(self.names[order[0]], self.names[min(tied, key=key)], tuple(self.names[i] for i in tied))
+
+
+def _names(reference: Scores, other: Mapping[str, object]) -> list[str]:
+    if set(reference) != set(other):
+        missing = sorted(set(reference) ^ set(other))[:5]
+        raise ValueError(f"the two paths must score the same configurations; differing: {missing}")
+    if not reference:
+        raise ValueError("no configuration to judge")
+    return sorted(reference)
+
+
+def decision_bar(reference: Scores, fast: Scores, *, cheapness: Cheapness | None = None,
+                 confidence: float = CONFIDENCE, samples: int = BOOTSTRAP_SAMPLES, seed: int = 0,
+                 top: int | None = TOP_CANDIDATES) -> Verdict:
+    """Judge ``fast`` against ``reference`` (see the module docstring).
+
+    ``cheapness`` orders tied configurations as the product does (the cheapest is recommended);
+    without it the best tied one is. ``top``: how many of the highest-scoring configurations
+    the tie gate considers (the product's :data:`~tuner.tuning.selection.TOP_CANDIDATES`).
+    """
+    names = _names(reference, fast)
+    ref, new = _Grid(reference, names, samples, seed), _Grid(fast, names, samples, seed)
+    if ref.questions != new.questions:
+        raise ValueError(f"the two paths must score the same questions: {ref.questions} and {new.questions}")
+    rows = range(len(names))
+    ref_gate, fast_gate = ref.gate(rows, cheapness, confidence, top), new.gate(rows, cheapness, confidence, top)
+    tail = (1 - confidence) / 2
+    low, high = np.quantile(ref.boot, [tail, 1 - tail], axis=1)
+    return Verdict(
+        reference=ref_gate, fast=fast_gate,
+        fast_in_reference_ties=fast_gate.recommended in ref_gate.tied,
+        reference_in_fast_ties=ref_gate.recommended in fast_gate.tied,
+        mean_abs_difference=float(np.mean(np.abs(new.observed - ref.observed))),
+        median_half_width=float(np.median((high - low) / 2)),
+        configurations=len(names), questions=ref.questions)
+
+
+def studies_kept(reference: Scores, fast: Scores, *, trials: int = 60, simulations: int = MIN_SIMULATIONS,
+                 seed: int = 0, cheapness: Cheapness | None = None, confidence: float = CONFIDENCE,
+                 samples: int = BOOTSTRAP_SAMPLES, top: int | None = TOP_CANDIDATES) -> float:
+    """Criterion 1 as one study sees it: the share of ``simulations`` seeded random sets of
+    ``trials`` grid configurations (a study's trials) on which each path's recommendation lies
+    in the other's tie set. A grid-wide verdict can turn on one configuration at the edge of
+    the tie gate's top-``top`` window; this says how often a study of ``trials`` meets it."""
+    names = _names(reference, fast)
+    ref, new = _Grid(reference, names, samples, seed), _Grid(fast, names, samples, seed)
+    rng = random.Random(seed)
+    kept = 0
+    for _ in range(simulations):
+        chosen = rng.sample(range(len(names)), min(trials, len(names)))
+        a, b = ref.gate(chosen, cheapness, confidence, top), new.gate(chosen, cheapness, confidence, top)
+        kept += b.recommended in a.tied and a.recommended in b.tied
+    return kept / simulations
+
+
+def judge_fidelity(full: Scores, low: Mapping[float, Mapping[str, float]], rungs: Sequence[float], reduction: int, *,
+                   trials: int = 60, simulations: int = MIN_SIMULATIONS, seeds: Sequence[int] = (0,),
+                   cheapness: Cheapness | None = None, confidence: float = CONFIDENCE,
+                   samples: int = BOOTSTRAP_SAMPLES, top: int | None = TOP_CANDIDATES) -> FidelityVerdict:
+    """Judge a rung set (see the module docstring).
+
+    ``full``: every grid configuration's per-question weighted scores at full fidelity;
+    ``low``: for each rung below full fidelity, every configuration's weighted score there.
+    ``rungs`` ends at 1.0; ``reduction`` is successive halving's (a trial is promoted when it
+    is in the top ``1/reduction`` of the scores seen at its rung so far). Each of ``seeds``
+    draws its own orders and bootstrap; the verdict takes the lowest share.
+    """
+    if simulations < MIN_SIMULATIONS:
+        raise ValueError(f"simulations={simulations} is too few; at least {MIN_SIMULATIONS}")
+    if not rungs or rungs[-1] != 1.0 or list(rungs) != sorted(rungs):
+        raise ValueError(f"rungs={tuple(rungs)} must rise to 1.0")
+    names = sorted(full)
+    for fraction in rungs[:-1]:
+        _names(full, low[fraction])
+    shares, work = [], []
+    for seed in seeds:
+        hits = _simulate(_Grid(full, names, samples, seed), names, low, rungs, reduction, random.Random(seed),
+                         trials, simulations, cheapness, confidence, top, work)
+        shares.append(hits / simulations)
+    return FidelityVerdict(min(shares), tuple(shares), simulations, min(trials, len(names)), float(np.mean(work)))
+
+
+def _simulate(grid: _Grid, names: list[str], low: Mapping[float, Mapping[str, float]], rungs: Sequence[float],
+              reduction: int, rng: random.Random, trials: int, simulations: int, cheapness: Cheapness | None,
+              confidence: float, top: int | None, work: list[float]) -> int:
+    """Orders whose recommendation lies in the full-fidelity tie set (appends each order's work)."""
+    hits = 0
+    for _ in range(simulations):
+        chosen = rng.sample(range(len(names)), min(trials, len(names)))
+        at_rung: list[list[float]] = [[] for _ in rungs]
+        finished, paid = [], 0.0
+        for row in chosen:
+            for level, fraction in enumerate(rungs):
+                paid += fraction
+                if fraction == 1.0:
+                    finished.append(row)
+                    break
+                value = low[fraction][names[row]]
+                at_rung[level].append(value)
+                if not promoted(value, at_rung[level], reduction):
+                    break
+        reference = grid.gate(chosen, cheapness, confidence, top)
+        reached = grid.gate(finished, cheapness, confidence, top) if finished else None
+        hits += reached is not None and reached.recommended in reference.tied
+        work.append(paid / len(chosen))
+    return hits
