@@ -203,18 +203,18 @@ def join_run(storage_url: str, run_name: str, *, n_trials: int | None = None, jo
         for name in names:
             with storage_errors(storage_url):
                 study = optuna.load_study(study_name=name, storage=storage)
-            outcomes.append(_run_study(storage, study, run, n_trials or 0, progress, echo))
+            outcomes.append(_run_study(storage, study, run, n_trials or 0, progress, echo, joining=True))
     return outcomes
 
 
 def _run_study(storage: StudyStorage, study: optuna.Study, run: RunSettings, added: int, progress: bool,
-               echo: Echo) -> CorpusOutcome:
+               echo: Echo, *, joining: bool = False) -> CorpusOutcome:
     name = study.study_name
     with storage_errors(run.storage):
         ledger = Ledger(storage)
         study_id = storage.get_study_id_from_name(name)
         hold_point("before_target")
-        if added == 0:
+        if added == 0 and joining:  # a worker joining a study that no run has given a target yet
             _wait_for_target(ledger, study_id, name, echo)
         ledger.settle(study_id)
         before = ledger.progress(study_id)
