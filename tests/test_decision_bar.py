@@ -4,11 +4,11 @@ verdicts are known by construction."""
 from __future__ import annotations
 
 import math
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from bench import import_benchmark
 
 ROOT = Path(__file__).resolve().parents[1]
 QUESTIONS = 80
@@ -16,12 +16,7 @@ QUESTIONS = 80
 
 @pytest.fixture(scope="module")
 def bar():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import decision_bar
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
-    return decision_bar
+    return import_benchmark("decision_bar")
 
 
 def grid(configs: int = 20, seed: int = 1) -> dict[str, np.ndarray]:

@@ -7,22 +7,17 @@ excerpt is found in a converted text, on texts written here.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
+from bench import import_benchmark
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def realdocs():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import realdocs
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
-    return realdocs
+    return import_benchmark("realdocs")
 
 
 def test_questions_follow_the_rules(realdocs):

@@ -6,10 +6,10 @@ published numbers in its ``reference-results.md``, produced by Chroma's own code
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
+from bench import import_benchmark
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT.parent / "shared" / "datasets" / "chroma-dev"
@@ -23,12 +23,7 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def benchmark_module():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import chroma_reference
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
-    return chroma_reference
+    return import_benchmark("chroma_reference")
 
 
 def test_recall_and_iou_within_two_points_of_chroma(benchmark_module, tmp_path):

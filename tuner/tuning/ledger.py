@@ -263,12 +263,15 @@ class Ledger:
         return None if target is None else int(target)
 
     def beat_run(self, run_id: str) -> None:
-        with self.engine.begin() as conn:
-            conn.execute(RUNS.update().where(RUNS.c.run_id == run_id).values(seen=time.time()))
+        self._stamp(RUNS.c.run_id, run_id, "seen")
 
     def leave(self, run_id: str) -> None:
+        self._stamp(RUNS.c.run_id, run_id, "ended")
+
+    def _stamp(self, key: sa.Column, value: str, column: str) -> None:
+        """Set ``column`` (``seen`` or ``ended``) to now on the row of a run or worker."""
         with self.engine.begin() as conn:
-            conn.execute(RUNS.update().where(RUNS.c.run_id == run_id).values(ended=time.time()))
+            conn.execute(key.table.update().where(key == value).values({column: time.time()}))
 
     @staticmethod
     def _others_alive(conn: sa.Connection, study_id: int, grace_period: float, now: float) -> int:
@@ -360,12 +363,10 @@ class Ledger:
         raise RuntimeError("could not register the worker")  # pragma: no cover - 10 collisions in a row
 
     def beat(self, worker_id: str) -> None:
-        with self.engine.begin() as conn:
-            conn.execute(WORKERS.update().where(WORKERS.c.worker_id == worker_id).values(seen=time.time()))
+        self._stamp(WORKERS.c.worker_id, worker_id, "seen")
 
     def retire(self, worker_id: str) -> None:
-        with self.engine.begin() as conn:
-            conn.execute(WORKERS.update().where(WORKERS.c.worker_id == worker_id).values(ended=time.time()))
+        self._stamp(WORKERS.c.worker_id, worker_id, "ended")
 
     def workers(self, study_id: int) -> dict[str, WorkerRow]:
         with self.engine.connect() as conn:
