@@ -100,7 +100,8 @@ def test_cli_evaluate_json(tmp_path, capsys):
     assert out["config"]["chunker"] == {"name": "token", "params": {"size": 128, "overlap": 16}}
     assert out["config"]["retrieval"]["k"] == 3 and out["config"]["unit"] == "chars"
     assert out["queries"] == 30
-    assert set(out["metrics"]["overall"]) == {"recall", "precision", "iou", "precision_omega"}
+    assert set(out["metrics"]["overall"]) == {"recall", "precision", "iou", "precision_omega", "hit_rate", "mrr",
+                                              "ndcg", "doc_recall", "context_tokens"}
 
 
 @pytest.mark.parametrize(("args", "message"), [
