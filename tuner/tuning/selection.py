@@ -343,6 +343,18 @@ class StudyRecommendation:
     def fell_back(self) -> bool:
         return self.baselines is not None and self.baselines.fell_back
 
+    def _baseline(self, number: int) -> str:
+        """``markdown 256/0 hybrid, trial 8``; with what the study's space made of it when the
+        space could not hold it as such (``token 800/400 dense as this space holds it: token
+        512/256 k=5, trial 0``)."""
+        record = self.records[number]
+        name = record.baseline or "a baseline"
+        chunking = name.rsplit(" ", 1)[0]  # "token 800/400" of "token 800/400 dense"
+        label = record.label()
+        if label.startswith(chunking) and record.k == 5:
+            return f"{name}, trial {number}"
+        return f"{name} as this space holds it: {label}, trial {number}"
+
     def lines(self) -> list[str]:
         """What every summary says about the baselines, the default and the optimism gap."""
         out = []
@@ -355,18 +367,18 @@ class StudyRecommendation:
             elif check.fell_back:
                 out.append(f"NOT BETTER THAN A BASELINE: the tuned configuration (trial {check.tuned}, "
                            f"{self.tuned.label()}) is not significantly better than the best baseline "
-                           f"({check.best_baseline_name}, trial {check.best_baseline}) on the {questions}: "
-                           f"{check.comparison.describe()}; recommending the baseline {self.recommended.baseline} "
-                           f"(trial {self.recommended.number}) instead")
+                           f"({self._baseline(check.best_baseline)}) on the {questions}: "
+                           f"{check.comparison.describe()}; recommending the baseline "
+                           f"{self._baseline(self.recommended.number)} instead")
             else:
-                out.append(f"better than the best baseline ({check.best_baseline_name}, trial "
-                           f"{check.best_baseline}) on the {questions}: {check.comparison.describe()}")
+                out.append(f"better than the best baseline ({self._baseline(check.best_baseline)}) on the "
+                           f"{questions}: {check.comparison.describe()}")
         if self.default_gain is not None:
             if self.default_trial == self.recommended.number:
                 out.append("the recommendation is the token 800/400 default itself")
             else:
-                out.append(f"against the token 800/400 default (trial {self.default_trial}) on the {questions}: "
-                           f"{self.default_gain.describe()}")
+                out.append(f"against the token 800/400 default ({self._baseline(self.default_trial)}) on the "
+                           f"{questions}: {self.default_gain.describe()}")
         elif check is not None:
             out.append("the token 800/400 default is not in this study's space (or not evaluated yet): no "
                        "comparison with it")
