@@ -13,7 +13,7 @@ import contextlib
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import optuna
 from optuna.trial import TrialState
@@ -129,8 +129,26 @@ def tune(spec: StudySpec, *, progress: bool = True, echo: Echo = print) -> list[
     deadline = None if spec.timeout is None else time.time() + spec.timeout
     run = RunSettings(spec.storage, jobs, spec.seed, spec.heartbeat_interval, spec.grace_period, spec.cache,
                       deadline=deadline, timeout=spec.timeout, backend=spec.backend, scheduler=spec.scheduler)
+    outcomes = []
     with stop_handlers():
-        return [_tune_corpus(spec, data, corpus, run, progress, echo) for corpus in data.corpora]
+        for number, corpus in enumerate(data.corpora):
+            # Each corpus gets an equal share of the time the budget has left when it starts.
+            share = replace(run, deadline=budget_share(deadline, time.time(), len(data.corpora) - number))
+            outcomes.append(_tune_corpus(spec, data, corpus, share, progress, echo))
+    return outcomes
+
+
+def budget_share(deadline: float | None, now: float, corpora_left: int) -> float | None:
+    """When the next of ``corpora_left`` studies must stop so the rest get as much time.
+
+    >>> budget_share(1000.0, 400.0, 3)  # 600 s left for three studies: 200 s for this one
+    600.0
+    >>> budget_share(None, 400.0, 3) is None
+    True
+    """
+    if deadline is None:
+        return None
+    return now + max(0.0, deadline - now) / max(1, corpora_left)
 
 
 def run_jobs(spec: StudySpec) -> int:
