@@ -64,23 +64,17 @@ def embedding_factor(space: SearchSpace, samples: int = SAMPLED_CONFIGURATIONS, 
     """Mean tokens embedded per corpus token over configurations sampled from ``space``:
     overlap re-embeds text (``1 / (1 - overlap / size)``) and semantic chunkers embed their
     units first; BM25 trials embed nothing."""
-    return float(np.mean(_sampled_factors(space, samples, seed)))
+    return float(np.mean([factor for _, factor in _sampled(space, samples, seed)]))
 
 
-def kind_shares(space: SearchSpace, samples: int = SAMPLED_CONFIGURATIONS,
-                seed: int = 0) -> dict[str, tuple[float, float]]:
-    """Per kind of trial (:data:`.cost.KINDS`) among configurations sampled from ``space``: its
-    share, and the mean tokens it embeds per corpus token."""
-    sampled = _sampled(space, samples, seed)
+def kind_shares(sampled: list[tuple[str, float]]) -> dict[str, tuple[float, float]]:
+    """Per kind of trial (:data:`.cost.KINDS`) among sampled configurations (:func:`_sampled`):
+    its share, and the mean tokens it embeds per corpus token."""
     out = {}
     for kind in KINDS:
         factors = [factor for k, factor in sampled if k == kind]
         out[kind] = (len(factors) / len(sampled), float(np.mean(factors)) if factors else 0.0)
     return out
-
-
-def _sampled_factors(space: SearchSpace, samples: int, seed: int) -> list[float]:
-    return [factor for _, factor in _sampled(space, samples, seed)]
 
 
 def _sampled(space: SearchSpace, samples: int, seed: int) -> list[tuple[str, float]]:
@@ -109,9 +103,9 @@ def plan_run(spec: StudySpec) -> list[CorpusPlan]:
 
     jobs = run_jobs(spec)  # a cluster's: its workers' threads
     data = load_study_data(spec)
-    factor = embedding_factor(data.space, seed=spec.seed)
-    shares = kind_shares(data.space, seed=spec.seed)
-    trials = spec.trials_to_add
+    sampled = _sampled(data.space, SAMPLED_CONFIGURATIONS, spec.seed)  # once: the factor and the kinds
+    factor = float(np.mean([f for _, f in sampled]))
+    shares = kind_shares(sampled)
     cache = EmbeddingCache(spec.cache) if spec.cache else EmbeddingCache()
     rates = resolve_rates(spec.rates, shared_embedder(spec.embedder, cache), spec.embedder.provider)
     plans = []
@@ -124,8 +118,9 @@ def plan_run(spec: StudySpec) -> list[CorpusPlan]:
         kind_seconds = {kind: max(MIN_TRIAL_S, tokens * kind_factor * share / rates.embed_tokens_per_s)
                         for kind, (_, kind_factor) in shares.items()}
         mean_s = sum(kind_share * kind_seconds[kind] for kind, (kind_share, _) in shares.items())
-        if spec.timeout is not None:  # as many trials as fit in the budget, at the mean price of a trial
-            trials = min(trials, int(spec.timeout * jobs / mean_s))
+        trials = spec.trials_to_add
+        if spec.timeout is not None:  # as many as fit in the corpus's share of the budget (run.budget_share)
+            trials = min(trials, int(spec.timeout / len(data.corpora) * jobs / mean_s))
         api = (trials * per_trial * share * rates.embed_usd_per_mtok / 1e6
                if spec.embedder.provider == "openai" else None)
         plans.append(CorpusPlan(corpus.name, len(corpus), tokens, len(data.evaluation_sets[corpus.name]), trials,
