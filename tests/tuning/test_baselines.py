@@ -303,3 +303,24 @@ def test_config_kind_matches_evaluation_config_spelling():
     config = EvaluationConfig.from_dict({"chunker": {"name": "recursive", "params": {"size": 100, "overlap": 0}},
                                          "retrieval": {"k": 3, "method": "hybrid"}})
     assert kind_of(config.to_dict()) == "dense"
+
+
+def test_the_cold_price_counts_each_embedding_pass():
+    """A corpus of 1,000 tokens at 100 tokens/s: BM25 alone embeds nothing; dense retrieval
+    embeds the chunks once (10 s); a semantic chunker embeds its units too, with BM25 (10 s)
+    or with dense retrieval (20 s)."""
+    from types import SimpleNamespace
+
+    from tuner.tuning.trial import TrialObjective
+
+    fake = SimpleNamespace(_corpus_tokens=None, corpus=SimpleNamespace(token_count=lambda: 1000),
+                           rates_for=lambda _: SimpleNamespace(embed_tokens_per_s=100.0))
+
+    def price(chunker: dict, method: str) -> float:
+        config = EvaluationConfig.from_dict({"chunker": chunker, "retrieval": {"k": 3, "method": method}})
+        return TrialObjective.cold_seconds(fake, config)
+
+    token = {"name": "token", "params": {"size": 100, "overlap": 0}}
+    semantic = {"name": "kamradt", "params": {}}
+    assert (price(token, "bm25"), price(token, "dense")) == (0.0, 10.0)
+    assert (price(semantic, "bm25"), price(semantic, "dense")) == (10.0, 20.0)

@@ -23,6 +23,7 @@ from typing import Any
 
 from .._io.files import why_missing
 from ..errors import ChunkwiseError, CorpusError, option
+from ..text.tokens import count_tokens_batch
 from .convert import CONVERTIBLE_SUFFIXES, convert_file
 from .document import Document
 
@@ -134,6 +135,10 @@ class Corpus:
                 f"corpus {self.name!r} has no document {document_id!r}; "
                 f"it has: {_preview(self._by_id)}"
             ) from None
+
+    def token_count(self) -> int:
+        """cl100k tokens of all its documents' text (what a cold trial embeds, before overlap)."""
+        return int(sum(count_tokens_batch([doc.text for doc in self.documents])))
 
     @property
     def sha256(self) -> str:

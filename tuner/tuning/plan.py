@@ -22,7 +22,6 @@ from ..chunkers import chunker_class
 from ..embedding import EmbeddingCache
 from ..embedding.config import shared_embedder
 from ..errors import option
-from ..text.tokens import count_tokens_batch
 from .cost import KINDS
 from .objective import resolve_rates
 from .progress import format_duration
@@ -110,7 +109,7 @@ def plan_run(spec: StudySpec) -> list[CorpusPlan]:
     rates = resolve_rates(spec.rates, shared_embedder(spec.embedder, cache), spec.embedder.provider)
     plans = []
     for corpus in data.corpora:
-        tokens = int(sum(count_tokens_batch([d.text for d in corpus])))
+        tokens = corpus.token_count()
         fidelity = resolve_fidelity(spec.fidelity, corpus)
         share = fidelity.expected_share()
         per_trial = tokens * factor

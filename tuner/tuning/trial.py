@@ -19,7 +19,6 @@ from ..embedding.config import EmbedderConfig, embedder_key, shared_embedder
 from ..evaluation.config import EvaluationConfig
 from ..evaluation.evaluator import EvaluationResult, evaluate, evaluate_rungs
 from ..evaluation.fidelity import promoted
-from ..text.tokens import count_tokens_batch
 from .cost import kind_of, trial_seconds
 from .ledger import Claim, ClaimResult
 from .objective import ResolvedRates, resolve_rates
@@ -157,16 +156,16 @@ class TrialObjective:
                 trial.set_user_attr(key, value)
 
     def cold_seconds(self, config: EvaluationConfig) -> float:
-        """The calibrated price of a cold trial of ``config``: nothing for BM25; the corpus's
-        tokens over the embedder's measured throughput (twice for a semantic chunker, which
-        embeds its units first) otherwise."""
-        if not config.retrieval.embeds:
+        """The calibrated price of a cold trial of ``config``: the corpus's tokens over the
+        embedder's measured throughput, once for the chunks (unless BM25 alone retrieves them)
+        and once more for a semantic chunker's units; nothing for a BM25 trial."""
+        passes = int(config.retrieval.embeds) + int(kind_of(config.to_dict()) == "semantic")
+        if not passes:
             return 0.0
         if self._corpus_tokens is None:
-            self._corpus_tokens = int(sum(count_tokens_batch([d.text for d in self.corpus])))
+            self._corpus_tokens = self.corpus.token_count()
         rate = self.rates_for(config.embedder).embed_tokens_per_s or float("inf")
-        factor = 2.0 if kind_of(config.to_dict()) == "semantic" else 1.0
-        return factor * self._corpus_tokens / rate
+        return passes * self._corpus_tokens / rate
 
     def _attributes(self, result: EvaluationResult) -> dict[str, Any]:
         config = result.config
