@@ -155,8 +155,8 @@ def test_a_failed_build_leaves_no_bm25_index(stub, tmp_path, monkeypatch):
 
 def test_a_tuned_retrieval_is_recorded_exported_and_served_as_evaluated(stub, tmp_path):
     from tuner.tuning import StudySpec, tune
-    from tuner.tuning.records import records
-    from tuner.tuning.storage import make_storage
+    from tuner.tuning.study.records import records
+    from tuner.tuning.study.storage import make_storage
 
     space = tmp_path / "space.yaml"
     space.write_text("k: {type: int, low: 2, high: 6}\n"

@@ -14,16 +14,20 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from .. import _plugins
 from .._io.secrets import redact
 from .._version import __version__
 from ..errors import ChunkwiseError, options_named
-from ..tuning.workers import WorkerStopped
+from ..tuning.run.workers import WorkerStopped
 from . import chunk, chunkers, convert, dashboard, evaluate, export, generate, report, tune, validate, worker
 from ._args import EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_USAGE, FLAGS
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``chunkwise`` console script."""
+    if _plugins.FAILURE is not None:  # before parsing: the extension may define choices
+        print(f"chunkwise: error: {_plugins.FAILURE}", file=sys.stderr)
+        return EXIT_USAGE
     parser = build_parser()
     args = parser.parse_args(argv)
     if not hasattr(args, "handler"):
@@ -39,7 +43,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("chunkwise: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except WorkerStopped:  # SIGTERM outside a run's own handling (see _args.run_until_stopped)
+    except WorkerStopped:  # SIGTERM outside a run's own handling (see each command's stop_handlers)
         print("chunkwise: stopped by SIGTERM", file=sys.stderr)
         return EXIT_TERMINATED
     except Exception as exc:

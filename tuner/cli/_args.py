@@ -11,7 +11,7 @@ import yaml
 
 from ..embedding import PRECISION_CHOICES
 from ..errors import InvalidParameterError
-from ..tuning import defaults
+from ..tuning.study import defaults
 
 EXIT_USAGE = 2
 #: Ctrl-C (SIGINT); SIGTERM (``docker stop``, systemd, Kubernetes) ends ``tune`` and ``worker``

@@ -9,8 +9,8 @@ from typing import Any
 from ..errors import InvalidParameterError
 from ..schema import check_keys, check_settings, check_value, field_names, setting, setting_spec
 from .context import CONTEXTS
-from .dense import BACKENDS
 from .fusion import DEFAULT_FUSION, FUSION_DEFAULTS, FUSION_PARAMETERS, FUSIONS
+from .indexes import INDEX_BACKENDS
 from .methods import method_names, retrieval_method
 from .rerank import DEFAULT_CANDIDATES
 
@@ -61,7 +61,7 @@ class RetrievalConfig:
 
     k: int = setting(5, int, low=1)
     scope: str = setting("pooled", str, choices=SCOPES)
-    index: str = setting("numpy", str, choices=BACKENDS)
+    index: str = setting("numpy", str, choices=INDEX_BACKENDS)
     method: str = setting("dense", str, choices=method_names)
     fusion: str | None = setting(None, str, choices=FUSIONS, optional=True)
     alpha: float | None = setting(None, float, low=0.0, high=1.0, optional=True,

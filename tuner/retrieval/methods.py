@@ -4,7 +4,7 @@
 (:meth:`tuner.deploy.production.Collection.query`) both call it, with the indexes they hold, so
 a configuration is ranked the same way where it was scored and where it is served.
 
-* ``dense``: cosine similarity of the chunk and question vectors (:mod:`.dense`);
+* ``dense``: cosine similarity of the chunk and question vectors (:mod:`.indexes`);
 * ``bm25``: Okapi BM25 over the chunks' texts (:mod:`.bm25`); embeds nothing;
 * ``hybrid``: both, fused (:mod:`.fusion`) by reciprocal-rank fusion (``rrf``) or weighted
   score fusion (``weighted``).
@@ -32,7 +32,7 @@ from .rerank import rerank
 if TYPE_CHECKING:
     from .bm25 import BM25Index
     from .config import RetrievalConfig
-    from .dense import VectorIndex
+    from .indexes import VectorIndex
 
 
 class RetrievalMethod(ABC):

@@ -20,14 +20,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import optuna
 
-from .._version import __version__
-from ..data.corpus import Corpus
-from ..data.evalset import EvaluationSet
-from ..data.repeats import OccurrenceTable
-from ..embedding.cache import EmbeddingCache
-from ..embedding.config import EmbedderConfig, embedder_key, shared_embedder
-from ..evaluation.fidelity import FULL, Fidelity
-from .objective import (
+from ..._version import __version__
+from ...data.corpus import Corpus
+from ...data.evalset import EvaluationSet
+from ...data.repeats import OccurrenceTable
+from ...embedding.cache import EmbeddingCache
+from ...embedding.config import EmbedderConfig, embedder_key, shared_embedder
+from ...evaluation.fidelity import FULL, Fidelity
+from ..scoring.objective import (
     DEFAULT_PARETO,
     LEGACY_PARETO,
     Constraints,
@@ -38,11 +38,11 @@ from .objective import (
     resolve_rates,
     stored_throughput,
 )
+from ..search.space import SearchSpace, parse_search_space
 from .records import FIDELITY_CHOICE_KEY, PRECISION_CHOICE_KEY, RESOLVED_RATES_KEY, settings_of
-from .space import SearchSpace, parse_search_space
 
 if TYPE_CHECKING:
-    from .study import StudySpec
+    from .spec import StudySpec
 
 #: ``fidelity: auto`` climbs :data:`AUTO_RUNGS` on corpora of at least this many characters
 #: (below it a cold trial takes about a minute on two cores: pruning would save little).

@@ -12,7 +12,7 @@ A study file (YAML) says what to tune, on what, and where results go::
     weights: {recall: 1.0, iou: 0.25, latency: 0.1, cost: 0.1}   # any metric: mrr, ndcg, context_tokens, ...
     constraints: {context_tokens: 1500}         # optional: never recommend a trial above the budget
     pareto: [recall, context_tokens]            # optional: the Pareto front's axes (the default)
-    rates: {reader_usd_per_mtok: 0.15}          # optional, see tuner.tuning.objective
+    rates: {reader_usd_per_mtok: 0.15}          # optional, see tuner.tuning.scoring.objective
     scales: {iou_half: 0.05}                    # optional
     storage: sqlite:///example.db               # default: sqlite:///studies/<name>.db
     trials: 30                                  # trials added per run, per corpus
@@ -48,18 +48,19 @@ from typing import Any
 
 import optuna
 
-from .._io.files import read_yaml
-from ..data.corpus import Corpus, default_corpus_name, load_corpus, parse_corpus_spec
-from ..data.evalset import EvaluationSet, load_evaluation_set
-from ..embedding.config import SPEED_FIELDS, EmbedderConfig
-from ..errors import InvalidParameterError, option
-from ..evaluation.config import COPIES
-from ..evaluation.fidelity import Fidelity
-from ..evaluation.metrics import UNITS
-from ..evaluation.registry import label as metric_label
-from ..schema import check_settings, setting
+from ..._io.files import read_yaml
+from ...data.corpus import Corpus, default_corpus_name, load_corpus, parse_corpus_spec
+from ...data.evalset import EvaluationSet, load_evaluation_set
+from ...embedding.config import SPEED_FIELDS, EmbedderConfig
+from ...errors import InvalidParameterError, option
+from ...evaluation.config import COPIES
+from ...evaluation.fidelity import Fidelity
+from ...evaluation.metrics import UNITS
+from ...evaluation.registry import label as metric_label
+from ...schema import check_settings, setting
+from ..scoring.objective import Constraints, Rates, Scales, Weights, check_pareto, pareto_directions
+from ..search.space import DEFAULT_SPACE, SearchSpace, SearchSpaceError, load_search_space, resolve_space
 from . import defaults
-from .objective import Constraints, Rates, Scales, Weights, check_pareto, pareto_directions
 from .records import (
     FIDELITY_CHOICE_KEY,
     PRECISION_CHOICE_KEY,
@@ -70,7 +71,6 @@ from .records import (
     study_name,
 )
 from .settings import COMPARED_SETTINGS, StudySettings, comparable
-from .space import DEFAULT_SPACE, SearchSpace, SearchSpaceError, load_search_space, resolve_space
 from .storage import absolute_url, default_storage_url
 
 FIDELITY_CHOICES = ("auto", "full")
@@ -94,7 +94,7 @@ class StudySpec:
     weights: Weights = field(default_factory=Weights)
     rates: Rates = field(default_factory=Rates)
     scales: Scales = field(default_factory=Scales)
-    #: Limits a recommended trial must meet (see :class:`~tuner.tuning.objective.Constraints`).
+    #: Limits a recommended trial must meet (see :class:`~tuner.tuning.scoring.objective.Constraints`).
     constraints: Constraints = field(default_factory=Constraints)
     #: The Pareto front's metrics; None: recall against context tokens for a new study, and the
     #: stored axes for a study that exists.
@@ -119,7 +119,7 @@ class StudySpec:
     #: ``"auto"``, ``"full"`` or explicit rungs (see :func:`parse_fidelity`).
     fidelity: str | Fidelity = "auto"
     #: Where the workers run: ``"local"`` (``jobs`` processes here) or ``"dask"`` (see :mod:`.cluster`).
-    backend: str = setting("local", str, choices=defaults.BACKENDS)
+    backend: str = setting("local", str, choices=defaults.RUN_BACKENDS)
     #: The Dask scheduler's address (``tcp://HOST:8786``) for ``backend="dask"``.
     scheduler: str | None = setting(None, str, optional=True)
 

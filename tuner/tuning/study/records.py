@@ -28,10 +28,10 @@ import numpy as np
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from ..errors import ChunkwiseError, option
-from ..evaluation.registry import metric_names, metrics
-from ..retrieval import retrieval_method
-from .objective import Constraints, ResolvedRates, Scales, Weights, model_latency_and_cost, weighted_score
+from ...errors import ChunkwiseError, option
+from ...evaluation.registry import metric_names, metrics
+from ...retrieval import retrieval_method
+from ..scoring.objective import Constraints, ResolvedRates, Scales, Weights, model_latency_and_cost, weighted_score
 
 # --- study attributes --------------------------------------------------------------------------
 #: The settings that define a study's results (a dict; see :func:`.study.study_settings`).

@@ -43,12 +43,11 @@ import optuna
 from optuna.exceptions import UpdateFinishedTrialError
 from optuna.trial import FrozenTrial, TrialState
 
-from .._io.secrets import redact
-from ..errors import ChunkwiseError
-from . import defaults
-from .faults import arm_during_tell, fault_point, hold_point
-from .ledger import Claim, ClaimResult, Ledger, new_worker_id, worker_alive
-from .records import (
+from ..._io.secrets import redact
+from ...errors import ChunkwiseError
+from ..search.samplers import WeightedScoreSampler
+from ..study import defaults
+from ..study.records import (
     BASELINE_ATTR,
     BUDGET_ATTR,
     DUPLICATE_ATTR,
@@ -60,9 +59,10 @@ from .records import (
     WORKER_ATTR,
     StudyError,
 )
-from .samplers import WeightedScoreSampler
-from .settings import StudySettings
-from .storage import make_storage, storage_errors
+from ..study.settings import StudySettings
+from ..study.storage import make_storage, storage_errors
+from .faults import arm_during_tell, fault_point, hold_point
+from .ledger import Claim, ClaimResult, Ledger, new_worker_id, worker_alive
 from .trial import ConfigurationTaken, OutOfBudget, StoppedAtRung, TargetReached, TrialObjective
 
 #: Consecutive failed trials after which a worker gives up.
@@ -241,7 +241,7 @@ def run_worker(options: WorkerOptions,
     Each worker builds its own storage connection and sampler, loads the corpus and queries
     named in the study's settings (or the given paths) and checks their hashes.
     """
-    from .study import load_study_inputs
+    from ..study.spec import load_study_inputs
 
     limit_threads(options.threads)
     optuna.logging.set_verbosity(options.verbosity)
@@ -262,7 +262,7 @@ def run_worker(options: WorkerOptions,
                                       sampler=WeightedScoreSampler(seed=seed))
             settings = StudySettings.of(study)
         corpus, evalset = load_study_inputs(settings, options.study, options.corpus_path, options.queries_path)
-        from ..embedding.shared_cache import cache_for_study
+        from ...embedding.shared_cache import cache_for_study
 
         # A PostgreSQL study shares one embedding cache between machines, in its own database.
         cache = cache_for_study(storage.engine.url.render_as_string(hide_password=False), options.cache)
@@ -505,7 +505,7 @@ class PoolReport:
 
 
 _WORKER_BOOT = ("import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); "
-                "from tuner.tuning.workers import worker_process_main as main; raise SystemExit(main())")
+                "from tuner.tuning.run.workers import worker_process_main as main; raise SystemExit(main())")
 
 
 class WorkerPool:

@@ -18,15 +18,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import optuna
 
-from ..embedding import EmbeddingCache, embedding_provider
-from ..embedding.config import shared_embedder
-from ..errors import option
+from ...embedding import EmbeddingCache, embedding_provider
+from ...embedding.config import shared_embedder
+from ...errors import option
+from ..run.progress import format_duration
+from ..scoring.objective import resolve_rates
+from ..study.settings import resolve_fidelity
+from ..study.spec import StudySpec, load_study_data
 from .cost import KINDS, trial_kind
-from .objective import resolve_rates
-from .progress import format_duration
-from .settings import resolve_fidelity
 from .space import SearchSpace
-from .study import StudySpec, load_study_data
 
 #: Configurations sampled from the space to estimate the embedding work of a trial.
 SAMPLED_CONFIGURATIONS = 40
@@ -91,7 +91,7 @@ def _sampled(space: SearchSpace, samples: int, seed: int) -> list[tuple[str, flo
 
 def plan_run(spec: StudySpec) -> list[CorpusPlan]:
     """The cost preview of ``spec`` (see the module docstring)."""
-    from .run import run_jobs
+    from ..run.runner import run_jobs
 
     jobs = run_jobs(spec)  # a cluster's: its workers' threads
     data = load_study_data(spec)

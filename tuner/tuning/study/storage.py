@@ -23,9 +23,9 @@ import optuna
 import sqlalchemy as sa
 from optuna.storages import RDBStorage
 
-from .._io.files import private_dir, private_file
-from .._io.secrets import hide_password, redact, register_secret
-from ..errors import ChunkwiseError, option
+from ..._io.files import private_dir, private_file
+from ..._io.secrets import hide_password, redact, register_secret
+from ...errors import ChunkwiseError, option
 
 #: Seconds a SQLite writer waits for a lock (short timeouts fail in ugly ways under load).
 SQLITE_TIMEOUT_S = 60

@@ -67,17 +67,17 @@ from typing import Any
 
 import optuna
 
-from .._io.files import read_yaml
-from ..chunkers import chunker_class, chunker_names
-from ..chunkers.base import ParamSpec
-from ..chunkers.config import ChunkerConfig
-from ..embedding.config import EmbedderConfig
-from ..errors import ChunkwiseError, InvalidParameterError
-from ..retrieval import method_names, retrieval_method
-from ..retrieval.config import FUSION_OPTIONS, NO_RERANK, SEARCHABLE, RetrievalConfig
-from ..retrieval.fusion import DEFAULT_FUSION, FUSION_DEFAULTS, FUSION_PARAMETERS
-from ..retrieval.rerank import DEFAULT_CANDIDATES, check_model_folder
-from ..schema import invalid, setting_spec
+from ..._io.files import read_yaml
+from ...chunkers import chunker_class, chunker_names
+from ...chunkers.base import ParamSpec
+from ...chunkers.config import ChunkerConfig
+from ...embedding.config import EmbedderConfig
+from ...errors import ChunkwiseError, InvalidParameterError
+from ...retrieval import method_names, retrieval_method
+from ...retrieval.config import FUSION_OPTIONS, NO_RERANK, SEARCHABLE, RetrievalConfig
+from ...retrieval.fusion import DEFAULT_FUSION, FUSION_DEFAULTS, FUSION_PARAMETERS
+from ...retrieval.rerank import DEFAULT_CANDIDATES, check_model_folder
+from ...schema import invalid, setting_spec
 
 DOMAIN_TYPES = ("int", "float", "categorical", "fraction")
 #: The keys of a space's ``retrieval`` section, their allowed values, and the Optuna
@@ -376,7 +376,7 @@ class SearchSpace:
 
 
 #: The spaces shipped with chunkwise (the repository's ``search_spaces/``, installed as package data).
-BUNDLED_SPACES_DIR = Path(__file__).resolve().parent.parent / "search_spaces"
+BUNDLED_SPACES_DIR = Path(__file__).resolve().parents[2] / "search_spaces"
 DEFAULT_SPACE = "default"
 
 
