@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._io.files import PRIVATE_FILE_MODE, check_writable
+from .._io.files import PRIVATE_FILE_MODE
 from ..embedding import Embedder
 from ..errors import ChunkwiseError, option
 from ..llm.client import LLMClient
@@ -187,11 +187,11 @@ def generate_evaluation_set(corpus: Corpus, output: str | Path, n: int, client: 
 
 
 def _check_output(output: Path) -> None:
-    """Fail before the first (paid) request when ``output`` could not be written (a folder, a
-    device or FIFO, a missing or read-only folder, a read-only file)."""
+    """Fail before the first (paid) request when ``output`` could not be written."""
     if output.is_dir():
         raise ChunkwiseError(f"-o {output} is a folder; give a file name for the evaluation set")
-    check_writable(output)
+    if not output.parent.is_dir():
+        raise ChunkwiseError(f"cannot write {output}: the folder {output.parent} does not exist")
     if not os.access(output if output.exists() else output.parent, os.W_OK):
         raise ChunkwiseError(f"cannot write {output}: permission denied")
 
