@@ -40,6 +40,7 @@ from typing import Any, TypeVar
 from .._io.cachedir import BUSY_TIMEOUT_S, cache_dir
 from .._io.files import private_dir, private_file
 from ..errors import ChunkwiseError
+from ..text.tokens import count_tokens
 from .endpoint import (
     MAX_READ_TIMEOUT_S,
     BadReply,
@@ -166,8 +167,6 @@ class LLMClient:
             content, usage = chat_reply(raw.content, raw.headers.get("content-type", ""))
             return content, usage, _refused_by_caller(check, content)
 
-        from ..text.tokens import count_tokens
-
         timeout = read_timeout(sum(count_tokens(str(m.get("content", ""))) for m in messages), self.timeout_s)
         extra = {"response_format": {"type": "json_object"}} if json_mode else {}
         content, usage, value = self._send(lambda: self._openai().chat.completions.with_raw_response.create(
@@ -204,8 +203,6 @@ class LLMClient:
                     "logprob chunker needs a completions endpoint that supports echo=True with logprobs (vLLM and "
                     "llama.cpp servers do; OpenAI's chat models do not)", fatal=True)
             return echo_logprobs(logprobs, prompt), _usage(payload)[0]
-
-        from ..text.tokens import count_tokens
 
         timeout = read_timeout(count_tokens(prompt), self.timeout_s)
         data, prompt_tokens = self._send(lambda: self._openai().completions.with_raw_response.create(
