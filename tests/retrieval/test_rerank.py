@@ -13,7 +13,8 @@ from tuner.retrieval import retrieve
 from tuner.retrieval.config import RetrievalConfig
 from tuner.retrieval.ranking import Ranked
 from tuner.retrieval.rerank import load_cross_encoder, rerank
-from tuner.tuning.search.space import SearchSpaceError, parse_search_space
+from tuner.tuning.search.domains import SearchSpaceError
+from tuner.tuning.search.space_file import parse_search_space
 
 from fakes import WordEmbedder, save_cross_encoder, two_corpora
 

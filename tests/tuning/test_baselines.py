@@ -26,7 +26,8 @@ from tuner.tuning.scoring.objective import Scales
 from tuner.tuning.scoring.selection import candidate, check_baselines, compare, optimism
 from tuner.tuning.search.baselines import BASELINES, baseline_points, queue_baselines, unqueue_baselines
 from tuner.tuning.search.cost import kind_of, trial_seconds
-from tuner.tuning.search.space import Domain, load_search_space, parse_search_space
+from tuner.tuning.search.domains import Domain
+from tuner.tuning.search.space_file import load_search_space, parse_search_space
 from tuner.tuning.study.records import BASELINE_ATTR, BUDGET_ATTR, CONFIG_ATTR, SKIPPED_ATTR, TrialRecord
 from tuner.tuning.study.spec import StudyError, parse_duration
 from tuner.tuning.study.storage import make_storage

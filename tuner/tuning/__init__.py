@@ -16,8 +16,10 @@ from .run.runner import CorpusOutcome, join_run, tune
 from .run.trial import TrialObjective
 from .run.workers import WorkerOptions, run_worker
 from .scoring.objective import Rates, Scales, Weights, weighted_score
+from .search.domains import SearchSpaceError
 from .search.samplers import WeightedScoreSampler
-from .search.space import SearchSpace, SearchSpaceError, bundled_spaces, load_search_space, parse_search_space
+from .search.space import SearchSpace
+from .search.space_file import bundled_spaces, load_search_space, parse_search_space
 from .study.records import StudyError, TrialRecord, best_trial, run_studies, select_trial
 from .study.spec import StudySpec, load_study_file
 from .study.storage import StorageError, default_storage_url, make_storage

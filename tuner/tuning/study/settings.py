@@ -38,7 +38,8 @@ from ..scoring.objective import (
     resolve_rates,
     stored_throughput,
 )
-from ..search.space import SearchSpace, parse_search_space
+from ..search.space import SearchSpace
+from ..search.space_file import parse_search_space
 from .records import FIDELITY_CHOICE_KEY, PRECISION_CHOICE_KEY, RESOLVED_RATES_KEY, settings_of
 
 if TYPE_CHECKING:

@@ -59,7 +59,9 @@ from ...evaluation.metrics import UNITS
 from ...evaluation.registry import label as metric_label
 from ...schema import check_settings, setting
 from ..scoring.objective import Constraints, Rates, Scales, Weights, check_pareto, pareto_directions
-from ..search.space import DEFAULT_SPACE, SearchSpace, SearchSpaceError, load_search_space, resolve_space
+from ..search.domains import SearchSpaceError
+from ..search.space import SearchSpace
+from ..search.space_file import DEFAULT_SPACE, load_search_space, resolve_space
 from . import defaults
 from .records import (
     FIDELITY_CHOICE_KEY,
