@@ -77,7 +77,7 @@ def embedding_factor(space: SearchSpace, samples: int = SAMPLED_CONFIGURATIONS, 
     return float(np.mean([factor for _, factor, _ in _sampled(space, samples, seed)]))
 
 
-def kind_shares(sampled: list[tuple[str, float]]) -> dict[str, tuple[float, float]]:
+def kind_shares(sampled: list[tuple[str, float, tuple[int, int] | None]]) -> dict[str, tuple[float, float]]:
     """Per kind of trial (:data:`.cost.KINDS`) among sampled configurations (:func:`_sampled`):
     its share, and the mean tokens it embeds per corpus token."""
     out = {}
@@ -139,7 +139,7 @@ def plan_run(spec: StudySpec) -> list[CorpusPlan]:
         api = (trials * per_trial * share * rates.embed_usd_per_mtok / 1e6
                if spec.embedder.provider == "openai" else None)
         llm = {}
-        if contexts:  # every chunk's context, whatever the fidelity: all of them are indexed at the top rung
+        if contexts:  # every chunk's context is written when the trial chunks, whatever its fidelity
             documents = count_tokens_batch([d.text for d in corpus])
             tokens_each = float(np.mean([estimated_tokens(documents, size, overlap) for size, overlap in contexts]))
             llm_share = len(contexts) / len(sampled)
