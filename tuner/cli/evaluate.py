@@ -59,7 +59,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     evaluate.add_argument("--rrf-k", type=int, metavar="K", help="constant of reciprocal-rank fusion, >= 0 (60)")
     evaluate.add_argument("--context", choices=CONTEXTS,
                           help="header prepended to the text embedded and indexed (not to offsets or scores): "
-                               "none (default), the document title, or the chunk's heading path")
+                               "none (default), the document title, the chunk's heading path, or llm: a context an LLM "
+                               "writes for each chunk ($OPENAI_BASE_URL, $CHUNKWISE_LLM_MODEL)")
     evaluate.add_argument("--rerank", metavar="FOLDER",
                           help="rerank the first stage's candidates with the cross-encoder saved in FOLDER "
                                "(sentence-transformers CrossEncoder; nothing is downloaded); none: no reranker")

@@ -39,9 +39,10 @@ class RetrievalConfig:
     only: ``alpha`` with another method or fusion is an error, not silently ignored, so every
     configuration has one spelling (the key under which a study records it).
 
-    ``context`` (``"none"``, ``"title"``, ``"headings"``) prepends the document title or the
-    chunk's heading path to the text that is embedded and indexed, never to the chunk's
-    offsets or scored units; see :mod:`tuner.retrieval.context`.
+    ``context`` (``"none"``, ``"title"``, ``"headings"``, ``"llm"``) prepends the document title,
+    the chunk's heading path or a context an LLM writes for the chunk to the text that is
+    embedded and indexed, never to the chunk's offsets or scored units; see
+    :mod:`tuner.retrieval.context` and :mod:`tuner.retrieval.llm_context`.
 
     ``rerank`` names the folder of a saved cross-encoder (sentence-transformers ``CrossEncoder``):
     the method ranks ``candidates`` chunks (default 30), the cross-encoder reorders them and the
