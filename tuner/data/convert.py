@@ -30,10 +30,13 @@ documents", and BENCHMARKS.md for the measurements):
 The text is the document, not the page around it (version 2 of chunkwise's part):
 
 * **HTML**: only the page's own content (:func:`html_content`): the documented content
-  container of the generator that made it (Sphinx, MkDocs, MkDocs Material, Docusaurus,
-  Javadoc, GitHub READMEs) or its ``main`` landmark, else the region readability-lxml finds,
-  kept whole; navigation, breadcrumbs, sidebars, previous/next, footers, cookie banners and
-  permalink anchors dropped. Links become their text (HTML, DOCX, EPUB) unless
+  container of the generator that made it (:data:`CONTENT_CONTAINERS`: Sphinx, MkDocs, MkDocs
+  Material, Docusaurus, Javadoc, rustdoc, Doxygen, DocBook XSL, Hugo's documentation themes,
+  GitHub READMEs) or its ``main`` landmark, else the region readability-lxml finds, kept whole
+  and widened until it holds 90% of the words the page shows a reader; navigation,
+  breadcrumbs, sidebars, previous/next, footers, cookie banners and permalink anchors dropped.
+  Each page's share of its visible words kept is recorded (:attr:`Conversion.kept_share`), and
+  a page that lost more than a third is named when its corpus loads. Links become their text (HTML, DOCX, EPUB) unless
   ``keep_links``, and headings their words only.
 * **PDF**: running headers, footers and page numbers removed (:func:`_running_lines`),
   paragraphs and hyphenated words joined over line and page breaks, PDFium's hyphen mark
