@@ -19,7 +19,10 @@ install them with::
     apt-get install postgresql-doc-15 python3.11-doc mkdocs-doc libcommons-lang3-java-doc \\
         rust-doc libjson-c-doc doxygen-doc bup-doc
 
-    python benchmarks/conversion_coverage.py [--pages-shown 8]
+    python benchmarks/conversion_coverage.py [--pages-shown 8] [--count N] [--only TEXT]
+
+With ``PYTHONPATH`` pointing at another checkout, the same pages measure that version of
+chunkwise (the "before" column of BENCHMARKS.md).
 """
 
 from __future__ import annotations
@@ -79,6 +82,8 @@ def pages(entry: dict) -> list[Path]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pages-shown", type=int, default=8, help="pages with the least body kept to list (8)")
+    parser.add_argument("--count", type=int, help="pages per generator (default: each entry's count)")
+    parser.add_argument("--only", help="only the generators whose name holds this text")
     args = parser.parse_args()
     warnings.simplefilter("ignore")
     from tuner.data.convert import convert_file
@@ -86,7 +91,9 @@ def main() -> int:
     rows, low, everything = [], [], []
     totals = Counter()
     for entry in yaml.safe_load(DATA.read_text(encoding="utf-8"))["generators"]:
-        chosen = pages(entry)
+        if args.only and args.only not in entry["generator"]:
+            continue
+        chosen = pages({**entry, "count": args.count or entry["count"]})
         if not chosen:
             print(f"skipped {entry['generator']}: {entry['root']} is absent (apt-get install {entry['package']})",
                   file=sys.stderr)
@@ -104,7 +111,7 @@ def main() -> int:
             share = kept / sum(body.values())
             counted.update(pages=1, body=sum(body.values()), kept=kept, furniture=sum(furniture.values()), left=left)
             name = f"{entry['package']}: {path.relative_to(entry['root'])}"
-            everything.append((share, name, conversion.kept_share))
+            everything.append((share, name, getattr(conversion, "kept_share", None)))
             if share < 0.9:
                 low.append((share, name))
         totals.update(counted)
@@ -120,7 +127,8 @@ def main() -> int:
         print(f"  {share:.1%}  {name}")
     print(f"\nthe {args.pages_shown} pages with the least body kept (chunkwise's own measure beside it):")
     for share, name, own in sorted(everything)[: args.pages_shown]:
-        print(f"  {share:.1%}  {name}  (chunkwise: {own:.1%} of the visible words outside links)")
+        own_share = f"{own:.1%}" if own is not None else "not measured"
+        print(f"  {share:.1%}  {name}  (chunkwise's own measure: {own_share} of the visible words outside links)")
     return 0
 
 
