@@ -27,7 +27,7 @@ documents", and BENCHMARKS.md for the measurements):
   turned off so that text copied from the original document (an identifier such as
   ``log_keep_days``) is found verbatim in the converted text.
 
-The text is the document, not the page around it (version 2 of chunkwise's part):
+The text is the document, not the page around it (versions 2 and 3 of chunkwise's part):
 
 * **HTML**: only the page's own content (:func:`html_content`): the documented content
   container of the generator that made it (:data:`CONTENT_CONTAINERS`: Sphinx, MkDocs, MkDocs
@@ -36,8 +36,8 @@ The text is the document, not the page around it (version 2 of chunkwise's part)
   and widened until it holds 90% of the words the page shows a reader; navigation,
   breadcrumbs, sidebars, previous/next, footers, cookie banners and permalink anchors dropped.
   Each page's share of its visible words kept is recorded (:attr:`Conversion.kept_share`), and
-  a page that lost more than a third is named when its corpus loads. Links become their text (HTML, DOCX, EPUB) unless
-  ``keep_links``, and headings their words only.
+  a page that lost more than a third is named when its corpus loads. Links become their text
+  (HTML, DOCX, EPUB) unless ``keep_links``, and headings their words only.
 * **PDF**: running headers, footers and page numbers removed (:func:`_running_lines`),
   paragraphs and hyphenated words joined over line and page breaks, PDFium's hyphen mark
   (U+FFFE) dropped, and table-of-contents lines never made headings.
