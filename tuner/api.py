@@ -18,7 +18,8 @@ one handle on what the run found (what ``optuna.Study`` is to an Optuna user)::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -223,8 +224,22 @@ def tune(corpus: CorpusInput | Sequence[CorpusInput] | Mapping[str, CorpusInput]
         backend=backend, scheduler=scheduler,
         constraints=Constraints.from_dict(dict(constraints)) if isinstance(constraints, Mapping) else constraints,
         pareto=tuple(pareto) if pareto is not None else None)
-    outcomes = run_study_spec(spec, progress=progress, echo=echo)
+    with optuna_at_warning():
+        outcomes = run_study_spec(spec, progress=progress, echo=echo)
     return TuningRun(spec.name, spec.storage, outcomes)
+
+
+@contextlib.contextmanager
+def optuna_at_warning() -> Iterator[None]:
+    """Optuna's own logging at WARNING while the block runs (its INFO lines, "A new study
+    created in RDB" and one per trial, repeat what the run reports); a quieter level the
+    caller chose is kept, and the caller's level comes back afterwards."""
+    before = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(max(before, optuna.logging.WARNING))
+    try:
+        yield
+    finally:
+        optuna.logging.set_verbosity(before)
 
 
 def load_run(name: str, storage: str | None = None) -> TuningRun:

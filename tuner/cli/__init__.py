@@ -10,9 +10,12 @@ here with ``add_parser(commands)`` and ``run(args)``, and list it in :data:`COMM
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import sys
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 from .. import _plugins
 from .._io.secrets import redact
@@ -35,7 +38,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     _show_corpus_loading()
     try:
-        with options_named(FLAGS):  # the library's messages name options as this command line spells them
+        # The library's messages name options as this command line spells them.
+        with options_named(FLAGS), _library_warnings_once():
             return args.handler(args) or 0
     except ChunkwiseError as exc:
         print(f"chunkwise: error: {redact(str(exc))}", file=sys.stderr)
@@ -80,20 +84,60 @@ def environment_error_message(exc: BaseException) -> str | None:
 
 
 class _StderrHandler(logging.Handler):
-    """Prints a record as ``chunkwise: MESSAGE`` on the current ``sys.stderr`` (tests swap it)."""
+    """Prints a record as ``chunkwise: MESSAGE`` on the current ``sys.stderr`` (tests swap it),
+    each message once per command (a corpus loaded twice, by the run and its first worker,
+    says so once), through tqdm so that a progress bar is cleared and redrawn around it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.printed: set[str] = set()
 
     def emit(self, record: logging.LogRecord) -> None:
-        print(f"chunkwise: {record.getMessage()}", file=sys.stderr)
+        message = record.getMessage()
+        if message in self.printed:
+            return
+        self.printed.add(message)
+        _print_above_bars(f"chunkwise: {message}")
+
+
+def _print_above_bars(line: str) -> None:
+    from tqdm import tqdm
+
+    tqdm.write(line, file=sys.stderr)
+
+
+_HANDLER = _StderrHandler()
 
 
 def _show_corpus_loading() -> None:
     """Print the corpus loader's one-line summaries (what a folder read and skipped, conversion
-    warnings) on standard error, once per process however often :func:`main` runs."""
+    warnings) on standard error, once per process however often :func:`main` runs, each
+    distinct line once per command."""
     logger = logging.getLogger("tuner.data.corpus")
-    if not any(isinstance(h, _StderrHandler) for h in logger.handlers):
-        logger.addHandler(_StderrHandler())
+    if _HANDLER not in logger.handlers:
+        logger.addHandler(_HANDLER)
     logger.setLevel(logging.INFO)
     logger.propagate = False
+    _HANDLER.printed.clear()
+
+
+@contextlib.contextmanager
+def _library_warnings_once() -> Iterator[None]:
+    """While a command runs, a Python warning from a library is printed once, as one line
+    (``chunkwise: warning (LibraryWarning): ...``) above any progress bar, instead of the
+    warnings module's two lines at every place and file that raises it."""
+    printed: set[str] = set()
+
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: Any = None,
+             line: str | None = None) -> None:
+        text = " ".join(str(message).split())
+        if text not in printed:
+            printed.add(text)
+            _print_above_bars(f"chunkwise: warning ({category.__name__}): {text}")
+
+    with warnings.catch_warnings():
+        warnings.showwarning = show
+        yield
 
 
 def build_parser() -> argparse.ArgumentParser:

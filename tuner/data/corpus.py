@@ -24,7 +24,7 @@ from typing import Any
 from .._io.files import why_missing
 from ..errors import ChunkwiseError, CorpusError, option
 from ..text.tokens import count_tokens_batch
-from .convert import CONVERTIBLE_SUFFIXES, convert_file
+from .convert import CONVERTIBLE_SUFFIXES, convert_file, text_loss_warning
 from .document import Document
 
 #: Text file suffixes read from a folder (a file named explicitly is read whatever its suffix).
@@ -259,6 +259,9 @@ def load_corpus(source: str | Path, name: str | None = None, *, include: Sequenc
         log.info(summary.describe(corpus.name))
     if summary.warnings:
         log.warning(summary.describe_warnings(corpus.name))
+    lost = text_loss_warning(documents)
+    if lost:
+        log.warning(f"corpus {corpus.name!r}: {lost}")
     return corpus
 
 

@@ -28,12 +28,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -481,6 +483,7 @@ def _die_with_parent(parent: int) -> None:
 
 def worker_process_main() -> int:
     """Entry point of a pool's worker process: options as JSON on standard input."""
+    _quiet_worker_process()
     try:
         parent = int(os.environ.get("CHUNKWISE_PARENT_PID", os.getppid()))
         with stop_handlers():
@@ -493,6 +496,16 @@ def worker_process_main() -> int:
         return EXIT_FATAL if exc.fatal else EXIT_ERROR
     except (KeyboardInterrupt, WorkerStopped):
         return EXIT_INTERRUPTED
+
+
+def _quiet_worker_process() -> None:
+    """A pool's worker prints nothing over its parent's progress bar: the corpus loader's
+    summaries and library warnings were reported once by the parent, which loaded the same
+    corpus (a worker's errors still reach standard error, as its one line)."""
+    corpus_log = logging.getLogger("tuner.data.corpus")
+    corpus_log.addHandler(logging.NullHandler())
+    corpus_log.propagate = False
+    warnings.simplefilter("ignore")
 
 
 @dataclass
