@@ -25,6 +25,7 @@ from typing import Any
 
 from .._io.cachedir import BUSY_TIMEOUT_S, cache_dir
 from .._io.files import private_dir, private_file
+from .._io.secrets import split_credentials
 from ..errors import ChunkwiseError
 from .endpoint import endpoint_error, make_client, make_error, shown
 
@@ -77,7 +78,9 @@ class LLMClient:
 
     def __post_init__(self) -> None:
         self.model = self.model or os.environ.get("CHUNKWISE_LLM_MODEL") or DEFAULT_LLM_MODEL
-        self.base_url = self.base_url or os.environ.get("OPENAI_BASE_URL")
+        base = self.base_url or os.environ.get("OPENAI_BASE_URL")
+        # Without a user and password it may carry: those are sent, never cached or shown.
+        self.base_url = split_credentials(base) if base else None
         self._client = None
         self._db: sqlite3.Connection | None = None
 

@@ -40,7 +40,7 @@ import threading
 import time
 from typing import Any, TypeVar
 
-from .._io.secrets import hide_password, redact, register_secret
+from .._io.secrets import endpoint_credentials, hide_password, redact, register_secret, split_credentials
 from ..errors import ChunkwiseError, option
 
 #: Seconds to wait for a TCP connection to the endpoint before the attempt counts as failed.
@@ -119,12 +119,15 @@ def make_client(api_key: str, base_url: str | None, *, max_retries: int, timeout
                 rate_gate: RateGate | None = None) -> Any:
     """An ``openai.OpenAI`` client with explicit timeouts and the ``retry-after`` cap; ``api_key``
     is registered as a secret first, so :func:`~tuner._io.secrets.redact` masks it in every
-    message from now on.
+    message from now on. A user and password given for ``base_url`` (in the URL, or in
+    ``$CHUNKWISE_ENDPOINT_CREDENTIALS``; see :func:`~tuner._io.secrets.split_credentials`) are
+    sent as HTTP Basic authentication.
 
     With ``rate_gate``, every HTTP attempt (the client's own retries included) waits for the gate
     first, and every answer's rate-limit headers (after the cap) update it: callers sharing the
     client from several threads all slow down when one of them is told to.
     """
+    import httpx
     import openai
 
     register_secret(api_key)
@@ -132,8 +135,14 @@ def make_client(api_key: str, base_url: str | None, *, max_retries: int, timeout
     if rate_gate is not None:
         hooks["request"] = [lambda request: rate_gate.wait()]
         hooks["response"].append(lambda response: rate_gate.observe(response.headers))
+    # A user and password given for the endpoint travel as HTTP Basic authentication (what
+    # a URL carrying them meant), never inside the URL the client keeps and reports.
+    base_url = split_credentials(base_url) if base_url else base_url
+    credential = endpoint_credentials(base_url) if base_url else None
+    auth = {"auth": httpx.BasicAuth(*credential)} if credential else {}
     return openai.OpenAI(api_key=api_key, base_url=base_url, max_retries=max_retries,
-                         timeout=request_timeout(timeout_s), http_client=openai.DefaultHttpxClient(event_hooks=hooks))
+                         timeout=request_timeout(timeout_s),
+                         http_client=openai.DefaultHttpxClient(event_hooks=hooks, **auth))
 
 
 #: The longest pause a server's rate-limit headers can impose on one request (a misconfigured

@@ -49,6 +49,7 @@ from typing import Any
 import optuna
 
 from .._io.files import read_yaml
+from .._io.secrets import has_credentials, without_credentials
 from ..data.corpus import Corpus, default_corpus_name, load_corpus, parse_corpus_spec
 from ..data.evalset import EvaluationSet, load_evaluation_set
 from ..embedding.config import SPEED_FIELDS, EmbedderConfig
@@ -142,6 +143,12 @@ class StudySpec:
                 raise StudyError(str(exc)) from None
         if not self.storage:
             object.__setattr__(self, "storage", absolute_url(default_storage_url(self.name)))
+        if self.scheduler and has_credentials(self.scheduler):
+            # Dask addresses carry no user or password (its comms would not parse one): a secured
+            # cluster authenticates with TLS certificates from Dask's own configuration.
+            raise StudyError(f"{option('scheduler')} {without_credentials(self.scheduler)} is given with a user or password, "
+                             "which a Dask address cannot: give tls://HOST:8786 with Dask's TLS security "
+                             "configuration (distributed.comm.tls) instead")
 
     def study_name(self, corpus: str) -> str:
         return study_name(self.name, corpus)
