@@ -127,7 +127,6 @@ def make_client(api_key: str, base_url: str | None, *, max_retries: int, timeout
     first, and every answer's rate-limit headers (after the cap) update it: callers sharing the
     client from several threads all slow down when one of them is told to.
     """
-    import httpx
     import openai
 
     register_secret(api_key)
@@ -139,7 +138,7 @@ def make_client(api_key: str, base_url: str | None, *, max_retries: int, timeout
     # a URL carrying them meant), never inside the URL the client keeps and reports.
     base_url = split_credentials(base_url) if base_url else base_url
     credential = endpoint_credentials(base_url) if base_url else None
-    auth = {"auth": httpx.BasicAuth(*credential)} if credential else {}
+    auth = {"auth": credential} if credential else {}  # (user, password): HTTP Basic
     return openai.OpenAI(api_key=api_key, base_url=base_url, max_retries=max_retries,
                          timeout=request_timeout(timeout_s),
                          http_client=openai.DefaultHttpxClient(event_hooks=hooks, **auth))
