@@ -146,9 +146,9 @@ class StudySpec:
         if self.scheduler and has_credentials(self.scheduler):
             # Dask addresses carry no user or password (its comms would not parse one): a secured
             # cluster authenticates with TLS certificates from Dask's own configuration.
-            raise StudyError(f"{option('scheduler')} {without_credentials(self.scheduler)} is given with a user or password, "
-                             "which a Dask address cannot: give tls://HOST:8786 with Dask's TLS security "
-                             "configuration (distributed.comm.tls) instead")
+            raise StudyError(f"{option('scheduler')} {without_credentials(self.scheduler)} is given with a user or "
+                             "password, which a Dask address cannot carry: give tls://HOST:8786 with Dask's TLS "
+                             "security configuration (distributed.comm.tls) instead")
 
     def study_name(self, corpus: str) -> str:
         return study_name(self.name, corpus)
