@@ -517,8 +517,16 @@ def parse_corpus_spec(spec: str) -> tuple[str, str]:
     ('manuals', 'docs/**/*.md')
     >>> parse_corpus_spec("docs/**/*.md")
     ('docs', 'docs/**/*.md')
+
+    A path that contains ``=`` is read as a path when it exists; otherwise what comes before
+    ``=`` was meant as a name, and one with ``/`` or glob characters is a :class:`CorpusError`
+    saying so (and whether the path after ``=`` exists).
     """
     name, sep, path = spec.partition("=")
     if not sep or not name or "/" in name or globlib.has_magic(name):
+        if sep and name and not Path(spec).expanduser().exists() and not globlib.has_magic(spec):
+            missing = "" if Path(path).expanduser().exists() else f"; and the path {path!r} {why_missing(path)}"
+            raise CorpusError(f"corpus {spec!r}: {name!r} is not a valid corpus name (a name takes no '/' or glob "
+                              f"characters: letters, digits, '.', '_' or '-'){missing}")
         return default_corpus_name(spec), spec
     return name, path

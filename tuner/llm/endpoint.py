@@ -295,6 +295,9 @@ def endpoint_error(exc: Exception, cls: type[E], *, service: str, endpoint: str,
     if isinstance(exc, openai.APITimeoutError):
         return make_error(cls, f"{where} did not answer within {timeout_s:g} s ({_attempts(max_retries)}); check "
                                "that the server is up and not overloaded", fatal=True)
+    if isinstance(exc, openai.APIConnectionError) and _truncated(exc):
+        return make_error(cls, f"{where} sent a truncated reply: the connection closed before the whole body "
+                               f"arrived ({_attempts(max_retries)}); check the server and any proxy in between")
     if isinstance(exc, openai.APIConnectionError):
         return make_error(cls, f"cannot reach {where} ({_attempts(max_retries)}; check {option('base_url')} and "
                                "that the server is running)", fatal=True)
@@ -315,6 +318,20 @@ def endpoint_error(exc: Exception, cls: type[E], *, service: str, endpoint: str,
         after = f" after {max_retries} retries" if retried else ""
         return make_error(cls, f"{where} failed with HTTP {exc.status_code}{after}: {detail}")
     return make_error(cls, f"{where} gave an answer chunkwise cannot use (model {model!r}): {detail}")
+
+
+def _truncated(exc: BaseException) -> bool:
+    """Whether a connection error is a reply cut short (the server answered, then closed the
+    connection before the body it announced was complete), not a server out of reach."""
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and all(current is not e for e in seen):
+        seen.append(current)
+        text = str(current).lower()
+        if "incomplete" in text or "without sending complete message body" in text:
+            return True
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def _attempts(max_retries: int) -> str:

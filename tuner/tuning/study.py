@@ -235,6 +235,11 @@ def parse_duration(value: Any, where: str) -> float:
     elif isinstance(value, str) and (match := _DURATION.fullmatch(value)):
         unit = match.group(2).lower() if match.group(2) else None
         seconds = float(match.group(1)) * _DURATION_UNITS[unit]
+    negative = (isinstance(value, str) and value.strip().startswith("-")
+                and _DURATION.fullmatch(value.strip()[1:]) is not None) or (seconds is not None and seconds < 0)
+    if negative:
+        raise StudyError(f"{where}={value!r} is a negative duration: a time budget must be above 0, such as 45m, "
+                         "2h, 90s or a number of seconds")
     if seconds is None or not seconds > 0:
         raise StudyError(f"{where}={value!r} is invalid; allowed: a duration above 0 such as 45m, 2h, 90s or "
                          "a number of seconds")
@@ -345,7 +350,9 @@ def load_study_file(path: str | Path) -> StudySpec:
             scheduler=data.get("scheduler"),
         )
     except (InvalidParameterError, TypeError) as exc:
-        raise StudyError(f"{where}: {exc}") from None
+        # Sections read with ``where`` (weights, rates, embedder, ...) already name the file.
+        message = str(exc)
+        raise StudyError(message if message.startswith(f"{where}: ") else f"{where}: {message}") from None
 
 
 def _flag(value: Any, where: str) -> bool:
