@@ -79,7 +79,7 @@ class UniqueKeyLoader(yaml.SafeLoader):
 
 def load_yaml(text: str) -> Any:
     """Parse YAML (or JSON) text with :class:`UniqueKeyLoader`: every YAML chunkwise reads."""
-    return yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
+    return yaml.load(text, Loader=UniqueKeyLoader)  # a SafeLoader: no arbitrary objects
 
 
 def read_yaml(path: str | Path, what: str, error: type[ChunkwiseError] = ChunkwiseError) -> Any:
