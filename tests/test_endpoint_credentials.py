@@ -142,7 +142,10 @@ def test_no_credential_of_any_url_is_written_anywhere(tmp_path, fresh_postgres_u
     dump = dump_database(storage)
     written = all_bytes(out) + all_bytes(tmp_path / "cache")
     assert (out / "report").is_dir() and (out / "best.json").is_file() and (tmp_path / "cache").is_dir()
-    for secret in SECRETS:
+    # The passwords, and the Authorization headers that carry them (base64, as a server may echo them).
+    encoded = tuple(basic(user, password).removeprefix("Basic ")
+                    for user, password in (("apiuser", EMBED_PASSWORD), ("llmuser", LLM_PASSWORD)))
+    for secret in (*SECRETS, *encoded):
         assert secret not in dump
         assert secret.encode() not in written
         assert secret not in printed

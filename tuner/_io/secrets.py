@@ -18,6 +18,7 @@ from its credentials (:func:`split_credentials`) before any configuration holds 
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 import urllib.parse
@@ -105,6 +106,8 @@ def _remember(bare: str, credential: tuple[str, str]) -> None:
     user, password = credential
     register_secret(password or user)  # a lone user part is a token (``http://TOKEN@host``)
     register_secret(urllib.parse.quote(password or user, safe=""))
+    # As the Authorization header carries them (a server may echo it in an error body).
+    register_secret(base64.b64encode(f"{user}:{password}".encode()).decode())
     _credentials[_endpoint_key(bare)] = credential
 
 
