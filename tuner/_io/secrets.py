@@ -89,9 +89,12 @@ def _endpoint_key(url: str) -> str:
 
 
 def _split(url: str) -> tuple[str, tuple[str, str] | None]:
-    """``url`` without its user-info part, and that part as (user, password), percent-decoded."""
+    """``url`` without its user-info part, and that part as (user, password), percent-decoded
+    (an address without a scheme, ``user:pw@host:8786``, is read as one with)."""
+    text = url.strip()
+    schemeless = "://" not in text
     try:
-        parts = urllib.parse.urlsplit(url.strip())
+        parts = urllib.parse.urlsplit("//" + text if schemeless else text)
     except ValueError:
         return url, None
     if "@" not in parts.netloc:
@@ -99,7 +102,7 @@ def _split(url: str) -> tuple[str, tuple[str, str] | None]:
     userinfo, _, hostport = parts.netloc.rpartition("@")
     user, _, password = userinfo.partition(":")
     bare = urllib.parse.urlunsplit(parts._replace(netloc=hostport))
-    return bare, (urllib.parse.unquote(user), urllib.parse.unquote(password))
+    return bare.removeprefix("//") if schemeless else bare, (urllib.parse.unquote(user), urllib.parse.unquote(password))
 
 
 def _remember(bare: str, credential: tuple[str, str]) -> None:
@@ -124,6 +127,8 @@ def split_credentials(url: str) -> str:
     ('apiuser', 's3cret')
     >>> redact("401 from http://host:8000/v1 for s3cret")
     '401 from http://host:8000/v1 for ***'
+    >>> without_credentials("dask:pw@10.0.0.1:8786"), without_credentials("tcp://10.0.0.1:8786")
+    ('10.0.0.1:8786', 'tcp://10.0.0.1:8786')
     """
     bare, credential = _split(url)
     if credential is None:
