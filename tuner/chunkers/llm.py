@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._io.secrets import split_credentials
 from ..data.document import Document
 from ..llm.client import LLMClient, UnfitAnswerError
 from ..llm.endpoint import UnfitAnswer
@@ -30,6 +31,13 @@ MARKERS = ("¶", "§", "†", "‡", "¤", "⁂")
 
 class _LLMBound:
     """The LLM client of a chunker, built from its ``model``/``base_url`` parameters."""
+
+    def _check(self) -> None:
+        # The configuration is stored with every trial: a user and password in the endpoint's
+        # URL are kept in memory and sent with its requests instead.
+        if self.base_url:
+            object.__setattr__(self, "base_url", split_credentials(self.base_url))
+        super()._check()
 
     def client(self) -> LLMClient:
         client = getattr(self, "_llm_client", None)

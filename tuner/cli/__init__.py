@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import re
 import sys
 import warnings
 from collections.abc import Iterator, Sequence
@@ -32,7 +33,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"chunkwise: error: {_plugins.FAILURE}", file=sys.stderr)
         return EXIT_USAGE
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_attach_negative_values(parser, sys.argv[1:] if argv is None else argv))
     if not hasattr(args, "handler"):
         parser.print_help()
         return EXIT_USAGE
@@ -58,6 +59,36 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"chunkwise: error: {message}", file=sys.stderr)
         return EXIT_USAGE
+
+
+_NEGATIVE = re.compile(r"-\.?\d")
+
+
+def _attach_negative_values(parser: argparse.ArgumentParser, argv: Sequence[str]) -> list[str]:
+    """``argv`` with a value that starts like a negative number glued to its option
+    (``--timeout -5m`` becomes ``--timeout=-5m``): argparse would take ``-5m`` for an option
+    and answer "expected one argument"; glued, the value reaches the check that explains what
+    is wrong with it."""
+    argv = list(argv)
+    commands = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+    command = commands.choices.get(argv[0]) if commands is not None and argv else None
+    if command is None:
+        return argv
+    takes_value = {flag for action in command._actions if action.nargs != 0 for flag in action.option_strings}
+    out: list[str] = []
+    tokens = iter(argv)
+    for token in tokens:
+        if token in takes_value:
+            value = next(tokens, None)
+            if value is None:
+                out.append(token)
+            elif _NEGATIVE.match(value):
+                out.append(f"{token}={value}")
+            else:
+                out.extend((token, value))
+        else:
+            out.append(token)
+    return out
 
 
 #: Modules whose exceptions are failures of the environment (a database, a driver, chromadb).

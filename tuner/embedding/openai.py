@@ -27,6 +27,7 @@ from functools import cached_property
 
 import numpy as np
 
+from .._io.secrets import split_credentials
 from ..errors import EmbeddingError, InvalidParameterError
 from ..llm.endpoint import (
     MAX_READ_TIMEOUT_S,
@@ -109,7 +110,9 @@ class OpenAIEmbedder(Embedder):
                 f"embedder.max_batch_tokens={self.max_batch_tokens} is invalid: one request must hold a text of "
                 f"the model's input window, embedder.max_input_tokens={self.max_input_tokens}; allowed: "
                 f">= {self.max_input_tokens}")
-        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL")
+        # The URL without a user and password it may carry (those are sent, never stored).
+        base = base_url or os.environ.get("OPENAI_BASE_URL")
+        self.base_url = split_credentials(base) if base else None
         self.api_key = api_key
         self.dimensions = dimensions
         self.max_retries = max_retries

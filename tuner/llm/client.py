@@ -39,6 +39,7 @@ from typing import Any, TypeVar
 
 from .._io.cachedir import BUSY_TIMEOUT_S, cache_dir
 from .._io.files import private_dir, private_file
+from .._io.secrets import split_credentials
 from ..errors import ChunkwiseError
 from ..text.tokens import count_tokens
 from .endpoint import (
@@ -124,7 +125,9 @@ class LLMClient:
 
     def __post_init__(self) -> None:
         self.model = self.model or os.environ.get("CHUNKWISE_LLM_MODEL") or DEFAULT_LLM_MODEL
-        self.base_url = self.base_url or os.environ.get("OPENAI_BASE_URL")
+        base = self.base_url or os.environ.get("OPENAI_BASE_URL")
+        # Without a user and password it may carry: those are sent, never cached or shown.
+        self.base_url = split_credentials(base) if base else None
         self._client = None
         self._db: sqlite3.Connection | None = None
 

@@ -48,7 +48,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from .._io.secrets import hide_password, redact, register_secret
+from .._io.secrets import endpoint_credentials, hide_password, redact, register_secret, split_credentials
 from ..errors import ChunkwiseError, option
 
 #: Seconds to wait for a TCP connection to the endpoint before the attempt counts as failed.
@@ -181,7 +181,9 @@ def make_client(api_key: str, base_url: str | None, *, max_retries: int, timeout
                 rate_gate: RateGate | None = None) -> Any:
     """An ``openai.OpenAI`` client with explicit timeouts and the ``retry-after`` cap; ``api_key``
     is registered as a secret first, so :func:`~tuner._io.secrets.redact` masks it in every
-    message from now on.
+    message from now on. A user and password given for ``base_url`` (in the URL, or in
+    ``$CHUNKWISE_ENDPOINT_CREDENTIALS``; see :func:`~tuner._io.secrets.split_credentials`) are
+    sent as HTTP Basic authentication.
 
     With ``rate_gate``, every HTTP attempt (the client's own retries included) waits for the gate
     first, and every answer's rate-limit headers (after the cap) update it: callers sharing the
@@ -194,8 +196,14 @@ def make_client(api_key: str, base_url: str | None, *, max_retries: int, timeout
     if rate_gate is not None:
         hooks["request"] = [lambda request: rate_gate.wait()]
         hooks["response"].append(lambda response: rate_gate.observe(response.headers))
+    # A user and password given for the endpoint travel as HTTP Basic authentication (what
+    # a URL carrying them meant), never inside the URL the client keeps and reports.
+    base_url = split_credentials(base_url) if base_url else base_url
+    credential = endpoint_credentials(base_url) if base_url else None
+    auth = {"auth": credential} if credential else {}  # (user, password): HTTP Basic
     return openai.OpenAI(api_key=api_key, base_url=base_url, max_retries=max_retries,
-                         timeout=request_timeout(timeout_s), http_client=openai.DefaultHttpxClient(event_hooks=hooks))
+                         timeout=request_timeout(timeout_s),
+                         http_client=openai.DefaultHttpxClient(event_hooks=hooks, **auth))
 
 
 #: The longest pause a server's rate-limit headers can impose on one request (a misconfigured
@@ -349,6 +357,9 @@ def endpoint_error(exc: Exception, cls: type[E], *, service: str, endpoint: str,
     if isinstance(exc, openai.APITimeoutError):
         return make_error(cls, f"{where} did not answer within {timeout_s:g} s ({_attempts(max_retries)}); check "
                                "that the server is up and not overloaded", fatal=True)
+    if isinstance(exc, openai.APIConnectionError) and _truncated(exc):
+        return make_error(cls, f"{where} sent a truncated reply: the connection closed before the whole body "
+                               f"arrived ({_attempts(max_retries)}); check the server and any proxy in between")
     if isinstance(exc, openai.APIConnectionError):
         return make_error(cls, f"cannot reach {where} ({_attempts(max_retries)}; check {option('base_url')} and "
                                "that the server is running)", fatal=True)
@@ -369,6 +380,20 @@ def endpoint_error(exc: Exception, cls: type[E], *, service: str, endpoint: str,
         after = f" after {max_retries} retries" if retried else ""
         return make_error(cls, f"{where} failed with HTTP {exc.status_code}{after}: {detail}")
     return make_error(cls, f"{where} gave an answer chunkwise cannot use (model {model!r}): {detail}")
+
+
+def _truncated(exc: BaseException) -> bool:
+    """Whether a connection error is a reply cut short (the server answered, then closed the
+    connection before the body it announced was complete), not a server out of reach."""
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and all(current is not e for e in seen):
+        seen.append(current)
+        text = str(current).lower()
+        if "incomplete" in text or "without sending complete message body" in text:
+            return True
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def _attempts(max_retries: int) -> str:

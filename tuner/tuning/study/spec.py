@@ -49,6 +49,7 @@ from typing import Any
 import optuna
 
 from ..._io.files import read_yaml
+from ..._io.secrets import has_credentials, without_credentials
 from ...data.corpus import Corpus, default_corpus_name, load_corpus, parse_corpus_spec
 from ...data.evalset import EvaluationSet, load_evaluation_set
 from ...embedding.config import SPEED_FIELDS, EmbedderConfig
@@ -145,6 +146,12 @@ class StudySpec:
                 raise StudyError(str(exc)) from None
         if not self.storage:
             object.__setattr__(self, "storage", absolute_url(default_storage_url(self.name)))
+        if self.scheduler and has_credentials(self.scheduler):
+            # Dask addresses carry no user or password (its comms would not parse one): a secured
+            # cluster authenticates with TLS certificates from Dask's own configuration.
+            raise StudyError(f"{option('scheduler')} {without_credentials(self.scheduler)} is given with a user or "
+                             "password, which a Dask address cannot carry: give tls://HOST:8786 with Dask's TLS "
+                             "security configuration (distributed.comm.tls) instead")
 
     def study_name(self, corpus: str) -> str:
         return study_name(self.name, corpus)
@@ -231,6 +238,11 @@ def parse_duration(value: Any, where: str) -> float:
     elif isinstance(value, str) and (match := _DURATION.fullmatch(value)):
         unit = match.group(2).lower() if match.group(2) else None
         seconds = float(match.group(1)) * _DURATION_UNITS[unit]
+    negative = (isinstance(value, str) and value.strip().startswith("-")
+                and _DURATION.fullmatch(value.strip()[1:]) is not None) or (seconds is not None and seconds < 0)
+    if negative:
+        raise StudyError(f"{where}={value!r} is a negative duration: a time budget must be above 0, such as 45m, "
+                         "2h, 90s or a number of seconds")
     if seconds is None or not seconds > 0:
         raise StudyError(f"{where}={value!r} is invalid; allowed: a duration above 0 such as 45m, 2h, 90s or "
                          "a number of seconds")
@@ -341,7 +353,9 @@ def load_study_file(path: str | Path) -> StudySpec:
             scheduler=data.get("scheduler"),
         )
     except (InvalidParameterError, TypeError) as exc:
-        raise StudyError(f"{where}: {exc}") from None
+        # Sections read with ``where`` (weights, rates, embedder, ...) already name the file.
+        message = str(exc)
+        raise StudyError(message if message.startswith(f"{where}: ") else f"{where}: {message}") from None
 
 
 def _flag(value: Any, where: str) -> bool:
