@@ -41,9 +41,9 @@ def main() -> int:
     from tuner.retrieval.config import RetrievalConfig
     from tuner.tuning import StudySpec, tune
     from tuner.tuning.scoring.selection import Candidate, candidate, cross_validated_gain
+    from tuner.tuning.study.opening import load_study_inputs
     from tuner.tuning.study.records import TrialRecord, evaluated, trial_attributes
     from tuner.tuning.study.settings import StudySettings
-    from tuner.tuning.study.spec import load_study_inputs
 
     corpora = tuple((p.stem, str(p)) for p in sorted((args.data / "corpora").glob("*.md")))
     spec = StudySpec(name="heldout", corpora=corpora, queries=str(args.data / "questions.csv"), space=args.space,

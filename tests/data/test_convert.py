@@ -399,8 +399,8 @@ SHORE = [  # three PDFs about the shore, one sentence per line
 def test_generate_on_pdfs_then_tune_and_refuse_a_changed_converter(tmp_path, openai_server, monkeypatch, capsys):
     from tuner.data.generate import generate_evaluation_set
     from tuner.llm.client import LLMClient
+    from tuner.tuning.study.opening import load_study_inputs
     from tuner.tuning.study.settings import StudySettings
-    from tuner.tuning.study.spec import load_study_inputs
     from tuner.tuning.study.storage import make_storage
 
     monkeypatch.setenv("OPENAI_API_KEY", "k")
@@ -461,7 +461,8 @@ def test_generate_on_pdfs_then_tune_and_refuse_a_changed_converter(tmp_path, ope
 
 def test_study_files_take_include_and_exclude(tmp_path):
     from tuner.tuning import StudyError
-    from tuner.tuning.study.spec import load_study_data, load_study_file
+    from tuner.tuning.study.opening import load_study_data
+    from tuner.tuning.study.spec import load_study_file
 
     docs = tmp_path / "docs"
     docs.mkdir()

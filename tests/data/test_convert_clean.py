@@ -465,8 +465,8 @@ def test_keep_links_is_part_of_the_corpus_and_a_study_refuses_to_mix_them(tmp_pa
     import optuna
 
     from tuner.tuning import StudyError
+    from tuner.tuning.study.opening import open_study
     from tuner.tuning.study.settings import COMPARED_SETTINGS
-    from tuner.tuning.study.spec import open_study
 
     (tmp_path / "json.html").write_text(f"<html><body>{SPHINX}</body></html>", encoding="utf-8")
     plain, linked = load_corpus(tmp_path / "json.html"), load_corpus(tmp_path / "json.html", keep_links=True)

@@ -38,6 +38,7 @@ from ..evaluation.registry import metric as declared_metric
 from ..retrieval.config import RetrievalConfig
 from ..tuning.scoring.objective import Scales, Weights
 from ..tuning.scoring.selection import Candidate, candidate, cross_validated_gain, recommend_for_study
+from ..tuning.study.opening import load_study_inputs
 from ..tuning.study.records import (
     StudyError,
     TrialRecord,
@@ -47,7 +48,6 @@ from ..tuning.study.records import (
     trial_attributes,
 )
 from ..tuning.study.settings import StudySettings
-from ..tuning.study.spec import load_study_inputs
 from ..tuning.study.storage import existing_run_storage, storage_errors
 
 #: Common defaults marked on the plots: (chunker, size, overlap).

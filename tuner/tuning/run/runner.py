@@ -25,6 +25,7 @@ from ...errors import ChunkwiseError, option
 from ..scoring.selection import StudyRecommendation, recommend_for_study
 from ..search.baselines import queue_baselines, unqueue_baselines
 from ..study import defaults
+from ..study.opening import LoadedStudyData, build_settings, load_study_data, open_study
 from ..study.records import (
     SETTINGS_ATTR,
     TARGET_ATTR,
@@ -36,8 +37,8 @@ from ..study.records import (
     run_studies,
     summarize,
 )
-from ..study.settings import StudySettings, build_settings, resolve_study_rates
-from ..study.spec import LoadedStudyData, StudySpec, load_study_data, open_study
+from ..study.settings import StudySettings, resolve_study_rates
+from ..study.spec import StudySpec
 from ..study.storage import StudyStorage, make_storage, storage_errors
 from .faults import hold_point
 from .ledger import Ledger, new_worker_id

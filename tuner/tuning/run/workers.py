@@ -243,7 +243,7 @@ def run_worker(options: WorkerOptions,
     Each worker builds its own storage connection and sampler, loads the corpus and queries
     named in the study's settings (or the given paths) and checks their hashes.
     """
-    from ..study.spec import load_study_inputs
+    from ..study.opening import load_study_inputs
 
     limit_threads(options.threads)
     optuna.logging.set_verbosity(options.verbosity)

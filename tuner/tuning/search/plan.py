@@ -28,8 +28,9 @@ from ...retrieval.llm_context import estimated_tokens
 from ...text.tokens import count_tokens_batch
 from ..run.progress import format_duration
 from ..scoring.objective import resolve_rates
+from ..study.opening import load_study_data
 from ..study.settings import resolve_fidelity
-from ..study.spec import StudySpec, load_study_data
+from ..study.spec import StudySpec
 from .cost import KINDS, trial_kind
 from .space import SearchSpace
 
