@@ -149,11 +149,6 @@ class Conversion:
         return self.kept_words / self.visible_words if self.visible_words else 1.0
 
 
-def is_convertible(path: str | Path) -> bool:
-    """Whether the file's suffix names a format chunkwise converts to text."""
-    return Path(path).suffix.lower() in CONVERTIBLE_SUFFIXES
-
-
 @cache
 def converter_identity(suffix: str, keep_links: bool = False) -> str:
     """Identity of the converter for ``suffix``: format, chunkwise's conversion version,

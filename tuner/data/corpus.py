@@ -338,11 +338,6 @@ def _read_document(path: Path, document_id: str, conversion_cache: str | Path | 
     return Document(document_id, text, encoding)
 
 
-def read_text_file(path: Path) -> str:
-    """Decode a text file (see :func:`decode_text`), refusing binary files with a clear error."""
-    return decode_text(_read_bytes(path), path)[0]
-
-
 #: Byte-order marks and the codecs they announce; UTF-32 LE first, as it begins like UTF-16 LE.
 _BOMS = (
     (codecs.BOM_UTF32_LE, "utf-32-le"),

@@ -58,8 +58,6 @@ Rules:
 
 Answer with a JSON object: {"question": "...", "references": [{"content": "..."}]}"""
 
-REJECTION_REASONS = ("question without excerpts", "reference not in the text", "near-duplicate question",
-                     "weakest reference too dissimilar")
 _CODE_FENCE = re.compile(r"```[A-Za-z]*[ \t]*\n?(.*?)```", re.S)
 
 
