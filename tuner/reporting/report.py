@@ -399,12 +399,11 @@ def _selection_lines(study: optuna.Study, best: TrialRecord, trials: list[TrialR
                      baseline: dict[str, np.ndarray], weights: Weights, scales: Scales, seed: int) -> list[str]:
     """The recommendation (tie gate), the held-out check and the cross-validated gain."""
     lines = ["### Recommendation, held-out check and what tuning really gains", ""]
-    verdict = recommend_for_study(study, seed=seed)
+    verdict = recommend_for_study(study)  # the summary's, the dashboard note's and export's choice
     if verdict is not None:
         chosen = verdict.recommended
-        lines += [f"**Recommended**: `{chosen.label()}` (trial {chosen.number}). "
-                  + verdict.recommendation.describe(), "",
-                  *[f"- {line}" for line in verdict.lines()], ""]
+        lines += [f"**Recommended**: `{chosen.label()}` (trial {chosen.number}).", "",
+                  *[f"- {line}" for line in verdict.statement()[1:]], ""]
     checked = [best] + ([verdict.recommended] if verdict is not None and verdict.recommended.number != best.number
                         else [])
     if best.validation_score is not None:
