@@ -57,6 +57,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                            "third; 'auto' (default) uses 0.1,1 on corpora of 2 MB of text or more")
     tune.add_argument("--dry-run", action="store_true",
                       help="print what the run would embed and about how long it takes, then stop (no trial runs)")
+    tune.add_argument("--recalibrate", action="store_true",
+                      help="measure the local embedding model's throughput again before pricing trials (the dry run "
+                           "and the time budget; it is measured once per machine, and again when a trial finds it "
+                           "more than 2x off)")
     tune.add_argument("--repair-references", action="store_true",
                       help="re-locate references whose offsets do not match, when their text occurs exactly once "
                            "in the document (recorded in the study; workers repair the same way)")
@@ -83,6 +87,10 @@ def run(args: argparse.Namespace) -> int:
                       precision=args.precision, timeout=args.timeout, backend=args.backend,
                       scheduler=args.scheduler, max_context_tokens=args.max_context_tokens, pareto=args.pareto)
     quiet_optuna()
+    if args.recalibrate:
+        from ..tuning.plan import recalibrate
+
+        print_err(recalibrate(spec) or "nothing to measure: the embedder is hosted, or its rate is set by hand")
     if args.dry_run:
         from ..tuning.plan import format_plan, plan_run
 
