@@ -106,6 +106,8 @@ def run(args: argparse.Namespace) -> int:
         with stop_handlers():  # SIGTERM while loading the data, too, ends in one line
             done = tune(study=spec, progress=True, echo=print_err)
     except (KeyboardInterrupt, WorkerStopped) as stop:
-        return report_stop(stop, display_url(spec.storage))
+        from ..tuning.run import resume_advice
+
+        return report_stop(stop, display_url(spec.storage), resume_advice(spec))
     print(format_summary(done.name, done.storage, done.outcomes))
     return 0

@@ -42,6 +42,7 @@ from ..tuning.records import (
     best_trial,
     evaluated,
     run_studies,
+    summarize,
     trial_attributes,
 )
 from ..tuning.selection import Candidate, candidate, cross_validated_gain, recommend_for_study
@@ -56,6 +57,8 @@ BASELINE = ("token", 800, 400)
 BASELINE_K = 5
 BASELINE_LABEL = f"default {BASELINE[0]} {BASELINE[1]}/{BASELINE[2]} k={BASELINE_K}"
 CONFIDENCE = 0.95
+#: The plotly.js bundle the HTML plots share (``plotly_js="directory"``): plotly's own name for it.
+PLOTLY_JS = "plotly.min.js"
 
 
 @dataclass(frozen=True)
@@ -103,13 +106,15 @@ def _well_known_trials(trials: list[TrialRecord]) -> dict[tuple, list[TrialRecor
 
 
 def write_report(run: str, out_dir: str | Path, *, storage: str | None = None, top: int = 5, bootstrap: int = 2000,
-                 seed: int = 0, cache: EmbeddingCache | None = None, plotly_js: str = "inline",
+                 seed: int = 0, cache: EmbeddingCache | None = None, plotly_js: str = "directory",
                  echo: Callable[[str], None] | None = None) -> Path:
     """Write the report of every corpus study of run ``run`` (or ``RUN/CORPUS``); returns the
     markdown file. ``storage`` defaults to ``sqlite:///studies/RUN.db``.
 
-    ``plotly_js="inline"`` makes each HTML plot self-contained (about 4 MB, works offline);
-    ``"cdn"`` loads plotly.js from its CDN instead (small files, needs a network to view).
+    ``plotly_js="directory"`` writes plotly.js once, as ``plotly.min.js`` beside the plots, which
+    every HTML plot loads (works offline; keep the file with the plots); ``"inline"`` makes each
+    HTML plot self-contained (about 4.8 MB each); ``"cdn"`` loads plotly.js from its CDN (small
+    files, needs a network to view).
     """
     study_storage = existing_run_storage(run, storage)
     with storage_errors(study_storage.display_url):
@@ -119,6 +124,10 @@ def write_report(run: str, out_dir: str | Path, *, storage: str | None = None, t
         private_dir(out)
     except OSError as exc:
         raise ChunkwiseError(f"cannot create the report folder {out}: {exc.strerror}") from None
+    if plotly_js == "directory":  # one copy of plotly.js for every plot of the report
+        from plotly.offline import get_plotlyjs
+
+        write_atomically(out / PLOTLY_JS, get_plotlyjs())
     sections = [f"# chunkwise report: {run}", ""]
     for name in names:
         with storage_errors(study_storage.display_url):
@@ -155,6 +164,8 @@ def _corpus_section(study: optuna.Study, out: Path, *, top: int, bootstrap: int,
         f"{settings.queries} queries; {len(trials)} evaluated configurations; embedder "
         f"{settings.embedder.provider}:{settings.embedder.model}; unit {settings.unit}; "
         f"weights {weights}" + (f"; constraints {constraints.describe()}" if constraints.as_dict() else "") + ".",
+        "",
+        f"Trials: {summarize(study).describe()}.",
         "",
         " ".join(f"![recall against {short}]({png})" for short, png in zip(shorts, plot_files[: len(AXES)])),
         "",
@@ -293,7 +304,7 @@ def _plots(trials: list[TrialRecord], best: TrialRecord, known: dict[tuple, list
                              yaxis_title="recall", xaxis_type="log" if axis.slug == "iou" else "linear")
         page = png.replace(".png", ".html")
         with atomic_writer(out / page) as stream:
-            figure.write_html(stream, include_plotlyjs=True if plotly_js == "inline" else "cdn", full_html=True)
+            figure.write_html(stream, include_plotlyjs={"inline": True}.get(plotly_js, plotly_js), full_html=True)
         html.append(page)
     return files + html
 

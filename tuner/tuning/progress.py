@@ -201,11 +201,7 @@ def write_note(study: optuna.Study, result: CorpusOutcome) -> None:
         f"- **queries**: {settings.queries} ({settings.queries_path})",
         f"- **embedder**: {settings.embedder.provider}:{settings.embedder.model}; unit: {settings.unit}",
         f"- **weights**: {weights}",
-        f"- **trials**: {summary.complete} complete, {summary.failed} failed "
-        f"({summary.lost} lost with their worker"
-        + (f", {summary.interrupted} interrupted by Ctrl-C or SIGTERM" if summary.interrupted else "")
-        + f"), {summary.duplicates} repeated proposals pruned"
-        + (f", {summary.stopped_early} stopped at low fidelity" if summary.stopped_early else ""),
+        f"- **trials**: {summary.describe()}, {summary.duplicates} repeated proposals pruned",
         "",
         f"Objectives: {axes} (the Pareto front). Best = highest weighted `score` user attribute"
         + (f" among the trials meeting the constraints ({limits})." if limits else "."),
@@ -239,9 +235,7 @@ def format_outcomes(outcomes: list[CorpusOutcome]) -> str:
     lines = ["", "configuration per corpus:"]
     for item in outcomes:
         summary = item.summary
-        stopped = f", {summary.stopped_early} stopped at low fidelity" if summary.stopped_early else ""
-        lines.append(f"  {item.corpus}  (study {item.study}: {summary.complete} complete{stopped}, "
-                     f"{summary.failed} failed)")
+        lines.append(f"  {item.corpus}  (study {item.study}: {summary.describe()})")
         notes = []
         if item.reclaimed:
             notes.append(f"{len(item.reclaimed)} trial(s) of lost workers failed and retried "
