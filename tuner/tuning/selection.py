@@ -464,7 +464,8 @@ class StudyRecommendation:
         if check is not None and check.best_baseline not in (self.default_trial, chosen.number):
             comparisons.append(self._against("against the best baseline", check.best_baseline))
         out += comparisons
-        if comparisons and self.held_out:
+        compared = {self.default_trial, None if check is None else check.best_baseline} - {None, chosen.number}
+        if compared and self.held_out:
             out.append("(on all questions the recommendation is flattered: the search questions chose it; the "
                        "held-out comparisons are the fair ones)")
         questions = "held-out questions" if self.held_out else "questions (none held out)"
