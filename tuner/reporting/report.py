@@ -154,7 +154,9 @@ def _corpus_section(study: optuna.Study, out: Path, *, top: int, bootstrap: int,
          f"{BASELINE[1]}/{BASELINE[2]} baseline for confidence intervals (embeddings come from the cache)...")
     comparison, baseline = _comparison(study, settings, trials, best, top, bootstrap, seed, cache)
     echo(f"{study.study_name}: drawing the Pareto plots...")
-    plot_files = _plots(trials, best, known, baseline, out, stem, plotly_js)
+    verdict = recommend_for_study(study)  # marked on the plots: the trial export writes
+    plot_files = _plots(trials, best, None if verdict is None else verdict.recommended, known, baseline, out, stem,
+                        plotly_js)
     weights = ", ".join(f"{k} {v:g}" for k, v in settings.weights.used().items())
     constraints = settings.constraints
     axes = settings.pareto
@@ -234,7 +236,8 @@ def _budget_lines(trials: list[TrialRecord], bootstrap: int, seed: int) -> list[
     return lines
 
 
-def _plots(trials: list[TrialRecord], best: TrialRecord, known: dict[tuple, list[TrialRecord]],
+def _plots(trials: list[TrialRecord], best: TrialRecord, recommended: TrialRecord | None,
+           known: dict[tuple, list[TrialRecord]],
            baseline: TrialRecord | None, out: Path, stem: str, plotly_js: str) -> list[str]:
     import matplotlib
 
@@ -255,6 +258,9 @@ def _plots(trials: list[TrialRecord], best: TrialRecord, known: dict[tuple, list
         ax.plot([xs[i] for i in front], [ys[i] for i in front], "-o", c="#1f77b4", ms=4, label="Pareto front")
         ax.scatter([axis.value(best)], [best.recall], marker="*", s=220, c="#d62728", zorder=5,
                    label=f"best score: {best.label()}")
+        if recommended is not None:
+            ax.scatter([axis.value(recommended)], [recommended.recall], marker="o", s=180, facecolors="none",
+                       edgecolors="#2ca02c", linewidths=2, zorder=6, label=f"recommended: {recommended.label()}")
         markers = iter("s^D")
         for (chunker, size, overlap), matches in known.items():
             top_match = max(matches, key=lambda t: t.score)
@@ -287,6 +293,12 @@ def _plots(trials: list[TrialRecord], best: TrialRecord, known: dict[tuple, list
                                     marker={"color": "#b0b0b0"}))
         figure.add_trace(go.Scatter(x=[xs[i] for i in front], y=[ys[i] for i in front], mode="lines+markers",
                                     name="Pareto front", text=[hover[i] for i in front], hoverinfo="text+x+y"))
+        if recommended is not None:
+            figure.add_trace(go.Scatter(x=[axis.value(recommended)], y=[recommended.recall], mode="markers",
+                                        name="recommended", text=[f"trial {recommended.number}: {recommended.label()}"],
+                                        hoverinfo="text+x+y",
+                                        marker={"symbol": "circle-open", "size": 18, "color": "#2ca02c",
+                                                "line": {"width": 2}}))
         figure.add_trace(go.Scatter(x=[axis.value(best)], y=[best.recall], mode="markers", name="best score",
                                     marker={"symbol": "star", "size": 16, "color": "#d62728"},
                                     text=[best.label()], hoverinfo="text+x+y"))
