@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,21 +30,28 @@ class ParamSpec:
     """Allowed values of one parameter or setting.
 
     ``low``/``high`` are inclusive bounds for numbers, ``above`` an exclusive lower bound;
-    ``choices`` lists the allowed values of a categorical one; ``optional`` allows ``None``.
+    ``choices`` lists the allowed values of a categorical one, or is a function returning them
+    (a registry's names, read each time a value is checked, so that a method or provider
+    registered later is allowed); ``optional`` allows ``None``.
     """
 
     kind: type
     low: float | None = None
     high: float | None = None
-    choices: tuple[Any, ...] | None = None
+    choices: tuple[Any, ...] | Callable[[], Iterable[Any]] | None = None
     help: str = ""
     optional: bool = False
     above: float | None = None
 
+    def allowed_values(self) -> tuple[Any, ...] | None:
+        """The allowed values of a categorical declaration, as of now (None: not categorical)."""
+        return tuple(self.choices()) if callable(self.choices) else self.choices
+
     def describe(self) -> str:
         """Compact, as ``chunkwise chunkers`` and search-space errors show it: ``int in [1, inf]``."""
-        if self.choices is not None:
-            return "one of " + ", ".join(repr(c) for c in self.choices)
+        choices = self.allowed_values()
+        if choices is not None:
+            return "one of " + ", ".join(repr(c) for c in choices)
         if self.kind in (int, float):
             low = "-inf" if self.low is None else _fmt(self.low)
             high = "inf" if self.high is None else _fmt(self.high)
@@ -53,8 +60,9 @@ class ParamSpec:
 
     def allowed(self) -> str:
         """In words, as a configuration error says it: ``an integer >= 1``, ``rrf, weighted``."""
-        if self.choices is not None:
-            return ", ".join(str(c) for c in self.choices)
+        choices = self.allowed_values()
+        if choices is not None:
+            return ", ".join(str(c) for c in choices)
         noun = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}.get(
             self.kind, self.kind.__name__)
         if self.kind not in (int, float):
@@ -92,7 +100,8 @@ class ParamSpec:
             value = tuple(value)
         elif not isinstance(value, self.kind) or (self.kind is not bool and isinstance(value, bool)):
             raise ValueError
-        if self.choices is not None and value not in self.choices:
+        choices = self.allowed_values()
+        if choices is not None and value not in choices:
             raise ValueError
         if self.low is not None and value < self.low:
             raise ValueError
@@ -104,20 +113,22 @@ class ParamSpec:
 
     def check(self, owner: str, name: str, value: Any) -> Any:
         """A chunker parameter's value, coerced, or a clear error naming the chunker."""
-        try:
-            return self.coerce(value)
-        except ValueError:
-            raise InvalidParameterError(
-                f"{owner}: parameter {name}={value!r} is invalid; expected {self.describe()}") from None
+        return check_value(self, value, name, owner=owner)
 
 
 def _fmt(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else str(x)
 
 
-def _spec(kind: type, low: float | None, high: float | None, choices: Iterable[Any] | None, help: str,
+#: Allowed values: listed, or a function returning them when a value is checked.
+Choices = Iterable[Any] | Callable[[], Iterable[Any]]
+
+
+def _spec(kind: type, low: float | None, high: float | None, choices: Choices | None, help: str,
           optional: bool = False, above: float | None = None) -> ParamSpec:
-    return ParamSpec(kind, low, high, None if choices is None else tuple(choices), help, optional, above)
+    if choices is not None and not callable(choices):
+        choices = tuple(choices)
+    return ParamSpec(kind, low, high, choices, help, optional, above)
 
 
 def _field(default: Any, spec: ParamSpec) -> Any:
@@ -134,7 +145,8 @@ def param(default: Any, kind: type, *, low: float | None = None, high: float | N
 
 
 def setting(default: Any, kind: type, *, low: float | None = None, high: float | None = None,
-            above: float | None = None, choices: Iterable[Any] | None = None, optional: bool = False,
+            above: float | None = None, choices: Choices | None = None,
+            optional: bool = False,
             help: str = "") -> Any:
     """Declare a field of a configuration class: its kind, range or choices, and whether ``None``
     is allowed (``optional``). :func:`check_settings` checks and coerces every declared field."""
@@ -152,12 +164,25 @@ def check_settings(obj: Any, where: str) -> None:
         object.__setattr__(obj, field.name, check_value(spec, value, f"{where}.{field.name}" if where else field.name))
 
 
-def check_value(spec: ParamSpec, value: Any, name: str) -> Any:
-    """``value`` coerced by ``spec``, or ``NAME=VALUE is invalid; allowed: ...``."""
+def check_value(spec: ParamSpec, value: Any, name: str, *, owner: str = "") -> Any:
+    """``value`` coerced by ``spec``, or ``[OWNER: ]NAME=VALUE is invalid; allowed: ...``."""
     try:
         return spec.coerce(value)
     except ValueError:
-        raise InvalidParameterError(f"{name}={value!r} is invalid; allowed: {spec.allowed()}") from None
+        raise invalid(name, value, spec.allowed(), owner=owner) from None
+
+
+def invalid(name: str, value: Any, allowed: str, error: type[Exception] = InvalidParameterError, *,
+            owner: str = "") -> Exception:
+    """The one message of a value that is not allowed, as an exception to raise: where it came
+    from, the value, and what is allowed.
+
+    >>> str(invalid("retrieval.k", 0, "an integer >= 1"))
+    'retrieval.k=0 is invalid; allowed: an integer >= 1'
+    >>> str(invalid("size", 0, "an integer >= 1", owner="token"))
+    'token: size=0 is invalid; allowed: an integer >= 1'
+    """
+    return error(f"{owner}: " * bool(owner) + f"{name}={value!r} is invalid; allowed: {allowed}")
 
 
 def setting_spec(cls: type, name: str) -> ParamSpec:

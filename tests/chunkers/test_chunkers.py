@@ -85,11 +85,11 @@ def test_recursive_custom_separators():
 
 
 @pytest.mark.parametrize(("name", "params", "message"), [
-    ("token", {"size": 0}, "size=0 is invalid; expected int in [1, inf]"),
+    ("token", {"size": 0}, "size=0 is invalid; allowed: an integer >= 1"),
     ("token", {"size": 10, "overlap": 10}, "overlap=10 must be smaller than size=10"),
     ("token", {"size": 2.5}, "size=2.5 is invalid"),
     ("token", {"size": "big"}, "size='big' is invalid"),
-    ("recursive", {"overlap": -1}, "overlap=-1 is invalid; expected int in [0, inf]"),
+    ("recursive", {"overlap": -1}, "overlap=-1 is invalid; allowed: an integer >= 0"),
     ("recursive", {"separators": []}, "separators=[] must be a non-empty list"),
     ("recursive", {"chunk_size": 5}, "unknown parameter(s) chunk_size; recursive takes: size, overlap"),
     ("semantic-magic", {}, "unknown chunker 'semantic-magic'; available: "),

@@ -84,7 +84,7 @@ def test_clustering_distance_and_bounded_single_linkage_by_hand():
     ("cluster", {"size": 100, "piece_size": 200}, "piece_size=200 must not exceed size=100"),
     ("sentence", {"sentences": 3, "overlap": 3}, "overlap=3 must be smaller than sentences=3"),
     ("clustering", {"method": "kmeans"}, "method='kmeans' is invalid"),
-    ("double_pass", {"merging_threshold": 1.5}, "merging_threshold=1.5 is invalid; expected float in [-1, 1]"),
+    ("double_pass", {"merging_threshold": 1.5}, "merging_threshold=1.5 is invalid; allowed: a number in [-1, 1]"),
 ])
 def test_semantic_parameter_validation(name, params, message):
     with pytest.raises(InvalidParameterError) as error:

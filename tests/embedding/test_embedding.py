@@ -236,7 +236,7 @@ def test_each_precision_is_its_own_cache_identity():
     assert identities["fp32"].count(":") == 2  # unchanged: caches filled before precisions existed stay valid
     assert identities["bf16"] == identities["fp32"] + ":bf16"
     assert identities["int8"] == identities["fp32"] + ":int8"
-    with pytest.raises(EmbeddingError, match="precision 'fp16' is invalid; allowed: fp32, bf16, int8"):
+    with pytest.raises(EmbeddingError, match="precision='fp16' is invalid; allowed: fp32, bf16, int8"):
         SentenceTransformerEmbedder(precision="fp16")
 
 

@@ -106,7 +106,7 @@ def test_cli_evaluate_json(tmp_path, capsys):
 
 @pytest.mark.parametrize(("args", "message"), [
     (["--corpus", "missing-folder"], "corpus 'missing-folder' does not exist"),
-    (["-p", "size=0"], "size=0 is invalid; expected int in [1, inf]"),
+    (["-p", "size=0"], "size=0 is invalid; allowed: an integer >= 1"),
     (["--chunker", "nope"], "unknown chunker 'nope'"),
     (["-p", "size"], "must look like NAME=VALUE"),
     (["--config", "no-such-config.yaml"], "does not exist"),

@@ -351,7 +351,7 @@ SPACE = {"k": 3, "chunkers": {"token": {"size": 64}}}
 
 
 @pytest.mark.parametrize(("retrieval", "message"), [
-    ({"method": ["dense", "sparse"]}, "retrieval.method.choices: 'sparse' is invalid; allowed: one of 'dense', "
+    ({"method": ["dense", "sparse"]}, "retrieval.method.choices='sparse' is invalid; allowed: one of 'dense', "
                                       "'bm25', 'hybrid'"),
     ({"metod": "bm25"}, "retrieval: unknown key(s) metod; allowed: method, fusion, alpha, rrf_k, context"),
     ({"method": "bm25", "alpha": 0.5}, "retrieval.alpha applies only to method hybrid, which retrieval.method "
@@ -361,10 +361,10 @@ SPACE = {"k": 3, "chunkers": {"token": {"size": 64}}}
     ({"method": "hybrid", "fusion": "weighted", "rrf_k": 60},
      "retrieval.rrf_k applies only to fusion rrf, which retrieval.fusion does not allow (weighted)"),
     ({"method": "hybrid", "fusion": "weighted", "alpha": {"type": "float", "low": 0.0, "high": 1.5}},
-     "retrieval.alpha.high: 1.5 is invalid; allowed: float in [0, 1]"),
+     "retrieval.alpha.high=1.5 is invalid; allowed: float in [0, 1]"),
     ({"method": "hybrid", "rrf_k": {"type": "float", "low": 1, "high": 9}},
      "retrieval.rrf_k.type: 'float' does not fit this parameter (int in [0, inf])"),
-    ({"context": ["none", "abstract"]}, "retrieval.context.choices: 'abstract' is invalid"),
+    ({"context": ["none", "abstract"]}, "retrieval.context.choices='abstract' is invalid"),
     ("bm25", "retrieval must map method, fusion, alpha, rrf_k, context, rerank, candidates to values or domains"),
 ])
 def test_invalid_retrieval_spaces(retrieval, message):

@@ -324,3 +324,21 @@ def test_the_cold_price_counts_each_embedding_pass():
     semantic = {"name": "kamradt", "params": {}}
     assert (price(token, "bm25"), price(token, "dense")) == (0.0, 10.0)
     assert (price(semantic, "bm25"), price(semantic, "dense")) == (10.0, 20.0)
+
+
+def test_a_comparison_on_some_questions_cuts_every_weighed_metric_alike():
+    """Weights on another metric than recall and IoU (here MRR) are read on the same questions as
+    recall: comparing on the held-out part must not lose the MRR arrays (it raised before)."""
+    from tuner.tuning.selection import Candidate
+
+    mrr_a, mrr_b = np.array([1.0, 1.0, 0.5, 0.5]), np.array([0.5, 0.5, 0.5, 0.5])
+    a = Candidate(1, np.ones(4), np.zeros(4), 0.0, 0.0, 1, {"mrr": mrr_a})
+    b = Candidate(2, np.ones(4), np.zeros(4), 0.0, 0.0, 1, {"mrr": mrr_b})
+    mrr_only = Weights(recall=0.0, iou=0.0, latency=0.0, cost=0.0, mrr=1.0)
+    held_out = np.array([False, False, True, True])
+    # On the held-out questions both have MRR 0.5: no difference at all in any resample.
+    same = compare(a, b, mrr_only, Scales(), held_out)
+    assert (same.difference, same.low, same.high, same.better) == (0.0, 0.0, 0.0, False)
+    # On the search questions, A's MRR is 1.0 against 0.5 in every resample.
+    ahead = compare(a, b, mrr_only, Scales(), ~held_out)
+    assert (ahead.difference, ahead.low, ahead.high) == (0.5, 0.5, 0.5)

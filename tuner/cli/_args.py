@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import yaml
@@ -28,6 +29,20 @@ FLAGS = {
     "corpus_path": "--corpus",
     "queries_path": "--queries",
 }
+
+
+class RegistryChoices:
+    """An argparse ``choices`` read from a registry when the command line is parsed (and its help
+    shown), so that a method or provider registered after import is offered too."""
+
+    def __init__(self, names: Callable[[], Iterable[str]]) -> None:
+        self.names = names
+
+    def __contains__(self, value: object) -> bool:
+        return value in tuple(self.names())
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(tuple(self.names()))
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:

@@ -8,8 +8,15 @@ import sys
 
 from ..evaluation.config import COPIES
 from ..evaluation.metrics import UNITS
-from ..retrieval import BACKENDS, CONTEXTS, FUSIONS, METHODS, SCOPES
-from ._args import add_cache_arguments, add_data_arguments, add_precision_argument, load_data, parse_param
+from ..retrieval import BACKENDS, CONTEXTS, FUSIONS, SCOPES, method_names
+from ._args import (
+    RegistryChoices,
+    add_cache_arguments,
+    add_data_arguments,
+    add_precision_argument,
+    load_data,
+    parse_param,
+)
 from .format import format_result
 
 
@@ -43,7 +50,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                           help="exact numpy search (default) or chromadb (HNSW)")
     evaluate.add_argument("--index-path", metavar="DIR",
                           help="persistent chromadb folder for --index chroma (default: in memory)")
-    evaluate.add_argument("--method", choices=METHODS,
+    evaluate.add_argument("--method", choices=RegistryChoices(method_names),
                           help="retrieval: embeddings (dense, default), BM25 (embeds nothing), or both fused (hybrid)")
     evaluate.add_argument("--fusion", choices=FUSIONS,
                           help="how --method hybrid fuses: reciprocal-rank fusion (rrf, default) or weighted scores")

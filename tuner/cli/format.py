@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shlex
 
-from ..evaluation.metrics import COUNT_METRICS, METRIC_LABELS, METRICS
+from ..evaluation.registry import metrics as declared_metrics
 from ..tuning.progress import format_outcomes
 from ..tuning.run import CorpusOutcome
 from ..tuning.storage import portable_url
@@ -22,7 +22,8 @@ def format_result(result) -> str:
         f"unit={config.unit}, copies={config.copies}",
         "",
     ]
-    header = f"{'corpus':<24}{'queries':>8}" + "".join(f"{METRIC_LABELS[m]:>16}" for m in METRICS)
+    shown = [m for m in declared_metrics() if m.name in result.metrics["overall"]]
+    header = f"{'corpus':<24}{'queries':>8}" + "".join(f"{m.label:>16}" for m in shown)
     lines += [header, "-" * len(header)]
     rows = dict(result.metrics.get("per_corpus", {}))
     counts = {name: result.query_corpora.count(name) for name in rows}
@@ -31,9 +32,9 @@ def format_result(result) -> str:
         counts["all"] = len(result.query_corpora)
     for name, metrics in rows.items():
         cells = "".join(
-            f"{metrics[m]['mean']:>9.1f} ± {metrics[m]['std']:<4.0f}" if m in COUNT_METRICS else
-            f"{metrics[m]['mean'] * 100:>9.2f} ± {metrics[m]['std'] * 100:<4.1f}"
-            for m in METRICS)
+            f"{metrics[m.name]['mean']:>9.1f} ± {metrics[m.name]['std']:<4.0f}" if m.count else
+            f"{metrics[m.name]['mean'] * 100:>9.2f} ± {metrics[m.name]['std'] * 100:<4.1f}"
+            for m in shown)
         lines.append(f"{name:<24}{counts[name]:>8}{cells}")
     if result.first_stage is not None:
         first = result.first_stage

@@ -91,7 +91,7 @@ def export_trial(study, record: TrialRecord, storage_display_url: str, path: str
     ``storage_display_url`` is recorded as the trial's source: pass it with the password
     hidden (exports are shared; they never hold a secret).
     """
-    from ..tuning.records import EXPORTED_METRIC_ATTRS
+    from ..tuning.records import exported_metric_attrs
     from ..tuning.settings import StudySettings
 
     settings = StudySettings.of(study)
@@ -101,7 +101,7 @@ def export_trial(study, record: TrialRecord, storage_display_url: str, path: str
     data = {
         SCHEMA_KEY: SCHEMA_VERSION,
         "config": record.config,
-        "metrics": {key: record.metrics[key] for key in EXPORTED_METRIC_ATTRS if key in record.metrics},
+        "metrics": {key: record.metrics[key] for key in exported_metric_attrs() if key in record.metrics},
         "source": {"study": study.study_name, "trial": record.number, "storage": storage_display_url,
                    "weights": settings.weights.used(),
                    **({"constraints": settings.constraints.as_dict()} if settings.constraints.as_dict() else {}),

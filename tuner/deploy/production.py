@@ -33,7 +33,7 @@ from ..chunkers import Chunk
 from ..data.corpus import load_corpus
 from ..embedding import Embedder, EmbeddingCache
 from ..errors import ChunkwiseError, option
-from ..retrieval import BM25Index, CollectionIndex, retrieve
+from ..retrieval import BM25Index, CollectionIndex, retrieval_method, retrieve
 from ..retrieval.config import RetrievalConfig
 from ..retrieval.context import Outline, context_header, with_header
 from .export import ExportedConfig, load_config
@@ -140,7 +140,7 @@ class Collection:
         for chunk, (_, value) in zip(ids, found):
             doc, meta = stored[chunk]
             hit = {"text": doc, **{key: v for key, v in meta.items() if key != "row"}, "score": value}
-            if settings.method == "dense" and settings.rerank is None:
+            if retrieval_method(settings.method).cosine and settings.rerank is None:
                 hit["distance"] = 1.0 - value
             hits.append(hit)
         return hits

@@ -16,15 +16,11 @@ from .openai import DEFAULT_OPENAI_MODEL, OpenAIEmbedder
 from .registry import Provider, embedding_provider, make_embedder, provider_names, register_provider
 from .sentence_transformers import DEFAULT_MODEL, PRECISIONS, SentenceTransformerEmbedder
 
-#: Registered embedding providers (``sentence-transformers`` first: the local default).
-PROVIDERS = provider_names()
-
 __all__ = [
     "DEFAULT_MODEL",
     "DEFAULT_OPENAI_MODEL",
     "PRECISIONS",
     "PRECISION_CHOICES",
-    "PROVIDERS",
     "Embedder",
     "EmbedderConfig",
     "EmbeddingCache",

@@ -48,7 +48,7 @@ class EmbedderConfig:
     tuner.errors.InvalidParameterError: embedder.precision='fp16' is invalid; allowed: fp32, bf16, int8, auto
     """
 
-    provider: str = setting("sentence-transformers", str, choices=provider_names())
+    provider: str = setting("sentence-transformers", str, choices=provider_names)
     model: str = setting(DEFAULT_MODEL, str)
     base_url: str | None = setting(None, str, optional=True)
     dimensions: int | None = setting(None, int, low=1, optional=True)

@@ -2,8 +2,9 @@
 
 A provider module registers itself with :func:`register_provider`; the configuration schema
 (:class:`tuner.embedding.config.EmbedderConfig`), the command line and search spaces read the
-names from here. To add a provider, write a module with an :class:`~tuner.embedding.base.Embedder`
-subclass, register a builder for it, and import the module in this package's ``__init__``.
+names from here when they check a value, and pricing reads what a provider is (``local``,
+``priced_per_token``), never its name. To add a provider, write a module of your own with an
+:class:`~tuner.embedding.base.Embedder` subclass and register a builder for it.
 """
 
 from __future__ import annotations
@@ -24,26 +25,30 @@ class Provider:
     """An embedding provider.
 
     ``local``: the model runs on this machine (its throughput is measured once per machine,
-    and ``precision`` other than fp32 applies to it); ``default_model``: the model used when a
-    configuration names none.
+    and ``precision`` other than fp32 applies to it); ``priced_per_token``: a hosted API bills its
+    tokens (the cost model and the dry run price them; default: every provider that is not
+    local); ``default_model``: the model used when a configuration names none.
     """
 
     name: str
     default_model: str
     local: bool
     build: Builder
+    priced_per_token: bool
 
 
 _PROVIDERS: dict[str, Provider] = {}
 
 
-def register_provider(name: str, *, default_model: str, local: bool) -> Callable[[Builder], Builder]:
+def register_provider(name: str, *, default_model: str, local: bool,
+                      priced_per_token: bool | None = None) -> Callable[[Builder], Builder]:
     """Decorator: register ``build`` as the builder of provider ``name``."""
 
     def decorate(build: Builder) -> Builder:
         if name in _PROVIDERS:
             raise ValueError(f"an embedding provider named {name!r} is already registered")
-        _PROVIDERS[name] = Provider(name, default_model, local, build)
+        priced = not local if priced_per_token is None else priced_per_token
+        _PROVIDERS[name] = Provider(name, default_model, local, build, priced)
         return build
 
     return decorate

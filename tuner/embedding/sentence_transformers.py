@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import EmbeddingError
+from ..schema import invalid
 from .base import Embedder
 from .registry import register_provider
 
@@ -67,7 +68,7 @@ class SentenceTransformerEmbedder(Embedder):
         super().__init__(**kwargs)
         self._batch_size: int | None = batch_size  # None: chosen with the device, on first use
         if precision not in PRECISIONS:
-            raise EmbeddingError(f"precision {precision!r} is invalid; allowed: {', '.join(PRECISIONS)}")
+            raise invalid("precision", precision, ", ".join(PRECISIONS), EmbeddingError)
         self.model_name = model
         self.requested_device = device
         self.precision = precision

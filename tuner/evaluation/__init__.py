@@ -1,6 +1,7 @@
 """Evaluation: score a configuration on an evaluation set, exactly.
 
 * :mod:`.config`: the configuration schema (chunker, embedder, retrieval, unit, copies);
+* :mod:`.registry`: the metrics, each declared once (:class:`Metric`, :func:`register_metric`);
 * :mod:`.metrics`: the one implementation of the token-level metrics;
 * :mod:`.evaluator`: chunk, embed, index, retrieve and score (:func:`evaluate`), also at
   low-fidelity rungs (:func:`evaluate_rungs`);
@@ -11,6 +12,7 @@ from .config import COPIES, EvaluationConfig
 from .evaluator import EvaluationResult, evaluate, evaluate_rungs
 from .fidelity import FULL, Fidelity
 from .metrics import UNITS
+from .registry import Metric, metric, metric_names, register_metric
 
-__all__ = ["COPIES", "FULL", "UNITS", "EvaluationConfig", "EvaluationResult", "Fidelity", "evaluate",
-           "evaluate_rungs"]
+__all__ = ["COPIES", "FULL", "UNITS", "EvaluationConfig", "EvaluationResult", "Fidelity", "Metric", "evaluate",
+           "evaluate_rungs", "metric", "metric_names", "register_metric"]

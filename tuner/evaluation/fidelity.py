@@ -45,6 +45,7 @@ import numpy as np
 
 from ..chunkers import Chunk
 from ..errors import InvalidParameterError
+from ..schema import check_settings, invalid, setting
 
 #: Characters per sampling block: about one typical chunk (250-500 tokens) of English prose.
 BLOCK_CHARS = 2000
@@ -65,25 +66,18 @@ class Fidelity:
     """
 
     rungs: tuple[float, ...] = (1.0,)
-    reduction: int = 3
-    seed: int = 0
-    block_chars: int = BLOCK_CHARS
+    reduction: int = setting(3, int, low=2)
+    seed: int = setting(0, int)
+    block_chars: int = setting(BLOCK_CHARS, int, low=1)
 
     def __post_init__(self) -> None:
         rungs = tuple(self.rungs)
         object.__setattr__(self, "rungs", rungs)
         bad = [r for r in rungs if isinstance(r, bool) or not isinstance(r, (int, float)) or not 0 < r <= 1]
         if not rungs or bad or rungs[-1] != 1.0 or any(a >= b for a, b in itertools.pairwise(rungs)):
-            raise InvalidParameterError(
-                f"fidelity.rungs={list(rungs)!r} is invalid; allowed: increasing fractions in (0, 1] ending at 1.0, "
-                "e.g. [0.1, 0.3, 1.0]")
-        if isinstance(self.reduction, bool) or not isinstance(self.reduction, int) or self.reduction < 2:
-            raise InvalidParameterError(f"fidelity.reduction={self.reduction!r} is invalid; allowed: an integer >= 2")
-        if isinstance(self.block_chars, bool) or not isinstance(self.block_chars, int) or self.block_chars < 1:
-            raise InvalidParameterError(
-                f"fidelity.block_chars={self.block_chars!r} is invalid; allowed: an integer >= 1")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
-            raise InvalidParameterError(f"fidelity.seed={self.seed!r} is invalid; allowed: an integer")
+            raise invalid("fidelity.rungs", list(rungs),
+                          "increasing fractions in (0, 1] ending at 1.0, e.g. [0.1, 0.3, 1.0]")
+        check_settings(self, "fidelity")
 
     @property
     def multi(self) -> bool:

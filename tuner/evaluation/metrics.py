@@ -58,36 +58,20 @@ import numpy as np
 
 from ..data.corpus import Corpus
 from ..data.evalset import Query
-from ..errors import InvalidParameterError
+from ..schema import invalid
+from .registry import metric, metric_names, metrics
 
 if TYPE_CHECKING:
     from ..data.repeats import OccurrenceTable
 
 #: Scoring units: cl100k tokens of each document, or characters.
 UNITS = ("tokens", "chars")
-#: The per-query metrics, the one vocabulary every stage reads (evaluation results, trial records,
-#: reports, the command line).
-METRICS = ("recall", "precision", "iou", "precision_omega", "hit_rate", "mrr", "ndcg", "doc_recall",
-           "context_tokens")
-#: Metrics that are counts (tokens), not fractions: shown as numbers, never as percentages.
-COUNT_METRICS = ("context_tokens",)
-#: Metrics that are better when smaller (a Pareto axis minimises them).
-LOWER_IS_BETTER = ("context_tokens",)
-#: How tables, plots and the dashboard label each metric.
-METRIC_LABELS = {"recall": "recall", "precision": "precision", "iou": "IoU", "precision_omega": "precision-Ω",
-                 "hit_rate": "hit rate", "mrr": "MRR", "ndcg": "nDCG", "doc_recall": "doc recall",
-                 "context_tokens": "context tokens"}
-#: What studies created before the Pareto axes could be chosen optimise jointly (their Optuna
-#: objectives); a new study's front is recall against context tokens (see :mod:`tuner.tuning.objective`).
-OBJECTIVES = ("recall", "iou")
-
-
 class UnitSpace:
     """Maps character spans of documents to intervals on one integer line of units."""
 
     def __init__(self, corpora: Iterable[Corpus], unit: str = "tokens") -> None:
         if unit not in UNITS:
-            raise InvalidParameterError(f"unit={unit!r} is invalid; allowed: {', '.join(UNITS)}")
+            raise invalid("unit", unit, ", ".join(UNITS))
         self.unit = unit
         self._offset: dict[tuple[str, str], int] = {}
         self._documents = {}
@@ -151,35 +135,47 @@ class ChunkIntervals:
         return len(self.starts)
 
 
-@dataclass(frozen=True)
 class QueryScores:
-    """Per-query scores for every cut-off ``k = 1..K`` of one ranking.
+    """Per-query scores for every cut-off ``k = 1..K`` of one ranking, one array per metric
+    (:mod:`.registry`), read as attributes (``scores.recall``).
 
-    Every metric but ``precision_omega`` has shape ``(n_queries, K)``, column ``k-1``
-    holding the scores of the top ``k`` chunks; ``precision_omega`` has shape
-    ``(n_queries,)`` (it does not depend on ``k``).
+    A metric that depends on ``k`` has shape ``(n_queries, K)``, column ``k-1`` holding the
+    scores of the top ``k`` chunks; one that does not (``precision_omega``) has shape
+    ``(n_queries,)``.
     """
 
-    recall: np.ndarray
-    precision: np.ndarray
-    iou: np.ndarray
-    precision_omega: np.ndarray
-    hit_rate: np.ndarray
-    mrr: np.ndarray
-    ndcg: np.ndarray
-    doc_recall: np.ndarray
-    context_tokens: np.ndarray
+    def __init__(self, values: dict[str, np.ndarray]) -> None:
+        self.values = values
+
+    def __getattr__(self, name: str) -> np.ndarray:
+        try:
+            return self.__dict__["values"][name]
+        except KeyError:
+            raise AttributeError(name) from None
 
     @property
     def max_k(self) -> int:
-        return self.recall.shape[1]
+        return self.values["recall"].shape[1]
 
     def at(self, k: int) -> dict[str, np.ndarray]:
         """Per-query arrays of every metric at cut-off ``k``."""
         if not 1 <= k <= self.max_k:
             raise ValueError(f"k={k} is outside the scored range 1..{self.max_k}")
-        return {metric: getattr(self, metric) if metric == "precision_omega" else getattr(self, metric)[:, k - 1]
-                for metric in METRICS}
+        return {name: values[:, k - 1] if metric(name).per_k else values for name, values in self.values.items()}
+
+
+@dataclass(frozen=True)
+class ScoringInputs:
+    """What a metric added from outside (:class:`~.registry.Metric` with ``compute``) may read:
+    the scored run on the unit line and the built-in metrics already computed (``scores``)."""
+
+    references: list[list[list[tuple[int, int]]]]
+    chunks: ChunkIntervals
+    ranking: np.ndarray
+    space_size: int
+    document_starts: np.ndarray
+    chunk_tokens: np.ndarray
+    scores: QueryScores
 
 
 Interval = tuple[int, int]
@@ -215,6 +211,16 @@ def score(references: Sequence[Sequence[Interval | Sequence[Interval]]], chunks:
     tokens = chunks.lengths if chunk_tokens is None else np.asarray(chunk_tokens, dtype=np.float64)
     padded = np.concatenate([np.asarray(tokens, dtype=np.float64), [0.0]])  # index -1 -> 0 tokens
     scores.context_tokens[:] = np.cumsum(padded[ranking], axis=1)
+    added = [m for m in metrics() if m.compute is not None]
+    if added:
+        inputs = ScoringInputs(occurrences, chunks, ranking, space_size, starts, padded[:-1], scores)
+        n_queries, max_k = ranking.shape
+        for declared in added:
+            values = np.asarray(declared.compute(inputs), dtype=np.float64)
+            shape = (n_queries, max_k) if declared.per_k else (n_queries,)
+            if values.shape != shape:
+                raise ValueError(f"metric {declared.name!r} computed shape {values.shape}, expected {shape}")
+            scores.values[declared.name] = values
     return scores
 
 
@@ -322,8 +328,9 @@ def _score_marked(references: Sequence[Sequence[Interval]], chunks: ChunkInterva
     mrr = np.where(ranks[None, :] > first[:, None], 1.0 / (first[:, None] + 1.0), 0.0)
     hit = (mrr > 0).astype(np.float64)
     ndcg = _ndcg(positions, owner, chunks, ranking)
-    return QueryScores(recall, precision, iou, omega, hit, mrr, ndcg, np.zeros((n_queries, max_k)),
-                       np.zeros((n_queries, max_k)))
+    return QueryScores({"recall": recall, "precision": precision, "iou": iou, "precision_omega": omega,
+                        "hit_rate": hit, "mrr": mrr, "ndcg": ndcg, "doc_recall": np.zeros((n_queries, max_k)),
+                        "context_tokens": np.zeros((n_queries, max_k))})
 
 
 def _ndcg(positions: np.ndarray, owner: np.ndarray, chunks: ChunkIntervals, ranking: np.ndarray) -> np.ndarray:
@@ -396,7 +403,7 @@ def summarise(values: dict[str, np.ndarray], groups: Sequence[str] | None = None
     """
     def stats(mask: np.ndarray | slice) -> dict:
         return {m: {"mean": float(np.mean(values[m][mask])), "std": float(np.std(values[m][mask]))}
-                for m in METRICS if m in values}
+                for m in metric_names() if m in values}
 
     result: dict = {"overall": stats(slice(None))}
     if groups is not None:

@@ -33,7 +33,8 @@ from ..embedding import EmbeddingCache
 from ..errors import ChunkwiseError
 from ..evaluation.config import EvaluationConfig
 from ..evaluation.evaluator import evaluate
-from ..evaluation.metrics import LOWER_IS_BETTER, METRIC_LABELS
+from ..evaluation.registry import label as metric_label
+from ..evaluation.registry import metric as declared_metric
 from ..retrieval.config import RetrievalConfig
 from ..tuning.objective import Scales, Weights
 from ..tuning.records import (
@@ -160,7 +161,7 @@ def _corpus_section(study: optuna.Study, out: Path, *, top: int, bootstrap: int,
     weights = ", ".join(f"{k} {v:g}" for k, v in settings.weights.used().items())
     constraints = settings.constraints
     axes = settings.pareto
-    axis_labels = " against ".join(METRIC_LABELS[a] for a in axes)
+    axis_labels = " against ".join(metric_label(a) for a in axes)
     shorts = [axis.label.split(",")[0] for axis in AXES]
     lines += [
         f"{settings.queries} queries; {len(trials)} evaluated configurations; embedder "
@@ -183,7 +184,8 @@ def _corpus_section(study: optuna.Study, out: Path, *, top: int, bootstrap: int,
         "| cost $/1k queries | score |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    front = pareto([tuple(_metric(t, a) for a in axes) for t in trials], tuple(a not in LOWER_IS_BETTER for a in axes))
+    front = pareto([tuple(_metric(t, a) for a in axes) for t in trials],
+                   tuple(declared_metric(a).higher_is_better for a in axes))
     for i in front:
         r = trials[i]
         mark = " **(best)**" if r.number == best.number else ""

@@ -15,7 +15,7 @@ from .config import SCOPES, RetrievalConfig
 from .context import CONTEXTS, Outline, context_header, contextualize, with_header
 from .dense import BACKENDS, ChromaIndex, CollectionIndex, NumpyIndex, VectorIndex, make_index
 from .fusion import DEFAULT_ALPHA, DEFAULT_RRF_K, FUSION_DEPTH, FUSIONS, fuse_rrf, fuse_weighted
-from .methods import METHODS, RetrievalMethod, method_names, register_method, retrieval_method, retrieve
+from .methods import RetrievalMethod, method_names, register_method, retrieval_method, retrieve
 from .ranking import Ranked, top_rows
 from .rerank import DEFAULT_CANDIDATES, load_cross_encoder, rerank
 
@@ -29,7 +29,6 @@ __all__ = [
     "DEFAULT_RRF_K",
     "FUSIONS",
     "FUSION_DEPTH",
-    "METHODS",
     "SCOPES",
     "BM25Index",
     "ChromaIndex",

@@ -11,7 +11,7 @@ from ..schema import check_keys, check_settings, check_value, field_names, setti
 from .context import CONTEXTS
 from .dense import BACKENDS
 from .fusion import DEFAULT_FUSION, FUSION_DEFAULTS, FUSION_PARAMETERS, FUSIONS
-from .methods import METHODS, retrieval_method
+from .methods import method_names, retrieval_method
 from .rerank import DEFAULT_CANDIDATES
 
 #: Where a query's chunks come from: one index of every corpus, or its own corpus only.
@@ -62,7 +62,7 @@ class RetrievalConfig:
     k: int = setting(5, int, low=1)
     scope: str = setting("pooled", str, choices=SCOPES)
     index: str = setting("numpy", str, choices=BACKENDS)
-    method: str = setting("dense", str, choices=METHODS)
+    method: str = setting("dense", str, choices=method_names)
     fusion: str | None = setting(None, str, choices=FUSIONS, optional=True)
     alpha: float | None = setting(None, float, low=0.0, high=1.0, optional=True,
                                   help="the weight of the dense score")

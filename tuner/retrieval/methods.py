@@ -10,9 +10,10 @@ a configuration is ranked the same way where it was scored and where it is serve
   score fusion (``weighted``).
 
 Every ranking breaks ties by the lower row (the chunk that comes first), so rankings are
-deterministic. To add a method, subclass :class:`RetrievalMethod` in a module of this package,
-decorate it with :func:`register_method` and import the module in ``__init__``: the
-configuration schema, the command line and search spaces read the names from here.
+deterministic. To add a method, subclass :class:`RetrievalMethod` in a module of your own and
+decorate it with :func:`register_method`: the configuration schema, the command line and search
+spaces read the names from here when they check a value, and pricing and trial records read its
+capabilities (``embeds``, ``lexical``, ``indexes``), never its name.
 """
 
 from __future__ import annotations
@@ -39,13 +40,20 @@ class RetrievalMethod(ABC):
 
     ``embeds``: it needs chunk and question vectors (a vector index); ``lexical``: it needs a
     BM25 index over the chunks' texts; ``options``: the configuration fields that belong to it
-    (any other method refuses them).
+    (any other method refuses them); ``cosine``: its scores are cosine similarities (a served
+    hit also reports the distance, ``1 - score``).
     """
 
     name: ClassVar[str]
     embeds: ClassVar[bool] = True
     lexical: ClassVar[bool] = False
     options: ClassVar[tuple[str, ...]] = ()
+    cosine: ClassVar[bool] = False
+
+    @property
+    def indexes(self) -> int:
+        """How many indexes a query searches (the latency model counts the chunks of each)."""
+        return int(self.embeds) + int(self.lexical)
 
     @abstractmethod
     def rank(self, settings: RetrievalConfig, k: int, *, dense: VectorIndex | None,
@@ -83,6 +91,7 @@ def retrieval_method(name: str) -> RetrievalMethod:
 @register_method
 class Dense(RetrievalMethod):
     name = "dense"
+    cosine = True
 
     def rank(self, settings, k, *, dense, lexical, query_vectors, questions):
         return dense.search_scored(query_vectors, k)
@@ -110,10 +119,6 @@ class Hybrid(RetrievalMethod):
         if settings.fusion == "weighted":
             return fuse_weighted(vectors, terms, settings.alpha, k)
         return fuse_rrf([vectors, terms], settings.rrf_k, k)
-
-
-#: Retrieval methods: vectors, BM25, or both fused.
-METHODS = method_names()
 
 
 def retrieve(settings: RetrievalConfig, *, dense: VectorIndex | None = None, lexical: BM25Index | None = None,

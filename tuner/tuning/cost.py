@@ -25,23 +25,34 @@ import optuna
 from optuna.trial import TrialState
 
 from ..chunkers import chunker_class
+from ..errors import InvalidParameterError
+from ..retrieval import retrieval_method
+from ..retrieval.config import RetrievalConfig
 from .records import CONFIG_ATTR
 
 #: Kinds of trial, by what they embed.
 KINDS = ("bm25", "dense", "semantic")
 
 
-def kind_of(config: dict[str, Any]) -> str:
-    """``bm25`` (embeds nothing), ``semantic`` (a chunker that embeds its units) or ``dense``."""
-    chunker = (config.get("chunker") or {}).get("name", "")
-    method = (config.get("retrieval") or {}).get("method", "dense")
+def trial_kind(chunker: str, method: str) -> str:
+    """``semantic`` (a chunker that embeds its units), ``dense`` (a retrieval method that embeds)
+    or ``bm25`` (embeds nothing), as the chunker and the method declare themselves."""
     try:
-        semantic = chunker_class(chunker).needs_embedder
-    except Exception:  # an unknown chunker (a later version's study): price it as dense
-        semantic = False
-    if semantic:
-        return "semantic"
-    return "bm25" if method == "bm25" else "dense"
+        if chunker_class(chunker).needs_embedder:
+            return "semantic"
+    except InvalidParameterError:  # an unknown chunker (a later version's study): price it by its method
+        pass
+    try:
+        embeds = retrieval_method(method).embeds
+    except InvalidParameterError:  # an unknown method: price it as the dearer kind
+        embeds = True
+    return "dense" if embeds else "bm25"
+
+
+def kind_of(config: dict[str, Any]) -> str:
+    """:func:`trial_kind` of a stored configuration."""
+    return trial_kind((config.get("chunker") or {}).get("name", ""),
+                      (config.get("retrieval") or {}).get("method", RetrievalConfig().method))
 
 
 def median_seconds(durations: Sequence[float]) -> float | None:

@@ -20,8 +20,9 @@ embeds its units to split). ``hybrid`` searches two indexes: ``chunks_searched``
 both.
 
 The weighted score puts each term on a 0-1 utility scale (1 is best) and averages them
-with the user's weights. Any metric of :data:`tuner.evaluation.metrics.METRICS` may be weighed,
-and the modelled latency and cost (:data:`WEIGHABLE`, one vocabulary):
+with the user's weights. Any registered metric (:mod:`tuner.evaluation.registry`) may be
+weighed, and the modelled latency and cost (:func:`weighable`); each metric's declaration says
+how it becomes a utility:
 
 * ``u = value`` for the fractions (recall, precision, precision-Ω, hit rate, MRR, nDCG,
   document recall);
@@ -51,21 +52,38 @@ from typing import Any
 
 from .._io.cachedir import cache_dir
 from .._io.files import private_dir, write_atomically
-from ..embedding import Embedder
+from ..embedding import Embedder, embedding_provider
 from ..errors import ChunkwiseError, InvalidParameterError, option
-from ..evaluation.metrics import LOWER_IS_BETTER, METRIC_LABELS, METRICS, OBJECTIVES
-from ..schema import check_keys, check_settings, field_names, setting
+from ..evaluation.registry import metric, metric_names, metrics
+from ..schema import ParamSpec, check_keys, check_settings, check_value, field_names, setting
 
-#: What a weight may name: every per-query metric, then the modelled latency and cost.
-WEIGHABLE = (*METRICS, "latency", "cost")
+#: What a weight may name besides the per-query metrics: the modelled latency and cost, with
+#: their default weights.
+MODELLED_WEIGHTS = {"latency": 0.1, "cost": 0.1}
 #: The Pareto front of a new study: recall against the context handed to the reader per question.
 DEFAULT_PARETO = ("recall", "context_tokens")
 #: The Pareto front of studies created before it could be chosen (their Optuna objectives).
-LEGACY_PARETO = OBJECTIVES
+LEGACY_PARETO = ("recall", "iou")
+
+
+def weighable() -> tuple[str, ...]:
+    """What a weight may name, in the order a score adds them: the metrics weighed by default,
+    the modelled latency and cost, then every other registered metric.
+
+    >>> weighable()[:4]
+    ('recall', 'iou', 'latency', 'cost')
+    """
+    declared = metrics()
+    return (*(m.name for m in declared if m.default_weight > 0), *MODELLED_WEIGHTS,
+            *(m.name for m in declared if m.default_weight <= 0))
+
+
+def default_weight(name: str) -> float:
+    return MODELLED_WEIGHTS[name] if name in MODELLED_WEIGHTS else metric(name).default_weight
 
 
 def check_pareto(axes: Any, where: str = "pareto") -> tuple[str, ...]:
-    """Two or more distinct metric names (of :data:`~tuner.evaluation.metrics.METRICS`).
+    """Two or more distinct metric names (of :func:`~tuner.evaluation.registry.metric_names`).
 
     >>> check_pareto(["recall", "context_tokens"])
     ('recall', 'context_tokens')
@@ -74,16 +92,18 @@ def check_pareto(axes: Any, where: str = "pareto") -> tuple[str, ...]:
     if not isinstance(names, (list, tuple)):
         raise InvalidParameterError(f"{where} must be a list of metric names, got {axes!r}")
     names = tuple(str(n).strip() for n in names)
-    unknown = [n for n in names if n not in METRICS]
+    known = metric_names()
+    unknown = [n for n in names if n not in known]
     if unknown or len(names) < 2 or len(set(names)) != len(names):
         raise InvalidParameterError(f"{where}={list(names)!r} is invalid; allowed: two or more distinct metrics of "
-                                    f"{', '.join(METRICS)}")
+                                    f"{', '.join(known)}")
     return names
 
 
 def pareto_directions(axes: Sequence[str]) -> list[str]:
-    """Optuna's direction for each Pareto axis: context tokens are minimised, the rest maximised."""
-    return ["minimize" if axis in LOWER_IS_BETTER else "maximize" for axis in axes]
+    """Optuna's direction for each Pareto axis, as each metric declares it (context tokens are
+    minimised, the rest maximised)."""
+    return ["maximize" if metric(axis).higher_is_better else "minimize" for axis in axes]
 
 
 def _from_mapping(cls, data: Any, where: str):
@@ -92,45 +112,72 @@ def _from_mapping(cls, data: Any, where: str):
     return cls(**check_keys(data, where, field_names(cls)))
 
 
-@dataclass(frozen=True)
 class Weights:
-    """How much each utility counts in the score (non-negative, not all zero)."""
+    """How much each utility counts in the score (non-negative, not all zero): one weight per
+    name of :func:`weighable`, read as attributes (``weights.recall``). A name left out keeps its
+    default (each metric's declared ``default_weight``; latency and cost 0.1).
 
-    recall: float = setting(1.0, float, low=0)
-    iou: float = setting(0.5, float, low=0)
-    latency: float = setting(0.1, float, low=0)
-    cost: float = setting(0.1, float, low=0)
-    precision: float = setting(0.0, float, low=0)
-    precision_omega: float = setting(0.0, float, low=0)
-    hit_rate: float = setting(0.0, float, low=0)
-    mrr: float = setting(0.0, float, low=0)
-    ndcg: float = setting(0.0, float, low=0)
-    doc_recall: float = setting(0.0, float, low=0)
-    context_tokens: float = setting(0.0, float, low=0)
+    >>> Weights(recall=2.0).used()
+    {'recall': 2.0, 'iou': 0.5, 'latency': 0.1, 'cost': 0.1}
+    >>> Weights(recall=-1)
+    Traceback (most recent call last):
+    ...
+    tuner.errors.InvalidParameterError: weights.recall=-1 is invalid; allowed: a number >= 0
+    """
 
-    def __post_init__(self) -> None:
-        check_settings(self, "weights")
+    __slots__ = ("_values",)
+    _SPEC = ParamSpec(float, low=0)
+
+    def __init__(self, **values: float) -> None:
+        names = weighable()
+        check_keys(values, "weights", names)
+        resolved = {name: check_value(self._SPEC, values.get(name, default_weight(name)), f"weights.{name}")
+                    for name in names}
+        object.__setattr__(self, "_values", resolved)
         if self.total == 0:
             raise InvalidParameterError("weights: at least one weight must be > 0")
 
+    def __getattr__(self, name: str) -> float:
+        try:
+            return object.__getattribute__(self, "_values")[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("Weights are immutable")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Weights) and self._values == other._values
+
+    def __hash__(self) -> int:
+        return hash(tuple(self._values.items()))
+
+    def __repr__(self) -> str:
+        return f"Weights({', '.join(f'{k}={v!r}' for k, v in self._values.items())})"
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pickled by value (a worker process receives it)
+        return _weights_from_items, (tuple(self._values.items()),)
+
     @property
     def total(self) -> float:
-        return sum(asdict(self).values())
+        return sum(self._values.values())
 
     def as_dict(self) -> dict[str, float]:
-        return asdict(self)
+        return dict(self._values)
 
     def used(self) -> dict[str, float]:
         """The weights above 0 (what a summary shows)."""
-        return {name: value for name, value in asdict(self).items() if value > 0}
+        return {name: value for name, value in self._values.items() if value > 0}
 
     def metrics(self) -> tuple[str, ...]:
         """The per-query metrics the score reads (latency and cost are per configuration)."""
-        return tuple(name for name, value in asdict(self).items() if value > 0 and name in METRICS)
+        return tuple(name for name, value in self._values.items() if value > 0 and name not in MODELLED_WEIGHTS)
 
     @classmethod
     def from_dict(cls, data: Any, where: str = "weights") -> Weights:
-        return _from_mapping(cls, data, where)
+        if data is None:
+            return cls()
+        return cls(**check_keys(data, where, weighable()))
 
     @classmethod
     def parse(cls, text: str) -> Weights:
@@ -193,12 +240,22 @@ class Scales:
         return _from_mapping(cls, data, where)
 
 
+def _weights_from_items(items: tuple[tuple[str, float], ...]) -> Weights:
+    return Weights(**dict(items))
+
+
+def metric_utility(name: str, value: Any, scales: Scales) -> Any:
+    """Metric ``name``'s ``value`` on the 0-1 utility scale its declaration gives it."""
+    declared = metric(name)
+    return declared.utility(value, None if declared.scale is None else getattr(scales, declared.scale))
+
+
 def utilities(recall: float, iou: float, latency_s: float, cost_usd_per_1k: float,
               scales: Scales) -> dict[str, float]:
     """Each term on its 0-1 utility scale."""
     return {
-        "recall": recall,
-        "iou": iou / (iou + scales.iou_half),
+        "recall": metric_utility("recall", recall, scales),
+        "iou": metric_utility("iou", iou, scales),
         "latency": scales.latency_half_s / (latency_s + scales.latency_half_s),
         "cost": scales.cost_half_usd / (cost_usd_per_1k + scales.cost_half_usd),
     }
@@ -211,20 +268,21 @@ def weighted_score(recall: Any, iou: Any, latency_s: float, cost_usd_per_1k: flo
     ``metrics`` holds the means of the other metrics the weights name (MRR, context tokens, ...);
     recall and IoU may be arrays (one score per bootstrap resample), and so may those.
     """
-    u = utilities(recall, iou, latency_s, cost_usd_per_1k, scales)
-    total = (weights.recall * u["recall"] + weights.iou * u["iou"] + weights.latency * u["latency"]
-             + weights.cost * u["cost"])
-    for name in weights.metrics():
-        if name in ("recall", "iou"):
+    values = {**(metrics or {}), "recall": recall, "iou": iou}
+    modelled = {"latency": scales.latency_half_s / (latency_s + scales.latency_half_s),
+                "cost": scales.cost_half_usd / (cost_usd_per_1k + scales.cost_half_usd)}
+    total: Any = 0.0
+    for name, weight in weights.as_dict().items():
+        if name in modelled:
+            utility = modelled[name]
+        elif name in values:
+            utility = metric_utility(name, values[name], scales)
+        elif weight == 0:
             continue
-        if metrics is None or name not in metrics:
-            raise InvalidParameterError(f"weights.{name} is set, but the {METRIC_LABELS[name]} of this configuration "
+        else:
+            raise InvalidParameterError(f"weights.{name} is set, but the {metric(name).label} of this configuration "
                                         "is unknown (recorded before chunkwise measured it)")
-        value = metrics[name]
-        # Fewer context tokens are better: the same saturating scale as latency and cost.
-        half = scales.context_tokens_half
-        utility = half / (value + half) if name == "context_tokens" else value
-        total = total + getattr(weights, name) * utility
+        total = total + weight * utility
     return total / weights.total
 
 
@@ -258,7 +316,7 @@ class Constraints:
         return all(v <= 0 for v in self.violations(metrics).values())
 
     def describe(self) -> str:
-        return ", ".join(f"{METRIC_LABELS[name]} <= {value:g}" for name, value in self.as_dict().items())
+        return ", ".join(f"{metric(name).label} <= {value:g}" for name, value in self.as_dict().items())
 
     @classmethod
     def from_dict(cls, data: Any, where: str = "constraints") -> Constraints:
@@ -283,10 +341,11 @@ DEFAULT_HOSTED_USD_PER_MTOK = 0.02
 
 def resolve_rates(rates: Rates, embedder: Embedder, provider: str) -> ResolvedRates:
     """Fill the embedder-dependent defaults (calibrating a local model once)."""
-    local = provider == "sentence-transformers"
+    declared = embedding_provider(provider)
+    local = declared.local
     embed_usd = rates.embed_usd_per_mtok
     if embed_usd is None:
-        embed_usd = 0.0 if local else (embedder.usd_per_mtok or DEFAULT_HOSTED_USD_PER_MTOK)
+        embed_usd = (embedder.usd_per_mtok or DEFAULT_HOSTED_USD_PER_MTOK) if declared.priced_per_token else 0.0
     embed_tps = rates.embed_tokens_per_s
     if embed_tps is None:
         embed_tps = calibrated_throughput(embedder) if local else 1e6

@@ -18,11 +18,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import optuna
 
-from ..chunkers import chunker_class
-from ..embedding import EmbeddingCache
+from ..embedding import EmbeddingCache, embedding_provider
 from ..embedding.config import shared_embedder
 from ..errors import option
-from .cost import KINDS
+from .cost import KINDS, trial_kind
 from .objective import calibrated_throughput, describe_measured, resolve_rates, stored_calibration
 from .progress import format_duration
 from .settings import resolve_fidelity
@@ -62,13 +61,6 @@ class CorpusPlan:
     priced_at: str = ""
 
 
-def embedding_factor(space: SearchSpace, samples: int = SAMPLED_CONFIGURATIONS, seed: int = 0) -> float:
-    """Mean tokens embedded per corpus token over configurations sampled from ``space``:
-    overlap re-embeds text (``1 / (1 - overlap / size)``) and semantic chunkers embed their
-    units first; BM25 trials embed nothing."""
-    return float(np.mean([factor for _, factor in _sampled(space, samples, seed)]))
-
-
 def kind_shares(sampled: list[tuple[str, float]]) -> dict[str, tuple[float, float]]:
     """Per kind of trial (:data:`.cost.KINDS`) among sampled configurations (:func:`_sampled`):
     its share, and the mean tokens it embeds per corpus token."""
@@ -80,7 +72,9 @@ def kind_shares(sampled: list[tuple[str, float]]) -> dict[str, tuple[float, floa
 
 
 def _sampled(space: SearchSpace, samples: int, seed: int) -> list[tuple[str, float]]:
-    """``(kind, tokens embedded per corpus token)`` of configurations sampled at random."""
+    """``(kind, tokens embedded per corpus token)`` of configurations sampled at random: overlap
+    re-embeds text (``1 / (1 - overlap / size)``) and semantic chunkers embed their units first;
+    BM25 trials embed nothing."""
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=seed))
     out = []
     for _ in range(samples):
@@ -90,11 +84,10 @@ def _sampled(space: SearchSpace, samples: int, seed: int) -> list[tuple[str, flo
         params = chunker.params
         size, overlap = params.get("size"), params.get("overlap", 0) or 0
         factor = 1.0 / (1.0 - overlap / size) if size else 1.0
-        semantic = chunker_class(chunker.name).needs_embedder
-        if semantic:
+        kind = trial_kind(chunker.name, retrieval.method)
+        if kind == "semantic":
             factor += SEMANTIC_UNIT_FACTOR
-        kind = "semantic" if semantic else "dense" if retrieval.embeds else "bm25"
-        out.append((kind, factor if retrieval.embeds or semantic else 0.0))
+        out.append((kind, 0.0 if kind == "bm25" else factor))
         study.tell(trial, 0.0)
     return out
 
@@ -132,7 +125,7 @@ def plan_run(spec: StudySpec) -> list[CorpusPlan]:
         if spec.timeout is not None:  # as many as fit in the corpus's share of the budget (run.budget_share)
             trials = min(trials, int(spec.timeout / len(data.corpora) * jobs / mean_s))
         api = (trials * per_trial * share * rates.embed_usd_per_mtok / 1e6
-               if spec.embedder.provider == "openai" else None)
+               if embedding_provider(spec.embedder.provider).priced_per_token else None)
         plans.append(CorpusPlan(corpus.name, len(corpus), tokens, len(data.evaluation_sets[corpus.name]), trials,
                                 per_trial, seconds, trials * mean_s / jobs, api, fidelity.rungs, share,
                                 {kind: kind_share for kind, (kind_share, _) in shares.items()}, kind_seconds,

@@ -14,7 +14,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from ..errors import option
 from ..evaluation.evaluator import TRUNCATION_WARNING
-from ..evaluation.metrics import METRIC_LABELS
+from ..evaluation.registry import label as metric_label
 from .records import ERROR_ATTR, SCORE_ATTR, STOPPED_AT_ATTR, best_trial
 from .settings import StudySettings
 
@@ -191,7 +191,7 @@ def write_note(study: optuna.Study, result: CorpusOutcome) -> None:
 
     settings = StudySettings.of(study)
     weights = ", ".join(f"{k} {v:g}" for k, v in settings.weights.used().items())
-    axes = " against ".join(METRIC_LABELS[axis] for axis in settings.pareto)
+    axes = " against ".join(metric_label(axis) for axis in settings.pareto)
     limits = settings.constraints.describe()
     summary = result.summary
     lines = [

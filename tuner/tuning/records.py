@@ -29,7 +29,8 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from ..errors import ChunkwiseError, option
-from ..evaluation.metrics import METRICS
+from ..evaluation.registry import metric_names, metrics
+from ..retrieval import retrieval_method
 from .objective import Constraints, ResolvedRates, Scales, Weights, model_latency_and_cost, weighted_score
 
 # --- study attributes --------------------------------------------------------------------------
@@ -90,17 +91,20 @@ PRECISION_ATTR = "embedding_precision"
 #: Every query's scores, compact (a system attribute: kept out of the dashboard's attribute list).
 PER_QUERY_SYSTEM_ATTR = "chunkwise:per_query"
 
-#: Metrics every complete trial records (means over the queries, then their spread).
-METRIC_ATTRS = METRICS
-#: Trial attributes an export copies into its metrics.
-EXPORTED_METRIC_ATTRS = (SCORE_ATTR, "recall", "recall_std", "precision", "precision_std", "iou", "iou_std",
-                         "precision_omega", "precision_omega_std", "hit_rate", "mrr", "ndcg", "doc_recall",
-                         "context_tokens", "first_stage_recall", "chunks", "mean_chunk_tokens",
-                         "tokens_embedded", "retrieved_tokens_per_query", "latency_ms",
-                         "cost_usd_per_1k_queries", API_TOKENS_ATTR, API_USD_ATTR, "index_build_s",
-                         "identical_chunks",
-                         VALIDATION_PREFIX + SCORE_ATTR, VALIDATION_PREFIX + "recall", VALIDATION_PREFIX + "iou",
-                         VALIDATION_PREFIX + "precision_omega")
+#: Per-configuration attributes an export copies beside the exported metrics.
+EXPORTED_TRIAL_ATTRS = ("first_stage_recall", "chunks", "mean_chunk_tokens", "tokens_embedded",
+                        "retrieved_tokens_per_query", "latency_ms", "cost_usd_per_1k_queries", API_TOKENS_ATTR,
+                        API_USD_ATTR, "index_build_s", "identical_chunks",
+                        VALIDATION_PREFIX + SCORE_ATTR, VALIDATION_PREFIX + "recall", VALIDATION_PREFIX + "iou",
+                        VALIDATION_PREFIX + "precision_omega")
+
+
+def exported_metric_attrs() -> tuple[str, ...]:
+    """Trial attributes an export copies into its metrics: the score, each metric declared
+    ``exported`` (its spread too when declared so), then the per-configuration attributes."""
+    declared = [m for m in metrics() if m.exported]
+    return (SCORE_ATTR, *(name for m in declared for name in ((m.name, f"{m.name}_std") if m.export_spread
+                                                              else (m.name,))), *EXPORTED_TRIAL_ATTRS)
 
 
 class StudyError(ChunkwiseError):
@@ -121,7 +125,7 @@ def decode_per_query(stored: dict[str, Any]) -> dict[str, np.ndarray]:
     """The arrays :func:`encode_per_query` stored, as float64 (the metrics a trial stored: one
     recorded before a metric existed has no array for it)."""
     return {metric: np.frombuffer(base64.b64decode(stored[metric]), dtype="<f4").astype(np.float64)
-            for metric in METRIC_ATTRS if metric in stored}
+            for metric in metric_names() if metric in stored}
 
 
 def study_name(run: str, corpus: str) -> str:
@@ -234,37 +238,12 @@ class TrialRecord:
         value = self.metrics.get(name)
         return float("nan") if value is None else float(value)
 
-    @property
-    def recall(self) -> float:
-        return self.metric("recall")
-
-    @property
-    def precision(self) -> float:
-        return self.metric("precision")
-
-    @property
-    def iou(self) -> float:
-        return self.metric("iou")
-
-    @property
-    def precision_omega(self) -> float:
-        return self.metric("precision_omega")
-
-    @property
-    def hit_rate(self) -> float:
-        return self.metric("hit_rate")
-
-    @property
-    def mrr(self) -> float:
-        return self.metric("mrr")
-
-    @property
-    def ndcg(self) -> float:
-        return self.metric("ndcg")
-
-    @property
-    def doc_recall(self) -> float:
-        return self.metric("doc_recall")
+    def __getattr__(self, name: str) -> float:
+        # Every registered metric reads as an attribute (``record.recall``, ``record.mrr``, and a
+        # metric added from outside alike): NaN when the trial did not record it.
+        if name.startswith("_") or name not in metric_names():
+            raise AttributeError(name)
+        return self.metric(name)
 
     @property
     def context_tokens(self) -> float:
@@ -501,7 +480,7 @@ def trial_attributes(result, rates: ResolvedRates, weights: Weights, scales: Sca
     retrieval = result.config.retrieval
     # BM25 alone embeds neither the questions nor the chunks (see the module docstring).
     query_tokens = result.query_tokens if retrieval.embeds else 0.0
-    chunks_searched = result.chunks_searched * (2 if retrieval.method == "hybrid" else 1)
+    chunks_searched = result.chunks_searched * retrieval_method(retrieval.method).indexes
     # Building the index embeds the chunks (headers included), and first the units a semantic chunker compares.
     embedded = result.embedding.get("index_tokens", int(token_counts.sum()))
     index_tokens = int(embedded) + int(result.embedding.get("unit_tokens", 0))
@@ -510,7 +489,7 @@ def trial_attributes(result, rates: ResolvedRates, weights: Weights, scales: Sca
     # An LLM chunker's tokens are paid once per index, at the reader's rate, like embedding.
     cost += llm_tokens * rates.reader_usd_per_mtok / 1e6 * 1000 / rates.amortize_queries
     attrs: dict[str, Any] = {}
-    for metric in METRIC_ATTRS:
+    for metric in per_query:
         values = per_query[metric][search]
         attrs[metric] = float(values.mean()) if len(values) else 0.0
         attrs[f"{metric}_std"] = float(values.std()) if len(values) else 0.0
@@ -540,8 +519,7 @@ def trial_attributes(result, rates: ResolvedRates, weights: Weights, scales: Sca
         attrs["rerank_candidates"] = int(result.first_stage["candidates"])
     held_out = ~search
     if held_out.any():
-        validation = {metric: float(per_query[metric][held_out].mean())
-                      for metric in METRIC_ATTRS}
+        validation = {metric: float(per_query[metric][held_out].mean()) for metric in per_query}
         for metric, value in validation.items():
             attrs[f"{VALIDATION_PREFIX}{metric}"] = value
         attrs[f"{VALIDATION_PREFIX}{SCORE_ATTR}"] = weighted_score(validation["recall"], validation["iou"], latency,

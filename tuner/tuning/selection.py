@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import optuna
@@ -45,6 +45,11 @@ class Candidate:
     chunks: int
     #: Per question, the other metrics the weights may name (MRR, context tokens, ...).
     metrics: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def on(self, questions: np.ndarray | slice) -> Candidate:
+        """The same configuration on a subset of the questions (every per-question metric cut alike)."""
+        return replace(self, recall=self.recall[questions], iou=self.iou[questions],
+                       metrics={name: values[questions] for name, values in self.metrics.items()})
 
     def score(self, weights: Weights, scales: Scales, questions: np.ndarray | slice = slice(None)) -> float:
         means = {name: float(np.mean(values[questions])) for name, values in self.metrics.items()}
@@ -225,8 +230,7 @@ def compare(a: Candidate, b: Candidate, weights: Weights, scales: Scales, questi
     >>> (same.difference, same.low, same.high, same.better)
     (0.0, 0.0, 0.0, False)
     """
-    pair = [Candidate(c.number, c.recall[questions], c.iou[questions], c.latency_s, c.cost_usd_per_1k, c.chunks)
-            for c in (a, b)]
+    pair = [c.on(questions) for c in (a, b)]
     boot = bootstrap_scores(pair, weights, scales, samples=samples, seed=seed)
     n = len(pair[0].recall)
     index = np.random.default_rng(seed).integers(0, n, size=(samples, n))
@@ -301,8 +305,7 @@ def optimism(record: TrialRecord, search: np.ndarray, weights: Weights, scales: 
     found = candidate(record)
     if found is None or not (~search).any():
         return None
-    held = Candidate(found.number, found.recall[~search], found.iou[~search], found.latency_s,
-                     found.cost_usd_per_1k, found.chunks)
+    held = found.on(~search)
     boot = bootstrap_scores([held], weights, scales, samples=samples, seed=seed)[0]
     tail = (1 - CONFIDENCE) / 2
     low, high = np.quantile(boot, [tail, 1 - tail])

@@ -226,7 +226,7 @@ def build_settings(spec: StudySpec, corpus: Corpus, evalset: EvaluationSet, spac
         "copies": spec.copies,
         "validation": validation_split(evalset, spec.validation),
         "repeated_references": OccurrenceTable.build(evalset, [corpus]).summary().to_dict(),
-        "weights": _plain(spec.weights),
+        "weights": spec.weights.as_dict(),
         "rates": _plain(spec.rates),
         "scales": _plain(spec.scales),
         "constraints": spec.constraints.as_dict(),

@@ -73,11 +73,11 @@ from ..chunkers.base import ParamSpec
 from ..chunkers.config import ChunkerConfig
 from ..embedding.config import EmbedderConfig
 from ..errors import ChunkwiseError, InvalidParameterError
-from ..retrieval import METHODS, retrieval_method
+from ..retrieval import method_names, retrieval_method
 from ..retrieval.config import FUSION_OPTIONS, NO_RERANK, SEARCHABLE, RetrievalConfig
 from ..retrieval.fusion import DEFAULT_FUSION, FUSION_DEFAULTS, FUSION_PARAMETERS
 from ..retrieval.rerank import DEFAULT_CANDIDATES, check_model_folder
-from ..schema import setting_spec
+from ..schema import invalid, setting_spec
 
 DOMAIN_TYPES = ("int", "float", "categorical", "fraction")
 #: The keys of a space's ``retrieval`` section, their allowed values, and the Optuna
@@ -487,7 +487,7 @@ def _parse_retrieval(raw: Any, source: str) -> dict[str, Domain]:
         except InvalidParameterError as exc:
             raise SearchSpaceError(str(exc)) from None
     methods, fusions = allowed("method", "dense"), allowed("fusion", DEFAULT_FUSION)
-    fusing = [m for m in METHODS if "fusion" in retrieval_method(m).options]
+    fusing = [m for m in method_names() if "fusion" in retrieval_method(m).options]
     for key in FUSION_OPTIONS:
         if key in domains and not methods & set(fusing):
             raise SearchSpaceError(f"{where}.{key} applies only to method {', '.join(fusing)}, which retrieval.method "
@@ -529,7 +529,7 @@ def _parse_domain(raw: Any, spec: ParamSpec, where: str, earlier: dict[str, Doma
     if unknown:
         raise SearchSpaceError(f"{where}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}")
     if kind not in DOMAIN_TYPES:
-        raise SearchSpaceError(f"{where}.type: {kind!r} is invalid; allowed: {', '.join(DOMAIN_TYPES)}")
+        raise invalid(f"{where}.type", kind, ", ".join(DOMAIN_TYPES), SearchSpaceError)
     if kind == "categorical":
         choices = raw.get("choices")
         if not isinstance(choices, list) or not choices:
@@ -658,4 +658,4 @@ def _hashable(value: Any) -> Any:
 
 
 def _fail(where: str, value: Any, allowed: str):
-    raise SearchSpaceError(f"{where}: {value!r} is invalid; allowed: {allowed}")
+    raise invalid(where, value, allowed, SearchSpaceError)

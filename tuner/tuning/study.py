@@ -55,7 +55,8 @@ from ..embedding.config import SPEED_FIELDS, EmbedderConfig
 from ..errors import InvalidParameterError, option
 from ..evaluation.config import COPIES
 from ..evaluation.fidelity import Fidelity
-from ..evaluation.metrics import METRIC_LABELS, UNITS
+from ..evaluation.metrics import UNITS
+from ..evaluation.registry import label as metric_label
 from ..schema import check_settings, setting
 from . import defaults
 from .objective import Constraints, Rates, Scales, Weights, check_pareto, pareto_directions
@@ -398,7 +399,7 @@ def open_study(storage: optuna.storages.BaseStorage, name: str, settings: dict[s
     if stored is None:
         with warnings.catch_warnings():  # experimental, but it is what labels the dashboard's axes
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            study.set_metric_names([METRIC_LABELS[axis] for axis in axes])
+            study.set_metric_names([metric_label(axis) for axis in axes])
         study.set_user_attr(SETTINGS_ATTR, settings)
         for key in SUMMARY_ATTRS:
             study.set_user_attr(key, settings[key])

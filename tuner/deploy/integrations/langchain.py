@@ -20,8 +20,8 @@ from typing import Any
 
 from ...chunkers.base import Chunker
 from ...data.document import Document
-from ...errors import InvalidParameterError
 from ...retrieval.context import CONTEXTS, PATH_SEPARATOR, Outline, context_header, with_header
+from ...schema import invalid
 from . import missing_extra
 
 try:
@@ -52,7 +52,7 @@ class ChunkwiseTextSplitter(TextSplitter):
         self.chunker = chunker
         self.context = context
         if self.context not in CONTEXTS:
-            raise InvalidParameterError(f"context={self.context!r} is invalid; allowed: {', '.join(CONTEXTS)}")
+            raise invalid("context", self.context, ", ".join(CONTEXTS))
         self.prepend_context = prepend_context
         self.source_key = source_key
 

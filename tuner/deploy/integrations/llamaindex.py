@@ -18,8 +18,8 @@ from typing import Any
 
 from ...chunkers.base import Chunker
 from ...data.document import Document
-from ...errors import InvalidParameterError
 from ...retrieval.context import CONTEXTS, HEADER_SEPARATOR, PATH_SEPARATOR, Outline, context_header
+from ...schema import invalid
 from . import missing_extra
 
 try:
@@ -42,7 +42,7 @@ class ChunkwiseNodeParser(NodeParser):
         """A parser for ``chunker`` indexing the ``context`` header (``as_llamaindex`` passes the
         configuration's)."""
         if context not in CONTEXTS:
-            raise InvalidParameterError(f"context={context!r} is invalid; allowed: {', '.join(CONTEXTS)}")
+            raise invalid("context", context, ", ".join(CONTEXTS))
         parser = cls(context=context, **kwargs)
         parser._chunker = chunker
         return parser

@@ -1,0 +1,155 @@
+"""The extension points are open: a retrieval method, a metric and an embedding provider
+registered here, outside the package, are checked, evaluated, tuned, priced, recorded and
+exported like the built-in ones, with nothing in ``tuner/`` naming them.
+
+Each newcomer is built so that what chunkwise must make of it is known independently:
+
+* ``lexical_twin`` ranks exactly as BM25 does, so its metrics, modelled latency and cost must
+  equal BM25's, and the time budget must price it as a trial that embeds nothing;
+* ``first_hit_recall`` is each question's recall at ``k = 1`` at every cut-off, so its mean must
+  equal the recall of the same configuration evaluated at ``k = 1``;
+* ``hashed`` embeds character trigrams into 64 hashed dimensions; it is hosted and billed per
+  token, so a dense trial must record what its tokens cost at the study's price.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tuner
+from tuner.embedding import Embedder, register_provider
+from tuner.embedding.config import EmbedderConfig
+from tuner.evaluation import Metric, register_metric
+from tuner.evaluation.config import EvaluationConfig
+from tuner.retrieval import RetrievalMethod, register_method
+from tuner.tuning.cost import kind_of
+from tuner.tuning.objective import ResolvedRates, Scales, Weights
+from tuner.tuning.records import trial_attributes
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "handbook"
+QUERIES = ROOT / "examples" / "handbook-queries.jsonl"
+#: The price the hashed provider's "API" bills, USD per million tokens.
+HASHED_USD_PER_MTOK = 0.5
+
+
+@register_method
+class LexicalTwin(RetrievalMethod):
+    """BM25's ranking under another name."""
+
+    name = "lexical_twin"
+    embeds = False
+    lexical = True
+
+    def rank(self, settings, k, *, dense, lexical, query_vectors, questions):
+        return lexical.search_scored(questions, k)
+
+
+register_metric(Metric("first_hit_recall", "recall@1",
+                       compute=lambda run: np.repeat(run.scores.recall[:, :1], run.ranking.shape[1], axis=1)))
+
+
+class HashedEmbedder(Embedder):
+    """Character trigrams hashed into 64 dimensions; reports every text's characters as billed tokens."""
+
+    usd_per_mtok = HASHED_USD_PER_MTOK
+
+    @property
+    def identity(self) -> str:
+        return "hashed:trigrams-64"
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        out = np.zeros((len(texts), 64), dtype=np.float32)
+        for row, text in enumerate(texts):
+            lowered = text.lower()
+            for i in range(len(lowered) - 2):
+                out[row, hashlib.blake2b(lowered[i:i + 3].encode(), digest_size=1).digest()[0] % 64] += 1.0
+            self.stats.api_tokens += len(text)
+        return out
+
+
+@register_provider("hashed", default_model="trigrams-64", local=False)
+def _build_hashed(model, *, base_url, dimensions, cache, precision, **extra):
+    return HashedEmbedder(cache=cache)
+
+
+@pytest.fixture(scope="module")
+def data():
+    corpus = tuner.load_corpus(EXAMPLE)
+    return corpus, tuner.load_evaluation_set(QUERIES, corpus)
+
+
+def _config(method: str, k: int = 5) -> EvaluationConfig:
+    return EvaluationConfig.from_dict({"chunker": {"name": "recursive", "params": {"size": 128, "overlap": 0}},
+                                       "embedder": {"provider": "hashed"},
+                                       "retrieval": {"k": k, "method": method}})
+
+
+def test_evaluate_reads_each_newcomer(data):
+    corpus, evalset = data
+    twin = tuner.evaluate(corpus, evalset, _config("lexical_twin"), cache=None)
+    bm25 = tuner.evaluate(corpus, evalset, _config("bm25"), cache=None)
+    assert np.array_equal(twin.ranking, bm25.ranking)
+    for name in ("recall", "precision", "iou", "mrr", "context_tokens"):
+        assert twin.metrics["overall"][name] == bm25.metrics["overall"][name]
+
+    # The modelled latency and cost see one index searched and nothing embedded, as for BM25.
+    rates = ResolvedRates(0.02, 0.15, 5000.0, 1e6, 2e-7, 1e6)
+    twin_attrs, bm25_attrs = (trial_attributes(r, rates, Weights(), Scales()) for r in (twin, bm25))
+    for name in ("latency_ms", "cost_usd_per_1k_queries", "tokens_embedded", "score"):
+        assert twin_attrs[name] == bm25_attrs[name]
+    assert twin_attrs["first_hit_recall"] == pytest.approx(twin.metrics["overall"]["first_hit_recall"]["mean"])
+
+    # The added metric: recall at k=1, whatever k the configuration retrieves.
+    at_one = tuner.evaluate(corpus, evalset, _config("bm25", k=1), cache=None)
+    assert twin.metrics["overall"]["first_hit_recall"]["mean"] == pytest.approx(
+        at_one.metrics["overall"]["recall"]["mean"])
+    assert 0 < twin.metrics["overall"]["first_hit_recall"]["mean"] < twin.metrics["overall"]["recall"]["mean"]
+
+    # The added provider embeds: dense retrieval over its vectors finds something.
+    dense = tuner.evaluate(corpus, evalset, _config("dense"), cache=None)
+    assert dense.metrics["overall"]["recall"]["mean"] > 0
+
+    # The choices are read when a value is checked: the newcomers are allowed, a typo is not.
+    with pytest.raises(tuner.errors.InvalidParameterError, match="lexical_twin"):
+        _config("lexical_twinn")
+
+
+def test_a_study_prices_records_and_exports_the_newcomers(data, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    corpus, evalset = data
+    space = tmp_path / "space.yaml"
+    space.write_text("k: {type: int, low: 3, high: 5}\n"
+                     "chunkers:\n  recursive:\n    size: {type: int, low: 96, high: 160, step: 32}\n"
+                     "retrieval:\n  method: [lexical_twin, bm25, dense]\n", encoding="utf-8")
+    run = tuner.tune(corpus, evalset, space=str(space), n_trials=3, embedder=EmbedderConfig("hashed", "trigrams-64"),
+                     weights={"recall": 1.0, "first_hit_recall": 1.0}, progress=False, echo=lambda _: None,
+                     cache=str(tmp_path / "cache.sqlite3"))
+    trials = run.trials()
+    assert len(trials) == 3
+    methods = {t.config["retrieval"].get("method", "dense") for t in trials}
+    assert methods <= {"lexical_twin", "bm25", "dense"}
+
+    for record in trials:
+        method = record.config["retrieval"].get("method", "dense")
+        # Records: the added metric is a trial attribute, and it enters the score with its weight.
+        assert 0 <= record.first_hit_recall <= record.recall
+        # Pricing: a method that embeds nothing is a BM25-kind trial, whatever its name.
+        assert kind_of(record.config) == ("dense" if method == "dense" else "bm25")
+        if method == "dense":  # billed per token at the provider's price
+            tokens = record.metric("embedding_api_tokens")
+            assert tokens > 0
+            assert record.metric("embedding_api_usd") == pytest.approx(tokens * HASHED_USD_PER_MTOK / 1e6)
+            assert record.cost_usd_per_1k_queries > 0
+        else:  # embeds nothing: no index tokens, and one index searched
+            assert record.metric("tokens_embedded") == 0
+
+    exported = run.export(tmp_path / "best.json", trial=trials[0].number)
+    written = json.loads((tmp_path / "best.json").read_text())
+    assert written["metrics"]["first_hit_recall"] == pytest.approx(trials[0].first_hit_recall)
+    assert exported.record.number == trials[0].number

@@ -1,0 +1,118 @@
+"""The one registry of per-query metrics: each metric declared once, read at call time.
+
+A :class:`Metric` says everything the rest of chunkwise needs to know about a metric: its name
+and label, whether more is better, whether it is a count (tokens) or a fraction, how it becomes a
+utility in the weighted score, its default weight, and whether exports copy it. Weights, trial
+records, exports, reports, Pareto axes and the command line all read these declarations; none
+keeps a list of metric names of its own.
+
+The built-in metrics (recall, precision, IoU, precision-Ω, hit rate, MRR, nDCG, doc recall,
+context tokens) are computed together by :func:`tuner.evaluation.metrics.score`, the one
+implementation. A metric added from outside gives ``compute``: a function of the scored run
+(:class:`tuner.evaluation.metrics.ScoringInputs`) returning one value per query and cut-off
+``k``, shape ``(n_queries, K)``. Register it in a module of your own::
+
+    from tuner.evaluation import Metric, register_metric
+
+    register_metric(Metric("f1", "F1", compute=lambda run: 2 * run.scores.precision * run.scores.recall
+                           / np.maximum(run.scores.precision + run.scores.recall, 1e-12)))
+
+>>> metric("context_tokens").higher_is_better
+False
+>>> metric("iou").label
+'IoU'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import InvalidParameterError
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One per-query metric.
+
+    ``count``: a count (cl100k tokens), shown as a number, never as a percentage.
+    ``higher_is_better``: a Pareto axis maximises it (else minimises it).
+    ``scale``: the field of :class:`tuner.tuning.objective.Scales` at which its utility is one
+    half (``x / (x + half)`` when more is better, ``half / (x + half)`` when less is); ``None``:
+    the metric is a fraction in [0, 1] and is its own utility.
+    ``default_weight``: its weight in the score when the user names none.
+    ``exported``: an export copies its mean (and its spread with ``export_spread``).
+    ``per_k``: it depends on the cut-off ``k`` (precision-Ω does not).
+    ``compute``: for a metric added from outside, its values from the scored run; the built-in
+    metrics leave it ``None`` (:func:`tuner.evaluation.metrics.score` computes them together).
+    """
+
+    name: str
+    label: str
+    higher_is_better: bool = True
+    count: bool = False
+    scale: str | None = None
+    default_weight: float = 0.0
+    exported: bool = True
+    export_spread: bool = False
+    per_k: bool = True
+    compute: Callable[[Any], Any] | None = None
+
+    def utility(self, value: Any, half: float | None) -> Any:
+        """``value`` on the 0-1 utility scale of the weighted score (``half``: its scale's value)."""
+        if self.scale is None:
+            return value
+        return value / (value + half) if self.higher_is_better else half / (value + half)
+
+
+_METRICS: dict[str, Metric] = {}
+
+
+def register_metric(declared: Metric) -> Metric:
+    """Make ``declared`` a metric every stage reads: evaluation results, weights, trial records,
+    exports, reports and the command line."""
+    if declared.name in _METRICS:
+        raise ValueError(f"a metric named {declared.name!r} is already registered")
+    if declared.name in ("latency", "cost", "score"):
+        raise ValueError(f"{declared.name!r} is not a per-query metric name (it is taken by the score)")
+    _METRICS[declared.name] = declared
+    return declared
+
+
+def metric_names() -> tuple[str, ...]:
+    """Every registered metric, built-in ones first, in registration order."""
+    return tuple(_METRICS)
+
+
+def metrics() -> tuple[Metric, ...]:
+    return tuple(_METRICS.values())
+
+
+def metric(name: str) -> Metric:
+    """The metric registered as ``name``."""
+    try:
+        return _METRICS[name]
+    except KeyError:
+        raise InvalidParameterError(f"unknown metric {name!r}; available: {', '.join(metric_names())}") from None
+
+
+def label(name: str) -> str:
+    """How tables, plots and the dashboard label metric ``name``."""
+    return metric(name).label
+
+
+for _declared in (
+    Metric("recall", "recall", default_weight=1.0, export_spread=True),
+    Metric("precision", "precision", export_spread=True),
+    Metric("iou", "IoU", scale="iou_half", default_weight=0.5, export_spread=True),
+    Metric("precision_omega", "precision-Ω", export_spread=True, per_k=False),
+    Metric("hit_rate", "hit rate"),
+    Metric("mrr", "MRR"),
+    Metric("ndcg", "nDCG"),
+    Metric("doc_recall", "doc recall"),
+    Metric("context_tokens", "context tokens", higher_is_better=False, count=True, scale="context_tokens_half"),
+):
+    register_metric(_declared)
+#: The metrics :func:`tuner.evaluation.metrics.score` computes itself.
+BUILT_IN = metric_names()
