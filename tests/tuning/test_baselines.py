@@ -314,7 +314,8 @@ def test_the_cold_price_counts_each_embedding_pass():
     from tuner.tuning.trial import TrialObjective
 
     fake = SimpleNamespace(_corpus_tokens=None, corpus=SimpleNamespace(token_count=lambda: 1000),
-                           rates_for=lambda _: SimpleNamespace(embed_tokens_per_s=100.0))
+                           rates_for=lambda _: SimpleNamespace(embed_tokens_per_s=100.0),
+                           _calibrated=lambda _: None)  # no machine calibration: the study's rate
 
     def price(chunker: dict, method: str) -> float:
         config = EvaluationConfig.from_dict({"chunker": chunker, "retrieval": {"k": 3, "method": method}})
