@@ -438,15 +438,15 @@ class StudyRecommendation:
         mine, theirs = Standing.of(chosen), Standing.of(other)
         difference = (mine.recall - theirs.recall) * 100
         text = f"{what} ({self._baseline(number)}): {theirs.describe()}; "
+        if round(difference, 1) > 0:
+            return text + f"{difference:.1f} points more recall"
+        gains = gained(chosen, other)
         if round(difference, 1) == 0:
-            return text + "the same recall"
-        text += f"{abs(difference):.1f} points {'more' if difference > 0 else 'less'} recall"
-        if difference < 0:
-            gains = gained(chosen, other)
-            text += (f" for {', '.join(gains)}" if gains else
-                     ", for nothing in context tokens, IoU, cost or latency (its weighted score on the search "
-                     "questions chose it)")
-        return text
+            return text + "the same recall" + (f", with {', '.join(gains)}" if gains else "")
+        return text + f"{-difference:.1f} points less recall" + (
+            f" for {', '.join(gains)}" if gains else
+            ", for nothing in context tokens, IoU, cost or latency (its weighted score on the search questions "
+            "chose it)")
 
     def statement(self) -> list[str]:
         """The recommendation, stated once: which configuration and why, then its recall and
