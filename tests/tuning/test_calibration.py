@@ -97,3 +97,30 @@ def test_the_dry_run_says_when_the_price_was_measured_and_recalibrate_measures_a
     assert ("measured all-MiniLM-L6-v2 again on this machine: 3,000 tokens/s (was 1,147 tokens/s, measured on an "
             "unrecorded date)") in captured.err
     assert "embedding priced at 3,000 tokens/s, measured 20" in captured.out
+
+
+def test_a_trial_whose_model_ran_3x_slower_recalibrates(machine, capsys):
+    """The worker's side: after a trial, the model's own tokens and seconds are compared."""
+    from types import SimpleNamespace
+
+    from tuner.tuning.trial import TrialObjective
+
+    model, _ = machine
+    objective.calibrated_throughput(model)  # 3,000 tokens/s
+    model.tokens_per_s = 1000.0
+    model.stats.read_tokens, model.stats.model_seconds = 30_000, 30.0  # the trial: 1,000 tokens/s
+    fake = SimpleNamespace(_calibrated=lambda config: 3000.0)
+    TrialObjective._follow_the_machine(fake, 7, SimpleNamespace(embedder=None), model, 0, 0.0)
+    assert capsys.readouterr().err.startswith("trial 7: the model embedded 1,000 tokens/s, 3.0x slower than its "
+                                              "calibration (3,000 tokens/s, measured ")
+    assert objective.stored_throughput(model) == pytest.approx(1000.0)
+
+
+def test_a_truncated_text_counts_its_window_in_the_tokens_read(machine):
+    model, _ = machine
+    model.max_input_tokens = 4
+    texts = ["one two three four five six seven eight nine ten", "short"]
+    counts = count_tokens_batch(texts)
+    assert counts[0] > 4 >= counts[1]
+    model.embed(texts)
+    assert (model.stats.computed_tokens, model.stats.read_tokens) == (sum(counts), 4 + counts[1])

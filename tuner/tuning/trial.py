@@ -132,15 +132,15 @@ class TrialObjective:
             raise TargetReached
         embedder = self.embedder(config.embedder)
         api_tokens = embedder.stats.api_tokens
-        computed, model_seconds = embedder.stats.computed_tokens, embedder.stats.model_seconds
+        read, model_seconds = embedder.stats.read_tokens, embedder.stats.model_seconds
         try:
             with EmbeddingReport(trial.number) as report:
                 result = self._climb(trial, config, report)
         except StoppedAtRung:
             self._record_api_usage(trial, config, embedder.stats.api_tokens - api_tokens)
-            self._follow_the_machine(trial.number, config, embedder, computed, model_seconds)
+            self._follow_the_machine(trial.number, config, embedder, read, model_seconds)
             raise
-        self._follow_the_machine(trial.number, config, embedder, computed, model_seconds)
+        self._follow_the_machine(trial.number, config, embedder, read, model_seconds)
         attrs = self._attributes(result)
         if not config.embedder.local:
             attrs.update(api_usage_attributes(embedder.stats.api_tokens - api_tokens, self.rates_for(config.embedder)))
@@ -183,11 +183,12 @@ class TrialObjective:
 
     def _follow_the_machine(self, number: int, config: EvaluationConfig, embedder: Embedder, tokens_before: int,
                             seconds_before: float) -> None:
-        """Re-measure the calibration when this trial's own throughput (the model's tokens and
-        seconds since the counts ``*_before``) disagrees with it (:func:`.objective.check_calibration`)."""
+        """Re-measure the calibration when this trial's own throughput (the tokens the model read,
+        truncated texts counted up to its window, and its seconds since the counts ``*_before``)
+        disagrees with it (:func:`.objective.check_calibration`)."""
         if self._calibrated(config.embedder) is None:
             return
-        tokens = embedder.stats.computed_tokens - tokens_before
+        tokens = embedder.stats.read_tokens - tokens_before
         seconds = embedder.stats.model_seconds - seconds_before
         with contextlib.suppress(Exception):  # a failed re-measurement leaves the old figure: never fail a trial
             if (said := check_calibration(embedder, tokens, seconds)) is not None:
