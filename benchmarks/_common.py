@@ -16,7 +16,7 @@ def require_chroma_dev(path: Path) -> None:
 
 def grid_configs(grid: str) -> list[tuple[str, int, int]]:
     """(chunker, size, overlap) of the grid's chunkings; every k comes from one evaluation."""
-    from tuner.tuning.space import fraction_value
+    from tuner.tuning.search.domains import fraction_value
 
     if grid == "full":
         sizes, shares = range(50, 1001, 50), (0.0, 0.25, 0.5)

@@ -155,12 +155,14 @@ def main() -> int:
                         help="also compare other HTML main-content strategies (landmarks vs libraries)")
     args = parser.parse_args()
     warnings.simplefilter("ignore")
-    from tuner.data.convert import convert_file, furniture_share, raw_text
+    from tuner.data.convert import CONVERSION_VERSION, convert_file, furniture_share, raw_text
+
+    after = f"after (chunkwise-convert {CONVERSION_VERSION})"
 
     data = yaml.safe_load(DATA.read_text(encoding="utf-8"))
     converters: dict[str, Callable[[Path], str]] = {
         "before (chunkwise-convert 1)": raw_text,
-        "after (chunkwise-convert 2)": lambda p: convert_file(p, cache_dir=False)[0],
+        after: lambda p: convert_file(p, cache_dir=False)[0],
     }
     if args.variants:
         converters = {"before (chunkwise-convert 1)": raw_text, **html_variants()}
@@ -173,7 +175,7 @@ def main() -> int:
             path = fetch(item["package"], args.cache) / item["path"]
             raw = raw_text(path)
             for name, convert in converters.items():
-                if kind == "PDF" and name not in ("before (chunkwise-convert 1)", "after (chunkwise-convert 2)"):
+                if kind == "PDF" and name not in ("before (chunkwise-convert 1)", after):
                     continue
                 seconds, text = timed(lambda convert=convert, path=path: convert(path), args.repeats)
                 lines = heading_lines(text)

@@ -107,8 +107,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     from tuner.evaluation.config import EvaluationConfig
     from tuner.evaluation.evaluator import evaluate
     from tuner.retrieval.config import RetrievalConfig
-    from tuner.tuning.objective import Rates, Scales, Weights, resolve_rates, weighted_score
-    from tuner.tuning.records import trial_attributes
+    from tuner.tuning.scoring.objective import Rates, Scales, Weights, resolve_rates, weighted_score
+    from tuner.tuning.study.records import trial_attributes
 
     corpus, queries, pool = build_corpus(args.data, args.mb)
     chars = sum(len(d.text) for d in corpus)
@@ -310,7 +310,6 @@ def study(args: argparse.Namespace) -> None:
 
     from tuner.evaluation.fidelity import Fidelity
     from tuner.tuning import StudySpec, tune
-
     corpus, queries, _ = build_corpus(args.data, args.mb)
     work = Path(tempfile.mkdtemp(prefix="chunkwise-fidelity-study-"))
     folder = work / "mixed"

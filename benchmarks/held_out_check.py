@@ -40,10 +40,10 @@ def main() -> int:
     from tuner.evaluation.evaluator import evaluate
     from tuner.retrieval.config import RetrievalConfig
     from tuner.tuning import StudySpec, tune
-    from tuner.tuning.records import TrialRecord, evaluated, trial_attributes
-    from tuner.tuning.selection import Candidate, candidate, cross_validated_gain
-    from tuner.tuning.settings import StudySettings
-    from tuner.tuning.study import load_study_inputs
+    from tuner.tuning.scoring.selection import Candidate, candidate, cross_validated_gain
+    from tuner.tuning.study.opening import load_study_inputs
+    from tuner.tuning.study.records import TrialRecord, evaluated, trial_attributes
+    from tuner.tuning.study.settings import StudySettings
 
     corpora = tuple((p.stem, str(p)) for p in sorted((args.data / "corpora").glob("*.md")))
     spec = StudySpec(name="heldout", corpora=corpora, queries=str(args.data / "questions.csv"), space=args.space,

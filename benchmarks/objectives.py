@@ -93,9 +93,9 @@ def reselect(args: argparse.Namespace, out) -> None:
     what changes when only the definition of "best" does, with no new search."""
     import optuna
 
-    from tuner.tuning.objective import Constraints, Scales, Weights, weighted_score
-    from tuner.tuning.records import evaluated
-    from tuner.tuning.storage import make_storage
+    from tuner.tuning.scoring.objective import Constraints, Scales, Weights, weighted_score
+    from tuner.tuning.study.records import evaluated
+    from tuner.tuning.study.storage import make_storage
 
     folder = Path(args.storage_dir).resolve()
     print("\n## The default studies' trials, chosen under each objective (highest score; no tie gate)\n", file=out)
@@ -130,9 +130,9 @@ def own_studies(args: argparse.Namespace, out) -> None:
     """Per objective's own study: its highest-scoring trial and the tie gate's recommendation."""
     import optuna
 
-    from tuner.tuning.records import best_trial
-    from tuner.tuning.selection import recommend_for_study
-    from tuner.tuning.storage import make_storage
+    from tuner.tuning.scoring.selection import recommend_for_study
+    from tuner.tuning.study.records import best_trial
+    from tuner.tuning.study.storage import make_storage
 
     folder = Path(args.storage_dir).resolve()
     print("\n## Each objective's own study: best score and recommendation (tie gate)\n", file=out)

@@ -85,8 +85,8 @@ def fixed(data: dict, out) -> None:
 
 def studies(data: dict, args: argparse.Namespace, out) -> None:
     from tuner.tuning import StudySpec, tune
-    from tuner.tuning.records import records
-    from tuner.tuning.storage import make_storage
+    from tuner.tuning.study.records import records
+    from tuner.tuning.study.storage import make_storage
 
     grid = yaml.safe_load((ROOT / "search_spaces" / "default-grid.yaml").read_text(encoding="utf-8"))
     folder = Path(args.storage_dir).resolve()

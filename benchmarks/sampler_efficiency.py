@@ -36,8 +36,8 @@ SEEDS = (0, 1, 2)
 def exhaustive_table(corpus, evalset, space, embedder, rates, weights, scales) -> dict[tuple, dict]:
     """Every grid point's attributes, keyed by (chunker, size, overlap, k)."""
     from tuner import evaluate
-    from tuner.tuning.records import trial_attributes
-    from tuner.tuning.space import fraction_value
+    from tuner.tuning.search.domains import fraction_value
+    from tuner.tuning.study.records import trial_attributes
 
     max_k = max(space.k.grid_values("k"))
     table = {}
@@ -58,7 +58,7 @@ def run_sampler(sampler: optuna.samplers.BaseSampler, space, table: dict, trials
     As in ``chunkwise tune``, a proposal of an already evaluated configuration is pruned
     without evaluation and does not count: every sampler gets ``trials`` evaluations.
     """
-    from tuner.tuning.records import DUPLICATE_ATTR, SCORE_ATTR
+    from tuner.tuning.study.records import DUPLICATE_ATTR, SCORE_ATTR
 
     study = optuna.create_study(directions=["maximize", "maximize"], sampler=sampler)
     best, curve = float("-inf"), []
@@ -96,7 +96,7 @@ WEIGHT_SETS = {
 
 def rescore(table: dict, weights, scales) -> dict:
     """The same table under other weights (recall, IoU, latency and cost do not change)."""
-    from tuner.tuning.objective import weighted_score
+    from tuner.tuning.scoring.objective import weighted_score
 
     return {key: {**a, "score": weighted_score(a["recall"], a["iou"], a["latency_ms"] / 1000,
                                                a["cost_usd_per_1k_queries"], weights, scales)}
@@ -117,8 +117,8 @@ def main() -> int:
     from tuner import EmbedderConfig, load_corpus, load_evaluation_set
     from tuner.embedding import EmbeddingCache
     from tuner.tuning import Rates, Scales, Weights, load_search_space
-    from tuner.tuning.objective import resolve_rates
-    from tuner.tuning.samplers import WeightedScoreSampler
+    from tuner.tuning.scoring.objective import resolve_rates
+    from tuner.tuning.search.samplers import WeightedScoreSampler
 
     space = load_search_space(ROOT / "search_spaces" / "default-grid.yaml")
     embedder = EmbedderConfig().build(EmbeddingCache(args.cache) if args.cache else EmbeddingCache())

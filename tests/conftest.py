@@ -60,6 +60,18 @@ def fresh_postgres_url(postgres_url: str) -> Iterator[str]:
         admin.dispose()
 
 
+@pytest.fixture(autouse=True)
+def _forget_endpoint_credentials(monkeypatch) -> Iterator[None]:
+    """Credentials taken out of an endpoint URL live in the process (and its environment, for the
+    workers it starts): each test starts and ends without any."""
+    from tuner._io import secrets
+
+    monkeypatch.setenv(secrets.ENDPOINT_CREDENTIALS_ENVIRONMENT, "")  # restored (unset) after the test
+    secrets._credentials.clear()
+    yield
+    secrets._credentials.clear()
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _private_cache_dir(tmp_path_factory) -> Iterator[None]:
     """Keep the tests' embedding cache and calibration out of the user's ~/.cache."""

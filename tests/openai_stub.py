@@ -52,6 +52,10 @@ Malformed replies
     login or error page), ``"mixed"`` (the first vector one value short), ``"nan"`` (every value NaN),
     ``"count"`` (one vector fewer than the inputs), ``"not-object"`` (a JSON list) and ``"hang"``
     (nothing is sent for ``hang_s`` seconds, then the normal reply; the client times out first).
+    ``"truncated"``, ``"html"``, ``"not-object"`` and ``"hang"`` spoil any endpoint's reply; for
+    ``/v1/chat/completions`` and ``/v1/completions`` there are also ``"no-choices"`` (an empty
+    ``choices`` list), ``"empty"`` (an empty message; for completions, empty logprobs lists) and
+    ``"length"`` (the message, or the logprobs lists, cut in half, with ``finish_reason: "length"``).
 
 Latency and rate-limit headers
     ``stub.delay_fn(request) -> seconds`` (default none) delays each successful embedding answer, e.g.
@@ -83,7 +87,8 @@ __all__ = ["OpenAIStub", "RecordedRequest", "deterministic_embedding", "error_bo
 
 RETRYABLE_STATUSES = frozenset({408, 409, 429})
 #: The bad replies :meth:`OpenAIStub.script` can queue (see the module docstring).
-MALFORMED = frozenset({"truncated", "html", "mixed", "nan", "count", "not-object", "hang"})
+MALFORMED = frozenset({"truncated", "html", "mixed", "nan", "count", "not-object", "hang", "no-choices", "empty",
+                       "length"})
 
 _ERROR_DETAILS: dict[int, tuple[str, str | None]] = {
     400: ("invalid_request_error", None),
@@ -408,6 +413,30 @@ def _usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
     }
 
 
+def _spoiled_choices(kind: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """A (chat) completions ``payload`` with no choices, an empty first choice, or its first choice
+    cut in half at the length limit."""
+    choices = payload.get("choices", [])
+    if kind == "no-choices" or not choices:
+        choices.clear()
+        return payload
+    choice = choices[0]
+    message = choice.get("message")
+    if message is not None:
+        content = message.get("content") or ""
+        message["content"] = "" if kind == "empty" else content[: len(content) // 2]
+    logprobs = choice.get("logprobs")
+    if isinstance(logprobs, dict):
+        for name, values in logprobs.items():
+            if isinstance(values, list):
+                logprobs[name] = [] if kind == "empty" else values[: len(values) // 2]
+    if message is None and kind == "empty":
+        choice["text"] = ""
+    if kind == "length":
+        choice["finish_reason"] = "length"
+    return payload
+
+
 def _make_handler(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         # HTTP/1.0: one request per connection, so stop() never waits on idle keep-alive sockets.
@@ -477,10 +506,13 @@ def _make_handler(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
             self._send(200, payload, extra)
 
         def _malformed(self, kind: str, payload: dict[str, Any]) -> None:
-            """Answer 200 with a spoiled version of ``payload`` (an embeddings reply)."""
+            """Answer 200 with a spoiled version of ``payload`` (an embeddings or (chat) completions reply)."""
             if kind == "hang":
                 time.sleep(stub.hang_s)
                 self._send(200, payload)
+                return
+            if kind in ("no-choices", "empty", "length"):
+                self._send(200, _spoiled_choices(kind, payload))
                 return
             data = payload.get("data", [])
             as_base64 = data and isinstance(data[0]["embedding"], str)

@@ -10,6 +10,7 @@ import pytest
 
 import tuner
 from tuner.embedding.config import EmbedderConfig
+from tuner.tuning.study.storage import existing_run_storage
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "handbook"
@@ -67,6 +68,20 @@ def test_tune_export_reload_and_report_from_python(tmp_path, openai_server, monk
 
     report = again.report(tmp_path / "report", top=2, bootstrap=50, cache=None)
     assert report.is_file() and "handbook" in report.read_text()
+
+    # A handle opens its storage once and closes it at the end of a with block.
+    opened = []
+
+    def counted(*args, **kwargs):
+        opened.append(existing_run_storage(*args, **kwargs))
+        return opened[-1]
+
+    monkeypatch.setattr(tuner.api, "existing_run_storage", counted)
+    with tuner.load_run("handbook") as handle:
+        assert handle.best is not None and handle.recommended is not None and len(handle.trials()) == 6
+        assert handle.corpora == ["handbook"] and handle.study().study_name == "handbook/handbook"
+    assert len(opened) == 1
+    assert opened[0].engine.pool.checkedout() == 0 and handle._opened is None
 
 
 def test_a_corpus_built_in_memory_and_unnamed_runs_are_refused(tmp_path):

@@ -27,9 +27,9 @@ from tuner.embedding.config import EmbedderConfig
 from tuner.evaluation import Metric, register_metric
 from tuner.evaluation.config import EvaluationConfig
 from tuner.retrieval import RetrievalMethod, register_method
-from tuner.tuning.cost import kind_of
-from tuner.tuning.objective import ResolvedRates, Scales, Weights
-from tuner.tuning.records import trial_attributes
+from tuner.tuning.scoring.objective import ResolvedRates, Scales, Weights
+from tuner.tuning.search.cost import kind_of
+from tuner.tuning.study.records import trial_attributes
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "handbook"
@@ -153,3 +153,33 @@ def test_a_study_prices_records_and_exports_the_newcomers(data, tmp_path, monkey
     written = json.loads((tmp_path / "best.json").read_text())
     assert written["metrics"]["first_hit_recall"] == pytest.approx(trials[0].first_hit_recall)
     assert exported.record.number == trials[0].number
+
+
+def test_a_process_imports_the_extensions_named_in_its_environment(tmp_path):
+    """A worker process, a Dask task or a command started afresh registers what CHUNKWISE_PLUGINS
+    names: here the command line accepts a method registered by a module it imported itself."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "reverse_bm25.py").write_text(
+        "from tuner.retrieval import RetrievalMethod, register_method\n\n\n"
+        "@register_method\nclass ReverseBM25(RetrievalMethod):\n"
+        "    name = 'reverse_bm25'\n    embeds = False\n    lexical = True\n\n"
+        "    def rank(self, settings, k, *, dense, lexical, query_vectors, questions):\n"
+        "        ranked = lexical.search_scored(questions, k)\n"
+        "        return ranked\n", encoding="utf-8")
+    command = [sys.executable, "-m", "tuner", "evaluate", "--corpus", str(EXAMPLE), "--queries", str(QUERIES),
+               "--chunker", "token", "-p", "size=128", "-p", "overlap=0", "--method", "reverse_bm25", "--no-cache"]
+    path = os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])
+    without = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": path})
+    assert without.returncode == 2 and "invalid choice: 'reverse_bm25'" in without.stderr
+    named = subprocess.run(command, capture_output=True, text=True,
+                           env={**os.environ, "PYTHONPATH": path, "CHUNKWISE_PLUGINS": "reverse_bm25"})
+    assert named.returncode == 0, named.stderr
+    assert "reverse_bm25" in named.stdout and "recall" in named.stdout
+
+    missing = subprocess.run(command, capture_output=True, text=True,
+                             env={**os.environ, "PYTHONPATH": path, "CHUNKWISE_PLUGINS": "no_such_module"})
+    assert missing.returncode == 2 and "cannot import the chunkwise extension 'no_such_module'" in missing.stderr
+    assert "Traceback" not in missing.stderr

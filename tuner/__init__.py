@@ -18,6 +18,8 @@ The public API is small:
 * :mod:`tuner.tuning`: search spaces, the weighted objective, storage and workers.
 """
 
+from . import _plugins
+from ._plugins import load_plugins
 from ._version import __version__
 from .chunkers import Chunk, Chunker, chunker_names, make_chunker
 from .chunkers.config import ChunkerConfig
@@ -70,6 +72,13 @@ __all__ = [
     "open_collection",
     "tune",
 ]
+
+# Extensions installed as entry points or named in CHUNKWISE_PLUGINS register themselves now, in
+# every process that imports chunkwise (worker processes and Dask tasks included).
+try:
+    load_plugins()
+except ChunkwiseError as _failure:
+    _plugins.FAILURE = _failure
 
 
 def __getattr__(name: str):

@@ -18,7 +18,8 @@ one handle on what the run found (what ``optuna.Study`` is to an Optuna user)::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,14 +34,21 @@ from .embedding.config import EmbedderConfig
 from .errors import ChunkwiseError, option
 from .evaluation.fidelity import Fidelity
 from .reporting.report import write_report
-from .tuning.objective import Constraints, Weights
-from .tuning.progress import format_outcomes
-from .tuning.records import TrialRecord, best_trial, evaluated, load_run_study, run_studies, split_study_name
-from .tuning.run import CorpusOutcome
-from .tuning.run import tune as run_study_spec
-from .tuning.selection import StudyRecommendation, recommend_for_study
-from .tuning.storage import absolute_url, default_storage_url, existing_run_storage, storage_errors
-from .tuning.study import StudySpec, build_spec, load_study_file, parse_duration
+from .tuning.run.progress import format_outcomes
+from .tuning.run.runner import CorpusOutcome
+from .tuning.run.runner import tune as run_study_spec
+from .tuning.scoring.objective import Constraints, Weights
+from .tuning.scoring.selection import StudyRecommendation, recommend_for_study
+from .tuning.study.records import TrialRecord, best_trial, evaluated, load_run_study, run_studies, split_study_name
+from .tuning.study.spec import StudySpec, build_spec, load_study_file, parse_duration
+from .tuning.study.storage import (
+    StudyStorage,
+    absolute_url,
+    default_storage_url,
+    display_url,
+    existing_run_storage,
+    storage_errors,
+)
 
 if TYPE_CHECKING:
     import pandas
@@ -52,7 +60,12 @@ CorpusInput = str | Path | Corpus
 class TuningRun:
     """A run's studies, one per corpus, in one storage: read what they found, export, report.
 
-    Methods taking ``corpus`` need it only when the run has several corpora.
+    Methods taking ``corpus`` need it only when the run has several corpora. The handle opens its
+    storage once, on first use, and keeps it (one connection pool) until :meth:`close`, which a
+    ``with`` block calls::
+
+        with tuner.load_run("handbook") as run:
+            print(run.recommended.describe())
     """
 
     def __init__(self, name: str, storage: str, outcomes: Sequence[CorpusOutcome] = ()) -> None:
@@ -60,22 +73,40 @@ class TuningRun:
         self.storage = storage
         #: What the run that made this handle did (empty for a run opened with :func:`load_run`).
         self.outcomes = list(outcomes)
+        self._opened: StudyStorage | None = None
 
     def __repr__(self) -> str:
-        return f"TuningRun({self.name!r}, corpora={self.corpora!r})"
+        return f"TuningRun({self.name!r}, storage={display_url(self.storage)!r})"
+
+    def __enter__(self) -> TuningRun:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the storage's connections (the handle opens it again if used after)."""
+        if self._opened is not None:
+            self._opened.engine.dispose()
+            self._opened = None
+
+    def _storage(self) -> StudyStorage:
+        if self._opened is None:
+            self._opened = existing_run_storage(self.name, self.storage)
+        return self._opened
 
     @property
     def corpora(self) -> list[str]:
         """The corpus of each study of the run, sorted."""
         with storage_errors(self.storage):
-            storage = existing_run_storage(self.name, self.storage)
+            storage = self._storage()
             return [split_study_name(name)[1] or "" for name in run_studies(storage, self.name,
                                                                              where=storage.display_url)]
 
     def study(self, corpus: str | None = None) -> optuna.Study:
         """The Optuna study of ``corpus``."""
         with storage_errors(self.storage):
-            storage = existing_run_storage(self.name, self.storage)
+            storage = self._storage()
             return load_run_study(storage, self.name, corpus, where=storage.display_url)
 
     def recommendation(self, corpus: str | None = None) -> StudyRecommendation | None:
@@ -85,7 +116,7 @@ class TuningRun:
 
     @property
     def recommended(self) -> TrialRecord | None:
-        """The recommended trial (:func:`~tuner.tuning.selection.recommend_for_study`: the one the
+        """The recommended trial (:func:`~tuner.tuning.scoring.selection.recommend_for_study`: the one the
         summary, the report, the dashboard note and ``export`` name; the best itself when nothing
         can be compared); the run must have one corpus."""
         verdict = self.recommendation()
@@ -160,10 +191,10 @@ def tune(corpus: CorpusInput | Sequence[CorpusInput] | Mapping[str, CorpusInput]
         cache: an embedding cache file (default: the shared one).
         backend: ``"local"`` (default: ``jobs`` processes here) or ``"dask"``: the workers run as tasks
             on the Dask cluster at ``scheduler`` (``"tcp://HOST:8786"``), against a PostgreSQL
-            ``storage`` (see :mod:`tuner.tuning.cluster`).
+            ``storage`` (see :mod:`tuner.tuning.run.dask_cluster`).
         scheduler: the Dask scheduler's address.
         constraints: limits a recommended trial must meet, e.g. ``{"context_tokens": 1000}`` (a
-            :class:`~tuner.tuning.objective.Constraints` or a mapping).
+            :class:`~tuner.tuning.scoring.objective.Constraints` or a mapping).
         pareto: the Pareto front's metrics for a new study (default ``("recall", "context_tokens")``).
         progress: show a progress bar.
         echo: receives the run's messages.
@@ -194,8 +225,22 @@ def tune(corpus: CorpusInput | Sequence[CorpusInput] | Mapping[str, CorpusInput]
         backend=backend, scheduler=scheduler,
         constraints=Constraints.from_dict(dict(constraints)) if isinstance(constraints, Mapping) else constraints,
         pareto=tuple(pareto) if pareto is not None else None)
-    outcomes = run_study_spec(spec, progress=progress, echo=echo)
+    with optuna_at_warning():
+        outcomes = run_study_spec(spec, progress=progress, echo=echo)
     return TuningRun(spec.name, spec.storage, outcomes)
+
+
+@contextlib.contextmanager
+def optuna_at_warning() -> Iterator[None]:
+    """Optuna's own logging at WARNING while the block runs (its INFO lines, "A new study
+    created in RDB" and one per trial, repeat what the run reports); a quieter level the
+    caller chose is kept, and the caller's level comes back afterwards."""
+    before = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(max(before, optuna.logging.WARNING))
+    try:
+        yield
+    finally:
+        optuna.logging.set_verbosity(before)
 
 
 def load_run(name: str, storage: str | None = None) -> TuningRun:

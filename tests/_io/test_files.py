@@ -332,8 +332,7 @@ class FakeLocalEmbedder:
 
 
 def test_calibration_file_is_private_and_never_half_written(tmp_path, monkeypatch):
-    from tuner.tuning import objective
-
+    from tuner.tuning.scoring import objective
     path = tmp_path / "cache" / "calibration.json"
     monkeypatch.setattr(objective, "calibration_file", lambda: path)
     monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(get_num_threads=lambda: 2))
@@ -348,9 +347,10 @@ def test_calibration_file_is_private_and_never_half_written(tmp_path, monkeypatc
 
 def test_a_study_says_it_measures_throughput_only_when_it_does(tmp_path, monkeypatch):
     from tuner.embedding.config import EmbedderConfig
-    from tuner.tuning import objective, settings
-    from tuner.tuning.objective import Rates
-    from tuner.tuning.settings import StudySettings
+    from tuner.tuning.scoring import objective
+    from tuner.tuning.scoring.objective import Rates
+    from tuner.tuning.study import settings
+    from tuner.tuning.study.settings import StudySettings
 
     monkeypatch.setattr(objective, "calibration_file", lambda: tmp_path / "calibration.json")
     monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(get_num_threads=lambda: 2))

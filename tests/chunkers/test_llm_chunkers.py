@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import re
+import sqlite3
 from pathlib import Path
 
 import numpy as np
@@ -55,17 +57,143 @@ def test_llm_chunker_follows_valid_split_points(openai_server, client):
 
 @pytest.mark.parametrize("reply", ["I would split after 3 and 5.", "split_after: 9, 2", "split_after: 0",
                                    "split_after: 999"])
-def test_llm_chunker_falls_back_on_malformed_replies(openai_server, client, reply):
+def test_llm_chunker_falls_back_on_malformed_replies(openai_server, client, reply, tmp_path):
     openai_server.chat_handler = lambda body: reply
     doc = topics()
     chunker = tuner.make_chunker("llm", piece_size=20, window_tokens=100).use_client(client)
     chunks = chunker.split(doc)
     assert chunker.malformed_replies >= 1
+    # Each window was asked twice (the client's one retry), then fell back.
+    assert len(openai_server.requests_to("/v1/chat/completions")) == 2 * chunker.malformed_replies
+    assert rows(tmp_path / "llm.sqlite3") == []  # nothing refused is cached
     covered = set()
     for chunk in chunks:
         assert doc.text[chunk.start_index:chunk.end_index] == chunk.text
         covered.update(range(chunk.start_index, chunk.end_index))
     assert all(i in covered for i, ch in enumerate(doc.text) if not ch.isspace())
+
+
+def test_llm_chunker_reads_split_points_among_prose(openai_server, client):
+    openai_server.chat_handler = lambda body: f"Looking at the text...\n{split_after_topic_changes(body)}\nDone."
+    doc = topics()
+    chunker = tuner.make_chunker("llm", piece_size=20, window_tokens=400).use_client(client)
+    assert [c.text for c in chunker.split(doc)] == paragraphs(doc)
+    assert getattr(chunker, "malformed_replies", 0) == 0
+
+
+def rows(path) -> list[str]:
+    if not path.exists():
+        return []
+    with sqlite3.connect(path) as db:
+        return [row[0] for row in db.execute("SELECT value FROM responses ORDER BY rowid")]
+
+
+#: What each bad reply must be reported as, from the chat and the completions endpoints.
+CHAT_PROBLEMS = {
+    "html": "the reply is not JSON (content type 'text/html', 55 bytes starting '<html><body>",
+    "truncated": "the reply is not JSON (content type 'application/json'",
+    "not-object": "the reply is not a JSON object with a 'choices' list",
+    "no-choices": "the reply has no choices (an empty 'choices' list)",
+    "empty": "the reply's message is empty",
+    "length": "the reply was cut off at the model's length limit (finish_reason 'length'",
+}
+COMPLETIONS_PROBLEMS = {
+    **{kind: CHAT_PROBLEMS[kind] for kind in ("html", "truncated", "not-object", "no-choices")},
+    "empty": "the reply's logprobs are empty",
+    "length": "the echo stops at character ",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(CHAT_PROBLEMS))
+def test_llm_chunker_asks_again_after_a_bad_reply(openai_server, client, kind, tmp_path):
+    openai_server.chat_handler = split_after_topic_changes
+    openai_server.script("/v1/chat/completions", [kind])
+    doc = topics()
+    chunker = tuner.make_chunker("llm", piece_size=20, window_tokens=400).use_client(client)
+    assert [c.text for c in chunker.split(doc)] == paragraphs(doc)
+    asked = len(openai_server.requests_to("/v1/chat/completions"))
+    assert len(rows(tmp_path / "llm.sqlite3")) == asked - 1  # every good reply, not the bad one
+
+
+@pytest.mark.parametrize("kind", sorted(CHAT_PROBLEMS))
+def test_llm_chunker_stops_on_a_bad_reply_that_persists(openai_server, client, kind, tmp_path):
+    openai_server.chat_handler = split_after_topic_changes
+    openai_server.script("/v1/chat/completions", [kind, kind])
+    chunker = tuner.make_chunker("llm", piece_size=20, window_tokens=400).use_client(client)
+    with pytest.raises(LLMError) as raised:
+        chunker.split(topics())
+    assert str(raised.value).startswith(f"the LLM endpoint {openai_server.base_url} (model 'stub-llm') gave no "
+                                        f"usable reply in 2 attempts: {CHAT_PROBLEMS[kind]}")
+    assert getattr(chunker, "malformed_replies", 0) == 0  # an error, not a silent fallback
+    assert rows(tmp_path / "llm.sqlite3") == []
+
+
+@pytest.mark.parametrize("kind", sorted(COMPLETIONS_PROBLEMS))
+def test_logprob_chunker_asks_again_after_a_bad_reply(openai_server, client, kind, tmp_path):
+    openai_server.completion_handler = marker_logprobs
+    openai_server.script("/v1/completions", [kind])
+    doc = topics()
+    assert [c.text for c in tuner.make_chunker("logprob", threshold=1.0).use_client(client).split(doc)] == \
+        paragraphs(doc)
+    assert len(openai_server.requests_to("/v1/completions")) == 2
+    assert len(rows(tmp_path / "llm.sqlite3")) == 1
+
+
+@pytest.mark.parametrize("kind", sorted(COMPLETIONS_PROBLEMS))
+def test_logprob_chunker_stops_on_a_bad_reply_that_persists(openai_server, client, kind, tmp_path):
+    openai_server.completion_handler = marker_logprobs
+    openai_server.script("/v1/completions", [kind, kind])
+    url = openai_server.base_url.replace("http://", "http://user:hunter22@")
+    secret = LLMClient(model="stub-llm", base_url=url, api_key="k", max_retries=1, cache_path=tmp_path / "llm.sqlite3")
+    with pytest.raises(LLMError) as raised:
+        tuner.make_chunker("logprob").use_client(secret).split(topics())
+    message = str(raised.value)
+    where = openai_server.base_url  # the credentials were taken out of the URL when it was read
+    assert message.startswith(f"the LLM endpoint {where} (model 'stub-llm') gave no usable reply in 2 attempts: "
+                              f"{COMPLETIONS_PROBLEMS[kind]}")
+    assert "hunter22" not in message and "\n" not in message
+    assert rows(tmp_path / "llm.sqlite3") == []
+
+
+def test_a_hung_completions_endpoint_is_given_up_on_after_the_read_timeout(openai_server, tmp_path):
+    openai_server.hang_s = 5
+    openai_server.completion_handler = marker_logprobs
+    openai_server.script("/v1/completions", ["hang", "hang"])
+    client = LLMClient(model="stub-llm", base_url=openai_server.base_url, api_key="k", max_retries=1, timeout_s=0.5,
+                       cache_path=tmp_path / "llm.sqlite3")
+    with pytest.raises(LLMError) as raised:
+        tuner.make_chunker("logprob").use_client(client).split(topics())
+    assert str(raised.value) == (f"the LLM endpoint {openai_server.base_url} did not answer within 0.5 s "
+                                 "(2 attempts); check that the server is up and not overloaded")
+    assert raised.value.fatal
+
+
+def test_malformed_cached_replies_are_asked_again(openai_server, client, tmp_path):
+    openai_server.chat_handler = split_after_topic_changes
+    openai_server.completion_handler = marker_logprobs
+    doc = topics()
+    llm = tuner.make_chunker("llm", piece_size=20, window_tokens=400).use_client(client)
+    logprob = tuner.make_chunker("logprob", threshold=1.0).use_client(client)
+    llm.split(doc), logprob.split(doc)
+    chat_asked = len(openai_server.requests_to("/v1/chat/completions"))
+    # What an older version stored unchecked: a reply with no split points, logprobs cut short.
+    with sqlite3.connect(tmp_path / "llm.sqlite3") as db:
+        for (key, value) in db.execute("SELECT key, value FROM responses").fetchall():
+            stored = json.loads(value)
+            if "content" in stored:
+                stored["content"] = "I would rather not."
+            else:
+                stored["logprobs"] = {name: values[:3] for name, values in stored["logprobs"].items()}
+            db.execute("UPDATE responses SET value = ? WHERE key = ?", (json.dumps(stored), key))
+    fresh = LLMClient(model="stub-llm", base_url=openai_server.base_url, api_key="k", max_retries=1,
+                      cache_path=tmp_path / "llm.sqlite3")
+    again_llm = tuner.make_chunker("llm", piece_size=20, window_tokens=400).use_client(fresh)
+    assert [c.text for c in again_llm.split(doc)] == paragraphs(doc)
+    assert [c.text for c in tuner.make_chunker("logprob", threshold=1.0).use_client(fresh).split(doc)] == \
+        paragraphs(doc)
+    assert len(openai_server.requests_to("/v1/chat/completions")) == 2 * chat_asked
+    assert len(openai_server.requests_to("/v1/completions")) == 2
+    assert fresh.usage.cached == 0 and getattr(again_llm, "malformed_replies", 0) == 0
 
 
 class OnesEmbedder(Embedder):

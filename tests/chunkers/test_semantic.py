@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 
 import tuner
 from tuner.chunkers.base import SPAN_SEPARATOR
-from tuner.chunkers.cluster import optimal_segmentation
-from tuner.chunkers.clustering import bounded_single_linkage, clustering_distances
+from tuner.chunkers.cluster_semantic import optimal_segmentation
 from tuner.chunkers.kamradt import breakpoints
+from tuner.chunkers.sentence_clustering import bounded_single_linkage, clustering_distances
 from tuner.data.document import Document
 from tuner.embedding import EmbeddingCache
 from tuner.embedding.base import Embedder

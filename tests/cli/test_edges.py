@@ -60,10 +60,13 @@ def test_glob_from_the_current_folder(linked, monkeypatch):
     assert (corpus.name, [d.id for d in corpus]) == ("d", ["a.md", "sub/b.md"])
 
 
-def test_links_to_files_are_read(linked):
-    (linked / "sub" / "shared.md").symlink_to(linked.parent / "outside.md")
-    assert load_corpus(linked).document("sub/shared.md").text == "outside\n"
-    assert [d.id for d in load_corpus(str(linked / "sub" / "*.md"))] == ["b.md", "shared.md"]
+def test_links_to_files_inside_are_read_and_links_outside_are_not(linked):
+    (linked / "sub" / "shared.md").symlink_to(linked / "a.md")
+    (linked / "sub" / "leak.md").symlink_to(linked.parent / "outside.md")
+    assert load_corpus(linked).document("sub/shared.md").text == "alpha\n"
+    assert [d.id for d in load_corpus(linked)] == ["a.md", "sub/b.md", "sub/shared.md"]
+    # A glob's root is its fixed leading folder: sub/shared.md leads outside sub/.
+    assert [d.id for d in load_corpus(str(linked / "sub" / "*.md"))] == ["b.md"]
 
 
 def _unreadable(path):

@@ -145,7 +145,7 @@ def folder(tmp_path) -> Path:
 def test_pdf_becomes_markdown_with_headings_and_paragraphs(tmp_path):
     text, conversion = convert_file(write_pdf(tmp_path / "tidepools.pdf"))
     assert text == PDF_TEXT
-    assert conversion.converter.startswith("pdf: chunkwise-convert 2, pypdfium2 ")
+    assert conversion.converter.startswith("pdf: chunkwise-convert 3, pypdfium2 ")
     assert conversion.warnings == () and not conversion.cached
 
 
@@ -235,7 +235,7 @@ def test_conversion_is_cached_by_content_and_converter(tmp_path, monkeypatch):
     cached = tmp_path / "cache" / "conversions" / f"{first.conversion.key}.json"
     assert cached.stat().st_mode & 0o777 == 0o600
     # A new converter version means a new key: converted again (here: refused).
-    monkeypatch.setattr(convert, "CONVERSION_VERSION", 3)
+    monkeypatch.setattr(convert, "CONVERSION_VERSION", 4)
     convert.converter_identity.cache_clear()
     try:
         with pytest.raises(AssertionError, match="converted twice"):
@@ -399,9 +399,9 @@ SHORE = [  # three PDFs about the shore, one sentence per line
 def test_generate_on_pdfs_then_tune_and_refuse_a_changed_converter(tmp_path, openai_server, monkeypatch, capsys):
     from tuner.data.generate import generate_evaluation_set
     from tuner.llm.client import LLMClient
-    from tuner.tuning.settings import StudySettings
-    from tuner.tuning.storage import make_storage
-    from tuner.tuning.study import load_study_inputs
+    from tuner.tuning.study.opening import load_study_inputs
+    from tuner.tuning.study.settings import StudySettings
+    from tuner.tuning.study.storage import make_storage
 
     monkeypatch.setenv("OPENAI_API_KEY", "k")
     folder = tmp_path / "shore"
@@ -444,14 +444,14 @@ def test_generate_on_pdfs_then_tune_and_refuse_a_changed_converter(tmp_path, ope
     assert settings["conversion"]["documents"]["part1.pdf"] == corpus.document("part1.pdf").conversion.key
 
     # The same files through another converter version: the resume is refused, naming the converter.
-    monkeypatch.setattr(convert, "CONVERSION_VERSION", 3)
+    monkeypatch.setattr(convert, "CONVERSION_VERSION", 4)
     convert.converter_identity.cache_clear()
     try:
         assert main(command) == 2
         err = capsys.readouterr().err
         assert "study 'shore/shore' was created with different settings" in err
-        assert 'conversion.converters..pdf: "pdf: chunkwise-convert 2, pypdfium2' in err
-        assert '-> "pdf: chunkwise-convert 3, pypdfium2' in err
+        assert 'conversion.converters..pdf: "pdf: chunkwise-convert 3, pypdfium2' in err
+        assert '-> "pdf: chunkwise-convert 4, pypdfium2' in err
         with pytest.raises(tuner.ChunkwiseError, match="is converted to text differently than when study 'shore/shore' "
                                                        "was created"):
             load_study_inputs(StudySettings(settings), "shore/shore")
@@ -461,7 +461,8 @@ def test_generate_on_pdfs_then_tune_and_refuse_a_changed_converter(tmp_path, ope
 
 def test_study_files_take_include_and_exclude(tmp_path):
     from tuner.tuning import StudyError
-    from tuner.tuning.study import load_study_data, load_study_file
+    from tuner.tuning.study.opening import load_study_data
+    from tuner.tuning.study.spec import load_study_file
 
     docs = tmp_path / "docs"
     docs.mkdir()

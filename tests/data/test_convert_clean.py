@@ -453,9 +453,10 @@ def test_convert_stats_prints_the_share_removed_per_file(tmp_path, capsys):
     assert main(["convert", str(docs), "-o", str(tmp_path / "out"), "--stats"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[1:] == [
-        "furniture removed per converted file (characters before -> after clean-up, share removed):",
-        "  tides.html               24 ->         13   45.8%",
-        "  all 1 converted          24 ->         13   45.8%"]
+        "per converted file, least of its page kept first: characters before -> after clean-up, share removed as "
+        "furniture, share of the words the page shows a reader (outside links and furniture) kept:",
+        "  tides.html               24 ->         13   45.8%  100.0%",
+        "  all 1 converted          24 ->         13   45.8%  100.0%"]
     assert main(["convert", str(docs), "-o", str(tmp_path / "out2"), "--keep-links"]) == 0
     assert (tmp_path / "out2" / "tides.html.md").read_text(encoding="utf-8") == "Tide tables.\n"
 
@@ -464,14 +465,14 @@ def test_keep_links_is_part_of_the_corpus_and_a_study_refuses_to_mix_them(tmp_pa
     import optuna
 
     from tuner.tuning import StudyError
-    from tuner.tuning.settings import COMPARED_SETTINGS
-    from tuner.tuning.study import open_study
+    from tuner.tuning.study.opening import open_study
+    from tuner.tuning.study.settings import COMPARED_SETTINGS
 
     (tmp_path / "json.html").write_text(f"<html><body>{SPHINX}</body></html>", encoding="utf-8")
     plain, linked = load_corpus(tmp_path / "json.html"), load_corpus(tmp_path / "json.html", keep_links=True)
     assert plain.sha256 != linked.sha256
-    assert plain.conversion["converters"][".html"].startswith("html: chunkwise-convert 2, markitdown ")
-    assert linked.conversion["converters"][".html"].startswith("html: chunkwise-convert 2, links kept, markitdown ")
+    assert plain.conversion["converters"][".html"].startswith("html: chunkwise-convert 3, markitdown ")
+    assert linked.conversion["converters"][".html"].startswith("html: chunkwise-convert 3, links kept, markitdown ")
 
     def settings(corpus):
         values = {key: None for key in COMPARED_SETTINGS} | {"conversion": corpus.conversion,
@@ -482,14 +483,14 @@ def test_keep_links_is_part_of_the_corpus_and_a_study_refuses_to_mix_them(tmp_pa
     open_study(storage, "docs/json", settings(plain))
     with pytest.raises(StudyError) as error:
         open_study(storage, "docs/json", settings(linked))
-    assert 'conversion.converters..html: "html: chunkwise-convert 2, markitdown' in str(error.value)
-    assert '-> "html: chunkwise-convert 2, links kept, markitdown' in str(error.value)
+    assert 'conversion.converters..html: "html: chunkwise-convert 3, markitdown' in str(error.value)
+    assert '-> "html: chunkwise-convert 3, links kept, markitdown' in str(error.value)
 
 
 
 def test_a_study_file_takes_keep_links(tmp_path):
     from tuner.tuning import StudyError
-    from tuner.tuning.study import load_study_file
+    from tuner.tuning.study.spec import load_study_file
 
     study = tmp_path / "s.yaml"
     study.write_text("name: s\ncorpora: {docs: docs}\nqueries: q.jsonl\nspace: quick\nkeep_links: true\n",

@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
+import sqlite3
+import stat
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -11,6 +19,8 @@ import pytest
 import tuner
 from tuner.cli import main
 from tuner.data.generate import generate_evaluation_set, locate
+from tuner.llm import client as client_module
+from tuner.llm import endpoint
 from tuner.llm.client import LLMClient, LLMError
 
 from fakes import HashedWordsEmbedder
@@ -96,17 +106,13 @@ def test_weakly_supported_queries_are_dropped(openai_server, client, corpus, tmp
     assert report.rejected == {"weakest reference too dissimilar": 2}
 
 
-def test_rate_limit_then_success_and_malformed_replies(openai_server, client, corpus, tmp_path):
+def test_rate_limit_then_success(openai_server, client, corpus, tmp_path):
     openai_server.script("/v1/chat/completions", [429, 200])
     openai_server.chat_handler = answer_with(echo_question)
     report = generate_evaluation_set(corpus, tmp_path / "g.jsonl", 1, client, HashedWordsEmbedder(),
                                      relevance_threshold=0)
     assert report.accepted == 1
     assert len(openai_server.requests_to("/v1/chat/completions")) == 2
-    openai_server.chat_handler = lambda body: "Sure! Here is a question: how?"
-    uncached = LLMClient(model="stub-llm", base_url=openai_server.base_url, api_key="k", cache_path=False)
-    report = generate_evaluation_set(corpus, tmp_path / "h.jsonl", 1, uncached, HashedWordsEmbedder(), max_attempts=2)
-    assert report.rejected == {"malformed reply": 2}
 
 
 def test_server_errors_until_giving_up_and_bad_key(openai_server, client, corpus, tmp_path):
@@ -176,3 +182,224 @@ def test_prompt_size_per_request(openai_server, corpus, tmp_path):
     # A 4,000-character passage (~850 tokens), the instructions, and up to 50 earlier questions.
     assert 900 <= sizes[0] <= 1200 and sizes[-1] > sizes[0]
     assert 1000 <= sum(sizes) / len(sizes) <= 1800
+
+
+# ---------------------------------------------------------------- bad replies, the cache, the output file
+
+PROSE = "Sure! Here is a question: how?"
+#: What each bad chat reply must be reported as (the stub's spoiled replies; "prose" is the model's).
+CHAT_PROBLEMS = {
+    "html": "the reply is not JSON (content type 'text/html', 55 bytes starting '<html><body>",
+    "truncated": "the reply is not JSON (content type 'application/json'",
+    "not-object": "the reply is not a JSON object with a 'choices' list",
+    "no-choices": "the reply has no choices (an empty 'choices' list)",
+    "empty": "the reply's message is empty",
+    "length": "the reply was cut off at the model's length limit (finish_reason 'length'",
+    "prose": f"the reply holds no JSON object (it starts {PROSE!r})",
+}
+
+
+def spoil(stub, kinds: list[str]) -> None:
+    """Queue the stub's spoiled replies; "prose" answers prose instead of JSON (then good replies)."""
+    prose = kinds.count("prose")
+    good = answer_with(echo_question)
+    if prose:
+        left = [prose]
+
+        def handler(body):
+            if left[0]:
+                left[0] -= 1
+                return PROSE
+            return good(body)
+
+        stub.chat_handler = handler
+    else:
+        stub.chat_handler = good
+        stub.script("/v1/chat/completions", kinds)
+
+
+def cached_rows(path) -> list[str]:
+    with sqlite3.connect(path) as db:
+        return [row[0] for row in db.execute("SELECT value FROM responses ORDER BY rowid")]
+
+
+@pytest.mark.parametrize("kind", sorted(CHAT_PROBLEMS))
+def test_a_bad_chat_reply_is_asked_again(openai_server, client, corpus, tmp_path, kind):
+    spoil(openai_server, [kind])
+    report = generate_evaluation_set(corpus, tmp_path / "g.jsonl", 1, client, HashedWordsEmbedder(),
+                                     relevance_threshold=0)
+    assert (report.accepted, report.attempts) == (1, 1)
+    assert len(openai_server.requests_to("/v1/chat/completions")) == 2
+    [stored] = cached_rows(tmp_path / "llm.sqlite3")  # the good reply only
+    assert json.loads(json.loads(stored)["content"])["question"] == tuner.load_evaluation_set(
+        tmp_path / "g.jsonl", corpus).queries[0].question
+
+
+@pytest.mark.parametrize("kind", sorted(CHAT_PROBLEMS))
+def test_a_bad_chat_reply_that_persists_is_one_line_and_exit_2(openai_server, tmp_path, capsys, monkeypatch, kind):
+    monkeypatch.setattr(endpoint, "retry_delay", lambda attempt: 0.0)  # the backoff's 15 s, not what is tested
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-29")
+    monkeypatch.setenv("CHUNKWISE_CACHE_DIR", str(tmp_path / "cache"))
+    spoil(openai_server, [kind] * 6)
+    url = openai_server.base_url.replace("http://", "http://user:hunter22@")
+    out = tmp_path / "g.jsonl"
+    assert main(["generate", str(EXAMPLE), "-o", str(out), "--n", "3", "--base-url", url, "--model", "stub-llm",
+                 "--relevance-threshold", "0"]) == 2
+    err = capsys.readouterr().err
+    where = openai_server.base_url  # the credentials were taken out of the URL when it was read
+    [error] = [line for line in err.splitlines() if line.startswith("chunkwise: error:")]
+    assert error.startswith(f"chunkwise: error: the LLM endpoint {where} (model 'stub-llm') gave no usable reply in "
+                            f"6 attempts: {CHAT_PROBLEMS[kind]}")
+    assert "Traceback" not in err
+    assert "hunter22" not in err and "sk-secret-29" not in err
+    assert len(openai_server.requests_to("/v1/chat/completions")) == 6
+    assert not out.exists() and cached_rows(tmp_path / "cache" / "llm.sqlite3") == []
+
+
+def test_a_hung_chat_endpoint_is_given_up_on_after_the_read_timeout(openai_server, corpus, tmp_path):
+    openai_server.hang_s = 5
+    openai_server.script("/v1/chat/completions", ["hang", "hang"])
+    client = LLMClient(model="stub-llm", base_url=openai_server.base_url, api_key="k", max_retries=1, timeout_s=0.5,
+                       cache_path=tmp_path / "llm.sqlite3")
+    with pytest.raises(LLMError) as raised:
+        generate_evaluation_set(corpus, tmp_path / "g.jsonl", 1, client, HashedWordsEmbedder())
+    assert str(raised.value) == (f"the LLM endpoint {openai_server.base_url} did not answer within 0.5 s "
+                                 "(2 attempts); check that the server is up and not overloaded")
+    assert raised.value.fatal and not (tmp_path / "g.jsonl").exists()
+
+
+def test_the_chat_read_timeout_is_the_embedding_rule(openai_server, client, corpus, tmp_path, monkeypatch):
+    """A request waits 10 s plus 1 s per 1,000 prompt tokens (at most the client's timeout_s)."""
+    from tuner.text.tokens import count_tokens
+
+    seen = []
+    openai_server.chat_handler = answer_with(echo_question)
+    real = endpoint.request_timeout
+    monkeypatch.setattr(client_module, "request_timeout", lambda read_s: seen.append(read_s) or real(read_s))
+    generate_evaluation_set(corpus, tmp_path / "g.jsonl", 1, client, HashedWordsEmbedder(), relevance_threshold=0)
+    messages = openai_server.requests_to("/v1/chat/completions")[0].json_body["messages"]
+    tokens = sum(count_tokens(m["content"]) for m in messages)
+    assert seen == [10 + tokens / 1000] and 10.9 < seen[0] < 11.3
+
+
+def test_json_in_a_code_fence_or_among_prose_is_read(openai_server, client, corpus, tmp_path):
+    replies = iter([
+        lambda data: f"```json\n{data}\n```",
+        lambda data: f"Here is the question you asked for:\n\n{data}\n\nI hope it helps!",
+        lambda data: f"Sure.\n```\n{data}\n```\nAnything else?",
+    ])
+    good = answer_with(echo_question)
+    openai_server.chat_handler = lambda body: next(replies)(good(body))
+    report = generate_evaluation_set(corpus, tmp_path / "g.jsonl", 3, client, HashedWordsEmbedder(),
+                                     relevance_threshold=0, duplicate_threshold=1.0)
+    assert (report.accepted, report.attempts, report.rejected) == (3, 3, {})
+    assert len(openai_server.requests_to("/v1/chat/completions")) == 3
+
+
+def test_a_question_without_excerpts_is_rejected_and_a_run_that_adds_nothing_exits_1(openai_server, tmp_path,
+                                                                                      capsys, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    replies = ['{"question": "What is the default timeout?"}', '{"question": "Why?", "references": []}',
+               '{"question": "Who?", "references": [{"content": ""}]}']
+    openai_server.chat_handler = lambda body: replies[len(openai_server.requests_to("/v1/chat/completions")) - 1]
+    out = tmp_path / "g.jsonl"
+    assert main(["generate", str(EXAMPLE), "-o", str(out), "--n", "2", "--base-url", openai_server.base_url,
+                 "--model", "stub-llm", "--max-attempts", "3"]) == 1
+    printed = capsys.readouterr()
+    assert "0 queries (0 new from 3 requests; rejected: question without excerpts: 3)" in printed.out
+    assert "stopped after 3 requests with 0 of 2 queries" in printed.err
+    assert not out.exists()
+
+
+def test_a_malformed_cached_reply_is_asked_again(openai_server, client, corpus, tmp_path):
+    openai_server.chat_handler = answer_with(echo_question)
+    generate_evaluation_set(corpus, tmp_path / "a.jsonl", 1, client, HashedWordsEmbedder(), relevance_threshold=0)
+    cache = tmp_path / "llm.sqlite3"
+    # What an older version stored: the prose a model gave, unchecked.
+    with sqlite3.connect(cache) as db:
+        db.execute("UPDATE responses SET value = ?", (json.dumps({"content": PROSE, "prompt_tokens": 9,
+                                                                  "completion_tokens": 9}),))
+    fresh = LLMClient(model="stub-llm", base_url=openai_server.base_url, api_key="k", cache_path=cache)
+    report = generate_evaluation_set(corpus, tmp_path / "b.jsonl", 1, fresh, HashedWordsEmbedder(),
+                                     relevance_threshold=0)
+    assert (report.accepted, report.cached) == (1, 0)
+    assert len(openai_server.requests_to("/v1/chat/completions")) == 2  # sent again, not rejected from the cache
+    assert (tmp_path / "a.jsonl").read_text() == (tmp_path / "b.jsonl").read_text()
+    assert PROSE not in cached_rows(cache)[0]  # healed
+    again = LLMClient(model="stub-llm", base_url=openai_server.base_url, api_key="k", cache_path=cache)
+    report = generate_evaluation_set(corpus, tmp_path / "c.jsonl", 1, again, HashedWordsEmbedder(),
+                                     relevance_threshold=0)
+    assert (report.cached, report.prompt_tokens, report.cost_usd) == (1, 0, 0.0)  # served, not billed
+    assert len(openai_server.requests_to("/v1/chat/completions")) == 2
+
+
+def test_the_reply_cache_keeps_the_newest_replies_under_its_cap(openai_server, tmp_path):
+    openai_server.chat_handler = lambda body: body["messages"][0]["content"] + "." * 400
+    cache = tmp_path / "llm.sqlite3"
+    # Each stored reply is {"content": "reply N....", "prompt_tokens": 2, "completion_tokens": 2} with 407
+    # characters of content (the stub counts words as tokens): 13 + 407 + 46 = 466 bytes; two fit in 1,000.
+    client = LLMClient(model="stub-llm", base_url=openai_server.base_url, api_key="k", cache_path=cache,
+                       cache_max_bytes=1000)
+    asked = [f"reply {i}" for i in range(5)]
+    for text in asked:
+        client.chat([{"role": "user", "content": text}], prompt_version="v")
+    rows = cached_rows(cache)
+    assert [len(row.encode()) for row in rows] == [466, 466]
+    assert [json.loads(row)["content"][:7] for row in rows] == ["reply 3", "reply 4"]  # the oldest went
+    with sqlite3.connect(cache) as db:
+        assert db.execute("SELECT bytes FROM cache_size").fetchone() == (932,)
+    client.chat([{"role": "user", "content": "reply 4"}], prompt_version="v")
+    assert len(openai_server.requests_to("/v1/chat/completions")) == 5  # still cached
+    client.chat([{"role": "user", "content": "reply 0"}], prompt_version="v")
+    assert len(openai_server.requests_to("/v1/chat/completions")) == 6  # evicted: asked again
+    assert [json.loads(row)["content"][:7] for row in cached_rows(cache)] == ["reply 4", "reply 0"]
+
+
+def test_the_output_is_created_private(openai_server, client, corpus, tmp_path):
+    openai_server.chat_handler = answer_with(echo_question)
+    out = tmp_path / "g.jsonl"
+    generate_evaluation_set(corpus, out, 1, client, HashedWordsEmbedder(), relevance_threshold=0)
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600
+
+
+def test_generation_killed_and_resumed_duplicates_nothing(openai_server, tmp_path):
+    """A real process, killed with SIGKILL while it waits for its third reply, then run again."""
+    openai_server.embedding_dim = 64
+    good = answer_with(echo_question)
+    release = threading.Event()
+
+    def handler(body):
+        if len(openai_server.requests_to("/v1/chat/completions")) == 3:
+            release.wait(60)  # hold the third request until the process is killed
+        return good(body)
+
+    openai_server.chat_handler = handler
+    out = tmp_path / "g.jsonl"
+    env = {**os.environ, "OPENAI_API_KEY": "k", "OPENAI_BASE_URL": openai_server.base_url,
+           "CHUNKWISE_CACHE_DIR": str(tmp_path / "cache")}
+    command = [sys.executable, "-m", "tuner", "generate", str(EXAMPLE), "-o", str(out), "--n", "5",
+               "--model", "stub-llm", "--embedder", "openai:stub-embed", "--relevance-threshold", "-1",
+               "--duplicate-threshold", "0.999"]
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(600):
+            if len(openai_server.requests_to("/v1/chat/completions")) >= 3 or process.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert len(openai_server.requests_to("/v1/chat/completions")) == 3
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait(30)
+    finally:
+        release.set()
+        if process.poll() is None:
+            process.kill()
+    first = out.read_text(encoding="utf-8").splitlines()
+    assert len(first) == 2 and stat.S_IMODE(out.stat().st_mode) == 0o600
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    lines = out.read_text(encoding="utf-8").splitlines()
+    assert lines[:2] == first and len(lines) == 5
+    records = [json.loads(line) for line in lines]
+    assert [r["id"] for r in records] == ["g0001", "g0002", "g0003", "g0004", "g0005"]
+    assert len({r["question"] for r in records}) == 5
+    assert len(tuner.load_evaluation_set(out, tuner.load_corpus(EXAMPLE))) == 5

@@ -108,3 +108,34 @@ def test_a_missing_extra_is_one_clear_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "langchain_text_splitters", None)
     with pytest.raises(tuner.ChunkwiseError, match=r"pip install 'chunkwise\[langchain\]'"):
         tuner.TunedPipeline(tuner.make_chunker("token", size=50)).as_langchain()
+
+
+def test_adapters_embed_the_llm_contexts_the_evaluation_wrote(tmp_path, openai_server, monkeypatch):
+    pytest.importorskip("langchain_text_splitters")
+    pytest.importorskip("llama_index.core")
+    from langchain_core.documents import Document
+    from llama_index.core import Document as LlamaDocument
+    from llama_index.core.schema import MetadataMode
+
+    from tuner.retrieval.context import contextualize
+
+    monkeypatch.setenv("OPENAI_BASE_URL", openai_server.base_url)  # every LLM feature's endpoint
+    monkeypatch.setenv("CHUNKWISE_LLM_MODEL", "stub-llm")
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    monkeypatch.setenv("CHUNKWISE_CACHE_DIR", str(tmp_path / "cache"))
+    openai_server.chat_handler = lambda body: "About " + body["messages"][-1]["content"].split("<chunk>\n")[1][:20]
+    document = tuner.Document("configuration.md", TEXT)
+    chunks = tuner.make_chunker("recursive", size=120, overlap=0).split(document)
+    evaluated = contextualize(chunks, [document], "llm")  # what the evaluation embeds
+    asked = len(openai_server.requests_to("/v1/chat/completions"))
+    assert asked == len({c.text for c in chunks}) and all(t.startswith("About ") for t in evaluated)
+    pipeline = tuner.load_chunker(export(tmp_path, "llm"))
+    documents = pipeline.as_langchain(prepend_context=True).split_documents(
+        [Document(page_content=TEXT, metadata={"source": "configuration.md"})])
+    assert [d.page_content for d in documents] == evaluated
+    assert [(d.metadata["start_index"], d.metadata["end_index"]) for d in documents] == [
+        (c.start_index, c.end_index) for c in chunks]
+    nodes = pipeline.as_llamaindex().get_nodes_from_documents([LlamaDocument(text=TEXT)])
+    assert [n.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes] == [t.strip() for t in evaluated]
+    assert [n.text for n in nodes] == [c.text for c in chunks]
+    assert len(openai_server.requests_to("/v1/chat/completions")) == asked  # from the reply cache

@@ -155,8 +155,8 @@ def test_a_failed_build_leaves_no_bm25_index(stub, tmp_path, monkeypatch):
 
 def test_a_tuned_retrieval_is_recorded_exported_and_served_as_evaluated(stub, tmp_path):
     from tuner.tuning import StudySpec, tune
-    from tuner.tuning.records import records
-    from tuner.tuning.storage import make_storage
+    from tuner.tuning.study.records import records
+    from tuner.tuning.study.storage import make_storage
 
     space = tmp_path / "space.yaml"
     space.write_text("k: {type: int, low: 2, high: 6}\n"
@@ -214,3 +214,44 @@ def test_a_collection_built_before_retrieval_methods_still_queries_as_dense(stub
     collection = open_collection(config, tmp_path / "db", "handbook", cache=cache)
     assert [hit_ids(collection.query(q)) for q in questions] == expected
     assert "distance" in collection.query(questions[0])[0]
+
+
+def test_llm_contexts_are_embedded_in_production_as_in_evaluation(stub, tmp_path, monkeypatch):
+    """``context: llm``: the collection embeds and BM25-indexes, chunk for chunk, the texts the
+    evaluation did (the same contexts, from the LLM reply cache: production asks nothing), and
+    its queries return the evaluated top k."""
+    from tuner.retrieval.context import with_header
+
+    monkeypatch.setenv("OPENAI_BASE_URL", stub.base_url)  # every LLM feature's endpoint
+    monkeypatch.setenv("CHUNKWISE_LLM_MODEL", "stub-llm")
+    monkeypatch.setenv("CHUNKWISE_CACHE_DIR", str(tmp_path / "llm-cache"))
+
+    def situating(body):
+        prompt = body["messages"][-1]["content"]
+        title = prompt.split("\n")[1].lstrip("# ")
+        words = prompt.split("<chunk>\n", 1)[1].split()
+        return f"From the handbook page {title}, about {words[0] if words else 'nothing'}."
+
+    stub.chat_handler = situating
+    config, db = write_config(tmp_path, stub.base_url, {"k": 5, "method": "hybrid", "context": "llm"}), tmp_path / "db"
+    cache = EmbeddingCache(tmp_path / "cache.sqlite3")
+    corpus = tuner.load_corpus(EXAMPLE)
+    evalset = tuner.load_evaluation_set(QUERIES, corpus)
+    result = tuner.evaluate(corpus, evalset, tuner.load_config(config).config, cache=cache)
+    asked = len(stub.requests_to("/v1/chat/completions"))
+    assert asked == len({(c.document, c.text) for c in result.chunks})
+    evaluated = {chunk_id("handbook", c): text for c, text in zip(result.chunks, result.indexed_texts)}
+    assert all(text.startswith("From the handbook page ") for text in evaluated.values())
+    embedded = len(stub.requests_to("/v1/embeddings"))
+
+    assert main(["chunk", "--config", str(config), str(EXAMPLE), "--chroma", str(db), "--collection", "handbook",
+                 "--cache", str(tmp_path / "cache.sqlite3")]) == 0
+    assert len(stub.requests_to("/v1/chat/completions")) == asked  # every context from the cache
+    assert len(stub.requests_to("/v1/embeddings")) == embedded  # every text embedded is one the evaluation embedded
+    collection = open_collection(config, db, "handbook", cache=cache)
+    stored = collection.collection.get(include=["documents", "metadatas"])
+    built = {i: with_header(meta.get("context", ""), text)
+             for i, text, meta in zip(stored["ids"], stored["documents"], stored["metadatas"])}
+    assert built == evaluated
+    for question, row in zip([q.question for q in evalset], result.ranking):
+        assert hit_ids(collection.query(question)) == [chunk_id("handbook", result.chunks[r]) for r in row if r >= 0]

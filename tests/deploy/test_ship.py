@@ -23,7 +23,7 @@ from tuner.deploy.export import SCHEMA_VERSION, ExportError, load_config
 from tuner.embedding.config import EmbedderConfig
 from tuner.evaluation.config import EvaluationConfig
 from tuner.tuning import StudySpec, tune
-from tuner.tuning.storage import make_storage
+from tuner.tuning.study.storage import make_storage
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "handbook"
@@ -242,7 +242,7 @@ def test_report_writes_plots_and_summary_with_intervals(tuned, tmp_path):
 
 def test_the_best_recall_within_each_budget_by_hand():
     from tuner.reporting.report import best_within
-    from tuner.tuning.records import TrialRecord
+    from tuner.tuning.study.records import TrialRecord
 
     def record(number, recall, tokens, score=0.5):
         return TrialRecord.from_attrs(number, {"recall": recall, "context_tokens": tokens, "score": score})
@@ -280,7 +280,7 @@ def test_summary_note_report_and_export_name_one_recommended_trial(tuned, tmp_pa
     export all name the same recommended trial, and each names it once."""
     import optuna
 
-    from tuner.tuning.progress import format_outcomes
+    from tuner.tuning.run.progress import format_outcomes
 
     spec, outcome = tuned
     number = outcome.recommended.number

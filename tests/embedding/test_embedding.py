@@ -282,7 +282,7 @@ def test_bf16_and_int8_embed_close_to_fp32():
 
 
 def test_a_search_space_tells_precisions_of_one_model_apart():
-    from tuner.tuning.space import parse_search_space
+    from tuner.tuning.search.space_file import parse_search_space
 
     space = parse_search_space({"chunkers": {"token": {}}, "embedders": [
         {"provider": "sentence-transformers"}, {"provider": "sentence-transformers", "precision": "bf16"}]})

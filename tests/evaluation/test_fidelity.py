@@ -23,9 +23,9 @@ from tuner.evaluation.evaluator import evaluate, evaluate_rungs
 from tuner.evaluation.fidelity import Fidelity, block_kept, distractor_sample, holding_references, promoted
 from tuner.retrieval.config import RetrievalConfig
 from tuner.tuning import StudyError, StudySpec, tune
-from tuner.tuning.progress import EmbeddingReport
-from tuner.tuning.records import BASELINE_ATTR, DUPLICATE_ATTR, RUNG_SCORES_ATTR, STOPPED_AT_ATTR
-from tuner.tuning.storage import make_storage
+from tuner.tuning.run.progress import EmbeddingReport
+from tuner.tuning.study.records import BASELINE_ATTR, DUPLICATE_ATTR, RUNG_SCORES_ATTR, STOPPED_AT_ATTR
+from tuner.tuning.study.storage import make_storage
 
 from fakes import WordEmbedder
 

@@ -25,9 +25,9 @@ from tuner.retrieval import (
 )
 from tuner.retrieval.config import RetrievalConfig
 from tuner.tuning import SearchSpaceError
-from tuner.tuning.objective import ResolvedRates, Scales, Weights
-from tuner.tuning.records import trial_attributes
-from tuner.tuning.space import parse_search_space
+from tuner.tuning.scoring.objective import ResolvedRates, Scales, Weights
+from tuner.tuning.search.space_file import parse_search_space
+from tuner.tuning.study.records import trial_attributes
 
 from fakes import WordEmbedder, two_corpora
 
@@ -418,7 +418,6 @@ def test_bundled_retrieval_space_loads():
     from pathlib import Path
 
     from tuner.tuning import load_search_space
-
     space = load_search_space(Path(__file__).resolve().parents[2] / "search_spaces" / "retrieval.yaml")
     assert set(space.retrieval) == {"method", "fusion", "alpha", "rrf_k", "context"}
     assert space.to_dict()["retrieval"]["method"] == {"type": "categorical", "choices": ["dense", "bm25", "hybrid"]}

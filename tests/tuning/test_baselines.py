@@ -21,15 +21,16 @@ from optuna.trial import TrialState
 from tuner.embedding.config import EmbedderConfig
 from tuner.evaluation.config import EvaluationConfig
 from tuner.tuning import StudySpec, Weights, tune
-from tuner.tuning.baselines import BASELINES, baseline_points, queue_baselines, unqueue_baselines
-from tuner.tuning.cost import kind_of, trial_seconds
-from tuner.tuning.objective import Scales
-from tuner.tuning.progress import EmbeddingReport, format_outcomes
-from tuner.tuning.records import BASELINE_ATTR, BUDGET_ATTR, CONFIG_ATTR, SKIPPED_ATTR, TrialRecord
-from tuner.tuning.selection import candidate, check_baselines, compare, optimism
-from tuner.tuning.space import Domain, load_search_space, parse_search_space
-from tuner.tuning.storage import make_storage
-from tuner.tuning.study import StudyError, parse_duration
+from tuner.tuning.run.progress import EmbeddingReport, format_outcomes
+from tuner.tuning.scoring.objective import Scales
+from tuner.tuning.scoring.selection import candidate, check_baselines, compare, optimism
+from tuner.tuning.search.baselines import BASELINES, baseline_points, queue_baselines, unqueue_baselines
+from tuner.tuning.search.cost import kind_of, trial_seconds
+from tuner.tuning.search.domains import Domain
+from tuner.tuning.search.space_file import load_search_space, parse_search_space
+from tuner.tuning.study.records import BASELINE_ATTR, BUDGET_ATTR, CONFIG_ATTR, SKIPPED_ATTR, TrialRecord
+from tuner.tuning.study.spec import StudyError, parse_duration
+from tuner.tuning.study.storage import make_storage
 
 ROOT = Path(__file__).resolve().parents[2]
 SPACES = ROOT / "search_spaces"
@@ -244,8 +245,7 @@ def test_a_configuration_that_cannot_finish_in_the_budget_is_not_started(tmp_pat
 def test_a_budget_lets_cheap_trials_run_and_stops_expensive_ones(tmp_path, openai_server):
     """BM25 baselines (priced at their cold price, 0 s: they embed nothing) fit; dense ones are
     priced from the calibrated embedding throughput, made here to say an hour per trial."""
-    from tuner.tuning import trial as trial_module
-
+    from tuner.tuning.run import trial as trial_module
     spec = _spec(tmp_path, openai_server, trials=None, timeout=60)
     original = trial_module.TrialObjective.cold_seconds
     trial_module.TrialObjective.cold_seconds = lambda self, config: 0.0 if not config.retrieval.embeds else 3600.0
@@ -311,7 +311,7 @@ def test_the_cold_price_counts_each_embedding_pass():
     or with dense retrieval (20 s)."""
     from types import SimpleNamespace
 
-    from tuner.tuning.trial import TrialObjective
+    from tuner.tuning.run.trial import TrialObjective
 
     fake = SimpleNamespace(_corpus_tokens=None, corpus=SimpleNamespace(token_count=lambda: 1000),
                            rates_for=lambda _: SimpleNamespace(embed_tokens_per_s=100.0),
@@ -330,7 +330,7 @@ def test_the_cold_price_counts_each_embedding_pass():
 def test_a_comparison_on_some_questions_cuts_every_weighed_metric_alike():
     """Weights on another metric than recall and IoU (here MRR) are read on the same questions as
     recall: comparing on the held-out part must not lose the MRR arrays (it raised before)."""
-    from tuner.tuning.selection import Candidate
+    from tuner.tuning.scoring.selection import Candidate
 
     mrr_a, mrr_b = np.array([1.0, 1.0, 0.5, 0.5]), np.array([0.5, 0.5, 0.5, 0.5])
     a = Candidate(1, np.ones(4), np.zeros(4), 0.0, 0.0, 1, {"mrr": mrr_a})

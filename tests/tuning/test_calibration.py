@@ -19,7 +19,7 @@ import pytest
 from tuner.cli import main
 from tuner.embedding.base import Embedder
 from tuner.text.tokens import count_tokens_batch
-from tuner.tuning import objective
+from tuner.tuning.scoring import objective
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "handbook"
@@ -77,7 +77,7 @@ def test_a_calibration_within_2x_or_a_small_trial_stands(machine):
 
 def test_the_dry_run_says_when_the_price_was_measured_and_recalibrate_measures_again(machine, tmp_path, capsys,
                                                                                      monkeypatch):
-    from tuner.tuning import plan
+    from tuner.tuning.search import plan
 
     model, path = machine
     # A calibration stored before chunkwise recorded the date: 1,147 tokens/s, at a busy moment.
@@ -103,7 +103,7 @@ def test_a_trial_whose_model_ran_3x_slower_recalibrates(machine, capsys):
     """The worker's side: after a trial, the model's own tokens and seconds are compared."""
     from types import SimpleNamespace
 
-    from tuner.tuning.trial import TrialObjective
+    from tuner.tuning.run.trial import TrialObjective
 
     model, _ = machine
     objective.calibrated_throughput(model)  # 3,000 tokens/s

@@ -16,9 +16,9 @@ from optuna.trial import TrialState
 
 from tuner.embedding.config import EmbedderConfig
 from tuner.tuning import StudySpec, tune
-from tuner.tuning import cluster as cluster_module
-from tuner.tuning.cluster import ClusterError
-from tuner.tuning.storage import make_storage
+from tuner.tuning.run import dask_cluster as cluster_module
+from tuner.tuning.run.dask_cluster import ClusterError
+from tuner.tuning.study.storage import make_storage
 
 from openai_stub import EmbeddingGate
 
@@ -231,8 +231,7 @@ def test_ctrl_c_stops_the_clusters_tasks_after_their_trial(tmp_path, openai_serv
                                                             dask_cluster, monkeypatch):
     import time
 
-    from tuner.tuning import run as run_module
-
+    from tuner.tuning.run import runner as run_module
     spec = make_spec(tmp_path, openai_server, fresh_postgres_url, dask_cluster.scheduler_address, trials=40)
 
     def interrupt_after_a_trial(study, ledger, study_id, bar) -> None:
@@ -254,7 +253,7 @@ def test_ctrl_c_stops_the_clusters_tasks_after_their_trial(tmp_path, openai_serv
 
 
 def test_the_backend_comes_from_the_study_file(tmp_path):
-    from tuner.tuning.study import StudyError, load_study_file
+    from tuner.tuning.study.spec import StudyError, load_study_file
 
     base = (f"name: s\ncorpora: {{handbook: {EXAMPLE}}}\nqueries: {QUERIES}\nspace: {QUICK}\n"
             "storage: postgresql+psycopg://u@db/chunkwise\n")

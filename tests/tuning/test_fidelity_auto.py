@@ -9,10 +9,11 @@ import optuna
 import pytest
 
 from tuner.embedding.config import EmbedderConfig
-from tuner.tuning import StudyError, StudySpec, settings, tune
-from tuner.tuning.objective import Rates
-from tuner.tuning.records import SETTINGS_ATTR
-from tuner.tuning.storage import make_storage
+from tuner.tuning import StudyError, StudySpec, tune
+from tuner.tuning.scoring.objective import Rates
+from tuner.tuning.study import settings
+from tuner.tuning.study.records import SETTINGS_ATTR
+from tuner.tuning.study.storage import make_storage
 
 ROOT = Path(__file__).resolve().parents[2]
 QUIET = dict(progress=False, echo=lambda _: None)

@@ -32,8 +32,8 @@ import sqlalchemy as sa
 import yaml
 from optuna.trial import TrialState
 
-from tuner.tuning.ledger import pid_alive
-from tuner.tuning.storage import make_storage
+from tuner.tuning.run.ledger import pid_alive
+from tuner.tuning.study.storage import make_storage
 
 from fakes import complete_trial_count
 from openai_stub import EmbeddingGate
@@ -61,7 +61,7 @@ def write_study(tmp_path: Path, stub, storage: str, trials: int, jobs: int = 1) 
 def chunkwise(tmp_path: Path, *args: str, fault: str | None = None, token: bool = False,
               new_session: bool = False, hold: str | None = None) -> subprocess.Popen:
     """Start ``chunkwise ARGS``; ``hold`` stops it at that point of its start-up until
-    :func:`release` (see ``tuner/tuning/faults.py``)."""
+    :func:`release` (see ``tuner/tuning/run/faults.py``)."""
     env = {**os.environ, "OPENAI_API_KEY": "test-key", "CHUNKWISE_CACHE_DIR": str(tmp_path / "cachedir"),
            "PYTHONPATH": str(ROOT)}
     for name in ("CHUNKWISE_FAULT", "CHUNKWISE_FAULT_TOKEN", "CHUNKWISE_HOLD", "CHUNKWISE_HOLD_FILE"):
@@ -390,8 +390,8 @@ def test_processes_started_together_add_up_their_trials(tmp_path, openai_server,
 
 def test_a_worker_on_a_study_without_a_target_says_so(tmp_path, openai_server, monkeypatch):
     from tuner.errors import ChunkwiseError
-    from tuner.tuning import join_run, run
-
+    from tuner.tuning import join_run
+    from tuner.tuning.run import runner as run
     storage = f"sqlite:///{tmp_path}/life.db"
     study = write_study(tmp_path, openai_server, storage, trials=4)
     tune = chunkwise(tmp_path, "tune", str(study), hold="before_target")

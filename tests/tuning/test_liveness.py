@@ -15,10 +15,10 @@ import time
 import optuna
 from optuna.trial import TrialState
 
-from tuner.tuning.ledger import Ledger, WorkerRow, new_worker_id, this_host, worker_alive
-from tuner.tuning.records import WORKER_ATTR
-from tuner.tuning.storage import make_storage
-from tuner.tuning.workers import ask_owned, reclaim
+from tuner.tuning.run.ledger import Ledger, WorkerRow, new_worker_id, this_host, worker_alive
+from tuner.tuning.run.workers import ask_owned, reclaim
+from tuner.tuning.study.records import WORKER_ATTR
+from tuner.tuning.study.storage import make_storage
 
 HOUR = 3600.0
 
@@ -90,7 +90,7 @@ def test_a_killed_workers_row_gets_its_end(tmp_path):
 
 
 def test_interrupted_trials_are_not_counted_as_lost(tmp_path):
-    from tuner.tuning.records import summarize
+    from tuner.tuning.study.records import summarize
 
     _, study, _, _ = _study(tmp_path)
     for lost in ("interrupted", "interrupted", "its worker stopped before the trial ended"):

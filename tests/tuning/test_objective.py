@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tuner.errors import InvalidParameterError
-from tuner.tuning.objective import (
+from tuner.tuning.scoring.objective import (
     Rates,
     ResolvedRates,
     Scales,
@@ -75,7 +75,7 @@ def test_the_score_weighs_rank_and_context_metrics_by_hand():
 
 
 def test_weights_speak_the_metric_vocabulary():
-    from tuner.tuning.objective import weighable
+    from tuner.tuning.scoring.objective import weighable
 
     built_in = {"recall", "precision", "iou", "precision_omega", "hit_rate", "mrr", "ndcg", "doc_recall",
                 "context_tokens"}
@@ -89,7 +89,7 @@ def test_weights_speak_the_metric_vocabulary():
 
 
 def test_constraints_and_pareto_axes_are_checked():
-    from tuner.tuning.objective import Constraints, check_pareto, pareto_directions
+    from tuner.tuning.scoring.objective import Constraints, check_pareto, pareto_directions
 
     assert Constraints(context_tokens=1000).violations({"context_tokens": 800.0}) == {"context_tokens": -200.0}
     assert Constraints().violations({"context_tokens": 1e9}) == {}

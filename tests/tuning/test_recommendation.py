@@ -13,9 +13,8 @@ import numpy as np
 from optuna.trial import TrialState
 
 from tuner.tuning import Weights
-from tuner.tuning.objective import Scales
-from tuner.tuning.records import BASELINE_ATTR, TrialRecord
-from tuner.tuning.selection import (
+from tuner.tuning.scoring.objective import Scales
+from tuner.tuning.scoring.selection import (
     Recommendation,
     StudyRecommendation,
     candidate,
@@ -23,6 +22,7 @@ from tuner.tuning.selection import (
     compare,
     gained,
 )
+from tuner.tuning.study.records import BASELINE_ATTR, TrialRecord
 
 RECALL_ONLY = Weights(recall=1.0, iou=0.0, latency=0.0, cost=0.0)
 #: 40 search questions, then 40 held out.

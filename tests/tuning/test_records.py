@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import tuner
-from tuner.tuning.objective import ResolvedRates, Scales, Weights
-from tuner.tuning.records import TrialRecord, decode_per_query, encode_per_query, trial_attributes
+from tuner.tuning.scoring.objective import ResolvedRates, Scales, Weights
+from tuner.tuning.study.records import TrialRecord, decode_per_query, encode_per_query, trial_attributes
 
 from fakes import WordEmbedder, two_corpora
 

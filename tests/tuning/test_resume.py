@@ -13,11 +13,11 @@ from optuna.trial import TrialState
 from tuner.embedding.config import EmbedderConfig
 from tuner.reporting.report import write_report
 from tuner.tuning import StudySpec, tune
-from tuner.tuning.ledger import Ledger
-from tuner.tuning.progress import format_outcomes
-from tuner.tuning.records import summarize
-from tuner.tuning.run import resume_advice
-from tuner.tuning.storage import make_storage
+from tuner.tuning.run.ledger import Ledger
+from tuner.tuning.run.progress import format_outcomes
+from tuner.tuning.run.runner import resume_advice
+from tuner.tuning.study.records import summarize
+from tuner.tuning.study.storage import make_storage
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "handbook"

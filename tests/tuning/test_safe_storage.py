@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from tuner.cli import main
-from tuner.tuning.storage import make_storage
+from tuner.tuning.study.storage import make_storage
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "handbook"
@@ -237,7 +237,7 @@ def test_the_installed_wheel_tunes_from_an_empty_folder(tmp_path, openai_server)
 # --- storage failures, told apart by cause -----------------------------------------------------
 
 def _made_study(url: str) -> None:
-    from tuner.tuning.ledger import Ledger
+    from tuner.tuning.run.ledger import Ledger
 
     storage = make_storage(url)
     optuna.create_study(storage=storage, study_name="safe/handbook", directions=["maximize", "maximize"])
@@ -289,7 +289,7 @@ def test_a_stopped_postgresql_server_is_reported_as_gone(capsys):
     except PostgresUnavailable as exc:
         pytest.skip(str(exc))
     # The server is stopped now; the run's storage object is what a running tune holds.
-    from tuner.tuning.storage import StorageError, storage_errors
+    from tuner.tuning.study.storage import StorageError, storage_errors
 
     with pytest.raises(StorageError) as raised, storage_errors(url):
         study.set_user_attr("x", 1)
@@ -315,7 +315,7 @@ def _optuna_wrapped(error: Exception) -> Exception:
 
 
 def test_a_lock_timeout_is_told_from_a_full_disk(tmp_path):
-    from tuner.tuning.storage import storage_cause, storage_detail
+    from tuner.tuning.study.storage import storage_cause, storage_detail
 
     path = tmp_path / "locked.db"
     holder = sqlite3.connect(path, isolation_level=None)

@@ -10,7 +10,7 @@ import pytest
 
 from tuner.chunkers import make_chunker
 from tuner.tuning import SearchSpaceError, load_search_space
-from tuner.tuning.space import fraction_value
+from tuner.tuning.search.domains import fraction_value
 
 ROOT = Path(__file__).resolve().parents[2]
 SPACES = sorted((ROOT / "search_spaces").glob("*.yaml"))
@@ -132,8 +132,8 @@ def test_constants_and_list_choices(tmp_path):
 
 
 def test_a_study_file_names_a_bundled_space_as_the_command_line_does(tmp_path):
-    from tuner.tuning.space import BUNDLED_SPACES_DIR, resolve_space
-    from tuner.tuning.study import load_study_file
+    from tuner.tuning.search.space_file import BUNDLED_SPACES_DIR, resolve_space
+    from tuner.tuning.study.spec import load_study_file
 
     study = tmp_path / "study.yaml"
     study.write_text("name: s\ncorpora: {c: docs}\nqueries: q.jsonl\nspace: quick\n", encoding="utf-8")

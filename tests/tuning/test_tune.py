@@ -25,8 +25,8 @@ from optuna.trial import TrialState
 from tuner.cli import main
 from tuner.embedding.config import EmbedderConfig
 from tuner.tuning import StudyError, StudySpec, Weights, tune, weighted_score
-from tuner.tuning.objective import Constraints, Scales
-from tuner.tuning.storage import make_storage
+from tuner.tuning.scoring.objective import Constraints, Scales
+from tuner.tuning.study.storage import make_storage
 
 from fakes import complete_trial_count
 from openai_stub import EmbeddingGate

@@ -56,12 +56,38 @@ def why_missing(path: str | Path) -> str:
     return "does not exist"
 
 
+class UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a mapping that repeats a key (PyYAML would keep the last
+    value silently: ``trials: 2`` then ``trials: 3`` would mean 3)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *defaults` may repeat keys on purpose
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.setdefault(key, key_node.start_mark.line + 1)
+            except TypeError:  # an unhashable key: the safe loader reports it
+                continue
+            if first != key_node.start_mark.line + 1:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r} on lines {first} and {key_node.start_mark.line + 1}",
+                    key_node.start_mark)
+        return super().construct_mapping(node, deep)
+
+
+def load_yaml(text: str) -> Any:
+    """Parse YAML (or JSON) text with :class:`UniqueKeyLoader`: every YAML chunkwise reads."""
+    return yaml.load(text, Loader=UniqueKeyLoader)  # a SafeLoader: no arbitrary objects
+
+
 def read_yaml(path: str | Path, what: str, error: type[ChunkwiseError] = ChunkwiseError) -> Any:
-    """Parse a YAML (or JSON) file; a missing, unreadable or malformed file raises ``error``
-    with a message naming ``what`` and the path."""
+    """Parse a YAML (or JSON) file; a missing, unreadable or malformed file (a key given twice
+    in one mapping included) raises ``error`` with a message naming ``what`` and the path."""
     path = Path(path)
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
+        return load_yaml(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise error(f"{what} {str(path)!r} does not exist") from None
     except yaml.YAMLError as exc:

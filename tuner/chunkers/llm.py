@@ -9,8 +9,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._io.secrets import split_credentials
 from ..data.document import Document
-from ..llm.client import LLMClient
+from ..llm.client import LLMClient, UnfitAnswerError
+from ..llm.endpoint import UnfitAnswer
 from ..schema import param
 from .base import Chunk, Chunker
 from .registry import register
@@ -29,6 +31,13 @@ MARKERS = ("¶", "§", "†", "‡", "¤", "⁂")
 
 class _LLMBound:
     """The LLM client of a chunker, built from its ``model``/``base_url`` parameters."""
+
+    def _check(self) -> None:
+        # The configuration is stored with every trial: a user and password in the endpoint's
+        # URL are kept in memory and sent with its requests instead.
+        if self.base_url:
+            object.__setattr__(self, "base_url", split_credentials(self.base_url))
+        super()._check()
 
     def client(self) -> LLMClient:
         client = getattr(self, "_llm_client", None)
@@ -56,9 +65,11 @@ class LLMChunker(_LLMBound, Chunker):
     section begins (``split_after: i, j``). Long texts go in windows of about
     ``window_tokens``; each window starts after the last split of the previous one, and
     the window that reaches the end of the text settles its splits. A
-    reply that is not ascending numbers within the window falls back to one chunk for the
-    window and is counted in ``malformed_replies``. Replies are cached per model, text and
-    prompt version.
+    reply that is not ascending numbers within the window is asked again (up to the client's
+    retries, never cached); if every reply is refused the window falls back to one chunk and
+    is counted in ``malformed_replies``. A reply the endpoint itself spoils (not JSON, empty,
+    cut off) is an :class:`~tuner.llm.client.LLMError` once the retries fail. Replies are cached
+    per model, text and prompt version.
     """
 
     name = "llm"
@@ -102,16 +113,30 @@ class LLMChunker(_LLMBound, Chunker):
                          for i, (s, e) in enumerate(pieces[first : last + 1], start=first))
         user = (f"{tagged}\n\nThe chunks above are numbered {first + 1} to {last + 1}. Answer with split_after: "
                 f"and the numbers after which a new section begins, each from {first + 1} to {last}.")
-        reply = self.client().chat([{"role": "system", "content": LLM_SYSTEM_PROMPT},
-                                    {"role": "user", "content": user}], prompt_version=LLM_PROMPT_VERSION)
-        match = re.search(r"split_after:\s*([\d,\s]+)", reply)
-        numbers = [int(x) for x in re.findall(r"\d+", match.group(1))] if match else []
-        valid = (numbers and all(a < b for a, b in itertools.pairwise(numbers))
-                 and all(first + 1 <= x <= last for x in numbers))
-        if not valid:
+        try:
+            return self.client().chat([{"role": "system", "content": LLM_SYSTEM_PROMPT},
+                                       {"role": "user", "content": user}], prompt_version=LLM_PROMPT_VERSION,
+                                      parse=lambda reply: split_points(reply, first, last))
+        except UnfitAnswerError:
             object.__setattr__(self, "malformed_replies", getattr(self, "malformed_replies", 0) + 1)
             return None
-        return [x - 1 for x in numbers]
+
+
+def split_points(reply: str, first: int, last: int) -> list[int]:
+    """The piece indices after which the model splits pieces ``first..last`` (``split_after:``
+    and 1-based numbers, anywhere in the reply); an :class:`~tuner.llm.endpoint.UnfitAnswer`
+    unless they are ascending and within ``first + 1..last``.
+
+    >>> split_points("Sure.\\nsplit_after: 3, 5\\nThat is all.", 0, 9)
+    [2, 4]
+    """
+    match = re.search(r"split_after:\s*([\d,\s]+)", reply)
+    numbers = [int(x) for x in re.findall(r"\d+", match.group(1))] if match else []
+    if not numbers:
+        raise UnfitAnswer(f"the reply has no 'split_after:' numbers (it starts {' '.join(reply[:60].split())!r})")
+    if not all(a < b for a, b in itertools.pairwise(numbers)) or not all(first + 1 <= x <= last for x in numbers):
+        raise UnfitAnswer(f"the split points {numbers} are not ascending numbers from {first + 1} to {last}")
+    return [x - 1 for x in numbers]
 
 
 @register

@@ -9,9 +9,10 @@ from typing import Any
 
 import yaml
 
+from .._io.files import load_yaml
 from ..embedding import PRECISION_CHOICES
 from ..errors import InvalidParameterError
-from ..tuning import defaults
+from ..tuning.study import defaults
 
 EXIT_USAGE = 2
 #: Ctrl-C (SIGINT); SIGTERM (``docker stop``, systemd, Kubernetes) ends ``tune`` and ``worker``
@@ -134,7 +135,7 @@ def parse_param(text: str) -> tuple[str, Any]:
     if not sep or not name:
         raise InvalidParameterError(f"--param {text!r} must look like NAME=VALUE")
     try:
-        return name.strip(), yaml.safe_load(value)
+        return name.strip(), load_yaml(value)
     except yaml.YAMLError:
         return name.strip(), value
 

@@ -23,7 +23,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..tuning.storage import absolute_url, check_port_free, make_storage, only_local_storage
+    from ..tuning.study.storage import absolute_url, check_port_free, make_storage, only_local_storage
 
     url = absolute_url(args.storage) if args.storage else only_local_storage()
     check_port_free(args.host, args.port)

@@ -8,7 +8,7 @@ import sys
 
 from ..evaluation.config import COPIES
 from ..evaluation.metrics import UNITS
-from ..retrieval import BACKENDS, CONTEXTS, FUSIONS, SCOPES, method_names
+from ..retrieval import CONTEXTS, FUSIONS, INDEX_BACKENDS, SCOPES, method_names
 from ._args import (
     RegistryChoices,
     add_cache_arguments,
@@ -46,7 +46,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                                "(default) or only at its marked offsets")
     evaluate.add_argument("--scope", choices=SCOPES,
                           help="retrieve from one index of all corpora (default) or per corpus")
-    evaluate.add_argument("--index", choices=BACKENDS,
+    evaluate.add_argument("--index", choices=INDEX_BACKENDS,
                           help="exact numpy search (default) or chromadb (HNSW)")
     evaluate.add_argument("--index-path", metavar="DIR",
                           help="persistent chromadb folder for --index chroma (default: in memory)")
@@ -59,7 +59,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     evaluate.add_argument("--rrf-k", type=int, metavar="K", help="constant of reciprocal-rank fusion, >= 0 (60)")
     evaluate.add_argument("--context", choices=CONTEXTS,
                           help="header prepended to the text embedded and indexed (not to offsets or scores): "
-                               "none (default), the document title, or the chunk's heading path")
+                               "none (default), the document title, the chunk's heading path, or llm: a context an LLM "
+                               "writes for each chunk ($OPENAI_BASE_URL, $CHUNKWISE_LLM_MODEL)")
     evaluate.add_argument("--rerank", metavar="FOLDER",
                           help="rerank the first stage's candidates with the cross-encoder saved in FOLDER "
                                "(sentence-transformers CrossEncoder; nothing is downloaded); none: no reranker")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import shlex
 
 from ..evaluation.registry import metrics as declared_metrics
-from ..tuning.progress import format_outcomes
-from ..tuning.run import CorpusOutcome
-from ..tuning.storage import portable_url
+from ..tuning.run.progress import format_outcomes
+from ..tuning.run.runner import CorpusOutcome
+from ..tuning.study.storage import portable_url
 
 
 def format_result(result) -> str:

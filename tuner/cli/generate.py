@@ -9,6 +9,9 @@ from pathlib import Path
 from ..errors import ChunkwiseError
 from ._args import add_filter_arguments
 
+#: The exit status of a run that added no query (every reply rejected) while queries were wanted.
+EXIT_NOTHING_GENERATED = 1
+
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
     generate = commands.add_parser(
@@ -67,6 +70,8 @@ def run(args: argparse.Namespace) -> int:
     rejected = ", ".join(f"{reason}: {count}" for reason, count in report.rejected.most_common()) or "none"
     print(f"{args.output}: {report.already + report.accepted} queries ({report.accepted} new from "
           f"{report.attempts} requests; rejected: {rejected})")
-    print(f"model {client.model}: {report.prompt_tokens} prompt + {report.completion_tokens} completion tokens, "
-          f"{report.tokens_per_accepted:.0f} per accepted query, about ${report.cost_usd:.4f}")
-    return 0
+    cached = f" ({report.cached} replies from the cache, not billed)" if report.cached else ""
+    print(f"model {client.model}: {report.prompt_tokens} prompt + {report.completion_tokens} completion tokens"
+          f"{cached}, {report.tokens_per_accepted:.0f} per accepted query, about ${report.cost_usd:.4f}")
+    # A run that added nothing while queries were still wanted failed, whatever it printed.
+    return EXIT_NOTHING_GENERATED if report.accepted == 0 and report.already < args.n else 0

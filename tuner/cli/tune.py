@@ -6,7 +6,7 @@ import argparse
 
 from ..evaluation.config import COPIES
 from ..evaluation.metrics import UNITS
-from ..tuning import defaults
+from ..tuning.study import defaults
 from ._args import (
     add_filter_arguments,
     add_precision_argument,
@@ -65,7 +65,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                       help="re-locate references whose offsets do not match, when their text occurs exactly once "
                            "in the document (recorded in the study; workers repair the same way)")
     add_run_arguments(tune)
-    tune.add_argument("--backend", choices=defaults.BACKENDS,
+    tune.add_argument("--backend", choices=defaults.RUN_BACKENDS,
                       help="where the workers run: local (default: --jobs processes here) or dask (tasks on the Dask "
                            "cluster at --scheduler, one per thread of its workers unless --jobs N; needs a "
                            "PostgreSQL --storage and pip install 'chunkwise[dask]')")
@@ -75,7 +75,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..api import tune
-    from ..tuning.study import build_spec
+    from ..tuning.study.spec import build_spec
     from .format import format_summary
 
     spec = build_spec(args.study_file, name=args.name, corpora=args.corpus, queries=args.queries, space=args.space,
@@ -88,17 +88,17 @@ def run(args: argparse.Namespace) -> int:
                       scheduler=args.scheduler, max_context_tokens=args.max_context_tokens, pareto=args.pareto)
     quiet_optuna()
     if args.recalibrate:
-        from ..tuning.plan import recalibrate
+        from ..tuning.search.plan import recalibrate
 
         print_err(recalibrate(spec) or "nothing to measure: the embedder is hosted, or its rate is set by hand")
     if args.dry_run:
-        from ..tuning.plan import format_plan, plan_run
+        from ..tuning.search.plan import format_plan, plan_run
 
         print(format_plan(spec, plan_run(spec)))
         return 0
-    from ..tuning.plan import warn_if_long
-    from ..tuning.storage import display_url
-    from ..tuning.workers import WorkerStopped, stop_handlers
+    from ..tuning.run.workers import WorkerStopped, stop_handlers
+    from ..tuning.search.plan import warn_if_long
+    from ..tuning.study.storage import display_url
 
     warn_if_long(spec, print_err)
 
@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
         with stop_handlers():  # SIGTERM while loading the data, too, ends in one line
             done = tune(study=spec, progress=True, echo=print_err)
     except (KeyboardInterrupt, WorkerStopped) as stop:
-        from ..tuning.run import resume_advice
+        from ..tuning.run.runner import resume_advice
 
         return report_stop(stop, display_url(spec.storage), resume_advice(spec))
     print(format_summary(done.name, done.storage, done.outcomes))

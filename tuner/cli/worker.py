@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..tuning import defaults
+from ..tuning.study import defaults
 from ._args import add_timeout_argument, print_err, quiet_optuna, report_stop
 
 
@@ -34,11 +34,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..tuning import join_run
-    from ..tuning.storage import absolute_url
-    from ..tuning.study import parse_duration
+    from ..tuning.study.spec import parse_duration
+    from ..tuning.study.storage import absolute_url
 
     quiet_optuna()
-    from ..tuning.workers import WorkerStopped, stop_handlers
+    from ..tuning.run.workers import WorkerStopped, stop_handlers
 
     timeout = parse_duration(args.timeout, "--timeout") if args.timeout is not None else None
     try:

@@ -27,14 +27,17 @@ documents", and BENCHMARKS.md for the measurements):
   turned off so that text copied from the original document (an identifier such as
   ``log_keep_days``) is found verbatim in the converted text.
 
-The text is the document, not the page around it (version 2 of chunkwise's part):
+The text is the document, not the page around it (versions 2 and 3 of chunkwise's part):
 
 * **HTML**: only the page's own content (:func:`html_content`): the documented content
-  container of the generator that made it (Sphinx, MkDocs, MkDocs Material, Docusaurus,
-  Javadoc, GitHub READMEs) or its ``main`` landmark, else the region readability-lxml finds,
-  kept whole; navigation, breadcrumbs, sidebars, previous/next, footers, cookie banners and
-  permalink anchors dropped. Links become their text (HTML, DOCX, EPUB) unless
-  ``keep_links``, and headings their words only.
+  container of the generator that made it (:data:`CONTENT_CONTAINERS`: Sphinx, MkDocs, MkDocs
+  Material, Docusaurus, Javadoc, rustdoc, Doxygen, DocBook XSL, Hugo's documentation themes,
+  GitHub READMEs) or its ``main`` landmark, else the region readability-lxml finds, kept whole
+  and widened until it holds 90% of the words the page shows a reader; navigation,
+  breadcrumbs, sidebars, previous/next, footers, cookie banners and permalink anchors dropped.
+  Each page's share of its visible words kept is recorded (:attr:`Conversion.kept_share`), and
+  a page that lost more than a third is named when its corpus loads. Links become their text
+  (HTML, DOCX, EPUB) unless ``keep_links``, and headings their words only.
 * **PDF**: running headers, footers and page numbers removed (:func:`_running_lines`),
   paragraphs and hyphenated words joined over line and page breaks, PDFium's hyphen mark
   (U+FFFE) dropped, and table-of-contents lines never made headings.
@@ -62,7 +65,7 @@ from functools import cache
 from importlib import metadata
 from itertools import pairwise
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from .._io import cachedir
 from .._io.files import private_dir, write_atomically
@@ -71,8 +74,9 @@ from ..errors import ChunkwiseError, CorpusError, option
 #: Version of chunkwise's own part of conversion (PDF layout analysis and clean-up, the HTML
 #: content and furniture rules, text normalisation). Part of every converter's identity: bump it
 #: whenever the text it produces changes. 2: main content only, links as their text, PDF page
-#: furniture removed.
-CONVERSION_VERSION = 2
+#: furniture removed. 3: generators' containers as data (DocBook, Doxygen, rustdoc, Hugo themes),
+#: readability's region widened until it holds 90% of the page's visible words.
+CONVERSION_VERSION = 3
 
 #: Suffixes converted to text, and the format each is read as.
 FORMATS = {
@@ -122,6 +126,9 @@ class Conversion:
         cached: whether the text came from the conversion cache (not part of its identity).
         path: the file converted (not part of its identity: the same bytes elsewhere are the
             same conversion).
+        visible_words: an HTML page's words a reader sees outside furniture and link text
+            (what its text is measured against); None for other formats.
+        kept_words: those of them the text keeps; None for other formats.
     """
 
     converter: str
@@ -130,6 +137,16 @@ class Conversion:
     warnings: tuple[str, ...] = ()
     cached: bool = field(default=False, compare=False)
     path: str = field(default="", compare=False)
+    visible_words: int | None = None
+    kept_words: int | None = None
+
+    @property
+    def kept_share(self) -> float | None:
+        """The share of the page's visible words its text keeps (HTML; None for other formats):
+        below :data:`KEPT_WARNING_SHARE` the corpus loader names the page."""
+        if self.visible_words is None or self.kept_words is None:
+            return None
+        return self.kept_words / self.visible_words if self.visible_words else 1.0
 
 
 def is_convertible(path: str | Path) -> bool:
@@ -189,16 +206,30 @@ def convert_file(path: str | Path, data: bytes | None = None, *, cache_dir: str 
     if folder is not None:
         hit = _read_cache(folder, key, identity, source)
         if hit is not None:
-            text, notes = hit
-            return text, Conversion(identity, source, key, notes, cached=True, path=str(path))
+            text, notes, visible, kept = hit
+            return text, Conversion(identity, source, key, notes, cached=True, path=str(path), visible_words=visible,
+                                    kept_words=kept)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        text = normalise(_CONVERTERS[FORMATS[suffix]](path, data, keep_links=keep_links))
-    notes = tuple(dict.fromkeys(" ".join(str(w.message).split())[:200] for w in caught))
+        _ignore_parser_notices()
+        converted = _CONVERTERS[FORMATS[suffix]](path, data, keep_links=keep_links)
+    visible = kept = None
+    if isinstance(converted, _Measured):
+        converted, visible, kept = converted
+    text = normalise(converted)
+    notes = tuple(dict.fromkeys(_one_line(str(w.message)) for w in caught))
     if folder is not None:
         _write_cache(folder, key, {"converter": identity, "source_sha256": source, "text": text,
-                                   "warnings": list(notes)})
-    return text, Conversion(identity, source, key, notes, path=str(path))
+                                   "warnings": list(notes), "visible_words": visible, "kept_words": kept})
+    return text, Conversion(identity, source, key, notes, path=str(path), visible_words=visible, kept_words=kept)
+
+
+def _one_line(message: str, limit: int = 200) -> str:
+    """A warning's message on one line, cut at a word (with an ellipsis) when longer than ``limit``."""
+    message = " ".join(message.split())
+    if len(message) <= limit:
+        return message
+    return message[:limit].rsplit(" ", 1)[0].rstrip(",;:") + " ..."
 
 
 def raw_text(path: str | Path, data: bytes | None = None) -> str:
@@ -212,7 +243,8 @@ def raw_text(path: str | Path, data: bytes | None = None) -> str:
     path, suffix, data = _source(path, data)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return normalise(_CONVERTERS[FORMATS[suffix]](path, data, clean=False, keep_links=True))
+        converted = _CONVERTERS[FORMATS[suffix]](path, data, clean=False, keep_links=True)
+    return normalise(converted.text if isinstance(converted, _Measured) else converted)
 
 
 def furniture_share(raw: str, text: str) -> float:
@@ -225,23 +257,51 @@ def furniture_share(raw: str, text: str) -> float:
 
 
 def furniture_report(corpus) -> str:
-    """One line per converted document of ``corpus``: the characters of its uncleaned
-    conversion, of its text, and the share removed as furniture (:func:`furniture_share`);
-    then the total. What ``chunkwise convert --stats`` prints."""
+    """One line per converted document of ``corpus``, the pages that kept least of their
+    visible text first: the characters of its uncleaned conversion and of its text, the share
+    removed as furniture (:func:`furniture_share`) and, for an HTML page, the share of the
+    words it shows a reader that its text keeps (:attr:`Conversion.kept_share`); then the
+    total, and the pages that lost more than a third (:func:`text_loss_warning`). What
+    ``chunkwise convert --stats`` prints."""
     rows = []
     for document in corpus:
-        if document.conversion is not None:
-            raw = raw_text(document.conversion.path)
-            rows.append((document.id, len(raw), len(document.text)))
+        conversion = document.conversion
+        if conversion is not None:
+            raw = raw_text(conversion.path)
+            rows.append((document.id, len(raw), len(document.text), conversion.visible_words, conversion.kept_words))
     if not rows:
         return "no converted document: nothing was removed as furniture"
-    raw_total, text_total = sum(r for _, r, _ in rows), sum(t for _, _, t in rows)
-    rows.append((f"all {len(rows)} converted", raw_total, text_total))
-    width = max(len(name) for name, _, _ in rows)
-    lines = ["furniture removed per converted file (characters before -> after clean-up, share removed):"]
-    lines += [f"  {name:<{width}}  {raw:>10,} -> {text:>10,}  {furniture_share_of(raw, text):6.1%}"
-              for name, raw, text in rows]
-    return "\n".join(lines)
+    rows.sort(key=lambda row: (_share(row[4], row[3]) if row[3] is not None else 1.0,
+                               -furniture_share_of(row[1], row[2])))
+    measured = [row for row in rows if row[3] is not None]
+    total = (f"all {len(rows)} converted", sum(row[1] for row in rows), sum(row[2] for row in rows),
+             sum(row[3] for row in measured) if measured else None,
+             sum(row[4] for row in measured) if measured else None)
+    width = max(len(row[0]) for row in [*rows, total])
+    lines = ["per converted file, least of its page kept first: characters before -> after clean-up, share removed "
+             "as furniture, share of the words the page shows a reader (outside links and furniture) kept:"]
+    for name, raw, text, visible, kept in [*rows, total]:
+        words = f"{_share(kept, visible):6.1%}" if visible is not None else "     -"
+        lines.append(f"  {name:<{width}}  {raw:>10,} -> {text:>10,}  {furniture_share_of(raw, text):6.1%}  {words}")
+    warning = text_loss_warning(document for document in corpus)
+    return "\n".join(lines + ([warning] if warning else []))
+
+
+def text_loss_warning(documents) -> str | None:
+    """The line naming every converted page whose text keeps less than
+    :data:`KEPT_WARNING_SHARE` of the words the page shows a reader, or None when none does."""
+    lossy = [(document.id, document.conversion.kept_share) for document in documents
+             if document.conversion is not None and document.conversion.kept_share is not None
+             and document.conversion.kept_share < KEPT_WARNING_SHARE]
+    if not lossy:
+        return None
+    names = ", ".join(f"{name} ({share:.0%} kept)" for name, share in sorted(lossy, key=lambda item: item[1]))
+    return (f"{len(lossy)} page(s) lost more than a third of the text they show a reader in conversion (taken for "
+            f"page furniture around the content their generator marks): {names}; check their converted text")
+
+
+def _share(part: int | None, whole: int | None) -> float:
+    return part / whole if part is not None and whole else 1.0
 
 
 def furniture_share_of(raw_chars: int, text_chars: int) -> float:
@@ -307,7 +367,8 @@ def write_text_corpus(corpus, directory: str | Path) -> list[Path]:
 # --- cache -------------------------------------------------------------------------------------------
 
 
-def _read_cache(folder: Path, key: str, identity: str, source: str) -> tuple[str, tuple[str, ...]] | None:
+def _read_cache(folder: Path, key: str, identity: str,
+                source: str) -> tuple[str, tuple[str, ...], int | None, int | None] | None:
     try:
         entry = json.loads((folder / f"{key}.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -315,7 +376,10 @@ def _read_cache(folder: Path, key: str, identity: str, source: str) -> tuple[str
     if (not isinstance(entry, dict) or entry.get("converter") != identity or entry.get("source_sha256") != source
             or not isinstance(entry.get("text"), str)):
         return None
-    return entry["text"], tuple(str(w) for w in entry.get("warnings") or ())
+    visible, kept = entry.get("visible_words"), entry.get("kept_words")
+    if not (isinstance(visible, int) and isinstance(kept, int)):
+        visible = kept = None
+    return entry["text"], tuple(str(w) for w in entry.get("warnings") or ()), visible, kept
 
 
 def _write_cache(folder: Path, key: str, entry: dict) -> None:
@@ -656,23 +720,54 @@ def _is_contents_line(text: str) -> bool:
 
 # --- HTML: the page's own content --------------------------------------------------------------------
 
+@dataclass(frozen=True)
+class ContentContainer:
+    """Where one documentation generator (or an HTML landmark) keeps a page's own content.
+
+    Attributes:
+        generator: who lays pages out this way (``"landmark"`` for HTML's own).
+        selectors: the container, as any of these simple selectors (``tag``, ``.class``,
+            ``#id``, ``[attribute=value]`` or a tag with one of the others).
+        outermost: matches nested in other matches count as their outermost (DocBook nests a
+            chapter's sections, each ``div.sect1`` inside the ``div.chapter`` that is the page);
+            otherwise as their innermost (a landmark inside a wrapper of the same kind).
+        title: a sibling before the container that holds the page's title, kept with it.
+    """
+
+    generator: str
+    selectors: tuple[str, ...]
+    outermost: bool = False
+    title: str | None = None
+
+
 #: Where a page keeps its own content, most specific first: the documented content containers
-#: of the common documentation generators, then the HTML landmarks. The first selector that
-#: matches exactly one element (nested matches count as their innermost) is the content; a page
-#: none matches goes to :func:`_fallback_content`. Selectors are ``tag``, ``.class``, ``#id``,
-#: ``[attribute=value]`` or a tag with one of the others.
-CONTENT_SELECTORS: tuple[tuple[str, str], ...] = (
-    ("GitHub-rendered README", "article.markdown-body"),
-    ("Docusaurus", "div.theme-doc-markdown"),
-    ("MkDocs Material", "article.md-content__inner"),
-    ("Sphinx, Read the Docs theme", "div[itemprop=articleBody]"),
+#: of the documentation generators, then the HTML landmarks. The first entry whose matches
+#: come down to exactly one element (see ``outermost``) is the content; a page none matches
+#: goes to :func:`_fallback_content`. Every region kept is measured against the page's visible
+#: text (:func:`_prose_words`), and a page that loses more than a third is named.
+CONTENT_CONTAINERS: tuple[ContentContainer, ...] = (
+    ContentContainer("GitHub-rendered README", ("article.markdown-body",)),
+    ContentContainer("Docusaurus", ("div.theme-doc-markdown",)),
+    ContentContainer("MkDocs Material", ("article.md-content__inner",)),
+    ContentContainer("Sphinx, Read the Docs theme", ("div[itemprop=articleBody]",)),
+    ContentContainer("rustdoc", ("section#main-content",)),
+    # Hugo's Docsy and Book themes (Hugo itself has no fixed layout; these are its documentation themes).
+    ContentContainer("Hugo, Docsy theme", ("div.td-content",)),
+    ContentContainer("Hugo, Book theme", ("article.book-article",)),
     # Sphinx (div.body role=main), MkDocs's own themes, Javadoc 9+ (main role=main), Furo, pydata.
-    ("landmark", "[role=main]"),
-    ("landmark", "main"),
-    ("Javadoc 8 and older", "div.contentContainer"),
-    ("Sphinx, older themes", "div.body"),
-    ("Sphinx, older themes", "div.document"),
-    ("landmark", "article"),
+    ContentContainer("landmark", ("[role=main]",)),
+    ContentContainer("landmark", ("main",)),
+    ContentContainer("Javadoc 8 and older", ("div.contentContainer",), title="div.header"),
+    ContentContainer("Doxygen", ("div.contents",), title="div.header"),
+    ContentContainer("Sphinx, older themes", ("div.body",)),
+    ContentContainer("Sphinx, older themes", ("div.document",)),
+    # DocBook XSL's chunked HTML: the page is one top-level division, with div.navheader and
+    # div.navfooter around it; its subsections nest inside.
+    ContentContainer("DocBook XSL", ("div.set", "div.book", "div.part", "div.chapter", "div.appendix", "div.preface",
+                                     "div.article", "div.reference", "div.refentry", "div.sect1", "div.section",
+                                     "div.glossary", "div.index", "div.bibliography", "div.colophon"),
+                     outermost=True),
+    ContentContainer("landmark", ("article",)),
 )
 #: Page furniture inside the content, dropped: navigation, footers, breadcrumbs, previous/next,
 #: forms and buttons, line numbers of code blocks, and the generators' named furniture.
@@ -693,6 +788,12 @@ FURNITURE_SELECTORS: tuple[str, ...] = (
     # DocBook, Texinfo, LaTeX2HTML
     "div.navheader", "div.navfooter", "div.toc", "a.copiable-anchor", "table.header", "div.navigation",
     "ul.ChildLinks", "a#CHILD_LINKS",
+    # Doxygen (div.summary: the header's links to the page's own sections)
+    "div.summary", "div.navpath", "div#nav-path", "div#side-nav", "div#MSearchBox", "address.footer",
+    # rustdoc
+    "a.srclink", "a.src", "div#rustdoc-toc", "nav.sidebar", "div.sidebar-elems", "summary.hideme",
+    # pandoc (its table of contents, nav#TOC or, before pandoc 2, div#TOC)
+    "#TOC",
     # Pygments line numbers, copy buttons
     "td.linenos", "span.linenos", "div.linenodiv", "a.copybtn",
 )
@@ -718,41 +819,82 @@ def _matcher(selector: str) -> Callable[[Any], bool]:
                         and (attribute is None or tag.get(attribute) == value))
 
 
-_CONTENT_MATCHERS = [(name, selector, _matcher(selector)) for name, selector in CONTENT_SELECTORS]
+def _any_matcher(selectors: tuple[str, ...]) -> Callable[[Any], bool]:
+    tests = [_matcher(selector) for selector in selectors]
+    return lambda tag: any(test(tag) for test in tests)
+
+
+_CONTENT_MATCHERS = [(container, _any_matcher(container.selectors)) for container in CONTENT_CONTAINERS]
 _FURNITURE_MATCHERS = [_matcher(selector) for selector in FURNITURE_SELECTORS]
 _LAYOUT_LIST_MATCHERS = [_matcher(selector) for selector in LAYOUT_LIST_SELECTORS]
 
+#: A region readability-lxml chose must hold this share of the page's visible words
+#: (:func:`_prose_words`); a smaller one is widened to its smallest ancestor that does.
+_REGION_MIN_SHARE = 0.9
+#: A page whose kept content holds less than this share of its visible words is named in a
+#: warning (the conversion's warnings, the corpus loader's summary, ``convert --stats``).
+KEPT_WARNING_SHARE = 2 / 3
 
-def html_content(markup: str, *, keep_links: bool = False) -> tuple[str, str]:
-    """A page's own content as HTML, cleaned, and what found it.
 
-    The content is found by :data:`CONTENT_SELECTORS` (its name says which generator or
+@dataclass(frozen=True)
+class HtmlContent:
+    """What :func:`html_content` kept of a page.
+
+    Attributes:
+        html: the content, cleaned (see :func:`html_content`).
+        found_by: the :class:`ContentContainer` generator that matched, or ``"fallback"``.
+        visible_words: words the page shows a reader outside furniture and link text
+            (:func:`_prose_words`).
+        kept_words: those of them inside the content kept.
+    """
+
+    html: str
+    found_by: str
+    visible_words: int
+    kept_words: int
+
+    @property
+    def kept_share(self) -> float:
+        """``kept_words / visible_words`` (1 for a page with no visible words outside links)."""
+        return self.kept_words / self.visible_words if self.visible_words else 1.0
+
+
+def html_content(markup: str, *, keep_links: bool = False) -> HtmlContent:
+    """A page's own content as HTML, cleaned, what found it and how much of the page it keeps.
+
+    The content is found by :data:`CONTENT_CONTAINERS` (its name says which generator or
     landmark matched) or, on a page none of them matches, by :func:`_fallback_content`
-    (``"fallback"``). Then furniture goes (:data:`FURNITURE_SELECTORS`, permalink anchors,
-    cookie banners), headings become their words only, and, unless ``keep_links``, links
-    become their text and images their alt text.
+    (``"fallback"``), whose region is widened until it holds :data:`_REGION_MIN_SHARE` of
+    the page's visible words. Then furniture goes (:data:`FURNITURE_SELECTORS`, permalink
+    anchors, cookie banners), headings become their words only, and, unless ``keep_links``,
+    links become their text and images their alt text.
     """
     from bs4 import BeautifulSoup
 
-    soup = BeautifulSoup(markup, "lxml")
+    with warnings.catch_warnings():
+        _ignore_parser_notices()
+        soup = BeautifulSoup(markup, "lxml")
     for tag in soup(["script", "style", "noscript", "template"]):
         tag.decompose()
-    tags = soup.find_all(True)
+    page = soup.body or soup
+    tags = page.find_all(True)
     parts, found_by = [], "fallback"
-    for name, selector, matches in _CONTENT_MATCHERS:
+    for container, matches in _CONTENT_MATCHERS:
         found = [tag for tag in tags if matches(tag)]
-        innermost = [t for t in found if not any(any(p is t for p in other.parents) for other in found)]
-        if len(innermost) == 1 and innermost[0].get_text().strip():
-            parts, found_by = [innermost[0]], name
-            if selector == "div.contentContainer":  # Javadoc 8 puts the class's title just before
-                header = innermost[0].find_previous_sibling("div", class_="header")
-                if header is not None:
-                    parts.insert(0, header)
+        if container.outermost:
+            chosen = [t for t in found if not any(matches(p) for p in t.parents)]
+        else:
+            chosen = [t for t in found if not any(any(p is t for p in other.parents) for other in found)]
+        if len(chosen) == 1 and chosen[0].get_text().strip():
+            parts, found_by = [chosen[0]], container.generator
+            if container.title:
+                title = chosen[0].find_previous_sibling(_matcher(container.title))
+                if title is not None:
+                    parts.insert(0, title)
             break
     if not parts:
         # Furniture the rules know goes first, and headings become their words, so that the
         # library scores the rest (a heading that is an anchor would count as a link and go).
-        page = soup.body or soup
         _clean_content(page, keep_links=True)
         for heading in page.find_all(["h1", "h2", "h3", "h4", "h5", "h6"]):
             # A title wrapped in divs of its own (DocBook's div.titlepage) is short enough for
@@ -760,8 +902,73 @@ def html_content(markup: str, *, keep_links: bool = False) -> tuple[str, str]:
             while heading.parent is not None and heading.parent.name == "div" and \
                     heading.parent.get_text().split() == heading.get_text().split():
                 heading.parent.unwrap()
-        parts = [_content_region(page, _fallback_content(str(page)))]
-    return "".join(_clean_content(part, keep_links) for part in parts), found_by
+        counts = _prose_words(page)
+        region = _content_region(page, _fallback_content(str(page)))
+        parts = [_widened(region, page, counts, _REGION_MIN_SHARE * sum(counts.values()))]
+    else:
+        counts = _prose_words(page)
+    visible = sum(counts.values())
+    kept = sum(_words_within(part, counts) for part in parts)
+    return HtmlContent("".join(_clean_content(part, keep_links) for part in parts), found_by, visible, kept)
+
+
+def _ignore_parser_notices() -> None:
+    """Silence BeautifulSoup's notices about its own parser choice (an XHTML page read with
+    the HTML parser, which is what chunkwise wants): they say nothing about the document, and
+    would be one line per page."""
+    from bs4 import MarkupResemblesLocatorWarning, XMLParsedAsHTMLWarning
+
+    warnings.simplefilter("ignore", XMLParsedAsHTMLWarning)
+    warnings.simplefilter("ignore", MarkupResemblesLocatorWarning)
+
+
+def _prose_words(page: Any) -> dict[int, int]:
+    """The words a reader sees on ``page`` outside its furniture, per text node (by ``id``):
+    text outside :data:`FURNITURE_SELECTORS` and other furniture (:func:`_is_furniture`), and
+    outside links (navigation that no rule knows is mostly links; body text is mostly not).
+    What a kept region is measured against."""
+    from bs4 import NavigableString
+
+    verdicts: dict[int, bool] = {}
+
+    def left_out(tag: Any) -> bool:
+        key = id(tag)
+        if key not in verdicts:
+            verdicts[key] = tag.name == "a" or _is_furniture(tag)
+        return verdicts[key]
+
+    counts: dict[int, int] = {}
+    for string in page.find_all(string=True):
+        if type(string) is not NavigableString:
+            continue
+        words = len(_WORD.findall(string))
+        if not words:
+            continue
+        if any(left_out(parent) for parent in string.parents if parent is not page and parent.name != "[document]"):
+            continue
+        counts[id(string)] = words
+    return counts
+
+
+_WORD = re.compile(r"\w+")
+
+
+def _words_within(element: Any, counts: dict[int, int]) -> int:
+    """The visible words (``counts`` from :func:`_prose_words`) inside ``element``."""
+    from bs4 import NavigableString
+
+    if isinstance(element, NavigableString):
+        return counts.get(id(element), 0)
+    return sum(counts.get(id(string), 0) for string in element.find_all(string=True))
+
+
+def _widened(region: Any, page: Any, counts: dict[int, int], needed: float) -> Any:
+    """``region``, or its smallest ancestor within ``page`` holding ``needed`` visible words:
+    the safety net under a library's choice of region, which on a page of many similar
+    sections (a DocBook reference page of parameters) can be one subsection."""
+    while region is not page and region.parent is not None and _words_within(region, counts) < needed:
+        region = region.parent
+    return region
 
 
 def _fallback_content(markup: str) -> str:
@@ -846,19 +1053,29 @@ def _is_furniture(tag: Any) -> bool:
         tag.get_text().strip() in _PERMALINK_SIGNS and tag.find("img") is None
 
 
-def _html_markdown(markup: str, *, clean: bool, keep_links: bool) -> str:
+def _html_markdown(markup: str, *, clean: bool, keep_links: bool) -> str | _Measured:
     from markitdown import converters
 
-    if clean:
-        markup, _ = html_content(markup, keep_links=keep_links)
-    return converters.HtmlConverter().convert_string(markup, **_MARKDOWNIFY).markdown
+    if not clean:
+        return converters.HtmlConverter().convert_string(markup, **_MARKDOWNIFY).markdown
+    content = html_content(markup, keep_links=keep_links)
+    text = converters.HtmlConverter().convert_string(content.html, **_MARKDOWNIFY).markdown
+    return _Measured(text, content.visible_words, content.kept_words)
+
+
+class _Measured(NamedTuple):
+    """A converter's text with what it kept of the page's visible words (HTML)."""
+
+    text: str
+    visible_words: int
+    kept_words: int
 
 
 # --- markitdown formats ------------------------------------------------------------------------------
 
 
 def _markitdown(kind: str) -> Callable[..., str]:
-    def convert(path: Path, data: bytes, *, clean: bool = True, keep_links: bool = False) -> str:
+    def convert(path: Path, data: bytes, *, clean: bool = True, keep_links: bool = False) -> str | _Measured:
         suffix = path.suffix.lower()
         try:
             from markitdown import StreamInfo, converters

@@ -24,7 +24,7 @@ from typing import Any
 from .._io.files import why_missing
 from ..errors import ChunkwiseError, CorpusError, option
 from ..text.tokens import count_tokens_batch
-from .convert import CONVERTIBLE_SUFFIXES, convert_file
+from .convert import CONVERTIBLE_SUFFIXES, convert_file, text_loss_warning
 from .document import Document
 
 #: Text file suffixes read from a folder (a file named explicitly is read whatever its suffix).
@@ -52,6 +52,8 @@ class LoadSummary:
     read: Counter = field(default_factory=Counter)
     skipped: Counter = field(default_factory=Counter)
     excluded: int = 0
+    #: Links left out because they lead outside the folder (their paths relative to it).
+    outside: list[str] = field(default_factory=list)
     converted: int = 0
     cached: int = 0
     warnings: dict[str, tuple[str, ...]] = field(default_factory=dict)
@@ -192,7 +194,9 @@ def load_corpus(source: str | Path, name: str | None = None, *, include: Sequenc
     Folders and globs are read the same way: hidden files and folders (``.name``) are
     skipped, and symbolic links to folders are not followed, so a link such as
     ``self -> .`` or ``up -> ..`` neither repeats documents nor reaches outside the
-    folder (or the glob's fixed leading folder). Links to files are read. A folder that
+    folder (or the glob's fixed leading folder). Links to files inside it are read; a link
+    to a file outside it is left out with a warning naming it (nothing outside the folder
+    is read, so nothing outside it is embedded or sent to an endpoint). A folder that
     cannot be listed is an error, like a file that cannot be read. Loading a folder or glob
     logs one line (logger ``tuner.data.corpus``) of what it read and skipped, per suffix; the
     same is in :attr:`Corpus.loading`.
@@ -218,6 +222,7 @@ def load_corpus(source: str | Path, name: str | None = None, *, include: Sequenc
         root = _glob_root(source_str)
         pattern = Path(source_str).parts[len(root.parts) if root != Path(".") else 0:]
         found = sorted(_find_files(root, pattern)) if root.is_dir() else []
+        found = _inside(found, root, summary, name or default_corpus_name(source_str))
         if not found:
             raise CorpusError(f"corpus pattern {str(source)!r} matches no file")
         files = _select(found, root, include, exclude, summary, by_suffix=False)
@@ -226,7 +231,8 @@ def load_corpus(source: str | Path, name: str | None = None, *, include: Sequenc
                               f"{option('include')}/{option('exclude')}")
     elif path.is_dir():
         root = path
-        files = _select(sorted(_find_files(path, ("**", "*"))), root, include, exclude, summary, by_suffix=True)
+        found = _inside(sorted(_find_files(path, ("**", "*"))), root, summary, name or default_corpus_name(source_str))
+        files = _select(found, root, include, exclude, summary, by_suffix=True)
         if not files:
             left_out = (f"; {summary.excluded} file(s) left out by {option('include')}/{option('exclude')}"
                         if summary.excluded else "")
@@ -259,7 +265,27 @@ def load_corpus(source: str | Path, name: str | None = None, *, include: Sequenc
         log.info(summary.describe(corpus.name))
     if summary.warnings:
         log.warning(summary.describe_warnings(corpus.name))
+    lost = text_loss_warning(documents)
+    if lost:
+        log.warning(f"corpus {corpus.name!r}: {lost}")
     return corpus
+
+
+def _inside(files: list[Path], root: Path, summary: LoadSummary, corpus: str) -> list[Path]:
+    """``files`` without the links that lead outside ``root`` (their real path is elsewhere):
+    nothing outside the folder is read. Those left out are listed in ``summary.outside`` and
+    named in one warning; links that stay inside are kept."""
+    real_root = Path(os.path.realpath(root))
+    kept = []
+    for f in files:
+        if Path(os.path.realpath(f)).is_relative_to(real_root):
+            kept.append(f)
+        else:
+            summary.outside.append(f.relative_to(root).as_posix())
+    if summary.outside:
+        log.warning(f"corpus {corpus!r}: left out {_preview(summary.outside)}: symbolic link(s) leading outside "
+                    f"{str(root)!r} (nothing outside the corpus folder is read)")
+    return kept
 
 
 def _select(files: list[Path], root: Path, include: Sequence[str], exclude: Sequence[str], summary: LoadSummary,
@@ -494,8 +520,16 @@ def parse_corpus_spec(spec: str) -> tuple[str, str]:
     ('manuals', 'docs/**/*.md')
     >>> parse_corpus_spec("docs/**/*.md")
     ('docs', 'docs/**/*.md')
+
+    A path that contains ``=`` is read as a path when it exists; otherwise what comes before
+    ``=`` was meant as a name, and one with ``/`` or glob characters is a :class:`CorpusError`
+    saying so (and whether the path after ``=`` exists).
     """
     name, sep, path = spec.partition("=")
     if not sep or not name or "/" in name or globlib.has_magic(name):
+        if sep and name and not Path(spec).expanduser().exists() and not globlib.has_magic(spec):
+            missing = "" if Path(path).expanduser().exists() else f"; and the path {path!r} {why_missing(path)}"
+            raise CorpusError(f"corpus {spec!r}: {name!r} is not a valid corpus name (a name takes no '/' or glob "
+                              f"characters: letters, digits, '.', '_' or '-'){missing}")
         return default_corpus_name(spec), spec
     return name, path

@@ -5,15 +5,19 @@ weighted by length); the model is asked, in JSON mode, for one specific question
 it and the excerpts that answer it, copied exactly, and is shown up to 50 earlier
 questions so it does not repeat them. A query is accepted only when every excerpt is
 found in the document: exactly first, then with whitespace normalised and mapped back to
-exact offsets. Accepted queries are then filtered: a question too similar to an earlier
+exact offsets. The reply is read as real models write it (:func:`generated_reply`): the JSON
+object alone, in a ```json code fence, or with prose before and after it; a reply with no
+such object (or cut off, or empty) is asked again and, if every attempt fails, ends the run
+with one error naming the endpoint (nothing invalid is cached). A question without excerpts
+is rejected and counted. Accepted queries are then filtered: a question too similar to an earlier
 one (cosine of question embeddings above ``duplicate_threshold``) is dropped, and so is a
 query whose least similar excerpt is below ``relevance_threshold``. Every rejection is
 counted by reason.
 
 The output is chunkwise JSONL, appended as queries are accepted, so a run can stop at any
-time and the same command continues toward ``n``. The file is created with the first
-accepted query, never before (a run that fails at its first request leaves no empty
-file), and each query is written whole or not at all.
+time (even killed) and the same command continues toward ``n``. The file is created with the
+first accepted query, never before (a run that fails at its first request leaves no empty
+file), private to its owner (mode 0600), and each query is written whole or not at all.
 """
 
 from __future__ import annotations
@@ -29,9 +33,11 @@ from pathlib import Path
 
 import numpy as np
 
+from .._io.files import PRIVATE_FILE_MODE
 from ..embedding import Embedder
 from ..errors import ChunkwiseError, option
 from ..llm.client import LLMClient
+from ..llm.endpoint import UnfitAnswer
 from ..schema import ParamSpec, check_value
 from .corpus import Corpus
 from .evalset import EvaluationSet, Query, Reference, load_evaluation_set
@@ -52,13 +58,15 @@ Rules:
 
 Answer with a JSON object: {"question": "...", "references": [{"content": "..."}]}"""
 
-REJECTION_REASONS = ("malformed reply", "reference not in the text", "near-duplicate question",
+REJECTION_REASONS = ("question without excerpts", "reference not in the text", "near-duplicate question",
                      "weakest reference too dissimilar")
+_CODE_FENCE = re.compile(r"```[A-Za-z]*[ \t]*\n?(.*?)```", re.S)
 
 
 @dataclass
 class GenerationReport:
-    """What a generation run did."""
+    """What a generation run did. The tokens and cost are those of the requests sent: a reply
+    served from the cache (``cached``) costs nothing."""
 
     accepted: int = 0
     already: int = 0
@@ -67,6 +75,7 @@ class GenerationReport:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0
+    cached: int = 0
 
     @property
     def tokens_per_accepted(self) -> float:
@@ -149,7 +158,7 @@ def generate_evaluation_set(corpus: Corpus, output: str | Path, n: int, client: 
         from tqdm import tqdm
 
         bar = tqdm(total=n, initial=len(accepted), desc="generating", unit="query", disable=None)
-    before = (client.usage.prompt_tokens, client.usage.completion_tokens)
+    before = (client.usage.sent_prompt_tokens, client.usage.sent_completion_tokens, client.usage.cached)
     out = _AppendOnly(output)
     try:
         while len(accepted) < n and report.attempts < limit:
@@ -168,8 +177,9 @@ def generate_evaluation_set(corpus: Corpus, output: str | Path, n: int, client: 
         out.close()
         if bar is not None:
             bar.close()
-        report.prompt_tokens = client.usage.prompt_tokens - before[0]
-        report.completion_tokens = client.usage.completion_tokens - before[1]
+        report.prompt_tokens = client.usage.sent_prompt_tokens - before[0]
+        report.completion_tokens = client.usage.sent_completion_tokens - before[1]
+        report.cached = client.usage.cached - before[2]
         report.cost_usd = (report.prompt_tokens * price_in + report.completion_tokens * price_out) / 1e6
     if len(accepted) < n:
         echo(f"stopped after {report.attempts} requests with {len(accepted)} of {n} queries; run again to continue")
@@ -210,7 +220,7 @@ class _AppendOnly:
                     existing.seek(end - 1)
                     if existing.read(1) != b"\n":
                         prefix = b"\n"  # a file edited by hand may lack its last newline
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, PRIVATE_FILE_MODE)
         return prefix
 
     def append(self, line: str, kept: int) -> None:
@@ -248,16 +258,12 @@ def _attempt(corpus, client, embedder, rng, accepted, question_vectors, passage_
     user = f"Passage from {document_id}:\n<passage>\n{text[start:end]}\n</passage>\n"
     if earlier:
         user += "\nEarlier questions (do not repeat them):\n" + "\n".join(f"- {q}" for q in earlier)
-    reply = client.chat([{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}],
-                        prompt_version=PROMPT_VERSION, json_mode=True, temperature=0.7)
-    try:
-        data = json.loads(reply)
-        question = str(data["question"]).strip()
-        contents = [str(r["content"]) for r in data["references"]]
-    except (ValueError, KeyError, TypeError):
-        return None, "malformed reply"
-    if not question or not contents:
-        return None, "malformed reply"
+    question, contents = client.chat([{"role": "system", "content": SYSTEM_PROMPT},
+                                      {"role": "user", "content": user}],
+                                     prompt_version=PROMPT_VERSION, json_mode=True, temperature=0.7,
+                                     parse=generated_reply)
+    if not contents:
+        return None, "question without excerpts"
     references = []
     for content in contents:
         found = locate(text, content, (start, end))
@@ -272,6 +278,59 @@ def _attempt(corpus, client, embedder, rng, accepted, question_vectors, passage_
     question_vectors.append(vectors[0])
     query_id = f"g{len(accepted) + 1:04d}"
     return Query(query_id, question, corpus.name, tuple(references)), ""
+
+
+def generated_reply(reply: str) -> tuple[str, list[str]]:
+    """The question and excerpt texts in a model's reply, read as models write it: a JSON object
+    ``{"question": ..., "references": [{"content": ...}]}`` alone, in a code fence, or with
+    prose around it (an excerpt given as a bare string counts too). Excerpts may be missing
+    (the caller rejects the question); an :class:`~tuner.llm.endpoint.UnfitAnswer` when there
+    is no object with a question.
+
+    >>> generated_reply('Sure!\\n```json\\n{"question": "Why?", "references": [{"content": "Because."}]}\\n```')
+    ('Why?', ['Because.'])
+    >>> generated_reply('{"question": "Why?"}')
+    ('Why?', [])
+    """
+    data = _json_object(reply)
+    if data is None:
+        start = " ".join(reply[:60].split())
+        raise UnfitAnswer(f"the reply holds no JSON object (it starts {start!r})")
+    question = data.get("question")
+    if not isinstance(question, str) or not question.strip():
+        raise UnfitAnswer(f"the reply's JSON object has no question (keys: {', '.join(map(str, data)) or 'none'})")
+    references = data.get("references")
+    contents = []
+    for reference in references if isinstance(references, list) else []:
+        content = reference.get("content") if isinstance(reference, dict) else reference
+        if isinstance(content, str) and content.strip():
+            contents.append(content)
+    return question.strip(), contents
+
+
+def _json_object(text: str) -> dict | None:
+    """The JSON object in ``text``: the whole text, else a code fence's body, else the first
+    object found after prose (one with a ``question`` preferred)."""
+    candidates = [text.strip(), *(body.strip() for body in _CODE_FENCE.findall(text))]
+    for candidate in candidates:
+        try:
+            value = json.loads(candidate)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            return value
+    decoder = json.JSONDecoder()
+    first = None
+    for match in re.finditer(r"\{", text):
+        try:
+            value, _ = decoder.raw_decode(text, match.start())
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            if "question" in value:
+                return value
+            first = first if first is not None else value
+    return first
 
 
 def similarity_distributions(evaluation_set: EvaluationSet, embedder: Embedder) -> dict[str, np.ndarray]:

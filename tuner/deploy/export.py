@@ -35,7 +35,7 @@ from ..evaluation.config import EvaluationConfig
 from .pipeline import TunedPipeline
 
 if TYPE_CHECKING:
-    from ..tuning.records import TrialRecord
+    from ..tuning.study.records import TrialRecord
 
 SCHEMA_VERSION = 1
 SCHEMA_KEY = "chunkwise_export"
@@ -91,8 +91,8 @@ def export_trial(study, record: TrialRecord, storage_display_url: str, path: str
     ``storage_display_url`` is recorded as the trial's source: pass it with the password
     hidden (exports are shared; they never hold a secret).
     """
-    from ..tuning.records import exported_metric_attrs
-    from ..tuning.settings import StudySettings
+    from ..tuning.study.records import exported_metric_attrs
+    from ..tuning.study.settings import StudySettings
 
     settings = StudySettings.of(study)
     if record.config is None:
@@ -121,13 +121,13 @@ def export_run_trial(run: str, path: str | Path, *, corpus: str | None = None, t
                      best: bool = False, storage: str | None = None) -> ExportedTrial:
     """Export a trial of run ``run``'s study for ``corpus``: by default the recommended one
     (the cheapest configuration statistically tied with the best, see
-    :mod:`tuner.tuning.selection`), with ``best`` the highest-scoring one, or trial ``trial``.
+    :mod:`tuner.tuning.scoring.selection`), with ``best`` the highest-scoring one, or trial ``trial``.
 
     ``run`` may be ``RUN`` or ``RUN/CORPUS``; ``storage`` defaults to ``sqlite:///studies/RUN.db``.
     """
-    from ..tuning.records import load_run_study, select_trial
-    from ..tuning.selection import recommend_for_study
-    from ..tuning.storage import existing_run_storage, storage_errors
+    from ..tuning.scoring.selection import recommend_for_study
+    from ..tuning.study.records import load_run_study, select_trial
+    from ..tuning.study.storage import existing_run_storage, storage_errors
 
     study_storage = existing_run_storage(run, storage)
     with storage_errors(study_storage.display_url):

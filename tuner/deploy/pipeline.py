@@ -56,7 +56,7 @@ class TunedPipeline:
 
     @property
     def context(self) -> str:
-        """The context header the configuration indexes (``none``, ``title`` or ``headings``)."""
+        """The context header the configuration indexes (``none``, ``title``, ``headings`` or ``llm``)."""
         return self.retrieval.context
 
     def split(self, document: Document) -> list[Chunk]:

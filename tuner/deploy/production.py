@@ -5,7 +5,8 @@
     collection.query("How long are logs kept?")          # top k chunks, as configured
 
 A collection reproduces the configuration's retrieval exactly: its chunks are embedded with
-their context header when the configuration has one, a ``bm25`` or ``hybrid`` configuration
+their context header when the configuration has one (an ``llm`` one written by the same LLM
+endpoint and model, from the same reply cache, as in evaluation), a ``bm25`` or ``hybrid`` configuration
 gets its BM25 index persisted beside the collection (``DIR/chunkwise-bm25/<token>/``, named
 in the collection's metadata), and :meth:`Collection.query` ranks with
 :func:`tuner.retrieval.retrieve`, the function the evaluation ranked with. A ``bm25``
@@ -36,6 +37,7 @@ from ..errors import ChunkwiseError, option
 from ..retrieval import BM25Index, CollectionIndex, retrieval_method, retrieve
 from ..retrieval.config import RetrievalConfig
 from ..retrieval.context import Outline, context_header, with_header
+from ..retrieval.llm_context import context_client
 from .export import ExportedConfig, load_config
 
 #: Prefix of the collection a build writes before it takes the requested name.
@@ -332,12 +334,13 @@ def _headers(chunks: Sequence[tuple[str, Chunk]], paths: Sequence[str | Path], c
         corpus = load_corpus(path)
         outlines.update({(corpus.name, document.id): Outline(document) for document in corpus})
     headers = []
+    writer = context_client() if context == "llm" else None  # as the evaluation wrote them (and cached)
     for corpus, chunk in chunks:
         outline = outlines.get((corpus, chunk.document))
         if outline is None:
             raise ChunkwiseError(f"chunk of {corpus}/{chunk.document} does not come from the paths given "
                                  f"({', '.join(map(str, paths))}): its context header cannot be made")
-        headers.append(context_header(chunk, outline, context))
+        headers.append(context_header(chunk, outline, context, writer))
     return headers
 
 

@@ -9,6 +9,7 @@
 * :mod:`.config`: the ``embedder`` section of a configuration.
 """
 
+from .._plugins import import_modules
 from .base import Embedder, EmbeddingStats
 from .cache import EmbeddingCache, EmbeddingCacheError, default_cache_path
 from .config import PRECISION_CHOICES, EmbedderConfig
@@ -35,3 +36,6 @@ __all__ = [
     "provider_names",
     "register_provider",
 ]
+
+# Every module of this package registers what it defines: a new one is one new file.
+import_modules(__name__, __path__, registers_nothing=("shared_cache",))  # it loads SQLAlchemy

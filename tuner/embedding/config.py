@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from .._io.secrets import split_credentials
 from ..errors import InvalidParameterError
 from ..schema import check_keys, check_settings, field_names, setting
 from . import openai, sentence_transformers  # noqa: F401  (their providers register on import)
@@ -60,6 +61,8 @@ class EmbedderConfig:
 
     def __post_init__(self) -> None:
         check_settings(self, "embedder")
+        if self.base_url:  # its user and password are kept in memory, never in what is stored
+            object.__setattr__(self, "base_url", split_credentials(self.base_url))
         if self.precision == "auto" and not embedding_provider(self.provider).local:
             object.__setattr__(self, "precision", "fp32")  # an API's vectors have one precision
         if self.precision not in ("fp32", "auto") and not embedding_provider(self.provider).local:

@@ -21,24 +21,25 @@ import binascii
 import json
 import os
 import threading
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from functools import cached_property
 
 import numpy as np
 
+from .._io.secrets import split_credentials
 from ..errors import EmbeddingError, InvalidParameterError
 from ..llm.endpoint import (
     MAX_READ_TIMEOUT_S,
+    BadReply,
     RateGate,
-    endpoint_error,
+    json_reply,
     make_client,
     make_error,
     read_timeout,
     request_timeout,
-    retry_delay,
     shown,
+    usable_reply,
 )
 from ..text.tokens import count_tokens_batch, encoding
 from .base import Embedder
@@ -109,7 +110,9 @@ class OpenAIEmbedder(Embedder):
                 f"embedder.max_batch_tokens={self.max_batch_tokens} is invalid: one request must hold a text of "
                 f"the model's input window, embedder.max_input_tokens={self.max_input_tokens}; allowed: "
                 f">= {self.max_input_tokens}")
-        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL")
+        # The URL without a user and password it may carry (those are sent, never stored).
+        base = base_url or os.environ.get("OPENAI_BASE_URL")
+        self.base_url = split_credentials(base) if base else None
         self.api_key = api_key
         self.dimensions = dimensions
         self.max_retries = max_retries
@@ -219,35 +222,19 @@ class OpenAIEmbedder(Embedder):
             model=self.model, input=texts, encoding_format="base64", timeout=request_timeout(timeout), **extra)
 
     def _embed(self, texts: list[str]) -> np.ndarray:
-        import openai
-
         extra = {"dimensions": self.dimensions} if self.dimensions else {}
         timeout = read_timeout(sum(count_tokens_batch(texts)), self.timeout_s)
-        problem = ""
-        for attempt in range(self.max_retries + 1):
-            if attempt:
-                time.sleep(retry_delay(attempt - 1))
-            try:
-                raw = self._request(texts, extra, timeout)
-            except openai.OpenAIError as exc:
-                raise endpoint_error(exc, EmbeddingError, service="embedding", endpoint=self.endpoint,
-                                     model=self.model, max_retries=self.max_retries, timeout_s=timeout) from None
-            try:
-                vectors = parse_embedding_reply(raw.content, raw.headers.get("content-type", ""), len(texts))
-            except BadReply as bad:
-                problem = str(bad)
-                continue
+
+        def check(raw) -> np.ndarray:
+            vectors = parse_embedding_reply(raw.content, raw.headers.get("content-type", ""), len(texts))
             if (used := reply_usage(raw.content)) is not None:
                 with self._usage_lock:
                     self.stats.api_tokens += used
             return vectors
-        tries = "1 attempt" if self.max_retries == 0 else f"{self.max_retries + 1} attempts"
-        raise make_error(EmbeddingError, f"the embedding endpoint {shown(self.endpoint)} (model {self.model!r}) gave "
-                                         f"no usable reply in {tries}: {problem}")
 
-
-class BadReply(ValueError):
-    """An embeddings reply chunkwise cannot use; the message says what was wrong."""
+        return usable_reply(lambda: self._request(texts, extra, timeout), check, EmbeddingError,
+                            service="embedding", endpoint=self.endpoint, model=self.model,
+                            max_retries=self.max_retries, timeout_s=timeout)
 
 
 def parse_embedding_reply(body: bytes, content_type: str, count: int) -> np.ndarray:
@@ -256,12 +243,7 @@ def parse_embedding_reply(body: bytes, content_type: str, count: int) -> np.ndar
     Raises :class:`BadReply` unless the body is a JSON object whose ``data`` holds ``count``
     vectors (lists of numbers, or base64 little-endian float32) of one dimension, all finite.
     """
-    try:
-        payload = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        start = " ".join(body[:40].decode("utf-8", "replace").split())
-        raise BadReply(f"the reply is not JSON (content type {content_type or 'none'!r}, "
-                       f"{len(body)} bytes starting {start!r})") from None
+    payload = json_reply(body, content_type)
     rows = payload.get("data") if isinstance(payload, dict) else None
     if not isinstance(rows, list):
         raise BadReply("the reply is not a JSON object with a 'data' list of vectors")

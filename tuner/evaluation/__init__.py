@@ -8,6 +8,7 @@
 * :mod:`.fidelity`: the stable distractor samples that multi-fidelity search climbs.
 """
 
+from .._plugins import import_modules
 from .config import COPIES, EvaluationConfig
 from .evaluator import EvaluationResult, evaluate, evaluate_rungs
 from .fidelity import FULL, Fidelity
@@ -16,3 +17,6 @@ from .registry import Metric, metric, metric_names, register_metric
 
 __all__ = ["COPIES", "FULL", "UNITS", "EvaluationConfig", "EvaluationResult", "Fidelity", "Metric", "evaluate",
            "evaluate_rungs", "metric", "metric_names", "register_metric"]
+
+# Every module of this package registers what it defines: a new one is one new file.
+import_modules(__name__, __path__)

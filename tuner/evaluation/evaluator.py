@@ -20,6 +20,7 @@ from ..embedding.config import EmbedderConfig
 from ..retrieval import BM25Index, make_index, retrieve
 from ..retrieval.config import RetrievalConfig
 from ..retrieval.context import contextualize
+from ..retrieval.llm_context import context_client
 from ..text.tokens import count_tokens_batch
 from .config import EvaluationConfig
 from .fidelity import FULL, Fidelity, distractor_sample, holding_references
@@ -188,7 +189,8 @@ def evaluate(corpora: Corpus | Sequence[Corpus], evaluation_set: EvaluationSet,
         fusion: a hybrid's fusion, ``"rrf"`` (with ``rrf_k``) or ``"weighted"`` (with ``alpha``).
         alpha: the dense share of a weighted fusion.
         rrf_k: the constant of reciprocal-rank fusion.
-        context: the context header, ``"none"``, ``"title"`` or ``"headings"``.
+        context: the context header, ``"none"``, ``"title"``, ``"headings"`` or ``"llm"`` (written by
+            the LLM endpoint every LLM feature uses; see :mod:`tuner.retrieval.llm_context`).
         rerank: the folder of a saved cross-encoder that reorders ``candidates`` first-stage chunks
             (``"none"``: no reranker; see :mod:`tuner.retrieval.rerank`).
         embedder: an :class:`~tuner.embedding.Embedder` instance to reuse (keeps its
@@ -293,6 +295,8 @@ class _Chunked:
         before_units = _stats_snapshot(model)
         llm_usage = getattr(splitter, "llm_usage", None)
         llm_before = 0 if llm_usage is None else llm_usage.prompt_tokens + llm_usage.completion_tokens
+        # LLM-written context headers: one client for the whole corpus, its tokens counted as the chunker's are.
+        writer = context_client() if config.retrieval.context == "llm" else None
         chunks: list[Chunk] = []
         chunk_corpora: list[str] = []
         # What the retriever reads: the chunk's text, after its context header if there is one
@@ -304,11 +308,13 @@ class _Chunked:
                 pieces = splitter.split(doc)
                 chunks.extend(pieces)
                 chunk_corpora.extend([corpus.name] * len(pieces))
-            indexed += contextualize(chunks[first:], corpus, config.retrieval.context)
+            indexed += contextualize(chunks[first:], corpus, config.retrieval.context, writer)
         seconds = time.perf_counter() - t
         units = _stats_delta(model, before_units)
         llm_tokens = None if llm_usage is None else (
             llm_usage.prompt_tokens + llm_usage.completion_tokens - llm_before)
+        if writer is not None:
+            llm_tokens = (llm_tokens or 0) + writer.usage.prompt_tokens + writer.usage.completion_tokens
         if occurrences is None:
             occurrences = OccurrenceTable.build(evaluation_set, corpus_list)
         return cls(corpus_list, evaluation_set, config, occurrences, chunks, chunk_corpora, indexed, seconds,
@@ -400,7 +406,7 @@ class _Chunked:
         embedding["index_tokens"] = self.index_tokens
         embedding["unit_texts"], embedding["unit_tokens"] = self.units["texts"], self.units["tokens"]
         embedding["unit_model_seconds"] = self.units["model_seconds"]
-        if self.llm_tokens is not None:  # LLM chunkers: tokens the model read and wrote while splitting
+        if self.llm_tokens is not None:  # LLM chunkers and contexts: tokens the model read and wrote
             embedding["llm_tokens"] = self.llm_tokens
         return EvaluationResult(config, metrics, scores, chunks, chunk_corpora, query_corpora, ranking,
                                 query_tokens, searched, timings, embedding, notes, repeats, window,

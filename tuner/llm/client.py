@@ -9,26 +9,59 @@ exponential backoff by the client; what still fails becomes one clear error, wit
 key masked and ``fatal`` set when no retry can fix it (see :mod:`tuner.llm.endpoint` for the
 timeouts, the retries and which errors are fatal).
 
+Every reply is checked before it is used or cached (:func:`chat_reply`, :func:`echo_logprobs`,
+and the caller's own ``parse``): a body that is not JSON (a proxy's HTML page, a truncated
+body), an empty ``choices`` list, an empty message, a reply cut off at the model's length
+limit, or an answer the caller cannot read is asked again, like a server error, then reported
+in one line naming the endpoint and what was wrong (see :func:`tuner.llm.endpoint.usable_reply`).
+Each request waits for its answer as long as an embedding batch of as many tokens would
+(:func:`tuner.llm.endpoint.read_timeout`).
+
 Responses are cached by (model, endpoint, prompt version, request) in a SQLite file
-beside the embedding cache, so tuning never pays twice for the same text.
+beside the embedding cache, so tuning never pays twice for the same text. Only checked
+replies are stored, and a stored reply is checked again when read (one an older version
+stored unchecked reads as missing). The cache holds at most ``cache_max_bytes`` of replies
+(:data:`DEFAULT_CACHE_MAX_BYTES`); beyond that the oldest are dropped.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
+import math
 import os
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from .._io.cachedir import BUSY_TIMEOUT_S, cache_dir
 from .._io.files import private_dir, private_file
+from .._io.secrets import split_credentials
 from ..errors import ChunkwiseError
-from .endpoint import endpoint_error, make_client, make_error, shown
+from ..text.tokens import count_tokens
+from .endpoint import (
+    MAX_READ_TIMEOUT_S,
+    BadReply,
+    UnfitAnswer,
+    json_reply,
+    make_client,
+    make_error,
+    read_timeout,
+    request_timeout,
+    shown,
+    usable_reply,
+)
 
 DEFAULT_LLM_MODEL = "gpt-4o-mini"
+#: The most bytes of replies the LLM cache keeps (256 MiB); the oldest replies are dropped beyond.
+DEFAULT_CACHE_MAX_BYTES = 256 * 1024 * 1024
+#: How far (characters) an echo may stop short of the prompt's end: servers count the characters
+#: of a token that splits a multi-byte character differently.
+ECHO_SLACK_CHARS = 16
+T = TypeVar("T")
 
 
 class LLMError(ChunkwiseError):
@@ -38,20 +71,31 @@ class LLMError(ChunkwiseError):
     """
 
 
+class UnfitAnswerError(LLMError):
+    """Every reply was well formed, but the caller's ``parse`` refused every answer in it (the
+    model's own words): a caller with a fallback (the ``llm`` chunker) catches this one."""
+
+
 @dataclass
 class Usage:
-    """Tokens an LLM consumed (all requests, cached ones included) and how many were cached."""
+    """Tokens an LLM consumed (all requests, cached ones included) and how many were cached;
+    ``sent_*`` count only the requests actually sent (what the endpoint bills)."""
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
     requests: int = 0
     cached: int = 0
+    sent_prompt_tokens: int = 0
+    sent_completion_tokens: int = 0
 
     def add(self, prompt: int, completion: int, cached: bool) -> None:
         self.prompt_tokens += prompt
         self.completion_tokens += completion
         self.requests += 1
         self.cached += int(cached)
+        if not cached:
+            self.sent_prompt_tokens += prompt
+            self.sent_completion_tokens += completion
 
 
 @dataclass
@@ -62,22 +106,28 @@ class LLMClient:
         model: model name (default ``$CHUNKWISE_LLM_MODEL`` or gpt-4o-mini).
         base_url: endpoint (default ``$OPENAI_BASE_URL`` or OpenAI).
         api_key: key (default ``$OPENAI_API_KEY``; local servers accept any).
-        max_retries: retries with exponential backoff on 429, 5xx and connection failures.
-        timeout_s: seconds to wait for one answer (connecting: at most 5 s).
+        max_retries: retries with exponential backoff on 429, 5xx, connection failures and
+            replies that cannot be used.
+        timeout_s: the most seconds to wait for one answer: each request waits 10 s plus 1 s per
+            1,000 prompt tokens, up to this (connecting: at most 5 s).
         cache_path: response cache file (``None``: beside the embedding cache; ``False``: off).
+        cache_max_bytes: the most bytes of replies the cache keeps; the oldest go beyond it.
     """
 
     model: str | None = None
     base_url: str | None = None
     api_key: str | None = field(default=None, repr=False)  # never shown
     max_retries: int = 5
-    timeout_s: float = 120.0
+    timeout_s: float = MAX_READ_TIMEOUT_S
     cache_path: str | Path | bool | None = None
+    cache_max_bytes: int = DEFAULT_CACHE_MAX_BYTES
     usage: Usage = field(default_factory=Usage)
 
     def __post_init__(self) -> None:
         self.model = self.model or os.environ.get("CHUNKWISE_LLM_MODEL") or DEFAULT_LLM_MODEL
-        self.base_url = self.base_url or os.environ.get("OPENAI_BASE_URL")
+        base = self.base_url or os.environ.get("OPENAI_BASE_URL")
+        # Without a user and password it may carry: those are sent, never cached or shown.
+        self.base_url = split_credentials(base) if base else None
         self._client = None
         self._db: sqlite3.Connection | None = None
 
@@ -95,60 +145,87 @@ class LLMClient:
         return self._client
 
     def chat(self, messages: list[dict[str, str]], *, prompt_version: str, json_mode: bool = False,
-             temperature: float = 0.0, use_cache: bool = True) -> str:
-        """The assistant's reply to ``messages`` (cached unless ``use_cache`` is false)."""
+             temperature: float = 0.0, use_cache: bool = True, parse: Callable[[str], T] | None = None) -> T | str:
+        """The assistant's reply to ``messages`` (cached unless ``use_cache`` is false), or
+        ``parse(reply)`` when ``parse`` is given.
+
+        ``parse`` raises :class:`~tuner.llm.endpoint.UnfitAnswer` for an answer it cannot use:
+        that reply is asked again like a server error and never cached, and when every reply
+        is refused the error is an :class:`UnfitAnswerError`. A cached reply goes through the
+        same checks; one they refuse reads as missing.
+        """
+        check: Callable[[str], Any] = parse if parse is not None else _as_is
         request = {"messages": messages, "json": json_mode, "temperature": temperature}
         key = self._key("chat", prompt_version, request)
         if use_cache and (hit := self._cached(key)) is not None:
-            self.usage.add(hit["prompt_tokens"], hit["completion_tokens"], cached=True)
-            return hit["content"]
+            try:
+                value = _refused_by_caller(check, _stored_content(hit))
+            except BadReply:
+                pass  # stored by an older version, unchecked: asked again
+            else:
+                self.usage.add(_count(hit, "prompt_tokens"), _count(hit, "completion_tokens"), cached=True)
+                return value
+
+        def accept(raw) -> tuple[str, tuple[int, int], Any]:
+            content, usage = chat_reply(raw.content, raw.headers.get("content-type", ""))
+            return content, usage, _refused_by_caller(check, content)
+
+        timeout = read_timeout(sum(count_tokens(str(m.get("content", ""))) for m in messages), self.timeout_s)
         extra = {"response_format": {"type": "json_object"}} if json_mode else {}
-        response = self._call(lambda: self._openai().chat.completions.create(
-            model=self.model, messages=messages, temperature=temperature, **extra))
-        content = response.choices[0].message.content or ""
-        usage = _usage(response)
+        content, usage, value = self._send(lambda: self._openai().chat.completions.with_raw_response.create(
+            model=self.model, messages=messages, temperature=temperature, timeout=request_timeout(timeout), **extra),
+            accept, timeout)
         self.usage.add(*usage, cached=False)
         if use_cache:
             self._store(key, {"content": content, "prompt_tokens": usage[0], "completion_tokens": usage[1]})
-        return content
+        return value
 
     def prompt_logprobs(self, prompt: str, *, prompt_version: str, top: int = 5) -> dict[str, Any]:
         """Log-probabilities of the prompt's own tokens (completions API, ``echo=True``):
         ``tokens``, ``token_logprobs``, ``top_logprobs`` (one dict per token) and
-        ``text_offset``. An endpoint that returns none is an :class:`LLMError`."""
+        ``text_offset``, checked by :func:`echo_logprobs`. An endpoint that returns none is a
+        fatal :class:`LLMError`."""
         request = {"prompt": prompt, "top": top}
         key = self._key("logprobs", prompt_version, request)
         if (hit := self._cached(key)) is not None:
-            self.usage.add(hit["prompt_tokens"], 0, cached=True)
-            return hit["logprobs"]
-        response = self._call(lambda: self._openai().completions.create(
-            model=self.model, prompt=prompt, max_tokens=1, echo=True, logprobs=top, temperature=0.0),
+            try:
+                data = echo_logprobs(hit.get("logprobs"), prompt)
+            except BadReply:
+                pass  # stored by an older version, unchecked: asked again
+            else:
+                self.usage.add(_count(hit, "prompt_tokens"), 0, cached=True)
+                return data
+
+        def accept(raw) -> tuple[dict[str, Any], int]:
+            payload = json_reply(raw.content, raw.headers.get("content-type", ""))
+            choice = _first_choice(payload)
+            logprobs = choice.get("logprobs")
+            if not isinstance(logprobs, dict) or "top_logprobs" not in logprobs or logprobs["top_logprobs"] is None:
+                raise make_error(
+                    LLMError, f"the endpoint {shown(self.endpoint)} (model {self.model}) returned no logprobs: the "
+                    "logprob chunker needs a completions endpoint that supports echo=True with logprobs (vLLM and "
+                    "llama.cpp servers do; OpenAI's chat models do not)", fatal=True)
+            return echo_logprobs(logprobs, prompt), _usage(payload)[0]
+
+        timeout = read_timeout(count_tokens(prompt), self.timeout_s)
+        data, prompt_tokens = self._send(lambda: self._openai().completions.with_raw_response.create(
+            model=self.model, prompt=prompt, max_tokens=1, echo=True, logprobs=top, temperature=0.0,
+            timeout=request_timeout(timeout)), accept, timeout,
             unsupported="the completions API with echo and logprobs")
-        logprobs = response.choices[0].logprobs if response.choices else None
-        if logprobs is None or not getattr(logprobs, "top_logprobs", None):
-            raise make_error(LLMError, f"the endpoint {shown(self.endpoint)} (model {self.model}) returned no "
-                             "logprobs: the logprob chunker needs a completions endpoint that supports echo=True "
-                             "with logprobs (vLLM and llama.cpp servers do; OpenAI's chat models do not)", fatal=True)
-        data = {"tokens": list(logprobs.tokens), "token_logprobs": list(logprobs.token_logprobs),
-                "top_logprobs": [dict(t or {}) for t in logprobs.top_logprobs],
-                "text_offset": list(logprobs.text_offset)}
-        prompt_tokens = _usage(response)[0]
         self.usage.add(prompt_tokens, 0, cached=False)
         self._store(key, {"logprobs": data, "prompt_tokens": prompt_tokens})
         return data
 
-    def _call(self, request, unsupported: str | None = None):
-        """``request()``, with any failure of the client turned into one redacted :class:`LLMError`."""
-        import openai
+    def _send(self, send: Callable[[], Any], accept: Callable[[Any], T], timeout_s: float,
+              unsupported: str | None = None) -> T:
+        """``accept(send())`` with bad replies asked again and every failure one redacted
+        :class:`LLMError` (see :func:`~tuner.llm.endpoint.usable_reply`)."""
+        return usable_reply(send, accept, LLMError, service="LLM", endpoint=self.endpoint, model=str(self.model),
+                            max_retries=self.max_retries, timeout_s=timeout_s, unsupported=unsupported,
+                            unfit=UnfitAnswerError)
 
-        try:
-            return request()
-        except openai.OpenAIError as exc:
-            raise endpoint_error(exc, LLMError, service="LLM", endpoint=self.endpoint, model=str(self.model),
-                                 max_retries=self.max_retries, timeout_s=self.timeout_s,
-                                 unsupported=unsupported) from None
-
-    # The cache: one SQLite table, as safe under concurrent writers as the embedding cache.
+    # The cache: one SQLite table, as safe under concurrent writers as the embedding cache, and
+    # its size in bytes (kept in step by every write, so the cap costs no scan).
     def _key(self, kind: str, version: str, request: dict[str, Any]) -> str:
         payload = json.dumps([kind, self.endpoint, self.model, version, request], sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()
@@ -160,20 +237,61 @@ class LLMClient:
             path = Path(self.cache_path) if self.cache_path else cache_dir() / "llm.sqlite3"
             private_dir(path.parent)  # owner-only: cached answers quote private documents
             private_file(path)  # 0600; SQLite gives its -wal and -shm files the same mode
-            self._db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            db.execute("CREATE TABLE IF NOT EXISTS cache_size (id INTEGER PRIMARY KEY CHECK (id = 0), "
+                       "bytes INTEGER NOT NULL)")
+            # A cache an older version filled is measured once.
+            db.execute("INSERT OR IGNORE INTO cache_size SELECT 0, COALESCE(SUM(LENGTH(CAST(value AS BLOB))), 0) "
+                       "FROM responses")
+            self._db = db
         return self._db
 
     def _cached(self, key: str) -> dict[str, Any] | None:
         db = self._connection()
         row = db.execute("SELECT value FROM responses WHERE key = ?", (key,)).fetchone() if db else None
-        return json.loads(row[0]) if row else None
+        try:
+            value = json.loads(row[0]) if row else None
+        except (ValueError, TypeError):
+            return None  # unreadable: asked again, and replaced
+        return value if isinstance(value, dict) else None
 
     def _store(self, key: str, value: dict[str, Any]) -> None:
+        """Store one checked reply; the oldest replies go when the cache would pass its cap (a
+        reply larger than the whole cap is not stored)."""
         db = self._connection()
-        if db is not None:
-            db.execute("INSERT OR REPLACE INTO responses VALUES (?, ?)", (key, json.dumps(value)))
+        if db is None:
+            return
+        text = json.dumps(value)
+        size = len(text.encode())
+        if size > self.cache_max_bytes:
+            return
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            old = db.execute("SELECT LENGTH(CAST(value AS BLOB)) FROM responses WHERE key = ?", (key,)).fetchone()
+            db.execute("INSERT OR REPLACE INTO responses VALUES (?, ?)", (key, text))
+            db.execute("UPDATE cache_size SET bytes = bytes + ? WHERE id = 0", (size - (old[0] if old else 0),))
+            (total,) = db.execute("SELECT bytes FROM cache_size WHERE id = 0").fetchone()
+            if total > self.cache_max_bytes:
+                self._evict_oldest(db, total - self.cache_max_bytes)
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    @staticmethod
+    def _evict_oldest(db: sqlite3.Connection, excess: int) -> None:
+        """Delete the oldest replies (lowest rowid: a replaced reply counts as new) holding at
+        least ``excess`` bytes."""
+        freed, last = 0, None
+        for rowid, size in db.execute("SELECT rowid, LENGTH(CAST(value AS BLOB)) FROM responses ORDER BY rowid"):
+            freed, last = freed + size, rowid
+            if freed >= excess:
+                break
+        if last is not None:
+            db.execute("DELETE FROM responses WHERE rowid <= ?", (last,))
+            db.execute("UPDATE cache_size SET bytes = bytes - ? WHERE id = 0", (freed,))
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -181,6 +299,105 @@ class LLMClient:
         return state
 
 
-def _usage(response) -> tuple[int, int]:
-    usage = getattr(response, "usage", None)
-    return (int(getattr(usage, "prompt_tokens", 0) or 0), int(getattr(usage, "completion_tokens", 0) or 0))
+def _as_is(content: str) -> str:
+    return content
+
+
+def _refused_by_caller(parse: Callable[[str], T], content: str) -> T:
+    """``parse(content)``, any :class:`BadReply` it raises becoming an :class:`UnfitAnswer`."""
+    try:
+        return parse(content)
+    except UnfitAnswer:
+        raise
+    except BadReply as bad:
+        raise UnfitAnswer(str(bad)) from None
+
+
+def _first_choice(payload: Any) -> dict[str, Any]:
+    """The first choice of a (chat) completions reply; a :class:`BadReply` when there is none."""
+    if isinstance(payload, dict) and isinstance(payload.get("error"), dict):
+        message = " ".join(str(payload["error"].get("message", "")).split())[:300]
+        raise BadReply(f"the reply is an error with status 200: {message or 'no message'}")
+    choices = payload.get("choices") if isinstance(payload, dict) else None
+    if not isinstance(choices, list):
+        raise BadReply("the reply is not a JSON object with a 'choices' list")
+    if not choices:
+        raise BadReply("the reply has no choices (an empty 'choices' list)")
+    if not isinstance(choices[0], dict):
+        raise BadReply("the reply's first choice is not a JSON object")
+    return choices[0]
+
+
+def chat_reply(body: bytes, content_type: str) -> tuple[str, tuple[int, int]]:
+    """The assistant's text in a chat completions reply and its (prompt, completion) tokens.
+
+    A :class:`BadReply` unless the body is JSON with a first choice whose message holds text
+    and was not cut off at the model's length limit (``finish_reason: "length"``).
+    """
+    payload = json_reply(body, content_type)
+    choice = _first_choice(payload)
+    message = choice.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    if choice.get("finish_reason") == "length":
+        length = len(content) if isinstance(content, str) else 0
+        raise BadReply(f"the reply was cut off at the model's length limit (finish_reason 'length', "
+                       f"{length} characters)")
+    if not isinstance(content, str) or not content.strip():
+        refusal = message.get("refusal") if isinstance(message, dict) else None
+        why = f" (the model refused: {' '.join(str(refusal).split())[:200]})" if refusal else ""
+        raise BadReply(f"the reply's message is empty{why}")
+    return content, _usage(payload)
+
+
+def echo_logprobs(logprobs: Any, prompt: str) -> dict[str, Any]:
+    """The ``tokens``, ``token_logprobs``, ``top_logprobs`` and ``text_offset`` of an echoed
+    ``prompt``, as lists of one length; a :class:`BadReply` unless they are that, with
+    non-decreasing offsets, numbers (or ``None``) for log-probabilities, and an echo that reaches
+    the end of the prompt (within :data:`ECHO_SLACK_CHARS`: not cut off)."""
+    names = ("tokens", "token_logprobs", "top_logprobs", "text_offset")
+    if not isinstance(logprobs, dict) or not all(isinstance(logprobs.get(n), list) for n in names):
+        raise BadReply("the reply's logprobs are not lists of tokens, token_logprobs, top_logprobs and text_offset")
+    tokens, token_logprobs, top, offsets = (logprobs[n] for n in names)
+    if not tokens:
+        raise BadReply("the reply's logprobs are empty")
+    if len({len(tokens), len(token_logprobs), len(top), len(offsets)}) > 1:
+        raise BadReply(f"the reply's logprobs lists differ in length ({len(tokens)} tokens, {len(top)} top_logprobs, "
+                       f"{len(offsets)} text_offset)")
+    if not all(isinstance(t, str) for t in tokens) or not all(_is_int(o) for o in offsets) \
+            or any(b < a for a, b in itertools.pairwise(offsets)):
+        raise BadReply("the reply's tokens are not text, or their offsets are not ascending whole numbers")
+    if not all(v is None or _is_logprob(v) for v in token_logprobs) or not all(
+            t is None or (isinstance(t, dict) and all(_is_logprob(v) for v in t.values())) for t in top):
+        raise BadReply("the reply's log-probabilities are not numbers")
+    if offsets[-1] + len(tokens[-1]) < len(prompt) - ECHO_SLACK_CHARS:
+        raise BadReply(f"the echo stops at character {offsets[-1] + len(tokens[-1])} of a {len(prompt)}-character "
+                       "prompt (cut off)")
+    return {"tokens": list(tokens), "token_logprobs": list(token_logprobs),
+            "top_logprobs": [dict(t or {}) for t in top], "text_offset": list(offsets)}
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _is_logprob(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and not math.isnan(value)
+
+
+def _stored_content(hit: dict[str, Any]) -> str:
+    content = hit.get("content")
+    if not isinstance(content, str) or not content.strip():
+        raise BadReply("the cached reply is empty")
+    return content
+
+
+def _count(hit: dict[str, Any], name: str) -> int:
+    value = hit.get(name)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def _usage(payload: Any) -> tuple[int, int]:
+    """The (prompt, completion) tokens a reply reports (0 where it reports none)."""
+    usage = payload.get("usage") if isinstance(payload, dict) else None
+    usage = usage if isinstance(usage, dict) else {}
+    return _count(usage, "prompt_tokens"), _count(usage, "completion_tokens")

@@ -7,14 +7,20 @@ both talk to OpenAI-compatible servers through the real ``openai`` client. They 
   429 and 5xx itself, ``max_retries`` times (5 by default) with exponential backoff of
   0.5, 1, 2, 4, 8 s (less up to 25 % jitter; a server's ``retry-after`` header takes
   precedence, capped at :data:`MAX_RETRY_AFTER_S` = 60 s: a longer one is waited for 60 s).
-  Connecting gives up after :data:`CONNECT_TIMEOUT_S`; waiting for an answer after the
-  caller's ``timeout_s`` (embeddings: a read timeout that grows with the tokens of the batch,
-  see :func:`read_timeout`). So a refused connection (server down) fails after about
-  12-16 s, a host that never answers the connection after about 6 x 5 s + 15 s = 45 s, and
-  a server that accepts but never answers after 6 read timeouts plus the backoff (for a
-  small embedding batch about 6 x 10 s + 15 s, at most 6 x 120 s + 15 s). Each of these is
+  Connecting gives up after :data:`CONNECT_TIMEOUT_S`; waiting for an answer after a read
+  timeout that grows with the tokens sent, an embedding batch and an LLM's prompt alike, up to
+  the caller's ``timeout_s`` (see :func:`read_timeout`). So a refused connection (server down)
+  fails after about 12-16 s, a host that never answers the connection after about
+  6 x 5 s + 15 s = 45 s, and a server that accepts but never answers after 6 read timeouts
+  plus the backoff (for a small embedding batch or a 1,000-token prompt about
+  6 x 11 s + 15 s, at most 6 x 120 s + 15 s). Each of these is
   *fatal*: the error says so and a tuning run stops at once instead of paying the same wait
   in every trial.
+* **Replies.** A reply the client accepted (status 200) is still checked before it is used or
+  cached: :func:`usable_reply` sends, checks, and retries a :class:`BadReply` (a proxy's HTML
+  page, a truncated body, an empty answer...) on the client's own backoff schedule, then reports
+  the last problem in one line naming the endpoint. The read timeout of every request, LLM or
+  embedding, follows one rule (:func:`read_timeout`): it grows with the tokens sent.
 * **Errors.** :func:`endpoint_error` turns any ``openai`` exception into one
   :class:`~tuner.errors.ChunkwiseError` naming the endpoint (its password hidden) and the
   model, with every text that came from the server passed through
@@ -33,14 +39,16 @@ from __future__ import annotations
 
 import contextlib
 import email.utils
+import json
 import math
 import random
 import re
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, TypeVar
 
-from .._io.secrets import hide_password, redact, register_secret
+from .._io.secrets import endpoint_credentials, hide_password, redact, register_secret, split_credentials
 from ..errors import ChunkwiseError, option
 
 #: Seconds to wait for a TCP connection to the endpoint before the attempt counts as failed.
@@ -52,7 +60,7 @@ RETRIED_STATUSES = frozenset({408, 409, 429})
 #: retry; a longer one is waited for this long (the ``openai`` client alone would wait up to 120 s,
 #: or not retry at all).
 MAX_RETRY_AFTER_S = 60.0
-#: The read timeout of an embedding batch: this much, plus :data:`READ_S_PER_1K_TOKENS` per
+#: The read timeout of a request (an embedding batch, an LLM's prompt): this much, plus :data:`READ_S_PER_1K_TOKENS` per
 #: 1,000 tokens sent (a CPU server embeds well over 1,000 tokens a second), at most the
 #: embedder's ``timeout_s`` (:data:`MAX_READ_TIMEOUT_S` by default).
 BASE_READ_TIMEOUT_S = 10.0
@@ -64,12 +72,65 @@ INITIAL_RETRY_S = 0.5
 MAX_RETRY_S = 8.0
 
 E = TypeVar("E", bound=ChunkwiseError)
+R = TypeVar("R")
+
+
+class BadReply(ValueError):
+    """A reply chunkwise cannot use (retried like a server error); the message says what was wrong."""
+
+
+class UnfitAnswer(BadReply):
+    """A reply in good form whose answer the caller cannot use (the model's own words: no JSON
+    object where one was asked for, numbers out of range); retried like any :class:`BadReply`."""
 
 
 def retry_delay(attempt: int) -> float:
     """Seconds to wait before retry ``attempt`` (0-based) of a reply the client accepted but
     chunkwise cannot use: the client's own schedule, so a bad reply is retried like a 5xx."""
     return min(INITIAL_RETRY_S * 2 ** attempt, MAX_RETRY_S) * (1 - 0.25 * random.random())
+
+
+def json_reply(body: bytes, content_type: str) -> Any:
+    """The decoded JSON of a reply's ``body``; a :class:`BadReply` saying what came instead
+    (a proxy's HTML page, a truncated body) when it is not JSON."""
+    try:
+        return json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        start = " ".join(body[:40].decode("utf-8", "replace").split())
+        raise BadReply(f"the reply is not JSON (content type {content_type or 'none'!r}, "
+                       f"{len(body)} bytes starting {start!r})") from None
+
+
+def usable_reply(send: Callable[[], Any], check: Callable[[Any], R], error: type[E], *, service: str, endpoint: str,
+                 model: str, max_retries: int, timeout_s: float, unsupported: str | None = None,
+                 unfit: type[E] | None = None) -> R:
+    """``check(send())``: ``send`` makes one raw request (``with_raw_response``), ``check`` turns
+    its reply into what the caller uses or raises :class:`BadReply`.
+
+    A bad reply is sent again, up to ``max_retries`` times, after the client's own backoff (see
+    :func:`retry_delay`); then ``error`` (``unfit`` when the last problem was an
+    :class:`UnfitAnswer` and ``unfit`` is given) names the endpoint and that problem, in one
+    line. A failure of the client itself (refused key, timeouts, 5xx after its retries) is
+    :func:`endpoint_error`'s ``error`` at once.
+    """
+    import openai
+
+    last: BadReply | None = None
+    for attempt in range(max_retries + 1):
+        if attempt:
+            time.sleep(retry_delay(attempt - 1))
+        try:
+            raw = send()
+        except openai.OpenAIError as exc:
+            raise endpoint_error(exc, error, service=service, endpoint=endpoint, model=model,
+                                 max_retries=max_retries, timeout_s=timeout_s, unsupported=unsupported) from None
+        try:
+            return check(raw)
+        except BadReply as bad:
+            last = bad
+    cls = unfit if unfit is not None and isinstance(last, UnfitAnswer) else error
+    raise make_error(cls, f"the {service} endpoint {shown(endpoint)} (model {model!r}) gave no usable reply in "
+                          f"{_attempts(max_retries)}: {last}")
 
 
 def make_error(cls: type[E], message: str, *, fatal: bool = False) -> E:
@@ -81,7 +142,8 @@ def make_error(cls: type[E], message: str, *, fatal: bool = False) -> E:
 
 
 def read_timeout(tokens: int, cap: float = MAX_READ_TIMEOUT_S) -> float:
-    """Seconds to wait for the answer to a request sending ``tokens`` tokens (see
+    """Seconds to wait for the answer to a request sending ``tokens`` tokens (embedding batches,
+    chat messages, completions prompts alike; see
     :data:`BASE_READ_TIMEOUT_S`): a hung server is given up on soon for a small batch, and a
     large batch on a slow server still has the time it needs, up to ``cap``."""
     return min(cap, BASE_READ_TIMEOUT_S + READ_S_PER_1K_TOKENS * tokens / 1000)
@@ -119,7 +181,9 @@ def make_client(api_key: str, base_url: str | None, *, max_retries: int, timeout
                 rate_gate: RateGate | None = None) -> Any:
     """An ``openai.OpenAI`` client with explicit timeouts and the ``retry-after`` cap; ``api_key``
     is registered as a secret first, so :func:`~tuner._io.secrets.redact` masks it in every
-    message from now on.
+    message from now on. A user and password given for ``base_url`` (in the URL, or in
+    ``$CHUNKWISE_ENDPOINT_CREDENTIALS``; see :func:`~tuner._io.secrets.split_credentials`) are
+    sent as HTTP Basic authentication.
 
     With ``rate_gate``, every HTTP attempt (the client's own retries included) waits for the gate
     first, and every answer's rate-limit headers (after the cap) update it: callers sharing the
@@ -132,8 +196,14 @@ def make_client(api_key: str, base_url: str | None, *, max_retries: int, timeout
     if rate_gate is not None:
         hooks["request"] = [lambda request: rate_gate.wait()]
         hooks["response"].append(lambda response: rate_gate.observe(response.headers))
+    # A user and password given for the endpoint travel as HTTP Basic authentication (what
+    # a URL carrying them meant), never inside the URL the client keeps and reports.
+    base_url = split_credentials(base_url) if base_url else base_url
+    credential = endpoint_credentials(base_url) if base_url else None
+    auth = {"auth": credential} if credential else {}  # (user, password): HTTP Basic
     return openai.OpenAI(api_key=api_key, base_url=base_url, max_retries=max_retries,
-                         timeout=request_timeout(timeout_s), http_client=openai.DefaultHttpxClient(event_hooks=hooks))
+                         timeout=request_timeout(timeout_s),
+                         http_client=openai.DefaultHttpxClient(event_hooks=hooks, **auth))
 
 
 #: The longest pause a server's rate-limit headers can impose on one request (a misconfigured
@@ -287,6 +357,9 @@ def endpoint_error(exc: Exception, cls: type[E], *, service: str, endpoint: str,
     if isinstance(exc, openai.APITimeoutError):
         return make_error(cls, f"{where} did not answer within {timeout_s:g} s ({_attempts(max_retries)}); check "
                                "that the server is up and not overloaded", fatal=True)
+    if isinstance(exc, openai.APIConnectionError) and _truncated(exc):
+        return make_error(cls, f"{where} sent a truncated reply: the connection closed before the whole body "
+                               f"arrived ({_attempts(max_retries)}); check the server and any proxy in between")
     if isinstance(exc, openai.APIConnectionError):
         return make_error(cls, f"cannot reach {where} ({_attempts(max_retries)}; check {option('base_url')} and "
                                "that the server is running)", fatal=True)
@@ -307,6 +380,20 @@ def endpoint_error(exc: Exception, cls: type[E], *, service: str, endpoint: str,
         after = f" after {max_retries} retries" if retried else ""
         return make_error(cls, f"{where} failed with HTTP {exc.status_code}{after}: {detail}")
     return make_error(cls, f"{where} gave an answer chunkwise cannot use (model {model!r}): {detail}")
+
+
+def _truncated(exc: BaseException) -> bool:
+    """Whether a connection error is a reply cut short (the server answered, then closed the
+    connection before the body it announced was complete), not a server out of reach."""
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and all(current is not e for e in seen):
+        seen.append(current)
+        text = str(current).lower()
+        if "incomplete" in text or "without sending complete message body" in text:
+            return True
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def _attempts(max_retries: int) -> str:

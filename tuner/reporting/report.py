@@ -11,7 +11,7 @@ how it compares with the common token 800/400 default, 95% bootstrap confidence 
 over questions for the top configurations (with the selection caveat: the winner was
 chosen on those questions), the recommendation of the tie gate, the held-out check
 (search against validation score) and a cross-validated estimate of the gain over the
-default (:mod:`tuner.tuning.selection`).
+default (:mod:`tuner.tuning.scoring.selection`).
 
 Per-query scores come from the trials, which store them; only the baseline (and a trial
 recorded before chunkwise stored them) is evaluated, with the study's own settings.
@@ -36,8 +36,10 @@ from ..evaluation.evaluator import evaluate
 from ..evaluation.registry import label as metric_label
 from ..evaluation.registry import metric as declared_metric
 from ..retrieval.config import RetrievalConfig
-from ..tuning.objective import Scales, Weights
-from ..tuning.records import (
+from ..tuning.scoring.objective import Scales, Weights
+from ..tuning.scoring.selection import Candidate, candidate, cross_validated_gain, recommend_for_study
+from ..tuning.study.opening import load_study_inputs
+from ..tuning.study.records import (
     StudyError,
     TrialRecord,
     best_trial,
@@ -46,10 +48,8 @@ from ..tuning.records import (
     summarize,
     trial_attributes,
 )
-from ..tuning.selection import Candidate, candidate, cross_validated_gain, recommend_for_study
-from ..tuning.settings import StudySettings
-from ..tuning.storage import existing_run_storage, storage_errors
-from ..tuning.study import load_study_inputs
+from ..tuning.study.settings import StudySettings
+from ..tuning.study.storage import existing_run_storage, storage_errors
 
 #: Common defaults marked on the plots: (chunker, size, overlap).
 WELL_KNOWN = (("token", 800, 400), ("token", 400, 200), ("recursive", 200, 0))

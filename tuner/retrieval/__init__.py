@@ -2,7 +2,7 @@
 
 * :mod:`.methods`: the method registry (``dense``, ``bm25``, ``hybrid``) and :func:`retrieve`,
   the one ranking path;
-* :mod:`.dense`: vector indexes (exact numpy search, chromadb); :mod:`.bm25`: the BM25 index;
+* :mod:`.indexes`: vector indexes (exact numpy search, chromadb); :mod:`.bm25`: the BM25 index;
   :mod:`.fusion`: reciprocal-rank and weighted fusion; :mod:`.ranking`: rankings and ties;
 * :mod:`.context`: context headers (document title or heading path) prepended to what is indexed;
 * :mod:`.rerank`: a cross-encoder (sentence-transformers ``CrossEncoder`` from a local folder)
@@ -10,17 +10,17 @@
 * :mod:`.config`: the ``retrieval`` section of a configuration.
 """
 
+from .._plugins import import_modules
 from .bm25 import BM25_PARAMS, BM25_TOKENIZER, BM25Index, bm25_tokenize
 from .config import SCOPES, RetrievalConfig
 from .context import CONTEXTS, Outline, context_header, contextualize, with_header
-from .dense import BACKENDS, ChromaIndex, CollectionIndex, NumpyIndex, VectorIndex, make_index
 from .fusion import DEFAULT_ALPHA, DEFAULT_RRF_K, FUSION_DEPTH, FUSIONS, fuse_rrf, fuse_weighted
+from .indexes import INDEX_BACKENDS, ChromaIndex, CollectionIndex, NumpyIndex, VectorIndex, make_index
 from .methods import RetrievalMethod, method_names, register_method, retrieval_method, retrieve
 from .ranking import Ranked, top_rows
 from .rerank import DEFAULT_CANDIDATES, load_cross_encoder, rerank
 
 __all__ = [
-    "BACKENDS",
     "BM25_PARAMS",
     "BM25_TOKENIZER",
     "CONTEXTS",
@@ -29,6 +29,7 @@ __all__ = [
     "DEFAULT_RRF_K",
     "FUSIONS",
     "FUSION_DEPTH",
+    "INDEX_BACKENDS",
     "SCOPES",
     "BM25Index",
     "ChromaIndex",
@@ -54,3 +55,6 @@ __all__ = [
     "top_rows",
     "with_header",
 ]
+
+# Every module of this package registers what it defines: a new one is one new file.
+import_modules(__name__, __path__)

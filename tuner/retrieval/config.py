@@ -9,8 +9,8 @@ from typing import Any
 from ..errors import InvalidParameterError
 from ..schema import check_keys, check_settings, check_value, field_names, setting, setting_spec
 from .context import CONTEXTS
-from .dense import BACKENDS
 from .fusion import DEFAULT_FUSION, FUSION_DEFAULTS, FUSION_PARAMETERS, FUSIONS
+from .indexes import INDEX_BACKENDS
 from .methods import method_names, retrieval_method
 from .rerank import DEFAULT_CANDIDATES
 
@@ -39,9 +39,10 @@ class RetrievalConfig:
     only: ``alpha`` with another method or fusion is an error, not silently ignored, so every
     configuration has one spelling (the key under which a study records it).
 
-    ``context`` (``"none"``, ``"title"``, ``"headings"``) prepends the document title or the
-    chunk's heading path to the text that is embedded and indexed, never to the chunk's
-    offsets or scored units; see :mod:`tuner.retrieval.context`.
+    ``context`` (``"none"``, ``"title"``, ``"headings"``, ``"llm"``) prepends the document title,
+    the chunk's heading path or a context an LLM writes for the chunk to the text that is
+    embedded and indexed, never to the chunk's offsets or scored units; see
+    :mod:`tuner.retrieval.context` and :mod:`tuner.retrieval.llm_context`.
 
     ``rerank`` names the folder of a saved cross-encoder (sentence-transformers ``CrossEncoder``):
     the method ranks ``candidates`` chunks (default 30), the cross-encoder reorders them and the
@@ -61,7 +62,7 @@ class RetrievalConfig:
 
     k: int = setting(5, int, low=1)
     scope: str = setting("pooled", str, choices=SCOPES)
-    index: str = setting("numpy", str, choices=BACKENDS)
+    index: str = setting("numpy", str, choices=INDEX_BACKENDS)
     method: str = setting("dense", str, choices=method_names)
     fusion: str | None = setting(None, str, choices=FUSIONS, optional=True)
     alpha: float | None = setting(None, float, low=0.0, high=1.0, optional=True,

@@ -18,6 +18,8 @@ the document, so the metrics measure exactly the same passages with or without a
   that records the path (``Chunk.headings``, the ``markdown`` chunker) gives it; otherwise it
   is the path of markdown headings in force at the chunk's first character (its start
   offset). A chunk before the first heading gets the title instead.
+* ``llm``: a context an LLM writes for the chunk from its document (Anthropic's contextual
+  retrieval; see :mod:`tuner.retrieval.llm_context`): one request per chunk, cached.
 
 Headings are ATX headings (``#`` to ``######`` then a space or the line's end, up to three
 spaces of indentation) outside fenced code blocks, located at the exact offset of their
@@ -34,10 +36,12 @@ from pathlib import PurePosixPath
 
 from ..chunkers.base import Chunk
 from ..data.document import Document
+from ..llm.client import LLMClient
 from ..text.outline import Heading, markdown_headings
+from .llm_context import context_client, situate
 
-#: ``context`` values: nothing, the document title, or the heading path.
-CONTEXTS = ("none", "title", "headings")
+#: ``context`` values: nothing, the document title, the heading path, or an LLM-written context.
+CONTEXTS = ("none", "title", "headings", "llm")
 #: Between the header and the chunk's text.
 HEADER_SEPARATOR = "\n\n"
 #: Between the titles of a heading path.
@@ -75,8 +79,9 @@ class Outline:
         return self.paths[i] if i >= 0 else ()
 
 
-def context_header(chunk: Chunk, outline: Outline, context: str) -> str:
-    """The header ``context`` gives ``chunk`` (empty for ``none``, or when there is nothing to say)."""
+def context_header(chunk: Chunk, outline: Outline, context: str, llm: LLMClient | None = None) -> str:
+    """The header ``context`` gives ``chunk`` (empty for ``none``, or when there is nothing to say);
+    ``llm`` is the client that writes ``llm`` contexts (pass one to reuse it across chunks)."""
     if context == "none":
         return ""
     if context == "title":
@@ -84,6 +89,8 @@ def context_header(chunk: Chunk, outline: Outline, context: str) -> str:
     if context == "headings":
         path = chunk.headings or outline.path_at(chunk.all_spans[0][0])
         return PATH_SEPARATOR.join(path) if path else outline.title
+    if context == "llm":
+        return situate(llm if llm is not None else context_client(), outline.document, chunk)
     raise ValueError(f"unknown context {context!r}")
 
 
@@ -92,13 +99,17 @@ def with_header(header: str, text: str) -> str:
     return f"{header}{HEADER_SEPARATOR}{text}" if header else text
 
 
-def contextualize(chunks: Sequence[Chunk], documents: Iterable[Document], context: str) -> list[str]:
+def contextualize(chunks: Sequence[Chunk], documents: Iterable[Document], context: str,
+                  llm: LLMClient | None = None) -> list[str]:
     """The text to index for each chunk (its own text when ``context`` is ``none``).
 
     ``documents`` holds every document the chunks come from (their ids may repeat across
-    corpora only if the caller passes the chunks of one corpus at a time).
+    corpora only if the caller passes the chunks of one corpus at a time). ``llm`` writes the
+    ``llm`` contexts (default: :func:`~tuner.retrieval.llm_context.context_client`).
     """
     if context == "none":
         return [c.text for c in chunks]
+    if context == "llm" and llm is None:
+        llm = context_client()
     outlines = {d.id: Outline(d) for d in documents}
-    return [with_header(context_header(c, outlines[c.document], context), c.text) for c in chunks]
+    return [with_header(context_header(c, outlines[c.document], context, llm), c.text) for c in chunks]

@@ -4,7 +4,7 @@
 (:meth:`tuner.deploy.production.Collection.query`) both call it, with the indexes they hold, so
 a configuration is ranked the same way where it was scored and where it is served.
 
-* ``dense``: cosine similarity of the chunk and question vectors (:mod:`.dense`);
+* ``dense``: cosine similarity of the chunk and question vectors (:mod:`.indexes`);
 * ``bm25``: Okapi BM25 over the chunks' texts (:mod:`.bm25`); embeds nothing;
 * ``hybrid``: both, fused (:mod:`.fusion`) by reciprocal-rank fusion (``rrf``) or weighted
   score fusion (``weighted``).
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, ClassVar, TypeVar
+from typing import TYPE_CHECKING, ClassVar, Protocol, TypeVar
 
 import numpy as np
 
@@ -31,8 +31,20 @@ from .rerank import rerank
 
 if TYPE_CHECKING:
     from .bm25 import BM25Index
-    from .config import RetrievalConfig
-    from .dense import VectorIndex
+    from .indexes import VectorIndex
+
+
+class RetrievalSettings(Protocol):
+    """What ranking reads of a retrieval configuration (:class:`~tuner.retrieval.config.RetrievalConfig`,
+    which checks its fields against this registry)."""
+
+    method: str
+    k: int
+    fusion: str | None
+    alpha: float | None
+    rrf_k: int | None
+    rerank: str | None
+    candidates: int | None
 
 
 class RetrievalMethod(ABC):
@@ -56,7 +68,7 @@ class RetrievalMethod(ABC):
         return int(self.embeds) + int(self.lexical)
 
     @abstractmethod
-    def rank(self, settings: RetrievalConfig, k: int, *, dense: VectorIndex | None,
+    def rank(self, settings: RetrievalSettings, k: int, *, dense: VectorIndex | None,
              lexical: BM25Index | None, query_vectors: np.ndarray | None,
              questions: Sequence[str] | None) -> Ranked:
         """The ``k`` best rows per question, best first."""
@@ -121,7 +133,7 @@ class Hybrid(RetrievalMethod):
         return fuse_rrf([vectors, terms], settings.rrf_k, k)
 
 
-def retrieve(settings: RetrievalConfig, *, dense: VectorIndex | None = None, lexical: BM25Index | None = None,
+def retrieve(settings: RetrievalSettings, *, dense: VectorIndex | None = None, lexical: BM25Index | None = None,
              query_vectors: np.ndarray | None = None, questions: Sequence[str] | None = None,
              k: int | None = None, texts: Callable[[Sequence[int]], list[str]] | None = None) -> Ranked:
     """The top ``k`` (default ``settings.k``) rows per query by ``settings.method``, then by the

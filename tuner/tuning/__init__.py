@@ -12,15 +12,17 @@ The modules, one concept each:
 * :mod:`.progress`: the progress bar and each study's dashboard note.
 """
 
-from .objective import Rates, Scales, Weights, weighted_score
-from .records import StudyError, TrialRecord, best_trial, run_studies, select_trial
-from .run import CorpusOutcome, join_run, tune
-from .samplers import WeightedScoreSampler
-from .space import SearchSpace, SearchSpaceError, bundled_spaces, load_search_space, parse_search_space
-from .storage import StorageError, default_storage_url, make_storage
-from .study import StudySpec, load_study_file
-from .trial import TrialObjective
-from .workers import WorkerOptions, run_worker
+from .run.runner import CorpusOutcome, join_run, tune
+from .run.trial import TrialObjective
+from .run.workers import WorkerOptions, run_worker
+from .scoring.objective import Rates, Scales, Weights, weighted_score
+from .search.domains import SearchSpaceError
+from .search.samplers import WeightedScoreSampler
+from .search.space import SearchSpace
+from .search.space_file import bundled_spaces, load_search_space, parse_search_space
+from .study.records import StudyError, TrialRecord, best_trial, run_studies, select_trial
+from .study.spec import StudySpec, load_study_file
+from .study.storage import StorageError, default_storage_url, make_storage
 
 __all__ = [
     "CorpusOutcome",

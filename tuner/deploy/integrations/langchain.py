@@ -21,6 +21,7 @@ from typing import Any
 from ...chunkers.base import Chunker
 from ...data.document import Document
 from ...retrieval.context import CONTEXTS, PATH_SEPARATOR, Outline, context_header, with_header
+from ...retrieval.llm_context import context_client
 from ...schema import invalid
 from . import missing_extra
 
@@ -37,7 +38,9 @@ class ChunkwiseTextSplitter(TextSplitter):
     Args:
         chunker: the chunker (``tuner.load_chunker(path).as_langchain()`` builds this splitter
             with the tuned chunker, a semantic one bound to its embedder already).
-        context: ``none``, ``title`` or ``headings`` (``as_langchain`` passes the configuration's).
+        context: ``none``, ``title``, ``headings`` or ``llm`` (``as_langchain`` passes the
+            configuration's; ``llm`` asks the LLM endpoint every LLM feature uses, once per chunk,
+            through its reply cache, as the evaluation did).
         prepend_context: put the context header in front of ``page_content`` (as the
             configuration embedded it) instead of only in the metadata.
         source_key: the metadata key naming a document (its file name gives the title of a
@@ -55,6 +58,7 @@ class ChunkwiseTextSplitter(TextSplitter):
             raise invalid("context", self.context, ", ".join(CONTEXTS))
         self.prepend_context = prepend_context
         self.source_key = source_key
+        self._llm = context_client() if context == "llm" else None
 
     def split_text(self, text: str) -> list[str]:
         return [chunk.text for chunk in self.chunker.chunk(text)]
@@ -73,7 +77,7 @@ class ChunkwiseTextSplitter(TextSplitter):
                              "headings": PATH_SEPARATOR.join(chunk.headings or outline.path_at(chunk.start_index))})
                 if chunk.spans:
                     meta["spans"] = json.dumps([list(span) for span in chunk.spans])
-                header = context_header(chunk, outline, self.context)
+                header = context_header(chunk, outline, self.context, self._llm)
                 content = chunk.text
                 if header:
                     meta["context"] = header

@@ -19,6 +19,7 @@ from typing import Any
 from ...chunkers.base import Chunker
 from ...data.document import Document
 from ...retrieval.context import CONTEXTS, HEADER_SEPARATOR, PATH_SEPARATOR, Outline, context_header
+from ...retrieval.llm_context import context_client
 from ...schema import invalid
 from . import missing_extra
 
@@ -34,8 +35,9 @@ class ChunkwiseNodeParser(NodeParser):
     """A LlamaIndex ``NodeParser`` that cuts with a chunkwise chunker (build it with
     :meth:`tuner.TunedPipeline.as_llamaindex` or :meth:`from_chunker`)."""
 
-    context: str = Field(default="none", description="context header: none, title or headings")
+    context: str = Field(default="none", description="context header: none, title, headings or llm")
     _chunker: Any = PrivateAttr(default=None)
+    _llm: Any = PrivateAttr(default=None)
 
     @classmethod
     def from_chunker(cls, chunker: Chunker, *, context: str = "none", **kwargs: Any) -> ChunkwiseNodeParser:
@@ -45,6 +47,8 @@ class ChunkwiseNodeParser(NodeParser):
             raise invalid("context", context, ", ".join(CONTEXTS))
         parser = cls(context=context, **kwargs)
         parser._chunker = chunker
+        # ``llm``: the LLM endpoint every LLM feature uses, through its reply cache, as the evaluation asked it.
+        parser._llm = context_client() if context == "llm" else None
         return parser
 
     @classmethod
@@ -64,7 +68,7 @@ class ChunkwiseNodeParser(NodeParser):
                     "headings": PATH_SEPARATOR.join(chunk.headings or outline.path_at(chunk.start_index))}
                 if chunk.spans:
                     metadata["spans"] = json.dumps([list(span) for span in chunk.spans])
-                header = context_header(chunk, outline, self.context)
+                header = context_header(chunk, outline, self.context, self._llm)
                 if header:
                     metadata["context"] = header
                 child = TextNode(

@@ -14,21 +14,17 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import asdict
 from functools import cached_property
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import optuna
 
-from .._version import __version__
-from ..data.corpus import Corpus
-from ..data.evalset import EvaluationSet
-from ..data.repeats import OccurrenceTable
-from ..embedding.cache import EmbeddingCache
-from ..embedding.config import EmbedderConfig, embedder_key, shared_embedder
-from ..evaluation.fidelity import FULL, Fidelity
-from .objective import (
-    DEFAULT_PARETO,
+from ...data.corpus import Corpus
+from ...data.evalset import EvaluationSet
+from ...embedding.cache import EmbeddingCache
+from ...embedding.config import EmbedderConfig, embedder_key, shared_embedder
+from ...evaluation.fidelity import FULL, Fidelity
+from ..scoring.objective import (
     LEGACY_PARETO,
     Constraints,
     Rates,
@@ -38,11 +34,9 @@ from .objective import (
     resolve_rates,
     stored_throughput,
 )
-from .records import FIDELITY_CHOICE_KEY, PRECISION_CHOICE_KEY, RESOLVED_RATES_KEY, settings_of
-from .space import SearchSpace, parse_search_space
-
-if TYPE_CHECKING:
-    from .study import StudySpec
+from ..search.space import SearchSpace
+from ..search.space_file import parse_search_space
+from .records import RESOLVED_RATES_KEY, settings_of
 
 #: ``fidelity: auto`` climbs :data:`AUTO_RUNGS` on corpora of at least this many characters
 #: (below it a cold trial takes about a minute on two cores: pruning would save little).
@@ -205,44 +199,6 @@ class StudySettings:
         return np.array([qid not in self.held_out for qid in ids], dtype=bool)
 
 
-def build_settings(spec: StudySpec, corpus: Corpus, evalset: EvaluationSet, space: SearchSpace,
-                   corpus_path: str) -> dict[str, Any]:
-    """The settings stored with a new corpus study (JSON-ready)."""
-    return {
-        "chunkwise_version": __version__,
-        "corpus": corpus.name,
-        "corpus_path": str(Path(corpus_path).resolve()) if not any(c in corpus_path for c in "*?[") else corpus_path,
-        "corpus_sha256": corpus.sha256,
-        "queries_path": str(Path(spec.queries).resolve()),
-        "queries": len(evalset),
-        "evaluation_set_sha256": evalset.sha256,
-        "space": space.to_dict(),
-        "space_source": space.source,
-        # The precision this machine runs (``auto`` resolved): it defines the vectors, so a resumed
-        # run must agree on it; ``precision_choice`` says whether the run asked for auto.
-        "embedder": spec.embedder.resolved().to_dict(),
-        PRECISION_CHOICE_KEY: spec.embedder.precision,
-        "unit": spec.unit,
-        "copies": spec.copies,
-        "validation": validation_split(evalset, spec.validation),
-        "repeated_references": OccurrenceTable.build(evalset, [corpus]).summary().to_dict(),
-        "weights": spec.weights.as_dict(),
-        "rates": _plain(spec.rates),
-        "scales": _plain(spec.scales),
-        "constraints": spec.constraints.as_dict(),
-        "pareto": list(spec.pareto or DEFAULT_PARETO),
-        "repair_references": spec.repair_references,
-        # Converted documents (PDF, HTML, DOCX, ...): the converters, compared on resume, and
-        # each document's conversion hash; None for a corpus of text files.
-        "conversion": corpus.conversion,
-        "corpus_include": list(spec.include),
-        "corpus_exclude": list(spec.exclude),
-        "corpus_keep_links": spec.keep_links,
-        "fidelity": resolve_fidelity(spec.fidelity, corpus).to_dict(),
-        FIDELITY_CHOICE_KEY: spec.fidelity if isinstance(spec.fidelity, str) else None,
-    }
-
-
 def resolve_fidelity(choice: str | Fidelity, corpus: Corpus) -> Fidelity:
     """The rungs a corpus's study climbs: ``auto`` is :data:`AUTO_RUNGS` on a corpus of
     :data:`AUTO_MIN_CHARS` characters or more, full fidelity below."""
@@ -272,10 +228,6 @@ def validation_split(evalset: EvaluationSet, fraction: float, seed: int = 0) -> 
     ranked = sorted(ids, key=lambda qid: hashlib.sha256(f"{seed}:{qid}".encode()).hexdigest())
     held_out = set(ranked[:count])
     return {"fraction": fraction, "seed": seed, "queries": [qid for qid in ids if qid in held_out], "ids": ids}
-
-
-def _plain(obj: Any) -> dict[str, Any]:
-    return {k: v for k, v in obj.__dict__.items() if not k.startswith("_")}
 
 
 def resolve_study_rates(settings: StudySettings, rates: Rates, embedders: list[EmbedderConfig],

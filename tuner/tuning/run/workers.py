@@ -28,12 +28,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -43,12 +45,11 @@ import optuna
 from optuna.exceptions import UpdateFinishedTrialError
 from optuna.trial import FrozenTrial, TrialState
 
-from .._io.secrets import redact
-from ..errors import ChunkwiseError
-from . import defaults
-from .faults import arm_during_tell, fault_point, hold_point
-from .ledger import Claim, ClaimResult, Ledger, new_worker_id, worker_alive
-from .records import (
+from ..._io.secrets import redact
+from ...errors import ChunkwiseError
+from ..search.samplers import WeightedScoreSampler
+from ..study import defaults
+from ..study.records import (
     BASELINE_ATTR,
     BUDGET_ATTR,
     DUPLICATE_ATTR,
@@ -60,9 +61,10 @@ from .records import (
     WORKER_ATTR,
     StudyError,
 )
-from .samplers import WeightedScoreSampler
-from .settings import StudySettings
-from .storage import make_storage, storage_errors
+from ..study.settings import StudySettings
+from ..study.storage import make_storage, storage_errors
+from .faults import arm_during_tell, fault_point, hold_point
+from .ledger import Claim, ClaimResult, Ledger, new_worker_id, worker_alive
 from .trial import ConfigurationTaken, OutOfBudget, StoppedAtRung, TargetReached, TrialObjective
 
 #: Consecutive failed trials after which a worker gives up.
@@ -241,7 +243,7 @@ def run_worker(options: WorkerOptions,
     Each worker builds its own storage connection and sampler, loads the corpus and queries
     named in the study's settings (or the given paths) and checks their hashes.
     """
-    from .study import load_study_inputs
+    from ..study.opening import load_study_inputs
 
     limit_threads(options.threads)
     optuna.logging.set_verbosity(options.verbosity)
@@ -262,7 +264,7 @@ def run_worker(options: WorkerOptions,
                                       sampler=WeightedScoreSampler(seed=seed))
             settings = StudySettings.of(study)
         corpus, evalset = load_study_inputs(settings, options.study, options.corpus_path, options.queries_path)
-        from ..embedding.shared_cache import cache_for_study
+        from ...embedding.shared_cache import cache_for_study
 
         # A PostgreSQL study shares one embedding cache between machines, in its own database.
         cache = cache_for_study(storage.engine.url.render_as_string(hide_password=False), options.cache)
@@ -481,6 +483,7 @@ def _die_with_parent(parent: int) -> None:
 
 def worker_process_main() -> int:
     """Entry point of a pool's worker process: options as JSON on standard input."""
+    _quiet_worker_process()
     try:
         parent = int(os.environ.get("CHUNKWISE_PARENT_PID", os.getppid()))
         with stop_handlers():
@@ -489,10 +492,36 @@ def worker_process_main() -> int:
             run_worker(options)
         return 0
     except ChunkwiseError as exc:
-        print(f"chunkwise: error: {redact(str(exc))}", file=sys.stderr)
+        _report_error(redact(str(exc)))
         return EXIT_FATAL if exc.fatal else EXIT_ERROR
     except (KeyboardInterrupt, WorkerStopped):
         return EXIT_INTERRUPTED
+
+
+def _quiet_worker_process() -> None:
+    """A pool's worker prints nothing over its parent's progress bar: the corpus loader's
+    summaries and library warnings were reported once by the parent, which loaded the same
+    corpus (a worker's errors still reach standard error, as its one line)."""
+    corpus_log = logging.getLogger("tuner.data.corpus")
+    corpus_log.addHandler(logging.NullHandler())
+    corpus_log.propagate = False
+    warnings.simplefilter("ignore")
+
+
+#: The file descriptor on which a pool's worker hands its error message to the pool (which
+#: prints each distinct message once) instead of printing it beside its siblings' copies.
+ERROR_FD_ENVIRONMENT = "CHUNKWISE_ERROR_FD"
+#: The longest error message a worker hands over (a pipe holds far more; nothing blocks).
+MAX_ERROR_CHARS = 4000
+
+
+def _report_error(message: str) -> None:
+    fd = os.environ.get(ERROR_FD_ENVIRONMENT)
+    if fd is not None:
+        with contextlib.suppress(OSError, ValueError):
+            os.write(int(fd), message[:MAX_ERROR_CHARS].encode("utf-8", errors="replace"))
+            return
+    print(f"chunkwise: error: {message}", file=sys.stderr)
 
 
 @dataclass
@@ -505,7 +534,7 @@ class PoolReport:
 
 
 _WORKER_BOOT = ("import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); "
-                "from tuner.tuning.workers import worker_process_main as main; raise SystemExit(main())")
+                "from tuner.tuning.run.workers import worker_process_main as main; raise SystemExit(main())")
 
 
 class WorkerPool:
@@ -525,12 +554,36 @@ class WorkerPool:
         self.max_restarts = 3 * len(options) if max_restarts is None else max_restarts
         self.stop_timeout_s = stop_timeout_s
         self.report = PoolReport()
+        self._error_pipes: dict[int, int] = {}  # worker pid -> the read end of its error pipe
+
+    def _error_of(self, process: subprocess.Popen) -> str:
+        """The error message the (exited) worker handed over, "" for none; closes its pipe."""
+        fd = self._error_pipes.pop(process.pid, None)
+        if fd is None:
+            return ""
+        chunks = []
+        with contextlib.suppress(OSError):
+            while chunk := os.read(fd, 65536):
+                chunks.append(chunk)
+        os.close(fd)
+        return b"".join(chunks).decode("utf-8", errors="replace").strip()
 
     def _start(self, options: WorkerOptions) -> subprocess.Popen:
-        env = {**os.environ, "CHUNKWISE_PARENT_PID": str(os.getpid()), "PYTHONUNBUFFERED": "1"}
+        errors, errors_child = os.pipe()
+        env = {**os.environ, "CHUNKWISE_PARENT_PID": str(os.getpid()), "PYTHONUNBUFFERED": "1",
+               ERROR_FD_ENVIRONMENT: str(errors_child)}
         # Ctrl-C reaching a worker still importing its libraries would print a traceback: it
         # ignores SIGINT until its handlers are in place, and the pool stops it with SIGTERM.
-        process = subprocess.Popen([sys.executable, "-c", _WORKER_BOOT], stdin=subprocess.PIPE, env=env, text=True)
+        try:
+            process = subprocess.Popen([sys.executable, "-c", _WORKER_BOOT], stdin=subprocess.PIPE, env=env,
+                                       text=True, pass_fds=(errors_child,))
+        except BaseException:
+            os.close(errors)
+            raise
+        finally:
+            os.close(errors_child)
+        os.set_blocking(errors, False)  # a grandchild holding the write end must not block the read
+        self._error_pipes[process.pid] = errors
         assert process.stdin is not None
         process.stdin.write(options.to_json())
         process.stdin.close()
@@ -549,10 +602,14 @@ class WorkerPool:
                     if code is None:
                         continue
                     del running[index]
+                    message = self._error_of(process)
                     if code == 0 or code == EXIT_INTERRUPTED:
                         continue
                     if code in (EXIT_ERROR, EXIT_FATAL):
-                        self.report.errors.append(f"worker {index} stopped with an error (see above)")
+                        # Workers sharing a storage or an endpoint fail alike: each message once.
+                        message = message or f"worker {index} stopped with an error"
+                        if message not in self.report.errors:
+                            self.report.errors.append(message)
                         if code == EXIT_FATAL and not fatal:
                             fatal = True  # no retry can fix it: stop the others too
                             for other in running.values():
@@ -567,6 +624,10 @@ class WorkerPool:
         except (KeyboardInterrupt, WorkerStopped):  # Ctrl-C or SIGTERM: the workers fail their trials too
             self._stop_all(running)
             raise
+        finally:
+            for fd in self._error_pipes.values():
+                os.close(fd)
+            self._error_pipes.clear()
         return self.report
 
     def _stop_all(self, running: dict[int, subprocess.Popen]) -> None:

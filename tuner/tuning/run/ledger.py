@@ -37,7 +37,7 @@ from enum import Enum
 import sqlalchemy as sa
 from optuna.storages import RDBStorage
 
-from .._io.sqltables import create_tables
+from ..._io.sqltables import create_tables
 
 _metadata = sa.MetaData()
 TARGETS = sa.Table(

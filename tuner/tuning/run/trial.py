@@ -12,19 +12,17 @@ import numpy as np
 import optuna
 from optuna.trial import TrialState
 
-from ..data.corpus import Corpus
-from ..data.evalset import EvaluationSet
-from ..data.repeats import OccurrenceTable
-from ..embedding import Embedder, EmbeddingCache
-from ..embedding.config import EmbedderConfig, embedder_key, shared_embedder
-from ..evaluation.config import EvaluationConfig
-from ..evaluation.evaluator import EvaluationResult, evaluate, evaluate_rungs
-from ..evaluation.fidelity import promoted
-from .cost import kind_of, trial_seconds
-from .ledger import Claim, ClaimResult
-from .objective import ResolvedRates, check_calibration, resolve_rates, stored_throughput
-from .progress import EmbeddingReport, print_err
-from .records import (
+from ...data.corpus import Corpus
+from ...data.evalset import EvaluationSet
+from ...data.repeats import OccurrenceTable
+from ...embedding import Embedder, EmbeddingCache
+from ...embedding.config import EmbedderConfig, embedder_key, shared_embedder
+from ...evaluation.config import EvaluationConfig
+from ...evaluation.evaluator import EvaluationResult, evaluate, evaluate_rungs
+from ...evaluation.fidelity import promoted
+from ..scoring.objective import ResolvedRates, check_calibration, resolve_rates, stored_throughput
+from ..search.cost import kind_of, trial_seconds
+from ..study.records import (
     BASELINE_ATTR,
     CHUNKER_ATTR,
     CONFIG_ATTR,
@@ -38,7 +36,9 @@ from .records import (
     encode_per_query,
     trial_attributes,
 )
-from .settings import StudySettings
+from ..study.settings import StudySettings
+from .ledger import Claim, ClaimResult
+from .progress import EmbeddingReport, print_err
 
 
 class ConfigurationTaken(Exception):

@@ -18,16 +18,15 @@ from dataclasses import dataclass, field, replace
 import optuna
 from optuna.trial import TrialState
 
-from ..data.corpus import Corpus
-from ..embedding import EmbeddingCache
-from ..embedding.config import shared_embedder
-from ..errors import ChunkwiseError, option
-from . import defaults
-from .baselines import queue_baselines, unqueue_baselines
-from .faults import hold_point
-from .ledger import Ledger, new_worker_id
-from .progress import ProgressBar, format_duration, write_note
-from .records import (
+from ...data.corpus import Corpus
+from ...embedding import EmbeddingCache
+from ...embedding.config import shared_embedder
+from ...errors import ChunkwiseError, option
+from ..scoring.selection import StudyRecommendation, recommend_for_study
+from ..search.baselines import queue_baselines, unqueue_baselines
+from ..study import defaults
+from ..study.opening import LoadedStudyData, build_settings, load_study_data, open_study
+from ..study.records import (
     SETTINGS_ATTR,
     TARGET_ATTR,
     WORKER_ATTR,
@@ -38,10 +37,12 @@ from .records import (
     run_studies,
     summarize,
 )
-from .selection import StudyRecommendation, recommend_for_study
-from .settings import StudySettings, build_settings, resolve_study_rates
-from .storage import StudyStorage, make_storage, storage_errors
-from .study import LoadedStudyData, StudySpec, load_study_data, open_study
+from ..study.settings import StudySettings, resolve_study_rates
+from ..study.spec import StudySpec
+from ..study.storage import StudyStorage, make_storage, storage_errors
+from .faults import hold_point
+from .ledger import Ledger, new_worker_id
+from .progress import ProgressBar, format_duration, write_note
 from .workers import (
     WAIT_POLL_S,
     Heartbeat,
@@ -185,7 +186,7 @@ def run_jobs(spec: StudySpec) -> int:
     for more than one."""
     if spec.backend != "dask":
         return spec.jobs
-    from .cluster import check_cluster_storage, cluster_slots
+    from .dask_cluster import check_cluster_storage, cluster_slots
 
     check_cluster_storage(spec.storage)
     return spec.jobs if spec.jobs > 1 else cluster_slots(spec.scheduler)
@@ -303,7 +304,7 @@ def _run_study(storage: StudyStorage, study: optuna.Study, run: RunSettings, add
         with storage_errors(run.storage):
             options = run.worker_options(name)
             if run.backend == "dask":
-                from .cluster import run_on_cluster
+                from .dask_cluster import run_on_cluster
 
                 pool, reports = run_on_cluster(options, run.scheduler,
                                                on_poll=lambda: _poll(study, ledger, study_id, bar))
@@ -377,14 +378,14 @@ def _poll(study: optuna.Study, ledger: Ledger, study_id: int, bar: ProgressBar) 
 
 def _budget_stopped(study: optuna.Study) -> bool:
     """The last proposals were pruned because they could not finish in the time left."""
-    from .records import BUDGET_ATTR
+    from ..study.records import BUDGET_ATTR
 
     recent = study.get_trials(deepcopy=False, states=(TrialState.PRUNED,))[-1:]
     return bool(recent) and BUDGET_ATTR in recent[0].user_attrs
 
 
 def _space_exhausted(study: optuna.Study) -> bool:
-    from .records import DUPLICATE_ATTR
+    from ..study.records import DUPLICATE_ATTR
 
     recent = study.get_trials(deepcopy=False, states=(TrialState.PRUNED,))[-5:]
     return bool(recent) and all(DUPLICATE_ATTR in t.user_attrs for t in recent)

@@ -13,7 +13,7 @@ from .base import Chunk, Chunker
 from .registry import register
 from .semantic import group_chunks, sentence_units, unit_token_ranges, unit_vectors
 
-METHODS = ("single_linkage", "dbscan")
+CLUSTERING_METHODS = ("single_linkage", "dbscan")
 
 
 def clustering_distances(vectors: np.ndarray, positional_weight: float) -> np.ndarray:
@@ -71,7 +71,7 @@ class ClusteringChunker(Chunker):
 
     name = "clustering"
     needs_embedder = True
-    method: str = param("single_linkage", str, choices=METHODS, help="clustering algorithm")
+    method: str = param("single_linkage", str, choices=CLUSTERING_METHODS, help="clustering algorithm")
     positional_weight: float = param(0.5, float, low=0.0, high=1.0, help="lambda: weight of position")
     size: int = param(400, int, low=8, help="maximum tokens per chunk (single_linkage)")
     stop_distance: float = param(0.5, float, low=0.0, high=2.0, help="largest merge distance (single_linkage)")

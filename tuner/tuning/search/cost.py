@@ -24,11 +24,11 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from ..chunkers import chunker_class
-from ..errors import InvalidParameterError
-from ..retrieval import retrieval_method
-from ..retrieval.config import RetrievalConfig
-from .records import CONFIG_ATTR
+from ...chunkers import chunker_class
+from ...errors import InvalidParameterError
+from ...retrieval import retrieval_method
+from ...retrieval.config import RetrievalConfig
+from ..study.records import CONFIG_ATTR
 
 #: Kinds of trial, by what they embed.
 KINDS = ("bm25", "dense", "semantic")

@@ -24,10 +24,10 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import optuna
 
-from .baselines import DEFAULT_BASELINE
+from ..search.baselines import DEFAULT_BASELINE
+from ..study.records import BASELINE_ATTR, TrialRecord, recommendable, records
+from ..study.settings import StudySettings
 from .objective import Scales, Weights, weighted_score
-from .records import BASELINE_ATTR, TrialRecord, recommendable, records
-from .settings import StudySettings
 
 CONFIDENCE = 0.95
 BOOTSTRAP_SAMPLES = 2000

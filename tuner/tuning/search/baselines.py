@@ -5,14 +5,14 @@ without it. So every study first evaluates a small, fixed set of sensible config
 (:data:`BASELINES`): the token 800/400 default (OpenAI's assistant default, the reference of
 Chroma's report), and a recursive and a markdown chunker of 256 tokens without overlap; each
 with dense, BM25 and hybrid retrieval, five chunks retrieved. They are projected into the
-study's own space (:meth:`~tuner.tuning.space.SearchSpace.point_near`: each value moved to its
+study's own space (:meth:`~tuner.tuning.search.space.SearchSpace.point_near`: each value moved to its
 nearest allowed value; a baseline whose chunker or retrieval method the space lacks is left
 out), queued with Optuna's ``enqueue_trial`` cheapest first (BM25 embeds nothing; hybrid
 reuses the dense run's vectors from the cache), and run as ordinary trials: counted toward the
 target, resumable, on the Pareto front, marked with :data:`~.records.BASELINE_ATTR`.
 
 The recommendation is then checked against the best of them on the held-out questions
-(:func:`tuner.tuning.selection.check_baselines`).
+(:func:`tuner.tuning.scoring.selection.check_baselines`).
 
 >>> [b.name for b in BASELINES][:3]
 ['token 800/400 bm25', 'recursive 256/0 bm25', 'markdown 256/0 bm25']
@@ -26,7 +26,7 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from .records import BASELINE_ATTR, BUDGET_ATTR, SKIPPED_ATTR
+from ..study.records import BASELINE_ATTR, BUDGET_ATTR, SKIPPED_ATTR
 from .space import SearchSpace
 
 

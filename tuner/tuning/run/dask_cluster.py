@@ -27,8 +27,8 @@ from collections.abc import Callable
 from dataclasses import asdict, replace
 from typing import Any
 
-from ..errors import ChunkwiseError, option
-from .storage import display_url
+from ...errors import ChunkwiseError, option
+from ..study.storage import display_url
 from .workers import PoolReport, WorkerOptions, WorkerReport
 
 #: Seconds to wait for the scheduler to answer, and for a cluster to have a worker.

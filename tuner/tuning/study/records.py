@@ -28,10 +28,10 @@ import numpy as np
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from ..errors import ChunkwiseError, option
-from ..evaluation.registry import metric_names, metrics
-from ..retrieval import retrieval_method
-from .objective import Constraints, ResolvedRates, Scales, Weights, model_latency_and_cost, weighted_score
+from ...errors import ChunkwiseError, option
+from ...evaluation.registry import metric_names, metrics
+from ...retrieval import retrieval_method
+from ..scoring.objective import Constraints, ResolvedRates, Scales, Weights, model_latency_and_cost, weighted_score
 
 # --- study attributes --------------------------------------------------------------------------
 #: The settings that define a study's results (a dict; see :func:`.study.study_settings`).
@@ -486,7 +486,7 @@ def trial_attributes(result, rates: ResolvedRates, weights: Weights, scales: Sca
     index_tokens = int(embedded) + int(result.embedding.get("unit_tokens", 0))
     llm_tokens = int(result.embedding.get("llm_tokens", 0))
     latency, cost = model_latency_and_cost(query_tokens, retrieved_tokens, chunks_searched, index_tokens, rates)
-    # An LLM chunker's tokens are paid once per index, at the reader's rate, like embedding.
+    # An LLM chunker's and LLM context headers' tokens are paid once per index, at the reader's rate, like embedding.
     cost += llm_tokens * rates.reader_usd_per_mtok / 1e6 * 1000 / rates.amortize_queries
     attrs: dict[str, Any] = {}
     for metric in per_query:

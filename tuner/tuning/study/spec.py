@@ -12,7 +12,7 @@ A study file (YAML) says what to tune, on what, and where results go::
     weights: {recall: 1.0, iou: 0.25, latency: 0.1, cost: 0.1}   # any metric: mrr, ndcg, context_tokens, ...
     constraints: {context_tokens: 1500}         # optional: never recommend a trial above the budget
     pareto: [recall, context_tokens]            # optional: the Pareto front's axes (the default)
-    rates: {reader_usd_per_mtok: 0.15}          # optional, see tuner.tuning.objective
+    rates: {reader_usd_per_mtok: 0.15}          # optional, see tuner.tuning.scoring.objective
     scales: {iou_half: 0.05}                    # optional
     storage: sqlite:///example.db               # default: sqlite:///studies/<name>.db
     trials: 30                                  # trials added per run, per corpus
@@ -39,43 +39,32 @@ and ``full`` below.
 from __future__ import annotations
 
 import contextlib
-import json
 import re
-import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import optuna
-
-from .._io.files import read_yaml
-from ..data.corpus import Corpus, default_corpus_name, load_corpus, parse_corpus_spec
-from ..data.evalset import EvaluationSet, load_evaluation_set
-from ..embedding.config import SPEED_FIELDS, EmbedderConfig
-from ..errors import InvalidParameterError, option
-from ..evaluation.config import COPIES
-from ..evaluation.fidelity import Fidelity
-from ..evaluation.metrics import UNITS
-from ..evaluation.registry import label as metric_label
-from ..schema import check_settings, setting
+from ..._io.files import read_yaml
+from ..._io.secrets import has_credentials, without_credentials
+from ...data.corpus import default_corpus_name, parse_corpus_spec
+from ...embedding.config import EmbedderConfig
+from ...errors import InvalidParameterError, option
+from ...evaluation.config import COPIES
+from ...evaluation.fidelity import Fidelity
+from ...evaluation.metrics import UNITS
+from ...schema import check_settings, setting
+from ..scoring.objective import Constraints, Rates, Scales, Weights, check_pareto
+from ..search.domains import SearchSpaceError
+from ..search.space_file import DEFAULT_SPACE, resolve_space
 from . import defaults
-from .objective import Constraints, Rates, Scales, Weights, check_pareto, pareto_directions
 from .records import (
-    FIDELITY_CHOICE_KEY,
-    PRECISION_CHOICE_KEY,
-    SETTINGS_ATTR,
-    SUMMARY_ATTRS,
     StudyError,
     check_name,
     study_name,
 )
-from .settings import COMPARED_SETTINGS, StudySettings, comparable
-from .space import DEFAULT_SPACE, SearchSpace, SearchSpaceError, load_search_space, resolve_space
 from .storage import absolute_url, default_storage_url
 
 FIDELITY_CHOICES = ("auto", "full")
-#: Changed values longer than this are shortened in a refusal's diff.
-DIFF_VALUE_CHARS = 80
 
 
 @dataclass(frozen=True)
@@ -94,7 +83,7 @@ class StudySpec:
     weights: Weights = field(default_factory=Weights)
     rates: Rates = field(default_factory=Rates)
     scales: Scales = field(default_factory=Scales)
-    #: Limits a recommended trial must meet (see :class:`~tuner.tuning.objective.Constraints`).
+    #: Limits a recommended trial must meet (see :class:`~tuner.tuning.scoring.objective.Constraints`).
     constraints: Constraints = field(default_factory=Constraints)
     #: The Pareto front's metrics; None: recall against context tokens for a new study, and the
     #: stored axes for a study that exists.
@@ -119,7 +108,7 @@ class StudySpec:
     #: ``"auto"``, ``"full"`` or explicit rungs (see :func:`parse_fidelity`).
     fidelity: str | Fidelity = "auto"
     #: Where the workers run: ``"local"`` (``jobs`` processes here) or ``"dask"`` (see :mod:`.cluster`).
-    backend: str = setting("local", str, choices=defaults.BACKENDS)
+    backend: str = setting("local", str, choices=defaults.RUN_BACKENDS)
     #: The Dask scheduler's address (``tcp://HOST:8786``) for ``backend="dask"``.
     scheduler: str | None = setting(None, str, optional=True)
 
@@ -143,6 +132,12 @@ class StudySpec:
                 raise StudyError(str(exc)) from None
         if not self.storage:
             object.__setattr__(self, "storage", absolute_url(default_storage_url(self.name)))
+        if self.scheduler and has_credentials(self.scheduler):
+            # Dask addresses carry no user or password (its comms would not parse one): a secured
+            # cluster authenticates with TLS certificates from Dask's own configuration.
+            raise StudyError(f"{option('scheduler')} {without_credentials(self.scheduler)} is given with a user or "
+                             "password, which a Dask address cannot carry: give tls://HOST:8786 with Dask's TLS "
+                             "security configuration (distributed.comm.tls) instead")
 
     def study_name(self, corpus: str) -> str:
         return study_name(self.name, corpus)
@@ -229,6 +224,11 @@ def parse_duration(value: Any, where: str) -> float:
     elif isinstance(value, str) and (match := _DURATION.fullmatch(value)):
         unit = match.group(2).lower() if match.group(2) else None
         seconds = float(match.group(1)) * _DURATION_UNITS[unit]
+    negative = (isinstance(value, str) and value.strip().startswith("-")
+                and _DURATION.fullmatch(value.strip()[1:]) is not None) or (seconds is not None and seconds < 0)
+    if negative:
+        raise StudyError(f"{where}={value!r} is a negative duration: a time budget must be above 0, such as 45m, "
+                         "2h, 90s or a number of seconds")
     if seconds is None or not seconds > 0:
         raise StudyError(f"{where}={value!r} is invalid; allowed: a duration above 0 such as 45m, 2h, 90s or "
                          "a number of seconds")
@@ -339,7 +339,9 @@ def load_study_file(path: str | Path) -> StudySpec:
             scheduler=data.get("scheduler"),
         )
     except (InvalidParameterError, TypeError) as exc:
-        raise StudyError(f"{where}: {exc}") from None
+        # Sections read with ``where`` (weights, rates, embedder, ...) already name the file.
+        message = str(exc)
+        raise StudyError(message if message.startswith(f"{where}: ") else f"{where}: {message}") from None
 
 
 def _flag(value: Any, where: str) -> bool:
@@ -358,148 +360,4 @@ def _patterns(value: Any, where: str) -> tuple[str, ...]:
         raise StudyError(f"{where} must be a glob pattern or a list of them, got {value!r}")
     return tuple(values)
 
-
-@dataclass
-class LoadedStudyData:
-    """Corpora and evaluation set of a run, validated, split per corpus."""
-
-    corpora: list[Corpus]
-    evaluation_sets: dict[str, EvaluationSet]
-    space: SearchSpace
-
-
-def load_study_data(spec: StudySpec) -> LoadedStudyData:
-    """Load and validate everything a run reads: corpora, queries and the space."""
-    corpora = [load_corpus(path, name, include=spec.include, exclude=spec.exclude, keep_links=spec.keep_links)
-               for name, path in spec.corpora]
-    evalset = load_evaluation_set(spec.queries, corpora, repair=spec.repair_references)
-    per_corpus = {}
-    for corpus in corpora:
-        queries = tuple(q for q in evalset if q.corpus == corpus.name)
-        if not queries:
-            raise StudyError(f"corpus {corpus.name!r} has no query in {spec.queries}")
-        per_corpus[corpus.name] = EvaluationSet(queries)
-    return LoadedStudyData(corpora, per_corpus, load_search_space(resolve_space(spec.space)))
-
-
-def open_study(storage: optuna.storages.BaseStorage, name: str, settings: dict[str, Any],
-               sampler: optuna.samplers.BaseSampler | None = None, *, pareto_given: bool = True) -> optuna.Study:
-    """Create the study, or load it and refuse when its stored settings differ.
-
-    Its Optuna objectives are the metrics of ``settings["pareto"]``. Without ``pareto_given``
-    (the run did not choose axes), a study that exists keeps its own.
-    """
-    axes = settings.get("pareto") or list(comparable("pareto", None))
-    try:
-        study = optuna.load_study(study_name=name, storage=storage, sampler=sampler)
-    except KeyError:
-        study = optuna.create_study(storage=storage, study_name=name, sampler=sampler,
-                                    directions=pareto_directions(axes), load_if_exists=True)
-    stored = study.user_attrs.get(SETTINGS_ATTR)
-    if stored is None:
-        with warnings.catch_warnings():  # experimental, but it is what labels the dashboard's axes
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            study.set_metric_names([metric_label(axis) for axis in axes])
-        study.set_user_attr(SETTINGS_ATTR, settings)
-        for key in SUMMARY_ATTRS:
-            study.set_user_attr(key, settings[key])
-        return study
-    if settings.get(PRECISION_CHOICE_KEY) == "auto" and isinstance(stored.get("embedder"), dict):
-        # auto resumes at the study's precision (an explicit one must match it, below).
-        settings = {**settings, "embedder": _with_precision_of(settings["embedder"], stored["embedder"])}
-    if settings.get(FIDELITY_CHOICE_KEY) == "auto" and "fidelity" in stored:
-        # auto resumes at the study's rungs (AUTO_RUNGS may have changed since it was created).
-        settings = {**settings, "fidelity": stored["fidelity"]}
-    current = dict(settings)
-    if not pareto_given:
-        current["pareto"] = stored.get("pareto")
-    differences = settings_diff(_compared(stored), _compared(current))
-    if differences:
-        lines = "\n  ".join(differences)
-        raise StudyError(
-            f"study {name!r} was created with different settings (study -> this run):\n  {lines}\n"
-            "Its results would not be comparable. Run with the study's settings, or start a "
-            "new study (another name or storage).")
-    if stored.get("embedder") != settings.get("embedder"):
-        # Only how fast the embedder is asked differs (compared above): this run's workers use its own.
-        study.set_user_attr(SETTINGS_ATTR, {**stored, "embedder": settings["embedder"]})
-    return study
-
-
-def _compared(settings: dict[str, Any]) -> dict[str, Any]:
-    """The settings a resumed run must agree on (as :func:`~.settings.comparable` reads them); how
-    fast a hosted embedder is asked is not one."""
-    compared = {key: comparable(key, settings.get(key)) for key in COMPARED_SETTINGS}
-    if isinstance(compared.get("embedder"), dict):
-        compared["embedder"] = {key: value for key, value in compared["embedder"].items() if key not in SPEED_FIELDS}
-    return compared
-
-
-def _with_precision_of(embedder: dict[str, Any], stored: dict[str, Any]) -> dict[str, Any]:
-    """``embedder`` with the precision of ``stored`` (absent, as fp32 is written, when it is absent there)."""
-    out = {key: value for key, value in embedder.items() if key != "precision"}
-    if "precision" in stored:
-        out["precision"] = stored["precision"]
-    return out
-
-
-def settings_diff(stored: Any, current: Any, path: str = "") -> list[str]:
-    """Key-level differences between two JSON-like values, one line per changed leaf.
-
-    >>> settings_diff({"weights": {"recall": 1.0, "iou": 0.5}}, {"weights": {"recall": 2.0, "iou": 0.5}})
-    ['weights.recall: 1.0 -> 2.0']
-    >>> settings_diff({"space": {"k": 5}}, {"space": {"k": 5, "embedders": []}})
-    ['space.embedders: (absent) -> []']
-    >>> settings_diff({"weights": {"recall": 1}}, {"weights": {"recall": 1.0}})
-    []
-    """
-    if isinstance(stored, dict) and isinstance(current, dict):
-        lines = []
-        for key in sorted(set(stored) | set(current), key=str):
-            where = f"{path}.{key}" if path else str(key)
-            if key not in stored:
-                lines.append(f"{where}: (absent) -> {_short(current[key])}")
-            elif key not in current:
-                lines.append(f"{where}: {_short(stored[key])} -> (absent)")
-            else:
-                lines += settings_diff(stored[key], current[key], where)
-        return lines
-    if json.dumps(stored, sort_keys=True) == json.dumps(current, sort_keys=True) or _same_number(stored, current):
-        return []
-    return [f"{path}: {_short(stored)} -> {_short(current)}"]
-
-
-def _same_number(a: Any, b: Any) -> bool:
-    """Whether two leaves are the same number written two ways (``1`` and ``1.0``: a study file's
-    integer weight and the float it is read into compare equal)."""
-    numbers = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (a, b))
-    return numbers and float(a) == float(b)
-
-
-def _short(value: Any) -> str:
-    text = json.dumps(value, sort_keys=True)
-    return text if len(text) <= DIFF_VALUE_CHARS else text[: DIFF_VALUE_CHARS - 3] + "..."
-
-
-def load_study_inputs(settings: StudySettings, study: str, corpus_path: str | None = None,
-                      queries_path: str | None = None) -> tuple[Corpus, EvaluationSet]:
-    """The corpus and queries a study was created with (from its settings, or the given
-    paths on this machine), refused with :class:`StudyError` if their content changed."""
-    corpus_path = corpus_path or settings.corpus_path
-    queries_path = queries_path or settings.queries_path
-    corpus = load_corpus(corpus_path, settings.corpus, include=settings.corpus_include, exclude=settings.corpus_exclude,
-                         keep_links=settings.corpus_keep_links)
-    if corpus.sha256 != settings.corpus_sha256:
-        changed = settings_diff(settings.converters, (corpus.conversion or {}).get("converters"), "converters")
-        if changed:
-            raise StudyError(f"corpus at {corpus_path} is converted to text differently than when study {study!r} "
-                             f"was created ({'; '.join(changed)}), so its offsets may differ; install the converter "
-                             "versions the study was created with, or start a new study")
-        raise StudyError(f"corpus at {corpus_path} differs from the one study {study!r} was "
-                         f"created with (content hash mismatch); pass the same corpus with {option('corpus_path')}")
-    evalset = load_evaluation_set(queries_path, corpus, ignore_other_corpora=True, repair=settings.repair_references)
-    if evalset.sha256 != settings.evaluation_set_sha256:
-        raise StudyError(f"the queries in {queries_path} differ from those study {study!r} was "
-                         f"created with (content hash mismatch); pass the same file with {option('queries_path')}")
-    return corpus, evalset
 

@@ -13,6 +13,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import re
 import sqlite3
 import time
 import warnings
@@ -23,9 +24,9 @@ import optuna
 import sqlalchemy as sa
 from optuna.storages import RDBStorage
 
-from .._io.files import private_dir, private_file
-from .._io.secrets import hide_password, redact, register_secret
-from ..errors import ChunkwiseError, option
+from ..._io.files import private_dir, private_file
+from ..._io.secrets import hide_password, redact, register_secret
+from ...errors import ChunkwiseError, option
 
 #: Seconds a SQLite writer waits for a lock (short timeouts fail in ugly ways under load).
 SQLITE_TIMEOUT_S = 60
@@ -114,11 +115,14 @@ STORAGE_HINTS = {
     "locked": "another process held the database lock too long: run the same command again (many workers on one "
               "SQLite file wait for one lock; PostgreSQL serves them better)",
     "auth": f"check the user and password (set {PASSWORD_ENVIRONMENT} or PGPASSWORD)",
+    "no-database": "the database does not exist on that server: create it (createdb NAME, or CREATE DATABASE) or "
+                   "correct the database name at the end of the URL",
     "unknown": "check that the database is reachable and writable",
 }
 #: PostgreSQL SQLSTATE codes (and their classes) by cause.
 _SQLSTATES = {"53100": "full", "25006": "read-only", "55P03": "locked", "40P01": "locked", "57P01": "gone",
-              "57P02": "gone", "57P03": "gone", "28P01": "auth", "28000": "auth", "42501": "read-only"}
+              "57P02": "gone", "57P03": "gone", "28P01": "auth", "28000": "auth", "42501": "read-only",
+              "3D000": "no-database"}
 _GONE_TEXTS = ("connection refused", "could not connect", "server closed the connection", "connection is closed",
                "terminating connection", "connection timed out", "no route to host", "connection reset",
                "the database system is shutting down", "the database system is starting up", "ssl syscall",
@@ -142,7 +146,8 @@ def exception_chain(exc: BaseException) -> list[BaseException]:
 
 def storage_cause(exc: BaseException) -> str:
     """Why a storage operation failed, from the whole exception chain: ``full``, ``read-only``,
-    ``gone`` (server unreachable or stopped), ``locked``, ``auth`` or ``unknown``."""
+    ``gone`` (server unreachable or stopped), ``locked``, ``auth``, ``no-database`` (the server
+    has no database of that name) or ``unknown``."""
     chain = [e for e in exception_chain(exc) if not isinstance(e, optuna.exceptions.StorageInternalError)]
     causes = set()
     for error in chain:
@@ -168,9 +173,11 @@ def storage_cause(exc: BaseException) -> str:
         causes.add("locked")
     if "password authentication failed" in text or "no password supplied" in text:
         causes.add("auth")
+    if re.search(r'database "[^"]*" does not exist', text):  # PostgreSQL's words, before a session exists
+        causes.add("no-database")
     if any(mark in text for mark in _GONE_TEXTS):
         causes.add("gone")
-    for cause in ("full", "read-only", "auth", "locked", "gone"):  # the most specific first
+    for cause in ("full", "read-only", "auth", "no-database", "locked", "gone"):  # the most specific first
         if cause in causes:
             return cause
     return "unknown"
@@ -211,6 +218,7 @@ def make_storage(url: str, **_ignored: object) -> StudyStorage:
     """
     url = _with_environment_password(absolute_url(url))
     shown = display_url(url)
+    _check_scheme(url, shown)
     engine_kwargs: dict = {}
     path = sqlite_path(url)
     created: Path | None = None
@@ -244,6 +252,24 @@ def make_storage(url: str, **_ignored: object) -> StudyStorage:
     if path is not None:
         _serialize_sqlite_writes(storage.engine)
     return storage
+
+
+#: What a study storage URL may look like, for messages.
+SUPPORTED_STORAGE = "sqlite:///PATH, postgresql+psycopg://USER@HOST[:PORT]/DATABASE"
+
+
+def _check_scheme(url: str, shown: str) -> None:
+    """Refuse a URL that is not a database URL, or whose scheme no installed SQLAlchemy dialect
+    knows, before anything tries to connect (SQLAlchemy's "Can't load plugin" is no help)."""
+    try:
+        sa.make_url(url).get_dialect()
+    except sa.exc.NoSuchModuleError:
+        scheme = url.split("://", 1)[0]
+        raise StorageError(f"study storage {shown}: unknown URL scheme {scheme!r}; supported: {SUPPORTED_STORAGE} "
+                           "(or another database SQLAlchemy supports, with its driver installed)") from None
+    except (sa.exc.ArgumentError, ValueError):
+        raise StorageError(f"study storage {shown!r} is not a database URL; supported: {SUPPORTED_STORAGE}") \
+            from None
 
 
 def _create_private_sqlite_file(path: Path, shown: str) -> Path | None:

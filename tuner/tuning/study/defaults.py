@@ -18,4 +18,4 @@ MAX_VALIDATION = 0.5
 #: How often a trial lost with its worker is retried with the same parameters.
 MAX_RETRY = 3
 #: Where a run's workers run: ``local`` (this machine, ``jobs`` processes) or ``dask`` (a cluster).
-BACKENDS = ("local", "dask")
+RUN_BACKENDS = ("local", "dask")

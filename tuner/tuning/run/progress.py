@@ -12,14 +12,14 @@ from typing import TYPE_CHECKING
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from ..errors import option
-from ..evaluation.evaluator import TRUNCATION_WARNING
-from ..evaluation.registry import label as metric_label
-from .records import ERROR_ATTR, SCORE_ATTR, STOPPED_AT_ATTR, best_trial
-from .settings import StudySettings
+from ...errors import option
+from ...evaluation.evaluator import TRUNCATION_WARNING
+from ...evaluation.registry import label as metric_label
+from ..study.records import ERROR_ATTR, SCORE_ATTR, STOPPED_AT_ATTR, best_trial
+from ..study.settings import StudySettings
 
 if TYPE_CHECKING:
-    from .run import CorpusOutcome
+    from .runner import CorpusOutcome
 
 
 def print_err(message: str) -> None:

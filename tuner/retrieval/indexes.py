@@ -18,7 +18,7 @@ from ..errors import InvalidParameterError
 from .ranking import Ranked, sorted_candidates, top_rows
 
 #: Where dense vectors are searched: exact numpy search, or chromadb (HNSW).
-BACKENDS = ("numpy", "chroma")
+INDEX_BACKENDS = ("numpy", "chroma")
 
 
 class VectorIndex(ABC):
@@ -128,4 +128,4 @@ def make_index(vectors: np.ndarray, backend: str = "numpy", *, path: str | Path 
         return NumpyIndex(vectors)
     if backend == "chroma":
         return ChromaIndex(vectors, path=path, collection=collection)
-    raise InvalidParameterError(f"unknown index backend {backend!r}; available: {', '.join(BACKENDS)}")
+    raise InvalidParameterError(f"unknown index backend {backend!r}; available: {', '.join(INDEX_BACKENDS)}")

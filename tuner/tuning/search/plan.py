@@ -8,6 +8,9 @@ embedder, at the configured model's list price (``rates.embed_usd_per_mtok`` ove
 estimate is an upper bound: every trial is priced cold, while trials that share chunks reuse
 the embedding cache. With fidelity rungs, a trial is priced at the expected share
 of the distractors successive halving lets it embed (:meth:`Fidelity.expected_share`).
+Trials with LLM-written context headers (``context: llm``) are priced in LLM tokens too, at the
+reader's rate (``rates.reader_usd_per_mtok``): per chunk, the document or its window, the chunk,
+the prompt and a reply (:func:`tuner.retrieval.llm_context.estimated_tokens`).
 """
 
 from __future__ import annotations
@@ -18,15 +21,18 @@ from dataclasses import dataclass, field
 import numpy as np
 import optuna
 
-from ..embedding import EmbeddingCache, embedding_provider
-from ..embedding.config import shared_embedder
-from ..errors import option
+from ...embedding import EmbeddingCache, embedding_provider
+from ...embedding.config import shared_embedder
+from ...errors import option
+from ...retrieval.llm_context import estimated_tokens
+from ...text.tokens import count_tokens_batch
+from ..run.progress import format_duration
+from ..scoring.objective import calibrated_throughput, describe_measured, resolve_rates, stored_calibration
+from ..study.opening import load_study_data
+from ..study.settings import resolve_fidelity
+from ..study.spec import StudySpec
 from .cost import KINDS, trial_kind
-from .objective import calibrated_throughput, describe_measured, resolve_rates, stored_calibration
-from .progress import format_duration
-from .settings import resolve_fidelity
 from .space import SearchSpace
-from .study import StudySpec, load_study_data
 
 #: Configurations sampled from the space to estimate the embedding work of a trial.
 SAMPLED_CONFIGURATIONS = 40
@@ -56,25 +62,33 @@ class CorpusPlan:
     usd_per_mtok: float | None = None
     #: Workers the wall time is divided among (a cluster's: the threads of its workers).
     jobs: int = 1
+    #: Share of trials whose context headers an LLM writes (``context: llm``), the LLM tokens one
+    #: of them costs cold, and what all of them cost at the reader's rate (None: no such trial).
+    llm_context_share: float = 0.0
+    llm_context_tokens: float = 0.0
+    llm_context_usd: float | None = None
+    reader_usd_per_mtok: float = 0.0
     #: The embedding throughput the trials are priced at, and where it comes from
     #: (``1,147 tokens/s, measured 2026-11-20 10:02 UTC on this machine``); empty for a hosted model.
     priced_at: str = ""
 
 
-def kind_shares(sampled: list[tuple[str, float]]) -> dict[str, tuple[float, float]]:
+def kind_shares(sampled: list[tuple[str, float, tuple[int, int] | None]]) -> dict[str, tuple[float, float]]:
     """Per kind of trial (:data:`.cost.KINDS`) among sampled configurations (:func:`_sampled`):
     its share, and the mean tokens it embeds per corpus token."""
     out = {}
     for kind in KINDS:
-        factors = [factor for k, factor in sampled if k == kind]
+        factors = [factor for k, factor, _ in sampled if k == kind]
         out[kind] = (len(factors) / len(sampled), float(np.mean(factors)) if factors else 0.0)
     return out
 
 
-def _sampled(space: SearchSpace, samples: int, seed: int) -> list[tuple[str, float]]:
-    """``(kind, tokens embedded per corpus token)`` of configurations sampled at random: overlap
-    re-embeds text (``1 / (1 - overlap / size)``) and semantic chunkers embed their units first;
-    BM25 trials embed nothing."""
+def _sampled(space: SearchSpace, samples: int, seed: int) -> list[tuple[str, float, tuple[int, int] | None]]:
+    """``(kind, tokens embedded per corpus token, LLM contexts)`` of configurations sampled at
+    random: overlap re-embeds text (``1 / (1 - overlap / size)``), semantic chunkers embed their
+    units first, BM25 trials embed nothing; the last is the chunks' ``(size, overlap)`` when an
+    LLM writes their context headers (:data:`LLM_CONTEXT_CHUNK_TOKENS` for a chunker without a
+    size), else None."""
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=seed))
     out = []
     for _ in range(samples):
@@ -87,19 +101,22 @@ def _sampled(space: SearchSpace, samples: int, seed: int) -> list[tuple[str, flo
         kind = trial_kind(chunker.name, retrieval.method)
         if kind == "semantic":
             factor += SEMANTIC_UNIT_FACTOR
-        out.append((kind, 0.0 if kind == "bm25" else factor))
+        contexts = ((size or LLM_CONTEXT_CHUNK_TOKENS, overlap if size else 0) if retrieval.context == "llm"
+                    else None)
+        out.append((kind, 0.0 if kind == "bm25" else factor, contexts))
         study.tell(trial, 0.0)
     return out
 
 
 def plan_run(spec: StudySpec) -> list[CorpusPlan]:
     """The cost preview of ``spec`` (see the module docstring)."""
-    from .run import run_jobs
+    from ..run.runner import run_jobs
 
     jobs = run_jobs(spec)  # a cluster's: its workers' threads
     data = load_study_data(spec)
     sampled = _sampled(data.space, SAMPLED_CONFIGURATIONS, spec.seed)  # once: the factor and the kinds
-    factor = float(np.mean([f for _, f in sampled]))
+    factor = float(np.mean([f for _, f, _ in sampled]))
+    contexts = [c for _, _, c in sampled if c is not None]
     shares = kind_shares(sampled)
     cache = EmbeddingCache(spec.cache) if spec.cache else EmbeddingCache()
     embedder = shared_embedder(spec.embedder, cache)
@@ -126,10 +143,19 @@ def plan_run(spec: StudySpec) -> list[CorpusPlan]:
             trials = min(trials, int(spec.timeout / len(data.corpora) * jobs / mean_s))
         api = (trials * per_trial * share * rates.embed_usd_per_mtok / 1e6
                if embedding_provider(spec.embedder.provider).priced_per_token else None)
+        llm = {}
+        if contexts:  # every chunk's context is written when the trial chunks, whatever its fidelity
+            documents = count_tokens_batch([d.text for d in corpus])
+            tokens_each = float(np.mean([estimated_tokens(documents, size, overlap) for size, overlap in contexts]))
+            llm_share = len(contexts) / len(sampled)
+            llm = {"llm_context_share": llm_share, "llm_context_tokens": tokens_each,
+                   "llm_context_usd": trials * llm_share * tokens_each * rates.reader_usd_per_mtok / 1e6,
+                   "reader_usd_per_mtok": rates.reader_usd_per_mtok}
         plans.append(CorpusPlan(corpus.name, len(corpus), tokens, len(data.evaluation_sets[corpus.name]), trials,
                                 per_trial, seconds, trials * mean_s / jobs, api, fidelity.rungs, share,
                                 {kind: kind_share for kind, (kind_share, _) in shares.items()}, kind_seconds,
-                                rates.embed_usd_per_mtok if api is not None else None, jobs, priced_at))
+                                rates.embed_usd_per_mtok if api is not None else None, jobs, **llm,
+                                priced_at=priced_at))
     return plans
 
 
@@ -147,6 +173,8 @@ def recalibrate(spec: StudySpec) -> str | None:
     return f"measured {spec.embedder.model} again on this machine: {measured:,.0f} tokens/s{was}"
 
 
+#: The chunk size LLM contexts are priced at for a chunker without a ``size`` (semantic, LLM chunkers).
+LLM_CONTEXT_CHUNK_TOKENS = 250
 #: What a trial that embeds nothing (BM25) is priced at: chunking and scoring take seconds.
 MIN_TRIAL_S = 5.0
 #: Beyond this, a run without --n-trials or --timeout is worth a word before it starts.
@@ -199,6 +227,10 @@ def format_plan(spec: StudySpec, plans: list[CorpusPlan]) -> str:
             lines.append(f"    trials by kind: {kinds}")
         within = f" (as many as fit in {format_duration(spec.timeout)})" if spec.timeout is not None else ""
         lines.append(f"    {p.trials} trials{within}: at most {format_duration(p.wall_seconds)}{cost}")
+        if p.llm_context_usd is not None:
+            lines.append(f"    {p.llm_context_share:.0%} of trials have an LLM write each chunk's context header: "
+                         f"about {p.llm_context_tokens:,.0f} LLM tokens per cold trial, about ${p.llm_context_usd:.2f} "
+                         f"at the reader's ${p.reader_usd_per_mtok:g} per million tokens (replies are cached)")
         if p.kinds and p.trials:
             by_kind = ", ".join(f"about {round(p.trials * share)} {kind}" for kind, share in p.kinds.items() if share)
             lines.append(f"    of which {by_kind}; the baselines run first (BM25 ones take seconds)")

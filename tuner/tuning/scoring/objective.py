@@ -50,12 +50,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from .._io.cachedir import cache_dir
-from .._io.files import private_dir, write_atomically
-from ..embedding import Embedder, embedding_provider
-from ..errors import ChunkwiseError, InvalidParameterError, option
-from ..evaluation.registry import metric, metric_names, metrics
-from ..schema import ParamSpec, check_keys, check_settings, check_value, field_names, setting
+from ..._io.cachedir import cache_dir
+from ..._io.files import private_dir, write_atomically
+from ...embedding import Embedder, embedding_provider
+from ...errors import ChunkwiseError, InvalidParameterError, option
+from ...evaluation.registry import metric, metric_names, metrics
+from ...schema import ParamSpec, check_keys, check_settings, check_value, field_names, setting
 
 #: What a weight may name besides the per-query metrics: the modelled latency and cost, with
 #: their default weights.
@@ -439,7 +439,7 @@ def calibrated_throughput(embedder: Embedder, *, recalibrate: bool = False) -> f
     known = _stored_calibrations()
     if key in known and not recalibrate:
         return known[key].tokens_per_s
-    from ..text.tokens import count_tokens_batch
+    from ...text.tokens import count_tokens_batch
 
     embedder._embed(_CALIBRATION_TEXTS[:4])  # load and warm up the model
     started = measure_clock()

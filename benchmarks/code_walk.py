@@ -1,0 +1,109 @@
+"""How far a study's settings travel from ``tuner.tune`` to a trial: modules entered, and returns.
+
+A newcomer who follows a study spec from the public API to the trial that evaluates it reads
+every module on the way. This script runs a one-trial BM25 study of the bundled example in this
+process (``jobs=1``) under ``sys.setprofile`` and records, until the first call of
+``tuner.evaluation.evaluator.evaluate``:
+
+* **the spec's walk**: every call of a ``tuner`` function that receives the run's settings in one
+  of their shapes (``StudySpec``, ``RunSettings``, ``WorkerOptions``, ``StudySettings``), in
+  call order, except the declared-value checks of :mod:`tuner.schema` (validating a settings
+  object is not walking it);
+* **the stack**: the ``tuner`` frames on the call stack when the trial starts evaluating.
+
+For each, "modules entered" counts the distinct modules, and "returns" counts the calls that
+come back to a module the walk had already left (consecutive calls in one module are one visit).
+
+    python benchmarks/code_walk.py            # prints both measures, and the walk itself
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+#: The shapes a run's settings take on the way (whichever of them exist in the version measured).
+SETTINGS_CLASSES = ("StudySpec", "RunSettings", "WorkerOptions", "StudySettings")
+
+
+def _carries_settings(frame) -> bool:
+    code = frame.f_code
+    for name in code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]:
+        value = frame.f_locals.get(name)
+        if type(value).__name__ in SETTINGS_CLASSES and type(value).__module__.startswith("tuner"):
+            return True
+    return False
+
+
+def visits(modules: list[str]) -> tuple[int, int, list[str]]:
+    """``(modules entered, returns, the visits)`` of a sequence of modules called in order.
+
+    >>> visits(["a", "a", "b", "a", "c", "b"])[:2]
+    (3, 2)
+    """
+    path: list[str] = []
+    for module in modules:
+        if not path or path[-1] != module:
+            path.append(module)
+    seen: set[str] = set()
+    returns = 0
+    for module in path:
+        returns += module in seen
+        seen.add(module)
+    return len(seen), returns, path
+
+
+def measure() -> dict[str, tuple[int, int, list[str]]]:
+    import tuner
+
+    walk: list[str] = []
+    stack: list[str] = []
+    done = False
+
+    def profile(frame, event, arg):
+        nonlocal done, stack
+        if done or event != "call":
+            return
+        module = frame.f_globals.get("__name__", "")
+        if not module.startswith("tuner"):
+            return
+        if module == "tuner.evaluation.evaluator" and frame.f_code.co_name == "evaluate":
+            done = True
+            chain, current = [], frame
+            while current is not None:
+                name = current.f_globals.get("__name__", "")
+                if name.startswith("tuner"):
+                    chain.append(name)
+                current = current.f_back
+            stack = list(reversed(chain))
+            return
+        if module != "tuner.schema" and _carries_settings(frame):
+            walk.append(module)
+
+    with tempfile.TemporaryDirectory() as folder:
+        space = Path(folder) / "space.yaml"
+        space.write_text("k: 5\nchunkers:\n  token: {size: 128, overlap: 0}\nretrieval: {method: bm25}\n",
+                         encoding="utf-8")
+        corpus = tuner.load_corpus(ROOT / "examples" / "handbook")
+        evalset = tuner.load_evaluation_set(ROOT / "examples" / "handbook-queries.jsonl", corpus)
+        sys.setprofile(profile)
+        try:
+            tuner.tune(corpus, evalset, space=str(space), n_trials=1, storage=f"sqlite:///{folder}/walk.db",
+                       progress=False, echo=lambda _: None, cache=str(Path(folder) / "cache.sqlite3"))
+        finally:
+            sys.setprofile(None)
+    return {"the spec's walk": visits(walk), "the stack": visits(stack)}
+
+
+def main() -> None:
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()
+    for label, (entered, returns, path) in measure().items():
+        print(f"{label}: {entered} modules entered, {returns} returns to a module already left")
+        print("   " + " -> ".join(m.removeprefix("tuner.") for m in path))
+
+
+if __name__ == "__main__":
+    main()

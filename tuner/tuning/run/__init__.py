@@ -1,0 +1,1 @@
+"""How a study runs: the run, its workers, the ledger of claims, one trial, progress."""

@@ -1,0 +1,1 @@
+"""What "best" means: the weighted objective, and the tie gate that recommends."""

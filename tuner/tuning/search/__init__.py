@@ -1,0 +1,1 @@
+"""What a study searches: spaces, samplers, baselines, and what a trial costs."""

@@ -1,0 +1,1 @@
+"""What a study is: its spec, stored settings and records, its SQL storage and defaults."""

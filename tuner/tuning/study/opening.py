@@ -1,0 +1,221 @@
+"""Opening a study: its corpus, questions and space loaded once per run, the settings it stores
+built from the spec, and a study created or resumed only when those settings agree."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import optuna
+
+from ..._version import __version__
+from ...data.corpus import Corpus, load_corpus
+from ...data.evalset import EvaluationSet, load_evaluation_set
+from ...data.repeats import OccurrenceTable
+from ...embedding.config import SPEED_FIELDS
+from ...errors import option
+from ...evaluation.registry import label as metric_label
+from ..scoring.objective import (
+    DEFAULT_PARETO,
+    pareto_directions,
+)
+from ..search.space import SearchSpace
+from ..search.space_file import load_search_space, resolve_space
+from .records import (
+    FIDELITY_CHOICE_KEY,
+    PRECISION_CHOICE_KEY,
+    SETTINGS_ATTR,
+    SUMMARY_ATTRS,
+    StudyError,
+)
+from .settings import COMPARED_SETTINGS, StudySettings, comparable, resolve_fidelity, validation_split
+from .spec import StudySpec
+
+#: Changed values longer than this are shortened in a refusal's diff.
+DIFF_VALUE_CHARS = 80
+
+
+@dataclass
+class LoadedStudyData:
+    """Corpora and evaluation set of a run, validated, split per corpus."""
+
+    corpora: list[Corpus]
+    evaluation_sets: dict[str, EvaluationSet]
+    space: SearchSpace
+
+
+def load_study_data(spec: StudySpec) -> LoadedStudyData:
+    """Load and validate everything a run reads: corpora, queries and the space."""
+    corpora = [load_corpus(path, name, include=spec.include, exclude=spec.exclude, keep_links=spec.keep_links)
+               for name, path in spec.corpora]
+    evalset = load_evaluation_set(spec.queries, corpora, repair=spec.repair_references)
+    per_corpus = {}
+    for corpus in corpora:
+        queries = tuple(q for q in evalset if q.corpus == corpus.name)
+        if not queries:
+            raise StudyError(f"corpus {corpus.name!r} has no query in {spec.queries}")
+        per_corpus[corpus.name] = EvaluationSet(queries)
+    return LoadedStudyData(corpora, per_corpus, load_search_space(resolve_space(spec.space)))
+
+
+def open_study(storage: optuna.storages.BaseStorage, name: str, settings: dict[str, Any],
+               sampler: optuna.samplers.BaseSampler | None = None, *, pareto_given: bool = True) -> optuna.Study:
+    """Create the study, or load it and refuse when its stored settings differ.
+
+    Its Optuna objectives are the metrics of ``settings["pareto"]``. Without ``pareto_given``
+    (the run did not choose axes), a study that exists keeps its own.
+    """
+    axes = settings.get("pareto") or list(comparable("pareto", None))
+    try:
+        study = optuna.load_study(study_name=name, storage=storage, sampler=sampler)
+    except KeyError:
+        study = optuna.create_study(storage=storage, study_name=name, sampler=sampler,
+                                    directions=pareto_directions(axes), load_if_exists=True)
+    stored = study.user_attrs.get(SETTINGS_ATTR)
+    if stored is None:
+        with warnings.catch_warnings():  # experimental, but it is what labels the dashboard's axes
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            study.set_metric_names([metric_label(axis) for axis in axes])
+        study.set_user_attr(SETTINGS_ATTR, settings)
+        for key in SUMMARY_ATTRS:
+            study.set_user_attr(key, settings[key])
+        return study
+    if settings.get(PRECISION_CHOICE_KEY) == "auto" and isinstance(stored.get("embedder"), dict):
+        # auto resumes at the study's precision (an explicit one must match it, below).
+        settings = {**settings, "embedder": _with_precision_of(settings["embedder"], stored["embedder"])}
+    if settings.get(FIDELITY_CHOICE_KEY) == "auto" and "fidelity" in stored:
+        # auto resumes at the study's rungs (AUTO_RUNGS may have changed since it was created).
+        settings = {**settings, "fidelity": stored["fidelity"]}
+    current = dict(settings)
+    if not pareto_given:
+        current["pareto"] = stored.get("pareto")
+    differences = settings_diff(_compared(stored), _compared(current))
+    if differences:
+        lines = "\n  ".join(differences)
+        raise StudyError(
+            f"study {name!r} was created with different settings (study -> this run):\n  {lines}\n"
+            "Its results would not be comparable. Run with the study's settings, or start a "
+            "new study (another name or storage).")
+    if stored.get("embedder") != settings.get("embedder"):
+        # Only how fast the embedder is asked differs (compared above): this run's workers use its own.
+        study.set_user_attr(SETTINGS_ATTR, {**stored, "embedder": settings["embedder"]})
+    return study
+
+
+def _compared(settings: dict[str, Any]) -> dict[str, Any]:
+    """The settings a resumed run must agree on (as :func:`~.settings.comparable` reads them); how
+    fast a hosted embedder is asked is not one."""
+    compared = {key: comparable(key, settings.get(key)) for key in COMPARED_SETTINGS}
+    if isinstance(compared.get("embedder"), dict):
+        compared["embedder"] = {key: value for key, value in compared["embedder"].items() if key not in SPEED_FIELDS}
+    return compared
+
+
+def _with_precision_of(embedder: dict[str, Any], stored: dict[str, Any]) -> dict[str, Any]:
+    """``embedder`` with the precision of ``stored`` (absent, as fp32 is written, when it is absent there)."""
+    out = {key: value for key, value in embedder.items() if key != "precision"}
+    if "precision" in stored:
+        out["precision"] = stored["precision"]
+    return out
+
+
+def settings_diff(stored: Any, current: Any, path: str = "") -> list[str]:
+    """Key-level differences between two JSON-like values, one line per changed leaf.
+
+    >>> settings_diff({"weights": {"recall": 1.0, "iou": 0.5}}, {"weights": {"recall": 2.0, "iou": 0.5}})
+    ['weights.recall: 1.0 -> 2.0']
+    >>> settings_diff({"space": {"k": 5}}, {"space": {"k": 5, "embedders": []}})
+    ['space.embedders: (absent) -> []']
+    >>> settings_diff({"weights": {"recall": 1}}, {"weights": {"recall": 1.0}})
+    []
+    """
+    if isinstance(stored, dict) and isinstance(current, dict):
+        lines = []
+        for key in sorted(set(stored) | set(current), key=str):
+            where = f"{path}.{key}" if path else str(key)
+            if key not in stored:
+                lines.append(f"{where}: (absent) -> {_short(current[key])}")
+            elif key not in current:
+                lines.append(f"{where}: {_short(stored[key])} -> (absent)")
+            else:
+                lines += settings_diff(stored[key], current[key], where)
+        return lines
+    if json.dumps(stored, sort_keys=True) == json.dumps(current, sort_keys=True) or _same_number(stored, current):
+        return []
+    return [f"{path}: {_short(stored)} -> {_short(current)}"]
+
+
+def _same_number(a: Any, b: Any) -> bool:
+    """Whether two leaves are the same number written two ways (``1`` and ``1.0``: a study file's
+    integer weight and the float it is read into compare equal)."""
+    numbers = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (a, b))
+    return numbers and float(a) == float(b)
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True)
+    return text if len(text) <= DIFF_VALUE_CHARS else text[: DIFF_VALUE_CHARS - 3] + "..."
+
+
+def load_study_inputs(settings: StudySettings, study: str, corpus_path: str | None = None,
+                      queries_path: str | None = None) -> tuple[Corpus, EvaluationSet]:
+    """The corpus and queries a study was created with (from its settings, or the given
+    paths on this machine), refused with :class:`StudyError` if their content changed."""
+    corpus_path = corpus_path or settings.corpus_path
+    queries_path = queries_path or settings.queries_path
+    corpus = load_corpus(corpus_path, settings.corpus, include=settings.corpus_include, exclude=settings.corpus_exclude,
+                         keep_links=settings.corpus_keep_links)
+    if corpus.sha256 != settings.corpus_sha256:
+        changed = settings_diff(settings.converters, (corpus.conversion or {}).get("converters"), "converters")
+        if changed:
+            raise StudyError(f"corpus at {corpus_path} is converted to text differently than when study {study!r} "
+                             f"was created ({'; '.join(changed)}), so its offsets may differ; install the converter "
+                             "versions the study was created with, or start a new study")
+        raise StudyError(f"corpus at {corpus_path} differs from the one study {study!r} was "
+                         f"created with (content hash mismatch); pass the same corpus with {option('corpus_path')}")
+    evalset = load_evaluation_set(queries_path, corpus, ignore_other_corpora=True, repair=settings.repair_references)
+    if evalset.sha256 != settings.evaluation_set_sha256:
+        raise StudyError(f"the queries in {queries_path} differ from those study {study!r} was "
+                         f"created with (content hash mismatch); pass the same file with {option('queries_path')}")
+    return corpus, evalset
+
+
+def build_settings(spec: StudySpec, corpus: Corpus, evalset: EvaluationSet, space: SearchSpace,
+                   corpus_path: str) -> dict[str, Any]:
+    """The settings stored with a new corpus study (JSON-ready)."""
+    return {
+        "chunkwise_version": __version__,
+        "corpus": corpus.name,
+        "corpus_path": str(Path(corpus_path).resolve()) if not any(c in corpus_path for c in "*?[") else corpus_path,
+        "corpus_sha256": corpus.sha256,
+        "queries_path": str(Path(spec.queries).resolve()),
+        "queries": len(evalset),
+        "evaluation_set_sha256": evalset.sha256,
+        "space": space.to_dict(),
+        "space_source": space.source,
+        # The precision this machine runs (``auto`` resolved): it defines the vectors, so a resumed
+        # run must agree on it; ``precision_choice`` says whether the run asked for auto.
+        "embedder": spec.embedder.resolved().to_dict(),
+        PRECISION_CHOICE_KEY: spec.embedder.precision,
+        "unit": spec.unit,
+        "copies": spec.copies,
+        "validation": validation_split(evalset, spec.validation),
+        "repeated_references": OccurrenceTable.build(evalset, [corpus]).summary().to_dict(),
+        "weights": spec.weights.as_dict(),
+        "rates": spec.rates.to_dict(),
+        "scales": asdict(spec.scales),
+        "constraints": spec.constraints.as_dict(),
+        "pareto": list(spec.pareto or DEFAULT_PARETO),
+        "repair_references": spec.repair_references,
+        # Converted documents (PDF, HTML, DOCX, ...): the converters, compared on resume, and
+        # each document's conversion hash; None for a corpus of text files.
+        "conversion": corpus.conversion,
+        "corpus_include": list(spec.include),
+        "corpus_exclude": list(spec.exclude),
+        "corpus_keep_links": spec.keep_links,
+        "fidelity": resolve_fidelity(spec.fidelity, corpus).to_dict(),
+        FIDELITY_CHOICE_KEY: spec.fidelity if isinstance(spec.fidelity, str) else None,
+    }
