@@ -185,7 +185,7 @@ class TrialObjective:
                             seconds_before: float) -> None:
         """Re-measure the calibration when this trial's own throughput (the tokens the model read,
         truncated texts counted up to its window, and its seconds since the counts ``*_before``)
-        disagrees with it (:func:`.objective.check_calibration`)."""
+        disagrees with it (:func:`~tuner.tuning.scoring.objective.check_calibration`)."""
         if self._calibrated(config.embedder) is None:
             return
         tokens = embedder.stats.read_tokens - tokens_before
