@@ -4,10 +4,10 @@ one handle on what the run found (what ``optuna.Study`` is to an Optuna user)::
     import tuner
 
     run = tuner.tune("examples/handbook", "examples/handbook-queries.jsonl", space="quick", n_trials=10)
-    run.recommended                 # the cheapest configuration statistically tied with the best
+    run.recommended                 # the one recommendation: the summary's, the report's and export's
     run.best                        # the highest weighted score
     run.trials_dataframe()          # one row per trial (pandas)
-    run.pareto_front()              # recall against IoU
+    run.pareto_front()              # the study's Pareto front (recall against context tokens)
     run.export("handbook.json")     # for tuner.load_chunker and `chunkwise chunk`
     run.report("report/")           # plots, confidence intervals, the recommendation
 
@@ -116,8 +116,9 @@ class TuningRun:
 
     @property
     def recommended(self) -> TrialRecord | None:
-        """The recommended trial: the cheapest configuration statistically tied with the best
-        (the best itself when nothing can be compared); the run must have one corpus."""
+        """The recommended trial (:func:`~tuner.tuning.scoring.selection.recommend_for_study`: the one the
+        summary, the report, the dashboard note and ``export`` name; the best itself when nothing
+        can be compared); the run must have one corpus."""
         verdict = self.recommendation()
         return verdict.recommended if verdict is not None else self.best
 

@@ -71,7 +71,8 @@ def test_dashboard_api_shows_studies_trials_attributes_and_note(tuned):
         assert {"precision_omega", "mean_chunk_tokens"} <= union
         note = study["note"]["body"]
         assert "chunkwise study `ship/handbook`" in note and "queries**: 30" in note
-        assert f"Best configuration: trial {outcome.best.number}" in note
+        assert f"Highest score: trial {outcome.best.number}" in note
+        assert f"Recommended: trial {outcome.recommended.number}" in note
     finally:
         server.shutdown()
         server.server_close()
@@ -120,7 +121,7 @@ def test_export_load_and_rechunk_give_the_trials_chunks(tuned, tmp_path, capsys)
                               "selection": {"chosen": "recommended", "best_trial": outcome.best.number,
                                             "tied_with_best": tied,
                                             "tuned_trial": outcome.recommendation.tuned.number,
-                                            "checks": outcome.recommendation.lines(),
+                                            "why": outcome.recommendation.statement(),
                                             **({"fell_back_to_baseline": chosen.attrs["baseline"]}
                                                if outcome.recommendation.fell_back else {})}}
     best_out = tmp_path / "raw-best.json"
@@ -272,3 +273,29 @@ def test_pareto_front_and_bootstrap_by_hand():
     assert bootstrap_mean_ci(np.full(20, 0.25), rng, 100) == (0.25, 0.25)
     low, high = bootstrap_mean_ci(np.array([0.0, 1.0] * 50), rng, 2000)
     assert low < 0.5 < high and high - low < 0.25
+
+
+def test_summary_note_report_and_export_name_one_recommended_trial(tuned, tmp_path):
+    """One function decides (issue 27): the run's summary, the dashboard note, the report and
+    export all name the same recommended trial, and each names it once."""
+    import optuna
+
+    from tuner.tuning.run.progress import format_outcomes
+
+    spec, outcome = tuned
+    number = outcome.recommended.number
+    summary = format_outcomes([outcome])
+    (line,) = [text for text in summary.splitlines() if "recommended:" in text]
+    assert line.strip().endswith(f"[trial {number}]") and "recommending" not in summary
+    note = optuna_dashboard.get_note(optuna.load_study(study_name="ship/handbook", storage=spec.storage))
+    assert re.findall(r"### Recommended: trial (\d+)", note) == [str(number)]
+    out = tmp_path / "report"
+    assert main(["report", "--study", "ship", "--storage", spec.storage, "-o", str(out), "--bootstrap", "100",
+                 "--top", "1", "--cache", spec.cache]) == 0
+    assert re.findall(r"\*\*Recommended\*\*: `.*` \(trial (\d+)\)", (out / "report.md").read_text()) == [str(number)]
+    for page in out.glob("*.html"):  # and its plots mark it
+        assert re.search(r'"name":"recommended","text":\["trial (\d+):', page.read_text())[1] == str(number)
+    exported = tmp_path / "recommended.json"
+    assert main(["export", "--storage", spec.storage, "--study", "ship", "-o", str(exported)]) == 0
+    data = json.loads(exported.read_text())
+    assert data["source"]["trial"] == number and data["source"]["selection"]["why"][0] == line.strip()

@@ -174,7 +174,7 @@ def test_identical_configurations_are_tied_and_the_cheapest_is_recommended():
     assert verdict.best == 0  # equal scores: the earliest
     assert set(verdict.tied) == {0, 1, 2} and verdict.recommended == 1
     assert verdict.questions_to_separate is None  # no difference to separate
-    assert "3 configurations are statistically tied with the best" in verdict.describe()
+    assert verdict.why().startswith("the cheapest of the 3 configurations statistically tied with the highest score")
 
 
 def test_a_clearly_better_configuration_is_not_tied():

@@ -168,9 +168,9 @@ def test_a_tuned_configuration_that_only_wins_on_the_search_questions_falls_back
     weak = _record(3, [0.1] * 80, baseline="token 800/400 dense", cost=0.0, search=SEARCH)
     check = check_baselines(tuned, [best_base, cheap_tied, weak], SEARCH, RECALL_ONLY, Scales())
     assert check.fell_back and check.comparison.worse
-    # The best baseline and the cheaper one are tied (same scores): the cheaper is recommended;
-    # the weak one is cheapest of all but not tied.
-    assert check.fallback == 2
+    # The best baseline itself is recommended: the cheaper one tied with it (same scores) is not,
+    # since the cheapest-tie rule already ran once, in the tie gate (issue 27).
+    assert check.fallback == 1
 
 
 def test_a_tuned_configuration_tied_with_the_best_baseline_is_not_recommended_over_it():
@@ -314,7 +314,8 @@ def test_the_cold_price_counts_each_embedding_pass():
     from tuner.tuning.run.trial import TrialObjective
 
     fake = SimpleNamespace(_corpus_tokens=None, corpus=SimpleNamespace(token_count=lambda: 1000),
-                           rates_for=lambda _: SimpleNamespace(embed_tokens_per_s=100.0))
+                           rates_for=lambda _: SimpleNamespace(embed_tokens_per_s=100.0),
+                           _calibrated=lambda _: None)  # no machine calibration: the study's rate
 
     def price(chunker: dict, method: str) -> float:
         config = EvaluationConfig.from_dict({"chunker": chunker, "retrieval": {"k": 3, "method": method}})

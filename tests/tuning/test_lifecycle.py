@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -238,6 +239,11 @@ def test_ctrl_c_fails_in_flight_trials_at_jobs_2(tmp_path, openai_server, storag
     assert "interrupted; completed trials are saved" in err
     assert "Traceback" not in err and "leaked semaphore" not in err
     trials = load(storage_url).get_trials()
+    # The line says what the same command does: its 10 trials on top of those finished (issue 27).
+    said = re.search(r"Run the same command to resume: it adds 10 more trial\(s\) to the (\d+) finished "
+                     r"\(target (\d+); this run had (\d+) left", err)
+    finished = len([t for t in trials if t.state == TrialState.COMPLETE])
+    assert said and [int(n) for n in said.groups()] == [finished, finished + 10, 10 - finished], err
     assert not [t for t in trials if t.state == TrialState.RUNNING]
     interrupted = [t for t in trials if t.state == TrialState.FAIL]
     assert interrupted and all(t.user_attrs.get("lost") for t in interrupted)

@@ -96,4 +96,6 @@ def test_interrupted_trials_are_not_counted_as_lost(tmp_path):
     for lost in ("interrupted", "interrupted", "its worker stopped before the trial ended"):
         study.add_trial(optuna.trial.create_trial(state=TrialState.FAIL, user_attrs={"lost": lost}))
     summary = summarize(study)
-    assert (summary.failed, summary.lost, summary.interrupted) == (3, 1, 2)
+    # Interrupted trials are counted apart from failed ones (issue 27): 1 failed (lost), 2 interrupted.
+    assert (summary.failed, summary.lost, summary.interrupted) == (1, 1, 2)
+    assert summary.describe() == "0 complete, 1 failed (1 lost with their worker), 2 interrupted by Ctrl-C or SIGTERM"

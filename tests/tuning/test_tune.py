@@ -405,7 +405,7 @@ def test_example_study_with_the_real_model(tmp_path, capsys, monkeypatch):
     storage = f"sqlite:///{tmp_path}/example.db"
     assert main(["tune", str(ROOT / "studies" / "example.yaml"), "--n-trials", "3", "--storage", storage]) == 0
     out = capsys.readouterr().out
-    assert "configuration per corpus (recommended" in out and "handbook" in out
+    assert "configuration per corpus:" in out and "recommended: " in out and "handbook" in out
     assert f"chunkwise dashboard --storage {storage}" in out
     assert f"chunkwise export --storage {storage} --study example --corpus handbook -o handbook-best.json" in out
     summary = optuna.load_study(study_name="example/handbook", storage=make_storage(storage, heartbeat_interval=None))

@@ -110,11 +110,12 @@ def load_data(args: argparse.Namespace):
     return corpora, evalset
 
 
-def report_stop(stop: BaseException, saved_in: str) -> int:
+def report_stop(stop: BaseException, saved_in: str, advice: str = "Run the same command to resume.") -> int:
     """The one line and exit status of a run stopped by Ctrl-C (:data:`EXIT_INTERRUPTED`) or
-    SIGTERM (:data:`EXIT_TERMINATED`); its in-flight trials were failed on the way out."""
+    SIGTERM (:data:`EXIT_TERMINATED`); its in-flight trials were failed on the way out.
+    ``advice`` says what running the same command again does."""
     how = "interrupted" if isinstance(stop, KeyboardInterrupt) else "stopped by SIGTERM"
-    print_err(f"chunkwise: {how}; completed trials are saved in {saved_in}. Run the same command to resume.")
+    print_err(f"chunkwise: {how}; completed trials are saved in {saved_in}. {advice}")
     return EXIT_INTERRUPTED if isinstance(stop, KeyboardInterrupt) else EXIT_TERMINATED
 
 

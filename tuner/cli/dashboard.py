@@ -12,7 +12,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     dashboard = commands.add_parser(
         "dashboard", help="serve optuna-dashboard on a run's storage",
         description="Serve optuna-dashboard on the studies' storage: trials with their metrics as user "
-                    "attributes, each corpus's Pareto front of recall against IoU, and a note per study.",
+                    "attributes, each corpus's Pareto front (recall against context tokens, unless the study "
+                    "chose other axes), and a note per study.",
     )
     dashboard.add_argument("--storage", metavar="URL",
                            help="SQLAlchemy URL (default: the only studies/*.db in this folder)")

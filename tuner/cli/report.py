@@ -10,7 +10,7 @@ from ._args import print_err
 def add_parser(commands: argparse._SubParsersAction) -> None:
     report = commands.add_parser(
         "report", help="write Pareto plots and a markdown summary of a run",
-        description="For each corpus of a run: Pareto fronts of recall against IoU and against cost (PNG and "
+        description="For each corpus of a run: recall against context tokens, IoU and cost (PNG and "
                     "interactive HTML) with the best configuration and well-known defaults marked, and a "
                     "markdown summary with the Pareto-optimal configurations, the best against the token "
                     "800/400 default, and bootstrap confidence intervals over queries.",
@@ -21,8 +21,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     report.add_argument("--top", type=int, default=5, help="configurations with confidence intervals (5)")
     report.add_argument("--bootstrap", type=int, default=2000, help="bootstrap resamples (2000)")
     report.add_argument("--cache", metavar="FILE", help="embedding cache file")
-    report.add_argument("--plotly", choices=("inline", "cdn"), default="inline",
-                        help="HTML plots embed plotly.js (inline: offline, ~4 MB each) or load it from its CDN")
+    report.add_argument("--plotly", choices=("directory", "inline", "cdn"), default="directory",
+                        help="how HTML plots get plotly.js: one plotly.min.js written beside them (directory, the "
+                             "default: offline), embedded in each (inline: ~4.8 MB each) or from its CDN")
     report.set_defaults(handler=run)
 
 

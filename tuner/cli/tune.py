@@ -57,6 +57,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                            "third; 'auto' (default) uses 0.1,1 on corpora of 2 MB of text or more")
     tune.add_argument("--dry-run", action="store_true",
                       help="print what the run would embed and about how long it takes, then stop (no trial runs)")
+    tune.add_argument("--recalibrate", action="store_true",
+                      help="measure the local embedding model's throughput again before pricing trials (the dry run "
+                           "and the time budget; it is measured once per machine, and again when a trial finds it "
+                           "more than 2x off)")
     tune.add_argument("--repair-references", action="store_true",
                       help="re-locate references whose offsets do not match, when their text occurs exactly once "
                            "in the document (recorded in the study; workers repair the same way)")
@@ -83,6 +87,10 @@ def run(args: argparse.Namespace) -> int:
                       precision=args.precision, timeout=args.timeout, backend=args.backend,
                       scheduler=args.scheduler, max_context_tokens=args.max_context_tokens, pareto=args.pareto)
     quiet_optuna()
+    if args.recalibrate:
+        from ..tuning.search.plan import recalibrate
+
+        print_err(recalibrate(spec) or "nothing to measure: the embedder is hosted, or its rate is set by hand")
     if args.dry_run:
         from ..tuning.search.plan import format_plan, plan_run
 
@@ -98,6 +106,8 @@ def run(args: argparse.Namespace) -> int:
         with stop_handlers():  # SIGTERM while loading the data, too, ends in one line
             done = tune(study=spec, progress=True, echo=print_err)
     except (KeyboardInterrupt, WorkerStopped) as stop:
-        return report_stop(stop, display_url(spec.storage))
+        from ..tuning.run.runner import resume_advice
+
+        return report_stop(stop, display_url(spec.storage), resume_advice(spec))
     print(format_summary(done.name, done.storage, done.outcomes))
     return 0

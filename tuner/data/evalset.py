@@ -9,7 +9,10 @@ Two formats are read:
                        "end_index": 187, "content": "The warranty lasts two years..."}]}
 
   ``corpus`` may be left out when one corpus is loaded; ``id`` defaults to
-  ``"line-N"``.
+  ``"line-N"``. A reference may leave out both offsets, ``{"document": ..., "content": ...}``:
+  the excerpt is then located in its document (:mod:`.excerpts`: exactly once, tolerant of
+  whitespace and markdown markup) and its offsets and exact text filled in on load. This is
+  the way to write an evaluation set by hand; ``chunkwise validate -o`` writes the offsets.
 * **Chroma CSV** (``question``, ``references`` as a JSON list of
   ``{content, start_index, end_index}``, ``corpus_id``), as in Chroma's
   ``chunking_evaluation``. ``corpus_id`` names a loaded corpus with one document, or a
@@ -32,6 +35,7 @@ import json
 import unicodedata
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -39,9 +43,12 @@ from .._io.files import why_missing, write_atomically
 from ..errors import EvaluationSetError, option
 from .corpus import Corpus, _preview, decode_text
 from .document import Document
+from .excerpts import Location, Normalized, locate
 
 #: How many offending queries an error message lists before summarising.
 MAX_LISTED = 10
+#: The offsets of a reference read without them (``{document, content}``), until it is located.
+UNLOCATED = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,12 +86,14 @@ class EvaluationSet:
     Attributes:
         queries: the queries, in file order.
         repaired: number of references whose offsets were re-located on load.
+        located: number of references given without offsets, located from their excerpt on load.
     """
 
     queries: tuple[Query, ...]
     repaired: int = 0
     #: The file :func:`load_evaluation_set` read (None for a set built in memory).
     origin: str | None = field(default=None, repr=False, compare=False)
+    located: int = 0
 
     def __iter__(self) -> Iterator[Query]:
         return iter(self.queries)
@@ -188,17 +197,27 @@ def _read_jsonl(path: Path, corpora: list[Corpus]) -> Iterator[_Raw]:
             )
         question = _field(record, "question", str, where)
         references = _field(record, "references", list, where)
-        refs = tuple(
-            Reference(
-                _field(r, "document", str, f"{where} reference {i}"),
-                _field(r, "start_index", int, f"{where} reference {i}"),
-                _field(r, "end_index", int, f"{where} reference {i}"),
-                _field(r, "content", str, f"{where} reference {i}"),
-            )
-            for i, r in enumerate(references, start=1)
-        )
+        refs = tuple(_reference(r, f"{where} reference {i}") for i, r in enumerate(references, start=1))
         query_id = str(record.get("id", f"line-{line_number}"))
         yield where, Query(query_id, question, str(corpus), refs)
+
+
+def _reference(record: Any, where: str) -> Reference:
+    """A JSONL reference: with both offsets, or with neither (then located on load)."""
+    document = _field(record, "document", str, where)
+    content = _field(record, "content", str, where)
+    given = [key for key in ("start_index", "end_index") if key in record]
+    if not given:
+        if not content.strip():
+            raise EvaluationSetError(f"{where}: field 'content' is empty: give the excerpt that answers the question")
+        return Reference(document, UNLOCATED, UNLOCATED, content)
+    if len(given) == 1:
+        raise EvaluationSetError(f"{where}: {given[0]!r} without its pair: give both start_index and end_index, "
+                                 "or neither (the content is then located in the document)")
+    start, end = _field(record, "start_index", int, where), _field(record, "end_index", int, where)
+    if start < 0 or end < 0:
+        raise EvaluationSetError(f"{where}: offsets must be >= 0, got [{start}:{end}]")
+    return Reference(document, start, end, content)
 
 
 #: The columns of a Chroma evaluation CSV.
@@ -281,7 +300,8 @@ def _validate(path: Path, raw: list[_Raw], corpora: dict[str, Corpus],
               repair: bool) -> EvaluationSet:
     problems: list[str] = []
     queries: list[Query] = []
-    repaired = 0
+    repaired = located = 0
+    normalized: dict[tuple[str, str], Normalized] = {}  # per document, for excerpts located in it
     seen_ids: set[str] = set()
     for where, query in raw:
         if query.id in seen_ids:
@@ -306,6 +326,15 @@ def _validate(path: Path, raw: list[_Raw], corpora: dict[str, Corpus],
                 continue
             document = corpus.document(ref.document)
             text = document.text
+            if ref.start_index == UNLOCATED:
+                found = locate(text, ref.content, partial(_normalized, normalized, corpus.name, document))
+                if found.found:
+                    fixed.append(replace(ref, start_index=found.start, end_index=found.end,
+                                         content=text[found.start:found.end]))
+                    located += 1
+                else:
+                    problems.append(f"{label}: reference {i}: {_unlocated(found, ref, corpus, normalized)}")
+                continue
             ok = 0 <= ref.start_index < ref.end_index <= len(text)
             if ok and text[ref.start_index : ref.end_index] == ref.content:
                 fixed.append(ref)
@@ -333,7 +362,29 @@ def _validate(path: Path, raw: list[_Raw], corpora: dict[str, Corpus],
             f"evaluation set {str(path)!r} does not match its corpus: "
             f"{len(problems)} problem(s)\n  {listed}{more}"
         )
-    return EvaluationSet(tuple(queries), repaired, str(path))
+    return EvaluationSet(tuple(queries), repaired, str(path), located)
+
+
+def _normalized(memo: dict[tuple[str, str], Normalized], corpus: str, document: Document) -> Normalized:
+    key = (corpus, document.id)
+    if key not in memo:
+        memo[key] = Normalized.of(document.text)
+    return memo[key]
+
+
+def _unlocated(found: Location, ref: Reference, corpus: Corpus, memo: dict[tuple[str, str], Normalized]) -> str:
+    """Why an excerpt could not be located, and what to do about it (a missing one: the nearest
+    match in its document, or another document that holds it)."""
+    excerpt = repr(_shorten(ref.content))
+    if found.count > 1:
+        times = "at least 3 times" if found.count > 2 else "twice"
+        lines = ", ".join(map(str, found.lines))
+        return (f"the excerpt {excerpt} occurs {times} in {ref.document!r} (lines {lines}): give more context "
+                "(a longer excerpt) so it occurs once")
+    elsewhere = [doc.id for doc in corpus if doc.id != ref.document
+                 and locate(doc.text, ref.content, partial(_normalized, memo, corpus.name, doc)).found]
+    hint = f"; it occurs once in {elsewhere[0]!r}: is the document right?" if elsewhere else ""
+    return f"the excerpt {excerpt} is not in {ref.document!r}; {found.nearest}{hint}"
 
 
 def _unknown_document_hint(name: str, corpus: Corpus) -> str:

@@ -27,6 +27,9 @@ class EmbeddingStats:
     tokens: int = 0
     computed: int = 0
     computed_tokens: int = 0
+    #: Of ``computed_tokens``, those the model read: each text's up to :attr:`Embedder.max_input_tokens`
+    #: (a truncated text costs no more than its window, so a throughput is measured in these).
+    read_tokens: int = 0
     model_seconds: float = 0.0
     seconds: float = 0.0  #: wall time inside embed(): cache lookups and model
     #: Tokens a hosted API reported using (``usage.total_tokens``), what it bills; 0 for local models.
@@ -144,7 +147,10 @@ class Embedder(ABC):
                     progress(sum(multiplicity[unique[j]] for j in batch))
             self.stats.model_seconds += time.perf_counter() - started
             self.stats.computed += len(missing)
-            self.stats.computed_tokens += sum(count_tokens_batch([unique[j] for j in missing]))
+            counts = count_tokens_batch([unique[j] for j in missing])
+            self.stats.computed_tokens += sum(counts)
+            window = self.max_input_tokens
+            self.stats.read_tokens += sum(counts) if window is None else sum(min(c, window) for c in counts)
         self.stats.texts += len(texts)
         self.stats.tokens += sum(count_tokens_batch(texts))
         if not texts:

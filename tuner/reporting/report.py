@@ -45,6 +45,7 @@ from ..tuning.study.records import (
     best_trial,
     evaluated,
     run_studies,
+    summarize,
     trial_attributes,
 )
 from ..tuning.study.settings import StudySettings
@@ -57,6 +58,8 @@ BASELINE = ("token", 800, 400)
 BASELINE_K = 5
 BASELINE_LABEL = f"default {BASELINE[0]} {BASELINE[1]}/{BASELINE[2]} k={BASELINE_K}"
 CONFIDENCE = 0.95
+#: The plotly.js bundle the HTML plots share (``plotly_js="directory"``): plotly's own name for it.
+PLOTLY_JS = "plotly.min.js"
 
 
 @dataclass(frozen=True)
@@ -104,13 +107,15 @@ def _well_known_trials(trials: list[TrialRecord]) -> dict[tuple, list[TrialRecor
 
 
 def write_report(run: str, out_dir: str | Path, *, storage: str | None = None, top: int = 5, bootstrap: int = 2000,
-                 seed: int = 0, cache: EmbeddingCache | None = None, plotly_js: str = "inline",
+                 seed: int = 0, cache: EmbeddingCache | None = None, plotly_js: str = "directory",
                  echo: Callable[[str], None] | None = None) -> Path:
     """Write the report of every corpus study of run ``run`` (or ``RUN/CORPUS``); returns the
     markdown file. ``storage`` defaults to ``sqlite:///studies/RUN.db``.
 
-    ``plotly_js="inline"`` makes each HTML plot self-contained (about 4 MB, works offline);
-    ``"cdn"`` loads plotly.js from its CDN instead (small files, needs a network to view).
+    ``plotly_js="directory"`` writes plotly.js once, as ``plotly.min.js`` beside the plots, which
+    every HTML plot loads (works offline; keep the file with the plots); ``"inline"`` makes each
+    HTML plot self-contained (about 4.8 MB each); ``"cdn"`` loads plotly.js from its CDN (small
+    files, needs a network to view).
     """
     study_storage = existing_run_storage(run, storage)
     with storage_errors(study_storage.display_url):
@@ -120,6 +125,10 @@ def write_report(run: str, out_dir: str | Path, *, storage: str | None = None, t
         private_dir(out)
     except OSError as exc:
         raise ChunkwiseError(f"cannot create the report folder {out}: {exc.strerror}") from None
+    if plotly_js == "directory":  # one copy of plotly.js for every plot of the report
+        from plotly.offline import get_plotlyjs
+
+        write_atomically(out / PLOTLY_JS, get_plotlyjs())
     sections = [f"# chunkwise report: {run}", ""]
     for name in names:
         with storage_errors(study_storage.display_url):
@@ -146,7 +155,9 @@ def _corpus_section(study: optuna.Study, out: Path, *, top: int, bootstrap: int,
          f"{BASELINE[1]}/{BASELINE[2]} baseline for confidence intervals (embeddings come from the cache)...")
     comparison, baseline = _comparison(study, settings, trials, best, top, bootstrap, seed, cache)
     echo(f"{study.study_name}: drawing the Pareto plots...")
-    plot_files = _plots(trials, best, known, baseline, out, stem, plotly_js)
+    verdict = recommend_for_study(study)  # marked on the plots: the trial export writes
+    plot_files = _plots(trials, best, None if verdict is None else verdict.recommended, known, baseline, out, stem,
+                        plotly_js)
     weights = ", ".join(f"{k} {v:g}" for k, v in settings.weights.used().items())
     constraints = settings.constraints
     axes = settings.pareto
@@ -156,6 +167,8 @@ def _corpus_section(study: optuna.Study, out: Path, *, top: int, bootstrap: int,
         f"{settings.queries} queries; {len(trials)} evaluated configurations; embedder "
         f"{settings.embedder.provider}:{settings.embedder.model}; unit {settings.unit}; "
         f"weights {weights}" + (f"; constraints {constraints.describe()}" if constraints.as_dict() else "") + ".",
+        "",
+        f"Trials: {summarize(study).describe()}.",
         "",
         " ".join(f"![recall against {short}]({png})" for short, png in zip(shorts, plot_files[: len(AXES)])),
         "",
@@ -225,7 +238,8 @@ def _budget_lines(trials: list[TrialRecord], bootstrap: int, seed: int) -> list[
     return lines
 
 
-def _plots(trials: list[TrialRecord], best: TrialRecord, known: dict[tuple, list[TrialRecord]],
+def _plots(trials: list[TrialRecord], best: TrialRecord, recommended: TrialRecord | None,
+           known: dict[tuple, list[TrialRecord]],
            baseline: TrialRecord | None, out: Path, stem: str, plotly_js: str) -> list[str]:
     import matplotlib
 
@@ -246,6 +260,9 @@ def _plots(trials: list[TrialRecord], best: TrialRecord, known: dict[tuple, list
         ax.plot([xs[i] for i in front], [ys[i] for i in front], "-o", c="#1f77b4", ms=4, label="Pareto front")
         ax.scatter([axis.value(best)], [best.recall], marker="*", s=220, c="#d62728", zorder=5,
                    label=f"best score: {best.label()}")
+        if recommended is not None:
+            ax.scatter([axis.value(recommended)], [recommended.recall], marker="o", s=180, facecolors="none",
+                       edgecolors="#2ca02c", linewidths=2, zorder=6, label=f"recommended: {recommended.label()}")
         markers = iter("s^D")
         for (chunker, size, overlap), matches in known.items():
             top_match = max(matches, key=lambda t: t.score)
@@ -278,6 +295,12 @@ def _plots(trials: list[TrialRecord], best: TrialRecord, known: dict[tuple, list
                                     marker={"color": "#b0b0b0"}))
         figure.add_trace(go.Scatter(x=[xs[i] for i in front], y=[ys[i] for i in front], mode="lines+markers",
                                     name="Pareto front", text=[hover[i] for i in front], hoverinfo="text+x+y"))
+        if recommended is not None:
+            figure.add_trace(go.Scatter(x=[axis.value(recommended)], y=[recommended.recall], mode="markers",
+                                        name="recommended", text=[f"trial {recommended.number}: {recommended.label()}"],
+                                        hoverinfo="text+x+y",
+                                        marker={"symbol": "circle-open", "size": 18, "color": "#2ca02c",
+                                                "line": {"width": 2}}))
         figure.add_trace(go.Scatter(x=[axis.value(best)], y=[best.recall], mode="markers", name="best score",
                                     marker={"symbol": "star", "size": 16, "color": "#d62728"},
                                     text=[best.label()], hoverinfo="text+x+y"))
@@ -295,7 +318,7 @@ def _plots(trials: list[TrialRecord], best: TrialRecord, known: dict[tuple, list
                              yaxis_title="recall", xaxis_type="log" if axis.slug == "iou" else "linear")
         page = png.replace(".png", ".html")
         with atomic_writer(out / page) as stream:
-            figure.write_html(stream, include_plotlyjs=True if plotly_js == "inline" else "cdn", full_html=True)
+            figure.write_html(stream, include_plotlyjs={"inline": True}.get(plotly_js, plotly_js), full_html=True)
         html.append(page)
     return files + html
 
@@ -401,12 +424,11 @@ def _selection_lines(study: optuna.Study, best: TrialRecord, trials: list[TrialR
                      baseline: dict[str, np.ndarray], weights: Weights, scales: Scales, seed: int) -> list[str]:
     """The recommendation (tie gate), the held-out check and the cross-validated gain."""
     lines = ["### Recommendation, held-out check and what tuning really gains", ""]
-    verdict = recommend_for_study(study, seed=seed)
+    verdict = recommend_for_study(study)  # the summary's, the dashboard note's and export's choice
     if verdict is not None:
         chosen = verdict.recommended
-        lines += [f"**Recommended**: `{chosen.label()}` (trial {chosen.number}). "
-                  + verdict.recommendation.describe(), "",
-                  *[f"- {line}" for line in verdict.lines()], ""]
+        lines += [f"**Recommended**: `{chosen.label()}` (trial {chosen.number}).", "",
+                  *[f"- {line}" for line in verdict.statement()[1:]], ""]
     checked = [best] + ([verdict.recommended] if verdict is not None and verdict.recommended.number != best.number
                         else [])
     if best.validation_score is not None:

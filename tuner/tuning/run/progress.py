@@ -201,20 +201,21 @@ def write_note(study: optuna.Study, result: CorpusOutcome) -> None:
         f"- **queries**: {settings.queries} ({settings.queries_path})",
         f"- **embedder**: {settings.embedder.provider}:{settings.embedder.model}; unit: {settings.unit}",
         f"- **weights**: {weights}",
-        f"- **trials**: {summary.complete} complete, {summary.failed} failed "
-        f"({summary.lost} lost with their worker"
-        + (f", {summary.interrupted} interrupted by Ctrl-C or SIGTERM" if summary.interrupted else "")
-        + f"), {summary.duplicates} repeated proposals pruned"
-        + (f", {summary.stopped_early} stopped at low fidelity" if summary.stopped_early else ""),
+        f"- **trials**: {summary.describe()}, {summary.duplicates} repeated proposals pruned",
         "",
         f"Objectives: {axes} (the Pareto front). Best = highest weighted `score` user attribute"
         + (f" among the trials meeting the constraints ({limits})." if limits else "."),
         "",
     ]
+    if result.recommendation is not None:
+        statement = result.recommendation.statement()
+        chosen = result.recommended
+        lines += [f"### Recommended: trial {chosen.number}", "", f"`{chosen.describe()}`", "",
+                  *[f"- {line}" for line in statement[1:]], ""]
     best = best_trial(study)
     if best is not None:
         lines += [
-            f"### Best configuration: trial {best.number}",
+            f"### Highest score: trial {best.number}",
             "",
             f"`{best.describe()}`",
             "",
@@ -226,22 +227,15 @@ def write_note(study: optuna.Study, result: CorpusOutcome) -> None:
         ]
         if held_out := best.validation_line():
             lines += [held_out, ""]
-    if result.recommendation is not None:
-        chosen = result.recommended
-        lines += [f"### Recommended: trial {chosen.number}", "", f"`{chosen.describe()}`", "",
-                  result.recommendation.recommendation.describe(), "",
-                  *[f"- {line}" for line in result.recommendation.lines()]]
     optuna_dashboard.save_note(study, "\n".join(lines))
 
 
 def format_outcomes(outcomes: list[CorpusOutcome]) -> str:
     """What a run left, per corpus: what the study holds and its recommended configuration."""
-    lines = ["", "configuration per corpus (recommended: the cheapest statistically tied with the highest score):"]
+    lines = ["", "configuration per corpus:"]
     for item in outcomes:
         summary = item.summary
-        stopped = f", {summary.stopped_early} stopped at low fidelity" if summary.stopped_early else ""
-        lines.append(f"  {item.corpus}  (study {item.study}: {summary.complete} complete{stopped}, "
-                     f"{summary.failed} failed)")
+        lines.append(f"  {item.corpus}  (study {item.study}: {summary.describe()})")
         notes = []
         if item.reclaimed:
             notes.append(f"{len(item.reclaimed)} trial(s) of lost workers failed and retried "
@@ -262,21 +256,21 @@ def format_outcomes(outcomes: list[CorpusOutcome]) -> str:
         if best is None:
             lines.append("    no complete trial yet")
             continue
-        chosen = item.recommended or best
-        label = "recommended" if item.recommendation is not None else "best"
-        lines.append(f"    {label}: {chosen.describe()}   [trial {chosen.number}]")
-        lines.append(f"    {chosen.headline()}")
+        if item.recommendation is None:
+            lines.append(f"    best: {best.describe()}   [trial {best.number}]")
+            lines.append(f"    {best.headline()}")
+            chosen = best
+        else:
+            chosen = item.recommended
+            for line in item.recommendation.statement():
+                lines += [f"    {part}" for part in textwrap.wrap(line, 100, subsequent_indent="  ")]
+            lines.append(f"    search questions: {chosen.headline()}")
         if held_out := chosen.validation_line():
             lines.append(f"    {held_out}")
         if (truncated := chosen.metric("truncated_chunks")) > TRUNCATION_WARNING:
             lines.append(f"    note: {truncated:.0%} of its chunks exceed the embedder's input window "
                          f"({chosen.metric('unread_text'):.0%} of their text is never embedded)")
-        if item.recommendation is not None:
-            verdict = item.recommendation.recommendation
-            lines += [f"    {line}" for line in textwrap.wrap(verdict.describe(), 100)]
-            for line in item.recommendation.lines():
-                lines += [f"    {part}" for part in textwrap.wrap(line, 100, subsequent_indent="  ")]
-            if chosen.number != best.number:
-                lines.append(f"    highest score: {best.describe()}   [trial {best.number}, score {best.score:.4f}; "
-                             f"export it with {option('best', True)}]")
+        if chosen.number != best.number:
+            lines.append(f"    highest score: {best.describe()}   [trial {best.number}, score {best.score:.4f}; "
+                         f"export it with {option('best', True)}]")
     return "\n".join(lines)

@@ -139,6 +139,34 @@ def tune(spec: StudySpec, *, progress: bool = True, echo: Echo = print) -> list[
     return outcomes
 
 
+def resume_advice(spec: StudySpec) -> str:
+    """What running the same command again does, for the line a stopped run ends with: it adds
+    ``spec``'s trials to what each study finished (it does not finish the stopped run's target),
+    e.g. ``Run the same command to resume: it adds 14 more trials to the 10 finished (target 24;
+    this run had 4 left, which option('trials', 4) runs).``"""
+    if spec.trials_to_add >= defaults.UNBOUNDED_TRIALS:
+        return (f"Run the same command to resume: it runs trials until its time budget "
+                f"({format_duration(spec.timeout or 0)}) ends again.")
+    adds = f"it adds {spec.trials_to_add} more trial(s)"
+    studies = []
+    try:
+        storage = make_storage(spec.storage)
+        ledger = Ledger(storage)
+        for corpus, _ in spec.corpora:
+            study_id = storage.get_study_id_from_name(spec.study_name(corpus))
+            progress = ledger.progress(study_id)
+            studies.append((corpus, progress.finished, progress.target))
+    except Exception:  # a study not created yet, a storage gone: say what the command does, without counts
+        return f"Run the same command to resume: {adds} to each study ({option('trials', 'N')} adds N instead)."
+    parts = []
+    for corpus, finished, target in studies:
+        left = max(0, target - finished)
+        where = f"{corpus}: " if len(studies) > 1 else ""
+        parts.append(f"{where}to the {finished} finished (target {finished + spec.trials_to_add}"
+                     + (f"; this run had {left} left, which {option('trials', left)} runs" if left else "") + ")")
+    return f"Run the same command to resume: {adds} " + "; ".join(parts) + "."
+
+
 def budget_share(deadline: float | None, now: float, corpora_left: int) -> float | None:
     """When the next of ``corpora_left`` studies must stop so the rest get as much time.
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Callable
@@ -19,7 +20,7 @@ from ...embedding.config import EmbedderConfig, embedder_key, shared_embedder
 from ...evaluation.config import EvaluationConfig
 from ...evaluation.evaluator import EvaluationResult, evaluate, evaluate_rungs
 from ...evaluation.fidelity import promoted
-from ..scoring.objective import ResolvedRates, resolve_rates
+from ..scoring.objective import ResolvedRates, check_calibration, resolve_rates, stored_throughput
 from ..search.cost import kind_of, trial_seconds
 from ..study.records import (
     BASELINE_ATTR,
@@ -37,7 +38,7 @@ from ..study.records import (
 )
 from ..study.settings import StudySettings
 from .ledger import Claim, ClaimResult
-from .progress import EmbeddingReport
+from .progress import EmbeddingReport, print_err
 
 
 class ConfigurationTaken(Exception):
@@ -131,12 +132,15 @@ class TrialObjective:
             raise TargetReached
         embedder = self.embedder(config.embedder)
         api_tokens = embedder.stats.api_tokens
+        read, model_seconds = embedder.stats.read_tokens, embedder.stats.model_seconds
         try:
             with EmbeddingReport(trial.number) as report:
                 result = self._climb(trial, config, report)
         except StoppedAtRung:
             self._record_api_usage(trial, config, embedder.stats.api_tokens - api_tokens)
+            self._follow_the_machine(trial.number, config, embedder, read, model_seconds)
             raise
+        self._follow_the_machine(trial.number, config, embedder, read, model_seconds)
         attrs = self._attributes(result)
         if not config.embedder.local:
             attrs.update(api_usage_attributes(embedder.stats.api_tokens - api_tokens, self.rates_for(config.embedder)))
@@ -158,14 +162,37 @@ class TrialObjective:
     def cold_seconds(self, config: EvaluationConfig) -> float:
         """The calibrated price of a cold trial of ``config``: the corpus's tokens over the
         embedder's measured throughput, once for the chunks (unless BM25 alone retrieves them)
-        and once more for a semantic chunker's units; nothing for a BM25 trial."""
+        and once more for a semantic chunker's units; nothing for a BM25 trial.
+
+        A local model's throughput is this machine's current calibration (re-measured when a
+        trial finds it off), not the figure the study stored when it was created: that one
+        stays, since it models every trial's latency and so its score."""
         passes = int(config.retrieval.embeds) + int(kind_of(config.to_dict()) == "semantic")
         if not passes:
             return 0.0
         if self._corpus_tokens is None:
             self._corpus_tokens = self.corpus.token_count()
-        rate = self.rates_for(config.embedder).embed_tokens_per_s or float("inf")
+        rate = self._calibrated(config.embedder) or self.rates_for(config.embedder).embed_tokens_per_s or float("inf")
         return passes * self._corpus_tokens / rate
+
+    def _calibrated(self, config: EmbedderConfig) -> float | None:
+        """This machine's calibration of a local model whose rate the study did not set by hand."""
+        if not config.local or self.settings.rates.embed_tokens_per_s is not None:
+            return None
+        return stored_throughput(self.embedder(config))
+
+    def _follow_the_machine(self, number: int, config: EvaluationConfig, embedder: Embedder, tokens_before: int,
+                            seconds_before: float) -> None:
+        """Re-measure the calibration when this trial's own throughput (the tokens the model read,
+        truncated texts counted up to its window, and its seconds since the counts ``*_before``)
+        disagrees with it (:func:`~tuner.tuning.scoring.objective.check_calibration`)."""
+        if self._calibrated(config.embedder) is None:
+            return
+        tokens = embedder.stats.read_tokens - tokens_before
+        seconds = embedder.stats.model_seconds - seconds_before
+        with contextlib.suppress(Exception):  # a failed re-measurement leaves the old figure: never fail a trial
+            if (said := check_calibration(embedder, tokens, seconds)) is not None:
+                print_err(f"trial {number}: {said}")
 
     def _attributes(self, result: EvaluationResult) -> dict[str, Any]:
         config = result.config

@@ -69,18 +69,21 @@ class Recommendation:
     questions: int
     confidence: float
 
-    def describe(self) -> str:
-        """The tie gate's verdict, one or two sentences."""
+    def why(self) -> str:
+        """Why the tie gate chose :attr:`recommended`, as a clause (no verdict: the statement of
+        :class:`StudyRecommendation` says what is recommended, once)."""
+        gate = f"paired bootstrap over {self.questions} search questions, {self.confidence:.0%}"
         if len(self.tied) > 1:
-            text = (f"{len(self.tied)} configurations are statistically tied with the best (paired bootstrap over "
-                    f"{self.questions} questions, {self.confidence:.0%}); recommending the cheapest: trial "
-                    f"{self.recommended}.")
-        else:
-            text = f"The best configuration (trial {self.best}) is significantly better than every other one."
-        if self.questions_to_separate is not None and self.runner_up is not None:
-            text += (f" Telling the top two apart (trials {self.best} and {self.runner_up}) at "
-                     f"{self.confidence:.0%} would take about {self.questions_to_separate:,} questions.")
-        return text
+            return (f"the cheapest of the {len(self.tied)} configurations statistically tied with the highest "
+                    f"score (trial {self.best}; {gate})")
+        return f"the highest score, significantly better than every other configuration ({gate})"
+
+    def separation(self) -> str:
+        """How many questions would tell the top two apart (empty when unknown)."""
+        if self.questions_to_separate is None or self.runner_up is None:
+            return ""
+        return (f"telling the top two apart (trials {self.best} and {self.runner_up}) at {self.confidence:.0%} "
+                f"would take about {self.questions_to_separate:,} questions")
 
 
 def bootstrap_scores(candidates: Sequence[Candidate], weights: Weights, scales: Scales, *,
@@ -251,7 +254,7 @@ class BaselineCheck:
     best_baseline_name: str
     comparison: Comparison | None  # tuned - best baseline (None when the tuned one is a baseline)
     held_out: bool  # compared on the held-out questions (else on all: no held-out part)
-    fallback: int | None  # the baseline recommended instead of ``tuned``, when it is not better
+    fallback: int | None  # the best baseline, recommended instead of ``tuned`` when it is not better
 
     @property
     def fell_back(self) -> bool:
@@ -275,8 +278,9 @@ def check_baselines(tuned: TrialRecord, baselines: Sequence[TrialRecord], search
     """Never worse than a baseline without saying so: compare ``tuned`` with the best
     baseline (highest score on the search questions) on the held-out questions (``~search``;
     all questions when none is held out), paired. Unless ``tuned`` is significantly better,
-    recommend a baseline instead: the cheapest among those statistically tied with the best
-    baseline (the tie gate over the baselines). None without an evaluated baseline."""
+    recommend that best baseline instead: the cheapest-tie rule already chose ``tuned`` and is
+    not applied a second time (it would trade the baseline's recall for cost once more). None
+    without an evaluated baseline."""
     found = [(r, c) for r in baselines if (c := candidate(r)) is not None]
     if not found:
         return None
@@ -290,10 +294,7 @@ def check_baselines(tuned: TrialRecord, baselines: Sequence[TrialRecord], search
     held_out = bool((~search).any())
     questions = ~search if held_out else slice(None)
     comparison = compare(tuned_candidate, best, weights, scales, questions, seed=seed)
-    fallback = None
-    if not comparison.better:
-        searched = [c.on(search) for _, c in found]
-        fallback = recommend(searched, weights, scales, seed=seed).recommended
+    fallback = None if comparison.better else best_record.number
     return BaselineCheck(tuned.number, best_record.number, name, comparison, held_out, fallback)
 
 
@@ -312,9 +313,60 @@ def optimism(record: TrialRecord, search: np.ndarray, weights: Weights, scales: 
 
 
 @dataclass(frozen=True)
+class Standing:
+    """A configuration on all the questions (search and held-out together)."""
+
+    recall: float
+    iou: float
+    context_tokens: float  # NaN for a trial recorded before the metric existed
+    questions: int
+
+    @classmethod
+    def of(cls, record: TrialRecord) -> Standing:
+        per_query = record.per_query()
+        if per_query is None:  # recorded before per-question scores: its means are all there is
+            return cls(record.recall, record.iou, record.context_tokens, 0)
+        tokens = per_query.get("context_tokens")
+        return cls(float(per_query["recall"].mean()), float(per_query["iou"].mean()),
+                   record.context_tokens if tokens is None else float(tokens.mean()), len(per_query["recall"]))
+
+    def describe(self) -> str:
+        """``recall 84.0%, 412 context tokens per query``."""
+        tokens = "" if math.isnan(self.context_tokens) else f", {self.context_tokens:,.0f} context tokens per query"
+        return f"recall {self.recall:.1%}{tokens}"
+
+
+#: A ratio below this is not called a gain (noise in a modelled latency, a rounding of tokens).
+_GAIN_RATIO = 1.05
+
+
+def gained(chosen: TrialRecord, other: TrialRecord) -> list[str]:
+    """What ``chosen`` offers over ``other`` besides recall, on all questions: fewer context
+    tokens, a higher IoU, a lower cost or latency (``["4.2x fewer context tokens"]``); empty
+    when nothing."""
+    mine, theirs = Standing.of(chosen), Standing.of(other)
+    found = []
+    # (the larger value, the smaller one, the gain's wording): a gain is larger / smaller.
+    for larger, smaller, text in (
+            (theirs.context_tokens, mine.context_tokens, "fewer context tokens"),
+            (mine.iou, theirs.iou, "higher IoU"),
+            (other.cost_usd_per_1k_queries, chosen.cost_usd_per_1k_queries, "lower cost per query"),
+            (other.latency_ms, chosen.latency_ms, "lower latency")):
+        if math.isnan(larger) or math.isnan(smaller) or larger <= 0:
+            continue
+        if smaller <= 0:
+            if text.startswith("lower"):  # "no cost per query": a free configuration against a paid one
+                found.append(f"no {text.split(' ', 1)[1]}")
+        elif larger / smaller >= _GAIN_RATIO:
+            found.append(f"{larger / smaller:.1f}x {text}")
+    return found
+
+
+@dataclass(frozen=True)
 class StudyRecommendation:
-    """The tie gate's verdict on a study, checked against its baselines, with the records it
-    speaks of."""
+    """The one recommendation of a study: the tie gate's choice, checked against the best
+    baseline, with the records it speaks of. The summary, the dashboard note, the report and
+    ``export`` all take :attr:`recommended` and :meth:`statement` from here."""
 
     recommendation: Recommendation
     records: dict[int, TrialRecord]
@@ -323,11 +375,13 @@ class StudyRecommendation:
     default_trial: int | None = None
     optimism: Optimism | None = None
     held_out: bool = False
+    #: The study's constraints, described (empty: none): only configurations meeting them compete.
+    constraints: str = ""
 
     @property
     def recommended(self) -> TrialRecord:
-        """What chunkwise recommends: the tie gate's choice, or a baseline when that choice is
-        not significantly better than the best baseline."""
+        """What chunkwise recommends: the tie gate's choice, or the best baseline when that choice
+        is not significantly better than it."""
         if self.baselines is not None and self.baselines.fallback is not None:
             return self.records[self.baselines.fallback]
         return self.records[self.recommendation.recommended]
@@ -357,33 +411,71 @@ class StudyRecommendation:
             return f"{name}, trial {number}"
         return f"{name} as this space holds it: {label}, trial {number}"
 
-    def lines(self) -> list[str]:
-        """What every summary says about the baselines, the default and the optimism gap."""
-        out = []
-        questions = "held-out questions" if self.held_out else "all questions (none held out)"
+    def why(self) -> str:
+        """Why this configuration: the tie set, the constraints, the baseline check."""
         check = self.baselines
-        if check is not None:
-            if check.comparison is None:
-                out.append(f"the recommendation is a baseline ({self.recommended.baseline}): no sampled "
-                           "configuration did better")
-            elif check.fell_back:
-                out.append(f"NOT BETTER THAN A BASELINE: the tuned configuration (trial {check.tuned}, "
-                           f"{self.tuned.label()}) is not significantly better than the best baseline "
-                           f"({self._baseline(check.best_baseline)}) on the {questions}: "
-                           f"{check.comparison.describe()}; recommending the baseline "
-                           f"{self._baseline(self.recommended.number)} instead")
-            else:
-                out.append(f"better than the best baseline ({self._baseline(check.best_baseline)}) on the "
-                           f"{questions}: {check.comparison.describe()}")
-        if self.default_gain is not None:
-            if self.default_trial == self.recommended.number:
-                out.append("the recommendation is the token 800/400 default itself")
-            else:
-                out.append(f"against the token 800/400 default ({self._baseline(self.default_trial)}) on the "
-                           f"{questions}: {self.default_gain.describe()}")
-        elif check is not None:
+        questions = "held-out questions" if self.held_out else "questions (none held out)"
+        tie = self.recommendation.why()
+        if self.constraints:
+            tie += f", among the configurations meeting the constraints ({self.constraints})"
+        if check is not None and check.fell_back:
+            return (f"the best baseline: the tie gate chose trial {check.tuned} ({self.tuned.label()}), {tie}, but "
+                    f"it is not significantly better than this baseline on the {questions}: "
+                    f"{check.comparison.describe()}")
+        if check is None:
+            return f"{tie}; no baseline was evaluated to check it against"
+        if check.comparison is None:
+            return f"{tie}; it is itself a baseline ({self.recommended.baseline})"
+        return (f"{tie}; significantly better than the best baseline ({self._baseline(check.best_baseline)}) on "
+                f"the {questions}: {check.comparison.describe()}")
+
+    def _against(self, what: str, number: int) -> str:
+        """The recommendation against trial ``number`` on all questions, and the trade when it
+        has less recall."""
+        chosen, other = self.recommended, self.records[number]
+        if other.number == chosen.number:
+            return f"{what} ({self._baseline(number)}): it is the recommendation itself"
+        mine, theirs = Standing.of(chosen), Standing.of(other)
+        difference = (mine.recall - theirs.recall) * 100
+        text = f"{what} ({self._baseline(number)}): {theirs.describe()}; "
+        if round(difference, 1) > 0:
+            return text + f"{difference:.1f} points more recall"
+        gains = gained(chosen, other)
+        if round(difference, 1) == 0:
+            return text + "the same recall" + (f", with {', '.join(gains)}" if gains else "")
+        return text + f"{-difference:.1f} points less recall" + (
+            f" for {', '.join(gains)}" if gains else
+            ", for nothing in context tokens, IoU, cost or latency (its weighted score on the search questions "
+            "chose it)")
+
+    def statement(self) -> list[str]:
+        """The recommendation, stated once: which configuration and why, then its recall and
+        context tokens on all questions against the token 800/400 default and the best baseline,
+        the held-out comparison, and warnings. Every summary prints these lines."""
+        chosen = self.recommended
+        mine = Standing.of(chosen)
+        out = [f"recommended: {chosen.describe()}   [trial {chosen.number}]", f"why: {self.why()}"]
+        scope = f"all {mine.questions} questions" if mine.questions else "the search questions"
+        out.append(f"on {scope}: {mine.describe()}")
+        comparisons = []
+        if self.default_trial is not None:
+            comparisons.append(self._against("against the token 800/400 default", self.default_trial))
+        else:
             out.append("the token 800/400 default is not in this study's space (or not evaluated yet): no "
                        "comparison with it")
+        check = self.baselines
+        if check is not None and check.best_baseline not in (self.default_trial, chosen.number):
+            comparisons.append(self._against("against the best baseline", check.best_baseline))
+        out += comparisons
+        compared = {self.default_trial, None if check is None else check.best_baseline} - {None, chosen.number}
+        if compared and self.held_out:
+            out.append("(on all questions the recommendation is flattered: the search questions chose it; the "
+                       "held-out comparisons are the fair ones)")
+        questions = "held-out questions" if self.held_out else "questions (none held out)"
+        if self.default_gain is not None and self.default_trial != chosen.number:
+            out.append(f"on the {questions}, against the token 800/400 default: {self.default_gain.describe()}")
+        if separation := self.recommendation.separation():
+            out.append(separation)
         if self.optimism is not None and self.optimism.beyond_interval:
             out.append(f"warning: the optimism gap ({self.optimism.gap:+.4f}: search score minus held-out score) "
                        f"exceeds the held-out score's {CONFIDENCE:.0%} interval (±{self.optimism.half_width:.4f}); "
@@ -418,10 +510,13 @@ def baseline_records(study: optuna.Study) -> list[TrialRecord]:
     return list(found.values())
 
 
-def recommend_for_study(study: optuna.Study, *, seed: int = 0) -> StudyRecommendation | None:
-    """Run the tie gate on the study's best configurations that meet its constraints, on its
-    search questions, then check its choice against the baselines (a fallback must meet the
-    constraints too) and the token 800/400 default."""
+def recommend_for_study(study: optuna.Study) -> StudyRecommendation | None:
+    """THE recommendation of a study: the tie gate (the cheapest-tie rule, applied here once) on
+    the study's best configurations that meet its constraints, on its search questions, then
+    its choice checked against the best baseline (a fallback must meet the constraints too) and
+    the token 800/400 default. The summary, the dashboard note, the report and ``export`` all
+    call this, with no option of their own, so they name the same trial."""
+    seed = 0
     settings = StudySettings.of(study)
     ranked = sorted(recommendable(study), key=lambda r: (-r.score, r.number))[:TOP_CANDIDATES]
     records_by_number, candidates = {}, []
@@ -454,4 +549,5 @@ def recommend_for_study(study: optuna.Study, *, seed: int = 0) -> StudyRecommend
     if default is not None:
         gain = compare(candidate(chosen), candidate(default), weights, scales, questions, seed=seed)
     return StudyRecommendation(verdict, records_by_number, check, gain, None if default is None else default.number,
-                               optimism(chosen, search, weights, scales, seed=seed), held_out)
+                               optimism(chosen, search, weights, scales, seed=seed), held_out,
+                               settings.constraints.describe())

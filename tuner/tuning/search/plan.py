@@ -27,7 +27,7 @@ from ...errors import option
 from ...retrieval.llm_context import estimated_tokens
 from ...text.tokens import count_tokens_batch
 from ..run.progress import format_duration
-from ..scoring.objective import resolve_rates
+from ..scoring.objective import calibrated_throughput, describe_measured, resolve_rates, stored_calibration
 from ..study.opening import load_study_data
 from ..study.settings import resolve_fidelity
 from ..study.spec import StudySpec
@@ -68,6 +68,9 @@ class CorpusPlan:
     llm_context_tokens: float = 0.0
     llm_context_usd: float | None = None
     reader_usd_per_mtok: float = 0.0
+    #: The embedding throughput the trials are priced at, and where it comes from
+    #: (``1,147 tokens/s, measured 2026-11-20 10:02 UTC on this machine``); empty for a hosted model.
+    priced_at: str = ""
 
 
 def kind_shares(sampled: list[tuple[str, float, tuple[int, int] | None]]) -> dict[str, tuple[float, float]]:
@@ -116,7 +119,15 @@ def plan_run(spec: StudySpec) -> list[CorpusPlan]:
     contexts = [c for _, _, c in sampled if c is not None]
     shares = kind_shares(sampled)
     cache = EmbeddingCache(spec.cache) if spec.cache else EmbeddingCache()
-    rates = resolve_rates(spec.rates, shared_embedder(spec.embedder, cache), spec.embedder.provider)
+    embedder = shared_embedder(spec.embedder, cache)
+    rates = resolve_rates(spec.rates, embedder, spec.embedder.provider)
+    priced_at = ""
+    if spec.rates.embed_tokens_per_s is not None:
+        priced_at = f"{rates.embed_tokens_per_s:,.0f} tokens/s (the configured rates.embed_tokens_per_s)"
+    elif spec.embedder.local:
+        calibration = stored_calibration(embedder)
+        measured = describe_measured(None if calibration is None else calibration.measured)
+        priced_at = f"{rates.embed_tokens_per_s:,.0f} tokens/s, {measured} on this machine"
     plans = []
     for corpus in data.corpora:
         tokens = corpus.token_count()
@@ -143,8 +154,23 @@ def plan_run(spec: StudySpec) -> list[CorpusPlan]:
         plans.append(CorpusPlan(corpus.name, len(corpus), tokens, len(data.evaluation_sets[corpus.name]), trials,
                                 per_trial, seconds, trials * mean_s / jobs, api, fidelity.rungs, share,
                                 {kind: kind_share for kind, (kind_share, _) in shares.items()}, kind_seconds,
-                                rates.embed_usd_per_mtok if api is not None else None, jobs, **llm))
+                                rates.embed_usd_per_mtok if api is not None else None, jobs, **llm,
+                                priced_at=priced_at))
     return plans
+
+
+def recalibrate(spec: StudySpec) -> str | None:
+    """Measure the run's local embedder's throughput again (the figure that prices cold
+    trials, on this machine now); what was measured, or None for a hosted model or a rate
+    set by hand."""
+    if not spec.embedder.local or spec.rates.embed_tokens_per_s is not None:
+        return None
+    embedder = shared_embedder(spec.embedder, EmbeddingCache(spec.cache) if spec.cache else EmbeddingCache())
+    before = stored_calibration(embedder)
+    measured = calibrated_throughput(embedder, recalibrate=True)
+    was = (f" (was {before.tokens_per_s:,.0f} tokens/s, {describe_measured(before.measured)})"
+           if before is not None else "")
+    return f"measured {spec.embedder.model} again on this machine: {measured:,.0f} tokens/s{was}"
 
 
 #: The chunk size LLM contexts are priced at for a chunker without a ``size`` (semantic, LLM chunkers).
@@ -180,7 +206,12 @@ def format_plan(spec: StudySpec, plans: list[CorpusPlan]) -> str:
              else f"as many trials as fit in {format_duration(spec.timeout)}"
              + (f" (at most {spec.trials})" if spec.trials is not None else ""))
     lines = [f"dry run of {spec.name}: {count} per corpus, {jobs} worker(s){where}, embedder "
-             f"{spec.embedder.provider}:{spec.embedder.model}{precision}; nothing is embedded or stored", ""]
+             f"{spec.embedder.provider}:{spec.embedder.model}{precision}; nothing is embedded or stored"]
+    if plans and plans[0].priced_at:
+        lines.append(f"embedding priced at {plans[0].priced_at}"
+                     + (f" ({option('recalibrate', True)} measures it again)" if "measured" in plans[0].priced_at
+                        else ""))
+    lines.append("")
     for p in plans:
         cost = (f", about ${p.api_usd:.2f} of API embedding at ${p.usd_per_mtok:g} per million tokens"
                 if p.api_usd is not None else "")

@@ -407,21 +407,32 @@ class StudySummary:
     """How many trials a study holds, by what happened to them."""
 
     complete: int
+    #: Failed trials, interrupted ones left out: the configuration failed, or its worker was lost.
     failed: int
-    lost: int
+    lost: int  # among ``failed``
     pruned: int
     duplicates: int
     running: int
     waiting: int
     #: Pruned by successive halving at a low-fidelity rung (among ``pruned``).
     stopped_early: int = 0
-    #: Failed because Ctrl-C or SIGTERM stopped their worker (among ``failed``, not ``lost``).
+    #: Stopped by Ctrl-C or SIGTERM (recorded FAIL in Optuna, but no failure: counted apart from ``failed``).
     interrupted: int = 0
+
+    def describe(self) -> str:
+        """``12 complete, 3 stopped at low fidelity, 1 failed (1 lost with its worker), 2 interrupted``."""
+        parts = [f"{self.complete} complete"]
+        if self.stopped_early:
+            parts.append(f"{self.stopped_early} stopped at low fidelity")
+        parts.append(f"{self.failed} failed" + (f" ({self.lost} lost with their worker)" if self.lost else ""))
+        if self.interrupted:
+            parts.append(f"{self.interrupted} interrupted by Ctrl-C or SIGTERM")
+        return ", ".join(parts)
 
 
 def summarize(study: optuna.Study) -> StudySummary:
     """Count a study's trials (``lost``: failed because their worker disappeared; ``interrupted``:
-    because Ctrl-C or SIGTERM stopped it)."""
+    stopped by Ctrl-C or SIGTERM, counted apart from ``failed``)."""
     all_records = records(study)
 
     def count(state: TrialState) -> int:
@@ -429,7 +440,7 @@ def summarize(study: optuna.Study) -> StudySummary:
 
     return StudySummary(
         complete=sum(r.evaluated for r in all_records),
-        failed=count(TrialState.FAIL),
+        failed=sum(r.state == TrialState.FAIL and r.attrs.get(LOST_ATTR) != INTERRUPTED for r in all_records),
         lost=sum(r.state == TrialState.FAIL and r.lost and r.attrs.get(LOST_ATTR) != INTERRUPTED
                  for r in all_records),
         pruned=count(TrialState.PRUNED),
