@@ -34,8 +34,7 @@ from .embedding.config import EmbedderConfig
 from .errors import ChunkwiseError, option
 from .evaluation.fidelity import Fidelity
 from .reporting.report import write_report
-from .tuning.run.progress import format_outcomes
-from .tuning.run.runner import CorpusOutcome
+from .tuning.run.progress import CorpusOutcome, format_outcomes
 from .tuning.run.runner import tune as run_study_spec
 from .tuning.scoring.objective import Constraints, Weights
 from .tuning.scoring.selection import StudyRecommendation, recommend_for_study

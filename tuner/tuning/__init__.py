@@ -12,7 +12,8 @@ The modules, one concept each:
 * :mod:`.progress`: the progress bar and each study's dashboard note.
 """
 
-from .run.runner import CorpusOutcome, join_run, tune
+from .run.progress import CorpusOutcome
+from .run.runner import join_run, tune
 from .run.trial import TrialObjective
 from .run.workers import WorkerOptions, run_worker
 from .scoring.objective import Rates, Scales, Weights, weighted_score

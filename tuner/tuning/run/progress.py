@@ -7,7 +7,7 @@ import textwrap
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
@@ -15,11 +15,41 @@ from optuna.trial import FrozenTrial, TrialState
 from ...errors import option
 from ...evaluation.evaluator import TRUNCATION_WARNING
 from ...evaluation.registry import label as metric_label
-from ..study.records import ERROR_ATTR, SCORE_ATTR, STOPPED_AT_ATTR, best_trial
+from ..scoring.selection import StudyRecommendation
+from ..study.records import ERROR_ATTR, SCORE_ATTR, STOPPED_AT_ATTR, StudySummary, TrialRecord, best_trial
 from ..study.settings import StudySettings
 
-if TYPE_CHECKING:
-    from .runner import CorpusOutcome
+
+@dataclass
+class CorpusOutcome:
+    """What a run left in one corpus's study."""
+
+    corpus: str
+    study: str
+    summary: StudySummary
+    best: TrialRecord | None
+    target: int
+    added: int
+    reclaimed: list[int] = field(default_factory=list)
+    lost_workers: int = 0
+    exhausted: bool = False
+    recommendation: StudyRecommendation | None = None
+    #: The time budget ended the run before the study reached its target.
+    budget_ended: bool = False
+    timeout: float | None = None
+
+    @property
+    def recommended(self) -> TrialRecord | None:
+        """What the tie gate recommends (the cheapest configuration tied with the best)."""
+        return None if self.recommendation is None else self.recommendation.recommended
+
+    @property
+    def complete(self) -> int:
+        return self.summary.complete
+
+    @property
+    def failed(self) -> int:
+        return self.summary.failed
 
 
 def print_err(message: str) -> None:

@@ -13,7 +13,7 @@ import contextlib
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import optuna
 from optuna.trial import TrialState
@@ -22,7 +22,7 @@ from ...data.corpus import Corpus
 from ...embedding import EmbeddingCache
 from ...embedding.config import shared_embedder
 from ...errors import ChunkwiseError, option
-from ..scoring.selection import StudyRecommendation, recommend_for_study
+from ..scoring.selection import recommend_for_study
 from ..search.baselines import queue_baselines, unqueue_baselines
 from ..study import defaults
 from ..study.opening import LoadedStudyData, build_settings, load_study_data, open_study
@@ -31,8 +31,6 @@ from ..study.records import (
     TARGET_ATTR,
     WORKER_ATTR,
     StudyError,
-    StudySummary,
-    TrialRecord,
     best_trial,
     run_studies,
     summarize,
@@ -42,7 +40,7 @@ from ..study.spec import StudySpec
 from ..study.storage import StudyStorage, make_storage, storage_errors
 from .faults import hold_point
 from .ledger import Ledger, new_worker_id
-from .progress import ProgressBar, format_duration, write_note
+from .progress import CorpusOutcome, ProgressBar, format_duration, write_note
 from .workers import (
     WAIT_POLL_S,
     Heartbeat,
@@ -55,38 +53,6 @@ from .workers import (
 )
 
 Echo = Callable[[str], None]
-
-
-@dataclass
-class CorpusOutcome:
-    """What a run left in one corpus's study."""
-
-    corpus: str
-    study: str
-    summary: StudySummary
-    best: TrialRecord | None
-    target: int
-    added: int
-    reclaimed: list[int] = field(default_factory=list)
-    lost_workers: int = 0
-    exhausted: bool = False
-    recommendation: StudyRecommendation | None = None
-    #: The time budget ended the run before the study reached its target.
-    budget_ended: bool = False
-    timeout: float | None = None
-
-    @property
-    def recommended(self) -> TrialRecord | None:
-        """What the tie gate recommends (the cheapest configuration tied with the best)."""
-        return None if self.recommendation is None else self.recommendation.recommended
-
-    @property
-    def complete(self) -> int:
-        return self.summary.complete
-
-    @property
-    def failed(self) -> int:
-        return self.summary.failed
 
 
 @dataclass(frozen=True)
