@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 import sqlalchemy as sa
 
 from tuner.embedding.config import EmbedderConfig
-from tuner.tuning import StudySpec, tune
+from tuner.tuning import StudySpec, run_study_spec
 
 from openai_stub import OpenAIStub
 from postgres import postgres_server
@@ -54,7 +54,7 @@ def fresh_database(server: str) -> str:
 
 def run(spec: StudySpec) -> tuple[float, float, int]:
     started = time.perf_counter()
-    (outcome,) = tune(spec, progress=False, echo=lambda _: None)
+    (outcome,) = run_study_spec(spec, progress=False, echo=lambda _: None)
     return time.perf_counter() - started, outcome.best.score, outcome.complete
 
 

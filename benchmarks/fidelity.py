@@ -309,7 +309,7 @@ def study(args: argparse.Namespace) -> None:
     import sqlite3
 
     from tuner.evaluation.fidelity import Fidelity
-    from tuner.tuning import StudySpec, tune
+    from tuner.tuning import StudySpec, run_study_spec
     corpus, queries, _ = build_corpus(args.data, args.mb)
     work = Path(tempfile.mkdtemp(prefix="chunkwise-fidelity-study-"))
     folder = work / "mixed"
@@ -328,7 +328,7 @@ def study(args: argparse.Namespace) -> None:
                          storage=f"sqlite:///{work}/{name}.db", trials=args.trials, cache=str(work / f"{name}.sqlite3"),
                          fidelity=fidelity)
         started = time.perf_counter()
-        (outcome,) = tune(spec, progress=False, echo=lambda line: print(line, file=sys.stderr))
+        (outcome,) = run_study_spec(spec, progress=False, echo=lambda line: print(line, file=sys.stderr))
         seconds = time.perf_counter() - started
         with sqlite3.connect(work / f"{name}.sqlite3") as db:
             embedded = db.execute("SELECT COUNT(*) FROM embeddings").fetchone()[0]

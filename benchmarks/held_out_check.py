@@ -39,7 +39,7 @@ def main() -> int:
     from tuner.evaluation.config import EvaluationConfig
     from tuner.evaluation.evaluator import evaluate
     from tuner.retrieval.config import RetrievalConfig
-    from tuner.tuning import StudySpec, tune
+    from tuner.tuning import StudySpec, run_study_spec
     from tuner.tuning.scoring.selection import Candidate, candidate, cross_validated_gain
     from tuner.tuning.study.opening import load_study_inputs
     from tuner.tuning.study.records import TrialRecord, evaluated, trial_attributes
@@ -48,7 +48,7 @@ def main() -> int:
     corpora = tuple((p.stem, str(p)) for p in sorted((args.data / "corpora").glob("*.md")))
     spec = StudySpec(name="heldout", corpora=corpora, queries=str(args.data / "questions.csv"), space=args.space,
                      storage=args.storage, trials=args.trials, seed=args.seed, validation=0.25)
-    outcomes = tune(spec, progress=True, echo=lambda line: print(line, file=sys.stderr))
+    outcomes = run_study_spec(spec, progress=True, echo=lambda line: print(line, file=sys.stderr))
     print(f"chroma-dev, {args.trials} trials per corpus, space {Path(args.space).name}, validation 25%, "
           "MiniLM, weights 1/0.5/0.1/0.1\n")
     print("| corpus | questions (search + held-out) | best trial | search score | held-out score | optimism gap | "

@@ -84,7 +84,7 @@ def fixed(data: dict, out) -> None:
 
 
 def studies(data: dict, args: argparse.Namespace, out) -> None:
-    from tuner.tuning import StudySpec, tune
+    from tuner.tuning import StudySpec, run_study_spec
     from tuner.tuning.study.records import records
     from tuner.tuning.study.storage import make_storage
 
@@ -108,7 +108,7 @@ def studies(data: dict, args: argparse.Namespace, out) -> None:
             run = f"{name}-{space.stem}-s{args.seed}"
             spec = StudySpec(name=run, corpora=corpora, queries=queries, space=str(space),
                              storage=f"sqlite:///{folder / run}.db", trials=args.trials, seed=args.seed)
-            outcomes = tune(spec, progress=True, echo=lambda line: print(line, file=sys.stderr))
+            outcomes = run_study_spec(spec, progress=True, echo=lambda line: print(line, file=sys.stderr))
             for outcome in outcomes:
                 best = outcome.best
                 means.setdefault((name, label), []).append(best.score)

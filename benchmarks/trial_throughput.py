@@ -28,7 +28,7 @@ from pathlib import Path
 from _common import CHROMA_DEV, ROOT, require_chroma_dev
 
 # Runs inside the measured checkout (PYTHONPATH), one phase per process, as a user's `chunkwise
-# tune` is one process per run (a pool kept alive between two tune() calls in one process, as
+# tune` is one process per run (a pool kept alive between two run_study_spec() calls in one process, as
 # joblib's reusable loky executor did, would make the warm run skip starting its workers);
 # prints {"wall": s, "trials": n}.
 DRIVER = r"""
@@ -36,14 +36,17 @@ import json, sys, time, warnings
 import optuna
 warnings.simplefilter("ignore")
 optuna.logging.set_verbosity(optuna.logging.ERROR)
-from tuner.tuning import StudySpec, tune
+try:
+    from tuner.tuning import StudySpec, run_study_spec
+except ImportError:  # a checkout from before the rename
+    from tuner.tuning import StudySpec, tune as run_study_spec
 args = json.loads(sys.argv[1])
 phase = args["phase"]
 spec = StudySpec(name=phase, corpora=tuple(map(tuple, args["corpora"])), queries=args["queries"],
                  space=args["space"], storage=f"sqlite:///{args['tmp']}/{phase}.db", trials=args["trials"],
                  jobs=args["jobs"], seed=1, cache=args["cache"])
 started = time.perf_counter()
-outcomes = tune(spec, progress=False, echo=lambda _: None)
+outcomes = run_study_spec(spec, progress=False, echo=lambda _: None)
 print(json.dumps({"wall": time.perf_counter() - started, "trials": sum(o.complete for o in outcomes)}))
 """
 

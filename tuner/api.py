@@ -35,7 +35,7 @@ from .errors import ChunkwiseError, option
 from .evaluation.fidelity import Fidelity
 from .reporting.report import write_report
 from .tuning.run.progress import CorpusOutcome, format_outcomes
-from .tuning.run.runner import tune as run_study_spec
+from .tuning.run.runner import run_study_spec
 from .tuning.scoring.objective import Constraints, Weights
 from .tuning.scoring.selection import StudyRecommendation, recommend_for_study
 from .tuning.study.records import TrialRecord, best_trial, evaluated, load_run_study, run_studies, split_study_name

@@ -154,7 +154,7 @@ def test_a_failed_build_leaves_no_bm25_index(stub, tmp_path, monkeypatch):
 
 
 def test_a_tuned_retrieval_is_recorded_exported_and_served_as_evaluated(stub, tmp_path):
-    from tuner.tuning import StudySpec, tune
+    from tuner.tuning import StudySpec, run_study_spec
     from tuner.tuning.study.records import records
     from tuner.tuning.study.storage import make_storage
 
@@ -166,7 +166,7 @@ def test_a_tuned_retrieval_is_recorded_exported_and_served_as_evaluated(stub, tm
     spec = StudySpec(name="ret", corpora=(("handbook", str(EXAMPLE)),), queries=str(QUERIES), space=str(space),
                      embedder=tuner.EmbedderConfig("openai", "stub-embed", base_url=stub.base_url),
                      storage=f"sqlite:///{tmp_path}/ret.db", trials=6, cache=str(tmp_path / "cache.sqlite3"))
-    (outcome,) = tune(spec, progress=False, echo=lambda _: None)
+    (outcome,) = run_study_spec(spec, progress=False, echo=lambda _: None)
     import optuna
 
     study = optuna.load_study(study_name="ret/handbook", storage=make_storage(spec.storage, heartbeat_interval=None))

@@ -22,7 +22,7 @@ from tuner.cli import main
 from tuner.deploy.export import SCHEMA_VERSION, ExportError, load_config
 from tuner.embedding.config import EmbedderConfig
 from tuner.evaluation.config import EvaluationConfig
-from tuner.tuning import StudySpec, tune
+from tuner.tuning import StudySpec, run_study_spec
 from tuner.tuning.study.storage import make_storage
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,7 +38,7 @@ def tuned(tmp_path, openai_server, monkeypatch):
                      space=str(ROOT / "search_spaces" / "quick.yaml"),
                      embedder=EmbedderConfig("openai", "stub-embed", base_url=openai_server.base_url),
                      storage=f"sqlite:///{tmp_path}/ship.db", trials=5, cache=str(tmp_path / "cache.sqlite3"))
-    (outcome,) = tune(spec, progress=False, echo=lambda _: None)
+    (outcome,) = run_study_spec(spec, progress=False, echo=lambda _: None)
     return spec, outcome
 
 

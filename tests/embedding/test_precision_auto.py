@@ -15,7 +15,7 @@ import tuner
 from tuner.embedding import sentence_transformers
 from tuner.embedding.config import EmbedderConfig
 from tuner.embedding.sentence_transformers import auto_precision, cpu_supports_bf16
-from tuner.tuning import StudyError, StudySpec, tune
+from tuner.tuning import StudyError, StudySpec, run_study_spec
 from tuner.tuning.scoring.objective import Rates, ResolvedRates, Scales, Weights
 from tuner.tuning.study.records import PRECISION_ATTR, SETTINGS_ATTR, trial_attributes
 from tuner.tuning.study.storage import make_storage
@@ -107,15 +107,15 @@ def _stored_embedder(tmp_path: Path) -> dict:
 def test_a_study_stores_the_resolved_precision_and_auto_resumes_at_it(tmp_path, monkeypatch):
     quiet = dict(progress=False, echo=lambda _: None)
     monkeypatch.setattr(sentence_transformers, "machine_precision", lambda: "bf16")
-    tune(_spec(tmp_path, "auto"), **quiet)
+    run_study_spec(_spec(tmp_path, "auto"), **quiet)
     assert _stored_embedder(tmp_path)["precision"] == "bf16"  # not "auto"
     # On a machine where auto means fp32, auto resumes at the study's bf16 ...
     monkeypatch.setattr(sentence_transformers, "machine_precision", lambda: "fp32")
-    tune(_spec(tmp_path, "auto"), **quiet)
+    run_study_spec(_spec(tmp_path, "auto"), **quiet)
     assert _stored_embedder(tmp_path)["precision"] == "bf16"
     # ... but an explicitly different precision is refused, naming the changed key.
     with pytest.raises(StudyError) as error:
-        tune(_spec(tmp_path, "fp32"), **quiet)
+        run_study_spec(_spec(tmp_path, "fp32"), **quiet)
     lines = str(error.value).splitlines()
     assert "study 'p/handbook' was created with different settings" in lines[0]
     assert lines[1:-1] == ['  embedder.precision: "bf16" -> (absent)']
@@ -123,8 +123,8 @@ def test_a_study_stores_the_resolved_precision_and_auto_resumes_at_it(tmp_path, 
 
 def test_resuming_an_fp32_study_with_bf16_is_refused(tmp_path):
     quiet = dict(progress=False, echo=lambda _: None)
-    tune(_spec(tmp_path, "fp32"), **quiet)
+    run_study_spec(_spec(tmp_path, "fp32"), **quiet)
     assert "precision" not in _stored_embedder(tmp_path)  # fp32 is stored as before precisions existed
     with pytest.raises(StudyError) as error:
-        tune(_spec(tmp_path, "bf16"), **quiet)
+        run_study_spec(_spec(tmp_path, "bf16"), **quiet)
     assert str(error.value).splitlines()[1:-1] == ['  embedder.precision: (absent) -> "bf16"']

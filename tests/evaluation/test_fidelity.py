@@ -22,7 +22,7 @@ from tuner.evaluation.config import EvaluationConfig
 from tuner.evaluation.evaluator import evaluate, evaluate_rungs
 from tuner.evaluation.fidelity import Fidelity, block_kept, distractor_sample, holding_references, promoted
 from tuner.retrieval.config import RetrievalConfig
-from tuner.tuning import StudyError, StudySpec, tune
+from tuner.tuning import StudyError, StudySpec, run_study_spec
 from tuner.tuning.run.progress import EmbeddingReport
 from tuner.tuning.study.records import BASELINE_ATTR, DUPLICATE_ATTR, RUNG_SCORES_ATTR, STOPPED_AT_ATTR
 from tuner.tuning.study.storage import make_storage
@@ -169,7 +169,7 @@ def test_a_study_promotes_by_successive_halving_and_only_full_trials_are_results
                                                                                  monkeypatch, capsys):
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
     spec = _rung_spec(tmp_path, openai_server, storage=storage_url)
-    (outcome,) = tune(spec, progress=False, echo=lambda _: None)
+    (outcome,) = run_study_spec(spec, progress=False, echo=lambda _: None)
     study = optuna.load_study(study_name="rungs/handbook", storage=make_storage(spec.storage))
     evaluated = [t for t in study.get_trials() if DUPLICATE_ATTR not in t.user_attrs]
     complete = [t for t in evaluated if t.state == TrialState.COMPLETE]
@@ -205,16 +205,16 @@ def test_a_study_promotes_by_successive_halving_and_only_full_trials_are_results
 def test_fidelity_is_part_of_what_a_resume_must_agree_on(tmp_path, openai_server, monkeypatch, capsys):
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
     spec = _rung_spec(tmp_path, openai_server, trials=2)
-    tune(spec, progress=False, echo=lambda _: None)
+    run_study_spec(spec, progress=False, echo=lambda _: None)
     with pytest.raises(StudyError) as refused:
-        tune(spec.with_overrides(fidelity="full"), progress=False, echo=lambda _: None)
+        run_study_spec(spec.with_overrides(fidelity="full"), progress=False, echo=lambda _: None)
     assert "fidelity" in str(refused.value)
 
 
 def test_auto_fidelity_is_full_on_a_small_corpus(tmp_path, openai_server, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
     spec = _rung_spec(tmp_path, openai_server, trials=1, fidelity="auto")
-    tune(spec, progress=False, echo=lambda _: None)
+    run_study_spec(spec, progress=False, echo=lambda _: None)
     study = optuna.load_study(study_name="rungs/handbook", storage=make_storage(spec.storage))
     assert study.user_attrs["settings"]["fidelity"]["rungs"] == [1.0]  # 27 KB of text: below 2 MB
 

@@ -200,7 +200,7 @@ def test_a_study_searches_llm_contexts_records_and_exports_them(llm, tmp_path):
     import optuna
 
     from tuner.cli import main
-    from tuner.tuning import StudySpec, tune
+    from tuner.tuning import StudySpec, run_study_spec
     from tuner.tuning.study.records import records
     from tuner.tuning.study.storage import make_storage
 
@@ -210,7 +210,7 @@ def test_a_study_searches_llm_contexts_records_and_exports_them(llm, tmp_path):
     spec = StudySpec(name="ctx", corpora=(("handbook", str(EXAMPLE)),), queries=str(QUERIES), space=str(space),
                      embedder=tuner.EmbedderConfig("openai", "stub-embed", base_url=llm.base_url),
                      storage=f"sqlite:///{tmp_path}/ctx.db", trials=2, cache=str(tmp_path / "cache.sqlite3"))
-    tune(spec, progress=False, echo=lambda _: None)
+    run_study_spec(spec, progress=False, echo=lambda _: None)
     study = optuna.load_study(study_name="ctx/handbook", storage=make_storage(spec.storage, heartbeat_interval=None))
     done = {r.config["retrieval"].get("context", "none"): r for r in records(study) if r.evaluated}
     assert set(done) == {"none", "llm"}

@@ -20,7 +20,7 @@ from optuna.trial import TrialState
 
 from tuner.embedding.config import EmbedderConfig
 from tuner.evaluation.config import EvaluationConfig
-from tuner.tuning import StudySpec, Weights, tune
+from tuner.tuning import StudySpec, Weights, run_study_spec
 from tuner.tuning.run.progress import EmbeddingReport, format_outcomes
 from tuner.tuning.scoring.objective import Scales
 from tuner.tuning.scoring.selection import candidate, check_baselines, compare, optimism
@@ -118,11 +118,11 @@ def _trials(spec: StudySpec) -> list[optuna.trial.FrozenTrial]:
 
 def test_a_study_runs_its_baselines_first_and_a_resume_does_not_repeat_them(tmp_path, openai_server):
     spec = _spec(tmp_path, openai_server)
-    tune(spec, progress=False, echo=lambda _: None)
+    run_study_spec(spec, progress=False, echo=lambda _: None)
     # retrieval.yaml has token and recursive with dense, bm25 and hybrid: six baselines, BM25 first.
     assert [t.user_attrs.get(BASELINE_ATTR) for t in _trials(spec)] == ["token 800/400 bm25",
                                                                         "recursive 256/0 bm25"]
-    outcome = tune(spec.with_overrides(trials=6), progress=False, echo=lambda _: None)[0]
+    outcome = run_study_spec(spec.with_overrides(trials=6), progress=False, echo=lambda _: None)[0]
     trials = _trials(spec)
     names = [t.user_attrs.get(BASELINE_ATTR) for t in trials]
     assert names[:6] == [b.name for b in BASELINES if b.chunker != "markdown"]
@@ -235,7 +235,7 @@ def test_a_configuration_that_cannot_finish_in_the_budget_is_not_started(tmp_pat
     """A budget that ends at once: every proposal is pruned as out of budget before it claims a
     slot, the worker stops, no trial is left waiting or running, and the summary says why."""
     spec = _spec(tmp_path, openai_server, trials=None, timeout=0.001)
-    outcome = tune(spec, progress=False, echo=lambda _: None)[0]
+    outcome = run_study_spec(spec, progress=False, echo=lambda _: None)[0]
     trials = _trials(spec)
     assert outcome.budget_ended and outcome.added == 0
     assert not [t for t in trials if t.state in (TrialState.RUNNING, TrialState.WAITING)]
@@ -250,7 +250,7 @@ def test_a_budget_lets_cheap_trials_run_and_stops_expensive_ones(tmp_path, opena
     original = trial_module.TrialObjective.cold_seconds
     trial_module.TrialObjective.cold_seconds = lambda self, config: 0.0 if not config.retrieval.embeds else 3600.0
     try:
-        outcome = tune(spec, progress=False, echo=lambda _: None)[0]
+        outcome = run_study_spec(spec, progress=False, echo=lambda _: None)[0]
     finally:
         trial_module.TrialObjective.cold_seconds = original
     trials = _trials(spec)

@@ -15,7 +15,7 @@ import pytest
 from optuna.trial import TrialState
 
 from tuner.embedding.config import EmbedderConfig
-from tuner.tuning import StudySpec, tune
+from tuner.tuning import StudySpec, run_study_spec
 from tuner.tuning.run import dask_cluster as cluster_module
 from tuner.tuning.run.dask_cluster import ClusterError
 from tuner.tuning.study.storage import make_storage
@@ -63,7 +63,7 @@ def trials_of(spec: StudySpec) -> list[optuna.trial.FrozenTrial]:
 def test_sqlite_is_refused_for_a_cluster(tmp_path, openai_server):
     spec = make_spec(tmp_path, openai_server, f"sqlite:///{tmp_path}/c.db", "tcp://127.0.0.1:8786")
     with pytest.raises(ClusterError, match=r"backend=dask needs a study database every node reaches \(PostgreSQL"):
-        tune(spec, progress=False, echo=lambda _: None)
+        run_study_spec(spec, progress=False, echo=lambda _: None)
     assert not (tmp_path / "c.db").exists()
 
 
@@ -71,13 +71,13 @@ def test_an_unreachable_scheduler_is_a_clear_error(tmp_path, openai_server, monk
     monkeypatch.setattr(cluster_module, "CONNECT_TIMEOUT_S", 1.0)
     spec = make_spec(tmp_path, openai_server, "postgresql+psycopg://u@127.0.0.1:1/db", "tcp://127.0.0.1:9")
     with pytest.raises(ClusterError, match=r"cannot reach the Dask scheduler at tcp://127.0.0.1:9"):
-        tune(spec, progress=False, echo=lambda _: None)
+        run_study_spec(spec, progress=False, echo=lambda _: None)
 
 
 def test_a_small_study_completes_exactly_on_the_cluster(tmp_path, openai_server, fresh_postgres_url, dask_cluster):
     spec = make_spec(tmp_path, openai_server, fresh_postgres_url, dask_cluster.scheduler_address)
     messages: list[str] = []
-    (outcome,) = tune(spec, progress=False, echo=messages.append)
+    (outcome,) = run_study_spec(spec, progress=False, echo=messages.append)
     assert any("2 workers on the Dask cluster at " + dask_cluster.scheduler_address in m for m in messages)
     trials = trials_of(spec)
     complete = [t for t in trials if t.state == TrialState.COMPLETE and "duplicate_of" not in t.user_attrs]
@@ -115,7 +115,7 @@ def test_a_dask_worker_killed_mid_trial_leaves_nothing_running(tmp_path, openai_
 
     killer = threading.Thread(target=kill_one, daemon=True)
     killer.start()
-    (outcome,) = tune(spec, progress=False, echo=lambda _: None)
+    (outcome,) = run_study_spec(spec, progress=False, echo=lambda _: None)
     killer.join(5)
     assert killed, "no trial was running to kill"
     trials = trials_of(spec)
@@ -197,13 +197,13 @@ def test_the_scheduler_gone_mid_run_is_a_clear_error_and_the_run_resumes(tmp_pat
 
         threading.Thread(target=kill_scheduler, daemon=True).start()
         with pytest.raises(ClusterError, match=r"did not finish the run's tasks.*run the same command to resume"):
-            tune(spec, progress=False, echo=lambda _: None)
+            run_study_spec(spec, progress=False, echo=lambda _: None)
     finally:
         first.stop()  # its workers, still running their tasks, die here with their trials
     before = len([t for t in trials_of(spec) if t.state == TrialState.COMPLETE])
     second = DaskProcesses(port)
     try:
-        (outcome,) = tune(spec, progress=False, echo=lambda _: None)
+        (outcome,) = run_study_spec(spec, progress=False, echo=lambda _: None)
     finally:
         second.stop()
     trials = trials_of(spec)
@@ -221,7 +221,7 @@ def test_a_one_thread_cluster_still_runs_the_tasks_there(tmp_path, openai_server
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
                       dashboard_address=None) as cluster:
         spec = make_spec(tmp_path, openai_server, fresh_postgres_url, cluster.scheduler_address, trials=2)
-        (outcome,) = tune(spec, progress=False, echo=lambda _: None)
+        (outcome,) = run_study_spec(spec, progress=False, echo=lambda _: None)
     assert outcome.complete == 2
     pids = {int(t.user_attrs["worker"].split(":")[1]) for t in trials_of(spec) if "worker" in t.user_attrs}
     assert pids and os.getpid() not in pids
@@ -240,7 +240,7 @@ def test_ctrl_c_stops_the_clusters_tasks_after_their_trial(tmp_path, openai_serv
 
     monkeypatch.setattr(run_module, "_poll", interrupt_after_a_trial)
     with pytest.raises(KeyboardInterrupt):
-        tune(spec, progress=False, echo=lambda _: None)
+        run_study_spec(spec, progress=False, echo=lambda _: None)
     # Each task ends its trial, then stops: nothing runs on and the study stays far from its target.
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and [t for t in trials_of(spec) if t.state == TrialState.RUNNING]:

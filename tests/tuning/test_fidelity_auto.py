@@ -9,7 +9,7 @@ import optuna
 import pytest
 
 from tuner.embedding.config import EmbedderConfig
-from tuner.tuning import StudyError, StudySpec, tune
+from tuner.tuning import StudyError, StudySpec, run_study_spec
 from tuner.tuning.scoring.objective import Rates
 from tuner.tuning.study import settings
 from tuner.tuning.study.records import SETTINGS_ATTR
@@ -34,11 +34,11 @@ def _stored_fidelity(tmp_path: Path) -> dict:
 
 
 def test_auto_resumes_at_the_study_rungs(tmp_path, monkeypatch):
-    tune(_spec(tmp_path, "auto"), **QUIET)  # the handbook is far below 2 MB: full fidelity
+    run_study_spec(_spec(tmp_path, "auto"), **QUIET)  # the handbook is far below 2 MB: full fidelity
     assert _stored_fidelity(tmp_path)["rungs"] == [1.0]
     monkeypatch.setattr(settings, "AUTO_MIN_CHARS", 0)  # now auto would climb AUTO_RUNGS
-    tune(_spec(tmp_path, "auto"), **QUIET)
+    run_study_spec(_spec(tmp_path, "auto"), **QUIET)
     assert _stored_fidelity(tmp_path)["rungs"] == [1.0]
     with pytest.raises(StudyError) as error:
-        tune(_spec(tmp_path, "0.05,1"), **QUIET)
+        run_study_spec(_spec(tmp_path, "0.05,1"), **QUIET)
     assert "fidelity.rungs: [1.0] -> [0.05, 1.0]" in str(error.value)

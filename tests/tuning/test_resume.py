@@ -12,7 +12,7 @@ from optuna.trial import TrialState
 
 from tuner.embedding.config import EmbedderConfig
 from tuner.reporting.report import write_report
-from tuner.tuning import StudySpec, tune
+from tuner.tuning import StudySpec, run_study_spec
 from tuner.tuning.run.ledger import Ledger
 from tuner.tuning.run.progress import format_outcomes
 from tuner.tuning.run.runner import resume_advice
@@ -30,7 +30,7 @@ def test_the_resume_line_counts_what_the_same_command_adds(tmp_path, openai_serv
                      space=str(ROOT / "search_spaces" / "quick.yaml"),
                      embedder=EmbedderConfig("openai", "stub-embed", base_url=openai_server.base_url),
                      storage=f"sqlite:///{tmp_path}/r.db", trials=3, cache=str(tmp_path / "cache.sqlite3"))
-    (outcome,) = tune(spec, progress=False, echo=lambda _: None)
+    (outcome,) = run_study_spec(spec, progress=False, echo=lambda _: None)
     assert outcome.summary.complete == 3
     # A run of 7 trials stopped (Ctrl-C) with 3 finished: its target was 7, 4 were left.
     storage = make_storage(spec.storage, heartbeat_interval=None)

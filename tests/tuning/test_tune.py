@@ -24,7 +24,7 @@ from optuna.trial import TrialState
 
 from tuner.cli import main
 from tuner.embedding.config import EmbedderConfig
-from tuner.tuning import StudyError, StudySpec, Weights, tune, weighted_score
+from tuner.tuning import StudyError, StudySpec, Weights, run_study_spec, weighted_score
 from tuner.tuning.scoring.objective import Constraints, Scales
 from tuner.tuning.study.storage import make_storage
 
@@ -66,9 +66,9 @@ def complete(trials):
 
 def test_resume_adds_trials_to_the_same_study(tmp_path, openai_server):
     spec = make_spec(tmp_path, openai_server, trials=3)
-    (first,) = tune(spec, progress=False, echo=lambda _: None)
+    (first,) = run_study_spec(spec, progress=False, echo=lambda _: None)
     assert (first.study, first.complete) == ("t/handbook", 3)
-    (second,) = tune(spec.with_overrides(trials=2), progress=False, echo=lambda _: None)
+    (second,) = run_study_spec(spec.with_overrides(trials=2), progress=False, echo=lambda _: None)
     assert second.complete == 5
     storage = make_storage(spec.storage, heartbeat_interval=None)
     assert [s.study_name for s in optuna.get_all_study_summaries(storage)] == ["t/handbook"]
@@ -85,7 +85,7 @@ def test_a_study_made_before_the_new_settings_resumes_on_recall_and_iou(tmp_path
     # Make a study as an older chunkwise stored it: objectives recall and IoU, weights and scales
     # with their four and three fields, no constraints and no Pareto axes in its settings.
     spec = make_spec(tmp_path, openai_server, trials=1, pareto=("recall", "iou"))
-    tune(spec, progress=False, echo=lambda _: None)
+    run_study_spec(spec, progress=False, echo=lambda _: None)
     storage = make_storage(spec.storage, heartbeat_interval=None)
     study = optuna.load_study(study_name="t/handbook", storage=storage)
     settings = dict(study.user_attrs["settings"])
@@ -94,7 +94,7 @@ def test_a_study_made_before_the_new_settings_resumes_on_recall_and_iou(tmp_path
     settings["weights"] = {"recall": 1.0, "iou": 0.5, "latency": 0.1, "cost": 0.1}
     settings["scales"] = {"iou_half": 0.05, "latency_half_s": 1.0, "cost_half_usd": 1.0}
     study.set_user_attr("settings", settings)
-    (resumed,) = tune(make_spec(tmp_path, openai_server, trials=1), progress=False, echo=lambda _: None)
+    (resumed,) = run_study_spec(make_spec(tmp_path, openai_server, trials=1), progress=False, echo=lambda _: None)
     assert resumed.complete == 2
     study = optuna.load_study(study_name="t/handbook", storage=storage)
     assert study.metric_names == ["recall", "IoU"]
@@ -102,13 +102,13 @@ def test_a_study_made_before_the_new_settings_resumes_on_recall_and_iou(tmp_path
     assert last.values == [last.user_attrs["recall"], last.user_attrs["iou"]]
     # Asking for other axes on resume is refused, naming the change.
     with pytest.raises(StudyError, match=r"pareto: \["):
-        tune(make_spec(tmp_path, openai_server, trials=1, pareto=("recall", "context_tokens")), progress=False,
-             echo=lambda _: None)
+        run_study_spec(make_spec(tmp_path, openai_server, trials=1, pareto=("recall", "context_tokens")),
+                       progress=False, echo=lambda _: None)
 
 
 def test_a_context_budget_keeps_infeasible_trials_but_never_recommends_them(tmp_path, openai_server):
     spec = make_spec(tmp_path, openai_server, trials=4)
-    tune(spec, progress=False, echo=lambda _: None)
+    run_study_spec(spec, progress=False, echo=lambda _: None)
     storage = make_storage(spec.storage, heartbeat_interval=None)
     trials = complete(optuna.load_study(study_name="t/handbook", storage=storage).get_trials())
     tokens = sorted({t.user_attrs["context_tokens"] for t in trials})
@@ -119,7 +119,7 @@ def test_a_context_budget_keeps_infeasible_trials_but_never_recommends_them(tmp_
     assert any(t.user_attrs["context_tokens"] <= budget for t in trials), "no feasible trial to compare"
     budgeted = make_spec(tmp_path, openai_server, name="b", trials=4, storage=f"sqlite:///{tmp_path}/b.db",
                          constraints=Constraints(context_tokens=budget))
-    (outcome,) = tune(budgeted, progress=False, echo=lambda _: None)
+    (outcome,) = run_study_spec(budgeted, progress=False, echo=lambda _: None)
     study = optuna.load_study(study_name="b/handbook", storage=make_storage(budgeted.storage, heartbeat_interval=None))
     done = complete(study.get_trials())
     assert len(done) == 4  # infeasible trials are kept
@@ -135,8 +135,8 @@ def test_trials_record_metrics_and_cache_independent_cost(tmp_path, openai_serve
     space = tmp_path / "one.yaml"
     space.write_text("k: 3\nchunkers: {token: {size: 128, overlap: 0}}\n", encoding="utf-8")
     cold, warm = (make_spec(tmp_path, openai_server, name=name, space=str(space), trials=1) for name in "ab")
-    tune(cold, progress=False, echo=lambda _: None)
-    tune(warm, progress=False, echo=lambda _: None)
+    run_study_spec(cold, progress=False, echo=lambda _: None)
+    run_study_spec(warm, progress=False, echo=lambda _: None)
     (trial,), (again,) = complete(trials_of(cold)), complete(trials_of(warm))
     assert trial.user_attrs["cache_hit_rate"] == 0.0 and again.user_attrs["cache_hit_rate"] == 1.0
     for key in ("latency_ms", "cost_usd_per_1k_queries", "tokens_embedded", "score", "recall"):
@@ -158,7 +158,7 @@ def test_trials_record_the_tokens_the_api_reported_and_their_price(tmp_path, ope
     space = tmp_path / "one.yaml"
     space.write_text("k: 3\nchunkers: {token: {size: 128, overlap: 0}}\n", encoding="utf-8")
     cold, warm = (make_spec(tmp_path, openai_server, name=name, space=str(space), trials=1) for name in "ab")
-    tune(cold, progress=False, echo=lambda _: None)
+    run_study_spec(cold, progress=False, echo=lambda _: None)
     # The stub reports one token per whitespace-separated word of the inputs it was sent.
     reported = sum(len(text.split()) for request in openai_server.requests_to("/v1/embeddings")
                    for text in request.json_body["input"])
@@ -169,10 +169,10 @@ def test_trials_record_the_tokens_the_api_reported_and_their_price(tmp_path, ope
     # A second study over the same cache pays nothing; how fast the API is asked is no setting of
     # the study's results, so it may change on resume.
     faster = EmbedderConfig("openai", "stub-embed", base_url=openai_server.base_url, concurrency=16)
-    tune(warm.with_overrides(embedder=faster), progress=False, echo=lambda _: None)
+    run_study_spec(warm.with_overrides(embedder=faster), progress=False, echo=lambda _: None)
     (again,) = complete(trials_of(warm))
     assert (again.user_attrs["embedding_api_tokens"], again.user_attrs["embedding_api_usd"]) == (0, 0.0)
-    tune(cold.with_overrides(trials=1, embedder=faster), progress=False, echo=lambda _: None)
+    run_study_spec(cold.with_overrides(trials=1, embedder=faster), progress=False, echo=lambda _: None)
     storage = make_storage(cold.storage, heartbeat_interval=None)
     study = optuna.load_study(study_name=cold.study_name("handbook"), storage=storage)
     assert study.user_attrs["settings"]["embedder"]["concurrency"] == 16  # the resumed run's workers ask so
@@ -185,7 +185,7 @@ def test_repeated_configurations_are_pruned_without_evaluation(tmp_path, openai_
     space = tmp_path / "two.yaml"
     space.write_text("k: {type: categorical, choices: [2, 4]}\nchunkers: {token: {size: 128}}\n", encoding="utf-8")
     spec = make_spec(tmp_path, openai_server, space=str(space), trials=5)
-    (result,) = tune(spec, progress=False, echo=lambda _: None)
+    (result,) = run_study_spec(spec, progress=False, echo=lambda _: None)
     trials = trials_of(spec)
     assert result.complete == 2  # the space has two configurations; then it is exhausted
     evaluated = {t.number for t in trials if t.state == TrialState.COMPLETE}
@@ -193,15 +193,15 @@ def test_repeated_configurations_are_pruned_without_evaluation(tmp_path, openai_
     assert duplicates and all(t.user_attrs["duplicate_of"] in evaluated for t in duplicates)
     assert all("recall" not in t.user_attrs for t in duplicates)  # nothing was evaluated
     requests = len(openai_server.requests_to("/v1/embeddings"))
-    tune(spec.with_overrides(trials=1), progress=False, echo=lambda _: None)
+    run_study_spec(spec.with_overrides(trials=1), progress=False, echo=lambda _: None)
     assert len(openai_server.requests_to("/v1/embeddings")) == requests
 
 
 def test_changed_settings_are_refused(tmp_path, openai_server):
     spec = make_spec(tmp_path, openai_server, trials=1)
-    tune(spec, progress=False, echo=lambda _: None)
+    run_study_spec(spec, progress=False, echo=lambda _: None)
     with pytest.raises(StudyError) as error:
-        tune(spec.with_overrides(weights=Weights(recall=2.0)), progress=False, echo=lambda _: None)
+        run_study_spec(spec.with_overrides(weights=Weights(recall=2.0)), progress=False, echo=lambda _: None)
     message = str(error.value)
     assert "study 't/handbook' was created with different settings" in message
     assert "weights.recall: 1.0 -> 2.0" in message  # the changed key, not both whole settings
@@ -211,7 +211,7 @@ def test_changed_settings_are_refused(tmp_path, openai_server):
     cut = quick.index("recursive:")
     other_space.write_text(quick[:cut] + quick[cut:].replace("high: 512", "high: 384"), encoding="utf-8")
     with pytest.raises(StudyError) as error:
-        tune(spec.with_overrides(space=str(other_space)), progress=False, echo=lambda _: None)
+        run_study_spec(spec.with_overrides(space=str(other_space)), progress=False, echo=lambda _: None)
     lines = str(error.value).splitlines()[1:-1]
     assert lines == ["  space.chunkers.recursive.size.high: 512 -> 384"], lines
     assert len(trials_of(spec)) == 1
@@ -220,7 +220,7 @@ def test_changed_settings_are_refused(tmp_path, openai_server):
 def test_same_seed_same_trials(tmp_path, openai_server):
     def params(name, seed):
         spec = make_spec(tmp_path, openai_server, name=name, trials=14, seed=seed)
-        tune(spec, progress=False, echo=lambda _: None)
+        run_study_spec(spec, progress=False, echo=lambda _: None)
         return [t.params for t in trials_of(spec)]
 
     first, again, other = params("a", 7), params("b", 7), params("c", 8)
@@ -231,7 +231,7 @@ def test_same_seed_same_trials(tmp_path, openai_server):
 def test_the_sampler_steers_toward_the_weighted_score(tmp_path, openai_server):
     # With only recall weighted, the best score must be the best recall seen.
     spec = make_spec(tmp_path, openai_server, trials=16, weights=Weights(recall=1, iou=0, latency=0, cost=0))
-    (result,) = tune(spec, progress=False, echo=lambda _: None)
+    (result,) = run_study_spec(spec, progress=False, echo=lambda _: None)
     trials = complete(trials_of(spec))
     assert result.best.score == pytest.approx(max(t.user_attrs["recall"] for t in trials))
 
@@ -291,22 +291,22 @@ def _check_parallel_study(spec: StudySpec, target: int) -> None:
 @pytest.mark.slow
 def test_parallel_workers_share_a_sqlite_study(tmp_path, openai_server):
     spec = make_spec(tmp_path, openai_server, trials=12, jobs=3)
-    tune(spec, progress=False, echo=lambda _: None)
+    run_study_spec(spec, progress=False, echo=lambda _: None)
     _check_parallel_study(spec, 12)
-    tune(spec.with_overrides(trials=6), progress=False, echo=lambda _: None)
+    run_study_spec(spec.with_overrides(trials=6), progress=False, echo=lambda _: None)
     _check_parallel_study(spec, 18)
 
 
 @pytest.mark.slow
 def test_parallel_workers_share_a_postgresql_study(tmp_path, openai_server, fresh_postgres_url):
     spec = make_spec(tmp_path, openai_server, trials=10, jobs=2, storage=fresh_postgres_url)
-    tune(spec, progress=False, echo=lambda _: None)
+    run_study_spec(spec, progress=False, echo=lambda _: None)
     _check_parallel_study(spec, 10)
 
 
 def test_worker_command_joins_a_study(tmp_path, openai_server, capsys):
     spec = make_spec(tmp_path, openai_server, trials=2)
-    tune(spec, progress=False, echo=lambda _: None)
+    run_study_spec(spec, progress=False, echo=lambda _: None)
     assert main(["worker", "--storage", spec.storage, "--study", "t", "--n-trials", "2", "--seed", "3",
                  "--cache", spec.cache]) == 0
     assert len(complete(trials_of(spec))) == 4
@@ -432,7 +432,7 @@ def test_trials_hold_out_questions_and_store_per_query_scores(tmp_path, openai_s
     import numpy as np
 
     spec = make_spec(tmp_path, openai_server, trials=4, validation=0.2)
-    (result,) = tune(spec, progress=False, echo=lambda _: None)
+    (result,) = run_study_spec(spec, progress=False, echo=lambda _: None)
     storage = make_storage(spec.storage, heartbeat_interval=None)
     study = optuna.load_study(study_name="t/handbook", storage=storage)
     split = study.user_attrs["settings"]["validation"]
@@ -513,7 +513,7 @@ def test_a_space_with_a_reranker_records_and_exports_it(tmp_path, openai_server)
                                      "retrieval": {"rerank": ["none", str(model)], "candidates": [12]}}),
                      encoding="utf-8")
     spec = make_spec(tmp_path, openai_server, space=str(space), trials=4)
-    tune(spec, progress=False, echo=lambda _: None)
+    run_study_spec(spec, progress=False, echo=lambda _: None)
     trials = complete(trials_of(spec))
     reranked = [t for t in trials if "first_stage_recall" in t.user_attrs]
     plain = [t for t in trials if "first_stage_recall" not in t.user_attrs]

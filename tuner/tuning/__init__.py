@@ -13,7 +13,7 @@ The modules, one concept each:
 """
 
 from .run.progress import CorpusOutcome
-from .run.runner import join_run, tune
+from .run.runner import join_run, run_study_spec
 from .run.trial import TrialObjective
 from .run.workers import WorkerOptions, run_worker
 from .scoring.objective import Rates, Scales, Weights, weighted_score
@@ -48,8 +48,8 @@ __all__ = [
     "make_storage",
     "parse_search_space",
     "run_studies",
+    "run_study_spec",
     "run_worker",
     "select_trial",
-    "tune",
     "weighted_score",
 ]

@@ -1,4 +1,4 @@
-"""Runs: ``tune`` (create or resume one study per corpus) and ``worker`` (join a run).
+"""Runs: ``run_study_spec`` (create or resume one study per corpus) and ``worker`` (join a run).
 
 A run raises each study's target by the trials it was asked for, starts its workers
 (in this process for one, as supervised processes for several, see :mod:`.workers`), and
@@ -84,7 +84,7 @@ class RunSettings:
         return self.deadline is None or time.time() < self.deadline
 
 
-def tune(spec: StudySpec, *, progress: bool = True, echo: Echo = print) -> list[CorpusOutcome]:
+def run_study_spec(spec: StudySpec, *, progress: bool = True, echo: Echo = print) -> list[CorpusOutcome]:
     """Run (or resume) one study per corpus; add ``spec.trials`` complete trials to each.
 
     With ``spec.jobs > 1``, that many worker processes share each study, each capped to its
