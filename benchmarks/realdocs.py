@@ -367,8 +367,8 @@ def score_table(raw: Path, queries: Path, rows: list[tuple[str, dict]], cache_di
     """
     from tuner import EvaluationConfig, evaluate, load_corpus, load_evaluation_set
     from tuner.embedding.cache import EmbeddingCache
+    from tuner.tuning.scoring.measures import trial_attributes
     from tuner.tuning.scoring.objective import Rates, ResolvedRates, Scales, Weights, resolve_rates
-    from tuner.tuning.study.records import trial_attributes
 
     corpus = load_corpus(raw, name=CORPUS)
     evalset = load_evaluation_set(queries, corpus)
@@ -445,7 +445,8 @@ def study_trials(storage: str) -> tuple[list[tuple[str, dict]], dict | None]:
     """The study's baseline trials (enqueued ones, or flagged ``baseline``) and its resolved rates."""
     import optuna
 
-    from tuner.tuning.study.records import CONFIG_ATTR, RESOLVED_RATES_KEY, settings_of
+    from tuner.tuning.study.lookup import settings_of
+    from tuner.tuning.study.records import CONFIG_ATTR, RESOLVED_RATES_KEY
 
     baselines, rates = [], None
     for name in optuna.get_all_study_names(storage):

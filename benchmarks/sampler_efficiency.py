@@ -36,8 +36,8 @@ SEEDS = (0, 1, 2)
 def exhaustive_table(corpus, evalset, space, embedder, rates, weights, scales) -> dict[tuple, dict]:
     """Every grid point's attributes, keyed by (chunker, size, overlap, k)."""
     from tuner import evaluate
+    from tuner.tuning.scoring.measures import trial_attributes
     from tuner.tuning.search.domains import fraction_value
-    from tuner.tuning.study.records import trial_attributes
 
     max_k = max(space.k.grid_values("k"))
     table = {}

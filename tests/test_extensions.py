@@ -27,9 +27,9 @@ from tuner.embedding.config import EmbedderConfig
 from tuner.evaluation import Metric, register_metric
 from tuner.evaluation.config import EvaluationConfig
 from tuner.retrieval import RetrievalMethod, register_method
+from tuner.tuning.scoring.measures import trial_attributes
 from tuner.tuning.scoring.objective import ResolvedRates, Scales, Weights
 from tuner.tuning.search.cost import kind_of
-from tuner.tuning.study.records import trial_attributes
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "handbook"

@@ -38,7 +38,8 @@ from .tuning.run.progress import CorpusOutcome, format_outcomes
 from .tuning.run.runner import run_study_spec
 from .tuning.scoring.objective import Constraints, Weights
 from .tuning.scoring.selection import StudyRecommendation, recommend_for_study
-from .tuning.study.records import TrialRecord, best_trial, evaluated, load_run_study, run_studies, split_study_name
+from .tuning.study.lookup import load_run_study, run_studies, split_study_name
+from .tuning.study.records import TrialRecord, best_trial, evaluated
 from .tuning.study.spec import StudySpec, build_spec, load_study_file, parse_duration
 from .tuning.study.storage import (
     StudyStorage,

@@ -76,3 +76,7 @@ def options_named(flags: Mapping[str, str]) -> Iterator[None]:
         yield
     finally:
         _FLAGS.reset(token)
+
+
+class StudyError(ChunkwiseError):
+    """A study file is invalid, a study cannot be found, or a run disagrees with the study it resumes."""

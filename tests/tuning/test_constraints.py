@@ -10,8 +10,9 @@ import pytest
 from optuna.distributions import IntDistribution
 from optuna.trial import create_trial
 
+from tuner.errors import StudyError
 from tuner.tuning.scoring.selection import recommend_for_study
-from tuner.tuning.study.records import PER_QUERY_SYSTEM_ATTR, StudyError, best_trial, evaluated, select_trial
+from tuner.tuning.study.records import PER_QUERY_SYSTEM_ATTR, best_trial, evaluated, select_trial
 
 QUESTIONS = 40
 

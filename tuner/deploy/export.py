@@ -126,7 +126,8 @@ def export_run_trial(run: str, path: str | Path, *, corpus: str | None = None, t
     ``run`` may be ``RUN`` or ``RUN/CORPUS``; ``storage`` defaults to ``sqlite:///studies/RUN.db``.
     """
     from ..tuning.scoring.selection import recommend_for_study
-    from ..tuning.study.records import load_run_study, select_trial
+    from ..tuning.study.lookup import load_run_study
+    from ..tuning.study.records import select_trial
     from ..tuning.study.storage import existing_run_storage, storage_errors
 
     study_storage = existing_run_storage(run, storage)

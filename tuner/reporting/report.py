@@ -30,24 +30,18 @@ from .._io.files import atomic_writer, private_dir, write_atomically
 from ..chunkers.config import ChunkerConfig
 from ..data.repeats import OccurrenceTable
 from ..embedding import EmbeddingCache
-from ..errors import ChunkwiseError
+from ..errors import ChunkwiseError, StudyError
 from ..evaluation.config import EvaluationConfig
 from ..evaluation.evaluator import evaluate
 from ..evaluation.registry import label as metric_label
 from ..evaluation.registry import metric as declared_metric
 from ..retrieval.config import RetrievalConfig
+from ..tuning.scoring.measures import trial_attributes
 from ..tuning.scoring.objective import Scales, Weights
 from ..tuning.scoring.selection import Candidate, candidate, cross_validated_gain, recommend_for_study
+from ..tuning.study.lookup import run_studies
 from ..tuning.study.opening import load_study_inputs
-from ..tuning.study.records import (
-    StudyError,
-    TrialRecord,
-    best_trial,
-    evaluated,
-    run_studies,
-    summarize,
-    trial_attributes,
-)
+from ..tuning.study.records import TrialRecord, best_trial, evaluated, summarize
 from ..tuning.study.settings import StudySettings
 from ..tuning.study.storage import existing_run_storage, storage_errors
 

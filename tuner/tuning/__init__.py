@@ -12,6 +12,7 @@ The modules, one concept each:
 * :mod:`.progress`: the progress bar and each study's dashboard note.
 """
 
+from ..errors import StudyError
 from .run.progress import CorpusOutcome
 from .run.runner import join_run, run_study_spec
 from .run.trial import TrialObjective
@@ -21,7 +22,8 @@ from .search.domains import SearchSpaceError
 from .search.samplers import WeightedScoreSampler
 from .search.space import SearchSpace
 from .search.space_file import bundled_spaces, load_search_space, parse_search_space
-from .study.records import StudyError, TrialRecord, best_trial, run_studies, select_trial
+from .study.lookup import run_studies
+from .study.records import TrialRecord, best_trial, select_trial
 from .study.spec import StudySpec, load_study_file
 from .study.storage import StorageError, default_storage_url, make_storage
 

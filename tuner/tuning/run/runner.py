@@ -21,20 +21,13 @@ from optuna.trial import TrialState
 from ...data.corpus import Corpus
 from ...embedding import EmbeddingCache
 from ...embedding.config import shared_embedder
-from ...errors import ChunkwiseError, option
+from ...errors import ChunkwiseError, StudyError, option
 from ..scoring.selection import recommend_for_study
 from ..search.baselines import queue_baselines, unqueue_baselines
 from ..study import defaults
+from ..study.lookup import run_studies
 from ..study.opening import LoadedStudyData, build_settings, load_study_data, open_study
-from ..study.records import (
-    SETTINGS_ATTR,
-    TARGET_ATTR,
-    WORKER_ATTR,
-    StudyError,
-    best_trial,
-    run_studies,
-    summarize,
-)
+from ..study.records import SETTINGS_ATTR, TARGET_ATTR, WORKER_ATTR, best_trial, summarize
 from ..study.settings import StudySettings, resolve_study_rates
 from ..study.spec import StudySpec
 from ..study.storage import StudyStorage, make_storage, storage_errors

@@ -20,6 +20,7 @@ from ...embedding.config import EmbedderConfig, embedder_key, shared_embedder
 from ...evaluation.config import EvaluationConfig
 from ...evaluation.evaluator import EvaluationResult, evaluate, evaluate_rungs
 from ...evaluation.fidelity import promoted
+from ..scoring.measures import api_usage_attributes, trial_attributes
 from ..scoring.objective import ResolvedRates, check_calibration, resolve_rates, stored_throughput
 from ..search.cost import kind_of, trial_seconds
 from ..study.records import (
@@ -32,9 +33,7 @@ from ..study.records import (
     RUNG_SCORES_ATTR,
     SCORE_ATTR,
     STOPPED_AT_ATTR,
-    api_usage_attributes,
     encode_per_query,
-    trial_attributes,
 )
 from ..study.settings import StudySettings
 from .ledger import Claim, ClaimResult

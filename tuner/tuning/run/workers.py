@@ -46,7 +46,7 @@ from optuna.exceptions import UpdateFinishedTrialError
 from optuna.trial import FrozenTrial, TrialState
 
 from ..._io.secrets import redact
-from ...errors import ChunkwiseError
+from ...errors import ChunkwiseError, StudyError
 from ..search.samplers import WeightedScoreSampler
 from ..study import defaults
 from ..study.records import (
@@ -59,7 +59,6 @@ from ..study.records import (
     SKIPPED_ATTR,
     STOPPED_AT_ATTR,
     WORKER_ATTR,
-    StudyError,
 )
 from ..study.settings import StudySettings
 from ..study.storage import make_storage, storage_errors

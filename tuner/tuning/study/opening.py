@@ -16,7 +16,7 @@ from ...data.corpus import Corpus, load_corpus
 from ...data.evalset import EvaluationSet, load_evaluation_set
 from ...data.repeats import OccurrenceTable
 from ...embedding.config import SPEED_FIELDS
-from ...errors import option
+from ...errors import StudyError, option
 from ...evaluation.registry import label as metric_label
 from ..scoring.objective import (
     DEFAULT_PARETO,
@@ -24,13 +24,7 @@ from ..scoring.objective import (
 )
 from ..search.space import SearchSpace
 from ..search.space_file import load_search_space, resolve_space
-from .records import (
-    FIDELITY_CHOICE_KEY,
-    PRECISION_CHOICE_KEY,
-    SETTINGS_ATTR,
-    SUMMARY_ATTRS,
-    StudyError,
-)
+from .records import FIDELITY_CHOICE_KEY, PRECISION_CHOICE_KEY, SETTINGS_ATTR, SUMMARY_ATTRS
 from .settings import COMPARED_SETTINGS, StudySettings, comparable, resolve_fidelity, validation_split
 from .spec import StudySpec
 

@@ -3,23 +3,16 @@
 Every name under which chunkwise keeps something in an Optuna study lives here: the
 study's settings and target, and each trial's metrics, configuration and bookkeeping.
 Everything else (the command line, reports, exports, the sampler) reads studies through
-this module: :func:`run_studies` finds the studies of a run, :class:`TrialRecord` is a
-typed view of one trial, :func:`best_trial` and :func:`select_trial` pick trials, and
-:func:`summarize` counts what a study holds.
-
-A run named ``example`` keeps one study per corpus, named ``example/<corpus>``:
-
->>> study_name("example", "handbook")
-'example/handbook'
->>> split_study_name("example/handbook")
-('example', 'handbook')
+this module: :class:`TrialRecord` is a typed view of one trial, :func:`best_trial` and
+:func:`select_trial` pick trials, and :func:`summarize` counts what a study holds
+(:mod:`.lookup` finds the studies of a run, :mod:`tuner.tuning.scoring.measures` writes what a
+trial measured).
 """
 
 from __future__ import annotations
 
 import base64
 import json
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -28,10 +21,9 @@ import numpy as np
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from ...errors import ChunkwiseError, option
+from ...errors import StudyError, option
 from ...evaluation.registry import metric_names, metrics
-from ...retrieval import retrieval_method
-from ..scoring.objective import Constraints, ResolvedRates, Scales, Weights, model_latency_and_cost, weighted_score
+from ..scoring.objective import Constraints
 
 # --- study attributes --------------------------------------------------------------------------
 #: The settings that define a study's results (a dict; see :func:`.study.study_settings`).
@@ -107,10 +99,6 @@ def exported_metric_attrs() -> tuple[str, ...]:
                                                               else (m.name,))), *EXPORTED_TRIAL_ATTRS)
 
 
-class StudyError(ChunkwiseError):
-    """A study file is invalid, a study cannot be found, or a run disagrees with the study it resumes."""
-
-
 def encode_per_query(result: Any, k: int | None = None) -> dict[str, Any]:
     """Every query's scores at ``k``, compact (base64 of little-endian float32, in
     evaluation-set order), so reports, tie checks and cross-validation never re-evaluate."""
@@ -126,33 +114,6 @@ def decode_per_query(stored: dict[str, Any]) -> dict[str, np.ndarray]:
     recorded before a metric existed has no array for it)."""
     return {metric: np.frombuffer(base64.b64decode(stored[metric]), dtype="<f4").astype(np.float64)
             for metric in metric_names() if metric in stored}
-
-
-def study_name(run: str, corpus: str) -> str:
-    """The study that holds corpus ``corpus`` of run ``run``."""
-    return f"{run}/{corpus}"
-
-
-def split_study_name(name: str) -> tuple[str, str | None]:
-    """``(run, corpus)`` of a study name; ``corpus`` is None for a bare run name."""
-    run, _, corpus = name.partition("/")
-    return run, corpus or None
-
-
-#: Run and corpus names become file names and study names: letters, digits and ``._-``.
-_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
-
-
-def check_name(value: Any, what: str) -> str:
-    """``value`` if it is a safe run or corpus name, else a :class:`StudyError` naming it.
-
-    >>> check_name("handbook-v2", "corpus name")
-    'handbook-v2'
-    """
-    if not isinstance(value, str) or not _SAFE_NAME.fullmatch(value):
-        raise StudyError(f"{what} {value!r} is invalid; allowed: 1-100 letters, digits, '.', '_' or '-', "
-                         "starting with a letter or digit")
-    return value
 
 
 @dataclass(frozen=True)
@@ -363,45 +324,6 @@ def select_trial(study: optuna.Study, number: int | None = None) -> TrialRecord:
     raise StudyError(f"study {study.study_name!r} has no complete trial {number}")
 
 
-def settings_of(study: optuna.Study) -> dict[str, Any]:
-    """The settings a chunkwise study was created with; refuses a foreign study."""
-    settings = study.user_attrs.get(SETTINGS_ATTR)
-    if settings is None:
-        raise StudyError(f"study {study.study_name!r} was not created by chunkwise (no settings)")
-    return settings
-
-
-def run_studies(storage: optuna.storages.BaseStorage, run: str, corpus: str | None = None, *,
-                where: str = "this storage") -> list[str]:
-    """The study names of run ``run`` (``run`` may also be ``RUN/CORPUS``), sorted.
-
-    With ``corpus``, exactly that corpus's study. Raises :class:`StudyError` listing what the
-    storage holds when nothing matches.
-    """
-    run, named_corpus = split_study_name(run)
-    corpus = named_corpus or corpus
-    names = sorted(s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False))
-    of_run = [n for n in names if split_study_name(n)[0] == run and split_study_name(n)[1] is not None]
-    matches = [n for n in of_run if corpus is None or n == study_name(run, corpus)]
-    if matches:
-        return matches
-    if of_run:
-        corpora = ", ".join(split_study_name(n)[1] or "" for n in of_run)
-        raise StudyError(f"run {run!r} has no corpus {corpus!r} in {where}; its corpora: {corpora}")
-    raise StudyError(f"no study {run!r} in {where}; studies there: {', '.join(names) or 'none'}")
-
-
-def load_run_study(storage: optuna.storages.BaseStorage, run: str, corpus: str | None = None, *,
-                   where: str = "this storage") -> optuna.Study:
-    """The single study of ``run`` for ``corpus`` (optional when the run has one corpus)."""
-    names = run_studies(storage, run, corpus, where=where)
-    if len(names) > 1:
-        corpora = ", ".join(split_study_name(n)[1] or "" for n in names)
-        raise StudyError(f"run {split_study_name(run)[0]!r} has several corpora ({corpora}): pick one with "
-                         f"{option('corpus')}")
-    return optuna.load_study(study_name=names[0], storage=storage)
-
-
 @dataclass(frozen=True)
 class StudySummary:
     """How many trials a study holds, by what happened to them."""
@@ -452,76 +374,3 @@ def summarize(study: optuna.Study) -> StudySummary:
     )
 
 
-def api_usage_attributes(api_tokens: int, rates: ResolvedRates) -> dict[str, Any]:
-    """What a trial paid a hosted embedding API: the tokens it reported, and their price.
-
-    >>> api_usage_attributes(1_500_000, ResolvedRates(0.02, 0.15, 5000.0, 1e6, 2e-7, 1e6))
-    {'embedding_api_tokens': 1500000, 'embedding_api_usd': 0.03}
-    """
-    return {API_TOKENS_ATTR: int(api_tokens), API_USD_ATTR: round(api_tokens * rates.embed_usd_per_mtok / 1e6, 9)}
-
-
-def trial_attributes(result, rates: ResolvedRates, weights: Weights, scales: Scales,
-                     k: int | None = None, search: np.ndarray | None = None) -> dict[str, Any]:
-    """Everything one trial records (Optuna user attributes), from an evaluation result.
-
-    ``k`` scores a smaller cut-off of the same ranking (default: the one evaluated).
-    ``search`` (a boolean mask over the queries) restricts the metrics and the score to the
-    search part of the questions; the other queries are the validation part, whose recall,
-    IoU, precision-Ω and score are recorded as ``validation_*`` (see :mod:`.records`).
-    """
-    k = result.config.retrieval.k if k is None else k
-    per_query = result.scores.at(k)
-    n_queries = len(result.ranking)
-    search = np.ones(n_queries, dtype=bool) if search is None else np.asarray(search, dtype=bool)
-    token_counts = np.array([c.token_count for c in result.chunks] + [0], dtype=np.float64)
-    context = per_query["context_tokens"][search]
-    retrieved_tokens = float(context.mean()) if len(context) else 0.0
-    retrieval = result.config.retrieval
-    # BM25 alone embeds neither the questions nor the chunks (see the module docstring).
-    query_tokens = result.query_tokens if retrieval.embeds else 0.0
-    chunks_searched = result.chunks_searched * retrieval_method(retrieval.method).indexes
-    # Building the index embeds the chunks (headers included), and first the units a semantic chunker compares.
-    embedded = result.embedding.get("index_tokens", int(token_counts.sum()))
-    index_tokens = int(embedded) + int(result.embedding.get("unit_tokens", 0))
-    llm_tokens = int(result.embedding.get("llm_tokens", 0))
-    latency, cost = model_latency_and_cost(query_tokens, retrieved_tokens, chunks_searched, index_tokens, rates)
-    # An LLM chunker's and LLM context headers' tokens are paid once per index, at the reader's rate, like embedding.
-    cost += llm_tokens * rates.reader_usd_per_mtok / 1e6 * 1000 / rates.amortize_queries
-    attrs: dict[str, Any] = {}
-    for metric in per_query:
-        values = per_query[metric][search]
-        attrs[metric] = float(values.mean()) if len(values) else 0.0
-        attrs[f"{metric}_std"] = float(values.std()) if len(values) else 0.0
-    attrs.update({
-        SCORE_ATTR: weighted_score(attrs["recall"], attrs["iou"], latency, cost, weights, scales, attrs),
-        "chunks": len(result.chunks),
-        "identical_chunks": result.chunk_stats["identical_chunks"],
-        "truncated_chunks": result.window.get("truncated_chunks", 0.0),
-        "unread_text": result.window.get("unread_text", 0.0),
-        "mean_chunk_tokens": float(token_counts[:-1].mean()) if result.chunks else 0.0,
-        "tokens_embedded": index_tokens + round(query_tokens * n_queries),
-        "retrieved_tokens_per_query": retrieved_tokens,
-        "latency_ms": latency * 1000,
-        "cost_usd_per_1k_queries": cost,
-        "index_build_s": index_tokens / rates.embed_tokens_per_s,
-        "llm_tokens": llm_tokens,
-        "retrieval": retrieval.describe(),  # e.g. "hybrid rrf(k=60) + headings"; the full config is below
-        "eval_seconds": result.timings["total"],
-        "model_seconds": result.embedding["model_seconds"] + result.embedding.get("unit_model_seconds", 0.0),
-        "cache_hit_rate": result.embedding["cache_hit_rate"],
-        PRECISION_ATTR: result.config.embedder.resolved_precision,
-        CONFIG_ATTR: json.dumps(result.config.to_dict(), sort_keys=True),
-    })
-    if result.first_stage is not None:  # a reranker: the recall of the candidates it read
-        first = result.first_stage["recall"][search]
-        attrs["first_stage_recall"] = float(first.mean()) if len(first) else 0.0
-        attrs["rerank_candidates"] = int(result.first_stage["candidates"])
-    held_out = ~search
-    if held_out.any():
-        validation = {metric: float(per_query[metric][held_out].mean()) for metric in per_query}
-        for metric, value in validation.items():
-            attrs[f"{VALIDATION_PREFIX}{metric}"] = value
-        attrs[f"{VALIDATION_PREFIX}{SCORE_ATTR}"] = weighted_score(validation["recall"], validation["iou"], latency,
-                                                                   cost, weights, scales, validation)
-    return attrs

@@ -36,7 +36,8 @@ from ..scoring.objective import (
 )
 from ..search.space import SearchSpace
 from ..search.space_file import parse_search_space
-from .records import RESOLVED_RATES_KEY, settings_of
+from .lookup import settings_of
+from .records import RESOLVED_RATES_KEY
 
 #: ``fidelity: auto`` climbs :data:`AUTO_RUNGS` on corpora of at least this many characters
 #: (below it a cold trial takes about a minute on two cores: pruning would save little).

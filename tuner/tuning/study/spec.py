@@ -48,7 +48,7 @@ from ..._io.files import read_yaml
 from ..._io.secrets import has_credentials, without_credentials
 from ...data.corpus import default_corpus_name, parse_corpus_spec
 from ...embedding.config import EmbedderConfig
-from ...errors import InvalidParameterError, option
+from ...errors import InvalidParameterError, StudyError, option
 from ...evaluation.config import COPIES
 from ...evaluation.fidelity import Fidelity
 from ...evaluation.metrics import UNITS
@@ -57,11 +57,7 @@ from ..scoring.objective import Constraints, Rates, Scales, Weights, check_paret
 from ..search.domains import SearchSpaceError
 from ..search.space_file import DEFAULT_SPACE, resolve_space
 from . import defaults
-from .records import (
-    StudyError,
-    check_name,
-    study_name,
-)
+from .lookup import check_name, study_name
 from .storage import absolute_url, default_storage_url
 
 FIDELITY_CHOICES = ("auto", "full")

@@ -1,0 +1,96 @@
+"""What one trial records: its metrics over the search and held-out questions, the modelled
+latency and cost, and what it paid a hosted API, as the trial attributes of
+:mod:`tuner.tuning.study.records`."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+
+from ...retrieval import retrieval_method
+from ..study.records import (
+    API_TOKENS_ATTR,
+    API_USD_ATTR,
+    CONFIG_ATTR,
+    PRECISION_ATTR,
+    SCORE_ATTR,
+    VALIDATION_PREFIX,
+)
+from .objective import ResolvedRates, Scales, Weights, model_latency_and_cost, weighted_score
+
+
+def api_usage_attributes(api_tokens: int, rates: ResolvedRates) -> dict[str, Any]:
+    """What a trial paid a hosted embedding API: the tokens it reported, and their price.
+
+    >>> api_usage_attributes(1_500_000, ResolvedRates(0.02, 0.15, 5000.0, 1e6, 2e-7, 1e6))
+    {'embedding_api_tokens': 1500000, 'embedding_api_usd': 0.03}
+    """
+    return {API_TOKENS_ATTR: int(api_tokens), API_USD_ATTR: round(api_tokens * rates.embed_usd_per_mtok / 1e6, 9)}
+
+
+def trial_attributes(result, rates: ResolvedRates, weights: Weights, scales: Scales,
+                     k: int | None = None, search: np.ndarray | None = None) -> dict[str, Any]:
+    """Everything one trial records (Optuna user attributes), from an evaluation result.
+
+    ``k`` scores a smaller cut-off of the same ranking (default: the one evaluated).
+    ``search`` (a boolean mask over the queries) restricts the metrics and the score to the
+    search part of the questions; the other queries are the validation part, whose recall,
+    IoU, precision-Ω and score are recorded as ``validation_*`` (see :mod:`.records`).
+    """
+    k = result.config.retrieval.k if k is None else k
+    per_query = result.scores.at(k)
+    n_queries = len(result.ranking)
+    search = np.ones(n_queries, dtype=bool) if search is None else np.asarray(search, dtype=bool)
+    token_counts = np.array([c.token_count for c in result.chunks] + [0], dtype=np.float64)
+    context = per_query["context_tokens"][search]
+    retrieved_tokens = float(context.mean()) if len(context) else 0.0
+    retrieval = result.config.retrieval
+    # BM25 alone embeds neither the questions nor the chunks (see the module docstring).
+    query_tokens = result.query_tokens if retrieval.embeds else 0.0
+    chunks_searched = result.chunks_searched * retrieval_method(retrieval.method).indexes
+    # Building the index embeds the chunks (headers included), and first the units a semantic chunker compares.
+    embedded = result.embedding.get("index_tokens", int(token_counts.sum()))
+    index_tokens = int(embedded) + int(result.embedding.get("unit_tokens", 0))
+    llm_tokens = int(result.embedding.get("llm_tokens", 0))
+    latency, cost = model_latency_and_cost(query_tokens, retrieved_tokens, chunks_searched, index_tokens, rates)
+    # An LLM chunker's and LLM context headers' tokens are paid once per index, at the reader's rate, like embedding.
+    cost += llm_tokens * rates.reader_usd_per_mtok / 1e6 * 1000 / rates.amortize_queries
+    attrs: dict[str, Any] = {}
+    for metric in per_query:
+        values = per_query[metric][search]
+        attrs[metric] = float(values.mean()) if len(values) else 0.0
+        attrs[f"{metric}_std"] = float(values.std()) if len(values) else 0.0
+    attrs.update({
+        SCORE_ATTR: weighted_score(attrs["recall"], attrs["iou"], latency, cost, weights, scales, attrs),
+        "chunks": len(result.chunks),
+        "identical_chunks": result.chunk_stats["identical_chunks"],
+        "truncated_chunks": result.window.get("truncated_chunks", 0.0),
+        "unread_text": result.window.get("unread_text", 0.0),
+        "mean_chunk_tokens": float(token_counts[:-1].mean()) if result.chunks else 0.0,
+        "tokens_embedded": index_tokens + round(query_tokens * n_queries),
+        "retrieved_tokens_per_query": retrieved_tokens,
+        "latency_ms": latency * 1000,
+        "cost_usd_per_1k_queries": cost,
+        "index_build_s": index_tokens / rates.embed_tokens_per_s,
+        "llm_tokens": llm_tokens,
+        "retrieval": retrieval.describe(),  # e.g. "hybrid rrf(k=60) + headings"; the full config is below
+        "eval_seconds": result.timings["total"],
+        "model_seconds": result.embedding["model_seconds"] + result.embedding.get("unit_model_seconds", 0.0),
+        "cache_hit_rate": result.embedding["cache_hit_rate"],
+        PRECISION_ATTR: result.config.embedder.resolved_precision,
+        CONFIG_ATTR: json.dumps(result.config.to_dict(), sort_keys=True),
+    })
+    if result.first_stage is not None:  # a reranker: the recall of the candidates it read
+        first = result.first_stage["recall"][search]
+        attrs["first_stage_recall"] = float(first.mean()) if len(first) else 0.0
+        attrs["rerank_candidates"] = int(result.first_stage["candidates"])
+    held_out = ~search
+    if held_out.any():
+        validation = {metric: float(per_query[metric][held_out].mean()) for metric in per_query}
+        for metric, value in validation.items():
+            attrs[f"{VALIDATION_PREFIX}{metric}"] = value
+        attrs[f"{VALIDATION_PREFIX}{SCORE_ATTR}"] = weighted_score(validation["recall"], validation["iou"], latency,
+                                                                   cost, weights, scales, validation)
+    return attrs
