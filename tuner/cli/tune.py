@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
         print(format_plan(spec, plan_run(spec)))
         return 0
     from ..tuning.plan import warn_if_long
-    from ..tuning.storage import display_url
+    from ..tuning.storage import display_url, storage_created
     from ..tuning.workers import WorkerStopped, stop_handlers
 
     warn_if_long(spec, print_err)
@@ -98,6 +98,6 @@ def run(args: argparse.Namespace) -> int:
         with stop_handlers():  # SIGTERM while loading the data, too, ends in one line
             done = tune(study=spec, progress=True, echo=print_err)
     except (KeyboardInterrupt, WorkerStopped) as stop:
-        return report_stop(stop, display_url(spec.storage))
+        return report_stop(stop, display_url(spec.storage) if storage_created(spec.storage) else None)
     print(format_summary(done.name, done.storage, done.outcomes))
     return 0

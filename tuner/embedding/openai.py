@@ -243,7 +243,7 @@ class OpenAIEmbedder(Embedder):
             return vectors
         tries = "1 attempt" if self.max_retries == 0 else f"{self.max_retries + 1} attempts"
         raise make_error(EmbeddingError, f"the embedding endpoint {shown(self.endpoint)} (model {self.model!r}) gave "
-                                         f"no usable reply in {tries}: {problem}")
+                                         f"no usable reply in {tries}: {problem}", transient=True)
 
 
 class BadReply(ValueError):
