@@ -333,9 +333,10 @@ TARGET_WAIT_S = 30.0
 
 
 def _wait_for_studies(storage: StudyStorage, run_name: str, echo: Echo) -> list[str]:
-    """The studies of ``run_name``; a process that arrives before the ``tune`` that creates them
-    waits up to :data:`TARGET_WAIT_S` for them, on every storage alike (a ``tune`` loads its data
-    before it creates its studies, one corpus after the other)."""
+    """The studies of ``run_name``. A process that arrives at an empty storage before the ``tune``
+    that creates its study (which loads its data first) waits up to :data:`TARGET_WAIT_S` for it,
+    on every storage alike; in a storage that holds other studies, a name that is not there is
+    an error at once."""
     deadline = time.monotonic() + TARGET_WAIT_S
     said = False
     while True:
@@ -344,8 +345,10 @@ def _wait_for_studies(storage: StudyStorage, run_name: str, echo: Echo) -> list[
         except StudyError:
             if time.monotonic() >= deadline:
                 raise
+            if optuna.get_all_study_summaries(storage, include_best_trial=False):  # created meanwhile, or others
+                return run_studies(storage, run_name, where=storage.display_url)
         if not said:
-            echo(f"run {run_name}: no such study in {storage.display_url} yet; waiting up to {TARGET_WAIT_S:g} s "
+            echo(f"run {run_name}: no study in {storage.display_url} yet; waiting up to {TARGET_WAIT_S:g} s "
                  "for the run that creates it")
             said = True
         time.sleep(WAIT_POLL_S)

@@ -532,7 +532,10 @@ def worker_process_main() -> int:
     try:
         parent = int(os.environ.get("CHUNKWISE_PARENT_PID", os.getppid()))
         with stop_handlers():
-            options = replace(WorkerOptions.from_json(sys.stdin.readline()), parent=parent)
+            line = sys.stdin.readline()
+            if not line:  # the parent died before it sent the options
+                return EXIT_TERMINATED
+            options = replace(WorkerOptions.from_json(line), parent=parent)
             _die_with_parent(parent)
             run_worker(options)
         return 0
