@@ -21,12 +21,13 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import optuna
 import pytest
 import sqlalchemy as sa
 import yaml
@@ -37,7 +38,7 @@ from tuner.tuning.baselines import DEFAULT_BASELINE
 from tuner.tuning.records import BASELINE_ATTR
 from tuner.tuning.storage import make_storage
 
-from openai_stub import EmbeddingGate
+from openai_stub import EmbeddingGate, OpenAIStub
 
 pytestmark = pytest.mark.slow
 
@@ -161,6 +162,11 @@ def _run_forked(args: list[str], env: dict[str, str], out: str, err: str) -> Non
     os._exit(code)
 
 
+#: Held while forking, and by this process's threads while they use Optuna: a fork never copies
+#: a lock that another thread holds (the child would wait on it forever).
+_FORK_GUARD = threading.Lock()
+
+
 class Forked:
     """A real process running the command line, forked from this one: it gets real signals, but
     not the seconds a fresh interpreter spends importing (what keeps the campaign small)."""
@@ -169,7 +175,8 @@ class Forked:
         self.out, self.err = folder / f"{len(list(folder.glob('*.out')))}.out", folder / "run.err"
         self.process = multiprocessing.get_context("fork").Process(
             target=_run_forked, args=(args, env, str(self.out), str(self.err)))
-        self.process.start()
+        with _FORK_GUARD:
+            self.process.start()
 
     def poll(self) -> int | None:
         return self.process.exitcode
@@ -217,19 +224,16 @@ def fast_folder(tmp_path) -> Iterator[Path]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-@pytest.mark.parametrize("signame", SIGNALS)
-def test_interruption_campaign_every_baseline_ends_complete_after_one_resume(fast_folder, openai_server, signame,
-                                                                            _preloaded):
-    plain = openai_server.embedding_fn
-    env = {"OPENAI_API_KEY": "test-key", "CHUNKWISE_CACHE_DIR": str(fast_folder / "cachedir")}
-    for moment in MOMENTS:
-        folder = fast_folder / moment.replace(":", "-")
-        folder.mkdir()
-        storage = f"sqlite:///{folder}/life.db"
-        study = write_study(folder, openai_server, storage, trials=2)
-        release = folder / "release"
-        held = {"CHUNKWISE_HOLD": moment, "CHUNKWISE_HOLD_FILE": str(release)} if moment != "embedding" else {}
-        gate = hold_first_embedding(openai_server) if moment == "embedding" else None
+def _campaign_case(folder: Path, signame: str, moment: str) -> None:
+    """Stop a fresh study's `tune` with ``signame`` at ``moment``, resume it once, check it."""
+    folder.mkdir()
+    storage = f"sqlite:///{folder}/life.db"
+    release = folder / "release"
+    env = {"OPENAI_API_KEY": "test-key", "CHUNKWISE_CACHE_DIR": str(folder / "cachedir")}
+    held = {"CHUNKWISE_HOLD": moment, "CHUNKWISE_HOLD_FILE": str(release)} if moment != "embedding" else {}
+    with OpenAIStub() as stub:  # one per case: the cases run side by side
+        study = write_study(folder, stub, storage, trials=2)
+        gate = hold_first_embedding(stub) if moment == "embedding" else None
         run = Forked(folder, ["tune", str(study)], {**env, **held})
         if gate is None:
             wait_for(Path(f"{release}.reached").exists, run, moment)
@@ -240,12 +244,22 @@ def test_interruption_campaign_every_baseline_ends_complete_after_one_resume(fas
         if gate is not None:
             gate.open.set()
         code, _, err = run.finish()
-        openai_server.embedding_fn = plain
         assert code == SIGNALS[signame], (moment, err)
         assert "Traceback" not in err, (moment, err)
-        assert TrialState.COMPLETE not in baselines_of(storage).get(QUICK_BASELINES[-1], []), moment
+        with _FORK_GUARD:
+            assert TrialState.COMPLETE not in baselines_of(storage).get(QUICK_BASELINES[-1], []), moment
 
         code, out, err = Forked(folder, ["tune", str(study)], env).finish()
         assert code == 0, (moment, err)
-        check_resumed(storage, out)
-        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        with _FORK_GUARD:
+            check_resumed(storage, out)
+
+
+@pytest.mark.parametrize("signame", SIGNALS)
+def test_interruption_campaign_every_baseline_ends_complete_after_one_resume(fast_folder, signame, _preloaded):
+    # The five moments run side by side, each with its own study, stub and processes.
+    with ThreadPoolExecutor(len(MOMENTS)) as pool:
+        cases = [pool.submit(_campaign_case, fast_folder / moment.replace(":", "-"), signame, moment)
+                 for moment in MOMENTS]
+        for case in cases:
+            case.result()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -84,24 +85,32 @@ def test_sigterm_to_one_worker_is_reported_retried_and_replaced(tmp_path, openai
 
 # --- item 5 ---------------------------------------------------------------------------------------
 def test_a_killed_runs_workers_die_even_when_their_clean_up_hangs(tmp_path, openai_server):
-    # The embedding requests in flight never get an answer: a worker's clean-up after its
-    # parent died would wait for them (its threads) as long as the server holds them.
+    # Another process holds the database's write lock when the run is killed: the workers'
+    # clean-up (failing their trials) would wait for it as long as SQLite's busy timeout (60 s).
     storage = f"sqlite:///{tmp_path}/life.db"
-    gate = EmbeddingGate(openai_server, timeout_s=600, close_when=lambda: True)
+    gate = EmbeddingGate(openai_server, close_when=lambda: True)
     study = write_study(tmp_path, openai_server, storage, trials=4, jobs=2)
     process = chunkwise(tmp_path, "tune", str(study))
+    lock = sqlite3.connect(tmp_path / "life.db", timeout=60, isolation_level=None)
     try:
         _held_trial(storage, process, gate)
         workers = [pid for _, pid in _worker_rows(storage)]
         assert len(workers) == 2 and process.pid not in workers
+        lock.execute("BEGIN EXCLUSIVE")
         process.kill()
         process.wait(timeout=30)
-        deadline = time.monotonic() + 60  # far below the server's hold (600 s)
+        gate.open.set()
+        deadline = time.monotonic() + 30  # half the busy timeout the clean-up would wait
         while any(pid_alive(pid) for pid in workers) and time.monotonic() < deadline:
             time.sleep(0.2)
         assert not [pid for pid in workers if pid_alive(pid)], "a worker outlived its run"
     finally:
+        lock.close()
         gate.open.set()
+    # The next run finds their trials RUNNING with a dead owner, fails and retries them.
+    code, _, err = finish(chunkwise(tmp_path, "tune", str(study), "--n-trials", "1"))
+    assert code == 0, err
+    assert not load(storage).get_trials(states=(TrialState.RUNNING,))
 
 
 def test_a_worker_whose_run_is_gone_is_not_counted(tmp_path):
