@@ -65,7 +65,8 @@ def banned_configurations(storage: str) -> int:
 
 
 def check_resumed(storage: str, summary: str) -> None:
-    """Every baseline COMPLETE, nothing left running or waiting, the default compared with."""
+    """Every baseline COMPLETE, nothing left running or waiting, the default compared with, and
+    no configuration banned."""
     trials = load(storage).get_trials()
     assert not [t.number for t in trials if t.state in (TrialState.RUNNING, TrialState.WAITING)]
     states = baselines_of(storage)
@@ -73,6 +74,7 @@ def check_resumed(storage: str, summary: str) -> None:
     assert all(TrialState.COMPLETE in states[name] for name in QUICK_BASELINES), states
     assert any(text in summary for text in DEFAULT_COMPARED), summary
     assert "not in this study's space (or not evaluated yet)" not in summary
+    assert banned_configurations(storage) == 0  # no interruption or outage is the configuration's fault
 
 
 def hold_first_embedding(stub) -> EmbeddingGate:
@@ -172,7 +174,9 @@ class Forked:
     not the seconds a fresh interpreter spends importing (what keeps the campaign small)."""
 
     def __init__(self, folder: Path, args: list[str], env: dict[str, str]) -> None:
-        self.out, self.err = folder / f"{len(list(folder.glob('*.out')))}.out", folder / "run.err"
+        number = len(list(folder.glob("*.out")))
+        self.out, self.err = folder / f"{number}.out", folder / f"{number}.err"
+        self.out.touch()
         self.process = multiprocessing.get_context("fork").Process(
             target=_run_forked, args=(args, env, str(self.out), str(self.err)))
         with _FORK_GUARD:
