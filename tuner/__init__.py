@@ -98,12 +98,15 @@ __all__ = [
 
 
 def __getattr__(name: str):
-    if name in _PUBLIC:
-        from importlib import import_module
+    from importlib import import_module
+    from importlib.util import find_spec
 
+    if name in _PUBLIC:
         value = getattr(import_module(_PUBLIC[name], __name__), name)
         globals()[name] = value
         return value
+    if not name.startswith("_") and find_spec(f"{__name__}.{name}") is not None:  # a subpackage: tuner.embedding
+        return import_module(f".{name}", __name__)
     raise AttributeError(f"module 'tuner' has no attribute {name!r}")
 
 
