@@ -20,6 +20,7 @@ import time
 
 import pytest
 import sqlalchemy as sa
+import yaml
 from optuna.trial import TrialState
 from test_lifecycle import (
     check_invariants,
@@ -62,13 +63,22 @@ def _held_trial(storage: str, process: subprocess.Popen, gate: EmbeddingGate):
 
 # --- item 4 ---------------------------------------------------------------------------------------
 def test_sigterm_to_one_worker_is_reported_retried_and_replaced(tmp_path, openai_server):
+    # One request at a time, so a held request is in the worker's main thread, which SIGTERM
+    # interrupts; the other worker stays held until the pool has queued the retry.
     storage = f"sqlite:///{tmp_path}/life.db"
     gate = EmbeddingGate(openai_server, close_when=lambda: True)
     study = write_study(tmp_path, openai_server, storage, trials=4, jobs=2)
+    data = yaml.safe_load(study.read_text(encoding="utf-8"))
+    data["embedder"]["concurrency"] = 1
+    study.write_text(yaml.safe_dump(data), encoding="utf-8")
     process = chunkwise(tmp_path, "tune", str(study))
     trial = _held_trial(storage, process, gate)
     _, pid = worker_process(trial.user_attrs[WORKER_ATTR])
     os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 120
+    while not [t for t in load(storage).get_trials() if t.system_attrs.get("failed_trial") == trial.number]:
+        assert process.poll() is None and time.monotonic() < deadline, "the stopped worker's trial was not retried"
+        time.sleep(0.2)
     gate.open.set()
     code, out, err = finish(process)
     assert code == 0, err
