@@ -18,28 +18,51 @@ The public API is small:
 * :mod:`tuner.tuning`: search spaces, the weighted objective, storage and workers.
 """
 
-from . import _plugins
-from ._plugins import load_plugins
+from typing import TYPE_CHECKING
+
 from ._version import __version__
-from .chunkers import Chunk, Chunker, chunker_names, make_chunker
-from .chunkers.config import ChunkerConfig
-from .data.corpus import Corpus, load_corpus
-from .data.document import Document
-from .data.evalset import EvaluationSet, Query, Reference, load_evaluation_set
-from .deploy import (
-    Collection,
-    ExportedConfig,
-    TunedPipeline,
-    build_collection,
-    load_chunker,
-    load_config,
-    open_collection,
-)
-from .embedding.config import EmbedderConfig
-from .errors import ChunkwiseError
-from .evaluation.config import EvaluationConfig
-from .evaluation.evaluator import EvaluationResult, evaluate
-from .retrieval.config import RetrievalConfig
+
+#: Where each public name lives: imported on first use (PEP 562), so ``import tuner`` is instant and
+#: a command stopped while it starts (Ctrl-C, SIGTERM) is stopped by its own handlers, see
+#: ``tuner/__main__.py``.
+_PUBLIC = {
+    **dict.fromkeys(("Chunk", "Chunker", "chunker_names", "make_chunker"), ".chunkers"),
+    "ChunkerConfig": ".chunkers.config",
+    **dict.fromkeys(("Corpus", "load_corpus"), ".data.corpus"),
+    "Document": ".data.document",
+    **dict.fromkeys(("EvaluationSet", "Query", "Reference", "load_evaluation_set"), ".data.evalset"),
+    **dict.fromkeys(("Collection", "ExportedConfig", "TunedPipeline", "build_collection", "load_chunker",
+                     "load_config", "open_collection"), ".deploy"),
+    "EmbedderConfig": ".embedding.config",
+    "ChunkwiseError": ".errors",
+    "EvaluationConfig": ".evaluation.config",
+    **dict.fromkeys(("EvaluationResult", "evaluate"), ".evaluation.evaluator"),
+    "RetrievalConfig": ".retrieval.config",
+    # The tuning API loads Optuna, the storage layer and the report's plotting.
+    **dict.fromkeys(("tune", "load_run", "TuningRun"), ".api"),
+}
+
+if TYPE_CHECKING:  # what type checkers and editors see
+    from .api import TuningRun, load_run, tune
+    from .chunkers import Chunk, Chunker, chunker_names, make_chunker
+    from .chunkers.config import ChunkerConfig
+    from .data.corpus import Corpus, load_corpus
+    from .data.document import Document
+    from .data.evalset import EvaluationSet, Query, Reference, load_evaluation_set
+    from .deploy import (
+        Collection,
+        ExportedConfig,
+        TunedPipeline,
+        build_collection,
+        load_chunker,
+        load_config,
+        open_collection,
+    )
+    from .embedding.config import EmbedderConfig
+    from .errors import ChunkwiseError
+    from .evaluation.config import EvaluationConfig
+    from .evaluation.evaluator import EvaluationResult, evaluate
+    from .retrieval.config import RetrievalConfig
 
 __all__ = [
     "Chunk",
@@ -73,19 +96,19 @@ __all__ = [
     "tune",
 ]
 
-# Extensions installed as entry points or named in CHUNKWISE_PLUGINS register themselves now, in
-# every process that imports chunkwise (worker processes and Dask tasks included).
-try:
-    load_plugins()
-except ChunkwiseError as _failure:
-    _plugins.FAILURE = _failure
-
 
 def __getattr__(name: str):
-    # The tuning API loads Optuna, the storage layer and the report's plotting: imported on first
-    # use, so `import tuner` (and every command that only chunks or evaluates) stays light.
-    if name in ("tune", "load_run", "TuningRun"):
-        from . import api
+    from importlib import import_module
+    from importlib.util import find_spec
 
-        return getattr(api, name)
+    if name in _PUBLIC:
+        value = getattr(import_module(_PUBLIC[name], __name__), name)
+        globals()[name] = value
+        return value
+    if not name.startswith("_") and find_spec(f"{__name__}.{name}") is not None:  # a subpackage: tuner.embedding
+        return import_module(f".{name}", __name__)
     raise AttributeError(f"module 'tuner' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_PUBLIC})

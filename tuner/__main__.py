@@ -1,3 +1,44 @@
-from .cli import main
+"""``python -m tuner`` and the ``chunkwise`` console script.
 
-raise SystemExit(main())
+The command line's modules take a moment to import. Ctrl-C or SIGTERM in that moment ends the
+command as it does later: one line, and the status a shell reports for the signal (130 for
+SIGINT, 143 for SIGTERM), never a ``KeyboardInterrupt`` traceback or a silent death. So this
+module installs its handlers before it imports anything heavy (``import tuner`` itself is
+light, see ``tuner/__init__.py``).
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from collections.abc import Sequence
+
+
+class _Terminated(BaseException):
+    """SIGTERM outside the handling of a run (which installs its own, see ``stop_handlers``)."""
+
+
+def _terminated(_signum: int, _frame: object) -> None:
+    raise _Terminated
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``chunkwise`` command line, stopped cleanly by Ctrl-C or SIGTERM from the start."""
+    signal.signal(signal.SIGTERM, _terminated)
+    try:
+        from .tuning.faults import hold_point
+
+        hold_point("imports")
+        from .cli import main as run_command
+
+        return run_command(argv)
+    except KeyboardInterrupt:
+        print("chunkwise: interrupted", file=sys.stderr)
+        return 128 + signal.SIGINT
+    except _Terminated:
+        print("chunkwise: stopped by SIGTERM", file=sys.stderr)
+        return 128 + signal.SIGTERM
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

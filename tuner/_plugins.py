@@ -7,7 +7,8 @@ is all an extension does.
 * Outside it, an installed package declares its registering module as an entry point of the group
   ``chunkwise.plugins`` (``[project.entry-points."chunkwise.plugins"] mine = "mine.chunking"``), or
   a script names modules in ``CHUNKWISE_PLUGINS`` (comma-separated): :func:`load_plugins` imports
-  them when :mod:`tuner` is imported, so worker processes and Dask tasks register them too.
+  them the first time a registry is read in a process (every registry's readers call it), so
+  worker processes and Dask tasks register them too, and ``import tuner`` stays instant.
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ from .errors import ChunkwiseError
 ENTRY_POINT_GROUP = "chunkwise.plugins"
 #: Modules (comma-separated) a process imports for their registrations.
 PLUGINS_ENVIRONMENT = "CHUNKWISE_PLUGINS"
-#: Why an extension could not be imported when :mod:`tuner` was (the command line reports it and
-#: exits 2 instead of a traceback at import; :func:`load_plugins` raises it when called).
-FAILURE: ChunkwiseError | None = None
+#: Whether this process has imported its extensions (or is importing them now: a registry read
+#: while an extension module loads does not start over).
+_loaded = False
 
 
 def import_modules(package: str, path: Iterable[str], *, registers_nothing: Iterable[str] = ()) -> None:
@@ -38,7 +39,21 @@ def import_modules(package: str, path: Iterable[str], *, registers_nothing: Iter
 
 
 def load_plugins() -> None:
-    """Import the extensions installed as entry points and those named in ``CHUNKWISE_PLUGINS``."""
+    """Import, once per process, the extensions installed as entry points and those named in
+    ``CHUNKWISE_PLUGINS``; a module that cannot be imported is a :class:`ChunkwiseError` naming it
+    (raised again at the next registry read)."""
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    try:
+        _load_all()
+    except BaseException:
+        _loaded = False
+        raise
+
+
+def _load_all() -> None:
     from importlib.metadata import entry_points
 
     for point in entry_points(group=ENTRY_POINT_GROUP):

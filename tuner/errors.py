@@ -20,9 +20,14 @@ class ChunkwiseError(Exception):
     ``fatal`` marks an error that no retry can fix (a bad API key, an unreachable endpoint
     after the client's own retries, an unknown model): a tuning run stops at the first one
     instead of failing trial after trial.
+
+    ``transient`` marks a failure of the environment that says nothing about the input being
+    processed (a server's outage, rate limiting that outlasted the retries): the same work may
+    succeed later, so a tuning run never holds it against the trial's configuration.
     """
 
     fatal: bool = False
+    transient: bool = False
 
 
 class InvalidParameterError(ChunkwiseError, ValueError):

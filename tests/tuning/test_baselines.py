@@ -28,7 +28,18 @@ from tuner.tuning.search.baselines import BASELINES, baseline_points, queue_base
 from tuner.tuning.search.cost import kind_of, trial_seconds
 from tuner.tuning.search.domains import Domain
 from tuner.tuning.search.space_file import load_search_space, parse_search_space
-from tuner.tuning.study.records import BASELINE_ATTR, BUDGET_ATTR, CONFIG_ATTR, SKIPPED_ATTR, TrialRecord
+from tuner.tuning.study.records import (
+    BASELINE_ATTR,
+    BUDGET_ATTR,
+    CONFIG_ATTR,
+    DUPLICATE_ATTR,
+    ERROR_ATTR,
+    INTERRUPTED,
+    LOST_ATTR,
+    RETRYABLE_ATTR,
+    SKIPPED_ATTR,
+    TrialRecord,
+)
 from tuner.tuning.study.spec import StudyError, parse_duration
 from tuner.tuning.study.storage import make_storage
 
@@ -96,6 +107,31 @@ def test_baselines_are_queued_once_and_again_only_when_skipped():
     assert all(SKIPPED_ATTR in t.user_attrs and t.state == TrialState.PRUNED for t in study.get_trials())
     assert len(queue_baselines(study, space, 100)) == 9
     assert queue_baselines(study, space, 100) == []
+
+
+def test_a_baseline_that_failed_through_no_fault_of_its_configuration_is_queued_again():
+    """Issue 30: interrupted, lost with its worker, or failed by an endpoint's outage: queued
+    again; failed by its configuration, or pruned as a duplicate of a trial that settles it: not."""
+    space = load_search_space(SPACES / "quick.yaml")  # two baselines: token 800/400 and recursive 256/0
+    token, recursive = (name for name, _ in baseline_points(space))
+    cases = {
+        "interrupted": ({LOST_ATTR: INTERRUPTED}, TrialState.FAIL, True),
+        "lost": ({LOST_ATTR: "its worker stopped before the trial ended"}, TrialState.FAIL, True),
+        "outage": ({ERROR_ATTR: "HTTP 500 after 5 retries", RETRYABLE_ATTR: True}, TrialState.FAIL, True),
+        "its own error": ({ERROR_ATTR: "input too long"}, TrialState.FAIL, False),
+        "complete": ({}, TrialState.COMPLETE, False),
+    }
+    for case, (attrs, state, again) in cases.items():
+        study = _memory_study()
+        study.add_trial(optuna.trial.create_trial(state=state, values=[0.5, 0.1] if state == TrialState.COMPLETE
+                                                  else None, user_attrs={BASELINE_ATTR: token, **attrs}))
+        assert queue_baselines(study, space, 5) == ([token, recursive] if again else [recursive]), case
+    # A duplicate counts as what its holder (trial 0) became.
+    for holder_attrs, again in (({LOST_ATTR: INTERRUPTED}, True), ({ERROR_ATTR: "input too long"}, False)):
+        study = _memory_study()
+        for attrs, state in ((holder_attrs, TrialState.FAIL), ({DUPLICATE_ATTR: 0}, TrialState.PRUNED)):  # trials 0, 1
+            study.add_trial(optuna.trial.create_trial(state=state, user_attrs={BASELINE_ATTR: token, **attrs}))
+        assert queue_baselines(study, space, 5) == ([token, recursive] if again else [recursive]), holder_attrs
 
 
 @pytest.fixture(autouse=True)
@@ -245,7 +281,7 @@ def test_a_configuration_that_cannot_finish_in_the_budget_is_not_started(tmp_pat
 def test_a_budget_lets_cheap_trials_run_and_stops_expensive_ones(tmp_path, openai_server):
     """BM25 baselines (priced at their cold price, 0 s: they embed nothing) fit; dense ones are
     priced from the calibrated embedding throughput, made here to say an hour per trial."""
-    from tuner.tuning.run import trial as trial_module
+    from tuner.tuning.run.runner import trial as trial_module
     spec = _spec(tmp_path, openai_server, trials=None, timeout=60)
     original = trial_module.TrialObjective.cold_seconds
     trial_module.TrialObjective.cold_seconds = lambda self, config: 0.0 if not config.retrieval.embeds else 3600.0

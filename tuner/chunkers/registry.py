@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
+from .._plugins import load_plugins
 from ..errors import InvalidParameterError
 from .base import Chunker
 
@@ -22,11 +23,13 @@ def register(cls: C) -> C:
 
 def chunker_names() -> list[str]:
     """Names of all registered chunkers, sorted."""
+    load_plugins()
     return sorted(_REGISTRY)
 
 
 def chunker_class(name: str) -> type[Chunker]:
     """The chunker class registered as ``name``."""
+    load_plugins()
     try:
         return _REGISTRY[name]
     except KeyError:

@@ -29,8 +29,10 @@ from ._args import EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_USAGE, FLAGS
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``chunkwise`` console script."""
-    if _plugins.FAILURE is not None:  # before parsing: the extension may define choices
-        print(f"chunkwise: error: {_plugins.FAILURE}", file=sys.stderr)
+    try:  # before parsing: an extension may add choices
+        _plugins.load_plugins()
+    except ChunkwiseError as exc:
+        print(f"chunkwise: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     parser = build_parser()
     args = parser.parse_args(_attach_negative_values(parser, sys.argv[1:] if argv is None else argv))

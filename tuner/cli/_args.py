@@ -110,12 +110,16 @@ def load_data(args: argparse.Namespace):
     return corpora, evalset
 
 
-def report_stop(stop: BaseException, saved_in: str, advice: str = "Run the same command to resume.") -> int:
+def report_stop(stop: BaseException, saved_in: str | None, advice: str = "Run the same command to resume.") -> int:
     """The one line and exit status of a run stopped by Ctrl-C (:data:`EXIT_INTERRUPTED`) or
     SIGTERM (:data:`EXIT_TERMINATED`); its in-flight trials were failed on the way out.
-    ``advice`` says what running the same command again does."""
+    ``saved_in`` None: the run stopped before its storage existed. ``advice`` says what running
+    the same command again does."""
     how = "interrupted" if isinstance(stop, KeyboardInterrupt) else "stopped by SIGTERM"
-    print_err(f"chunkwise: {how}; completed trials are saved in {saved_in}. {advice}")
+    if saved_in is None:
+        print_err(f"chunkwise: {how} before the study was stored; nothing was saved.")
+    else:
+        print_err(f"chunkwise: {how}; completed trials are saved in {saved_in}. {advice}")
     return EXIT_INTERRUPTED if isinstance(stop, KeyboardInterrupt) else EXIT_TERMINATED
 
 

@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     from ..tuning.run.workers import WorkerStopped, stop_handlers
     from ..tuning.search.plan import warn_if_long
-    from ..tuning.study.storage import display_url
+    from ..tuning.study.storage import display_url, storage_created
 
     warn_if_long(spec, print_err)
 
@@ -108,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
     except (KeyboardInterrupt, WorkerStopped) as stop:
         from ..tuning.run.runner import resume_advice
 
-        return report_stop(stop, display_url(spec.storage), resume_advice(spec))
+        saved_in = display_url(spec.storage) if storage_created(spec.storage) else None
+        return report_stop(stop, saved_in, resume_advice(spec))
     print(format_summary(done.name, done.storage, done.outcomes))
     return 0

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .._plugins import load_plugins
 from ..errors import InvalidParameterError
 from .base import Embedder
 
@@ -56,11 +57,13 @@ def register_provider(name: str, *, default_model: str, local: bool,
 
 def provider_names() -> tuple[str, ...]:
     """Registered providers: local ones first (the default runs offline), then in registration order."""
+    load_plugins()
     return tuple(sorted(_PROVIDERS, key=lambda name: not _PROVIDERS[name].local))
 
 
 def embedding_provider(name: str) -> Provider:
     """The provider registered as ``name``."""
+    load_plugins()
     try:
         return _PROVIDERS[name]
     except KeyError:

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .._plugins import load_plugins
 from ..errors import InvalidParameterError
 
 
@@ -82,15 +83,18 @@ def register_metric(declared: Metric) -> Metric:
 
 def metric_names() -> tuple[str, ...]:
     """Every registered metric, built-in ones first, in registration order."""
+    load_plugins()
     return tuple(_METRICS)
 
 
 def metrics() -> tuple[Metric, ...]:
+    load_plugins()
     return tuple(_METRICS.values())
 
 
 def metric(name: str) -> Metric:
     """The metric registered as ``name``."""
+    load_plugins()
     try:
         return _METRICS[name]
     except KeyError:

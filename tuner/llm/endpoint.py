@@ -32,7 +32,9 @@ key (401, 403), an endpoint that cannot be reached or does not answer after the 
 retries, an unknown model or path (404), an exhausted quota (429 ``insufficient_quota``)
 and a request the endpoint does not support. Rate limiting that outlasts the retries,
 server errors (5xx) and a rejected request (400: e.g. one input over the model's context
-length, which depends on the trial's chunk size) are not fatal.
+length, which depends on the trial's chunk size) are not fatal; the first two are
+``transient`` (an outage: the same request may succeed later, so a trial failed by one does
+not count against its configuration).
 """
 
 from __future__ import annotations
@@ -129,15 +131,17 @@ def usable_reply(send: Callable[[], Any], check: Callable[[Any], R], error: type
         except BadReply as bad:
             last = bad
     cls = unfit if unfit is not None and isinstance(last, UnfitAnswer) else error
+    # Replies that stay unusable are the endpoint's doing, not the configuration's: transient.
     raise make_error(cls, f"the {service} endpoint {shown(endpoint)} (model {model!r}) gave no usable reply in "
-                          f"{_attempts(max_retries)}: {last}")
+                          f"{_attempts(max_retries)}: {last}", transient=True)
 
 
-def make_error(cls: type[E], message: str, *, fatal: bool = False) -> E:
-    """``cls(redact(message))`` with ``fatal`` set on the instance (it survives pickling, so
-    it reaches a tuning run from a worker process too)."""
+def make_error(cls: type[E], message: str, *, fatal: bool = False, transient: bool = False) -> E:
+    """``cls(redact(message))`` with ``fatal`` and ``transient`` set on the instance (they survive
+    pickling, so they reach a tuning run from a worker process too)."""
     error = cls(redact(message))
     error.fatal = fatal
+    error.transient = transient
     return error
 
 
@@ -367,7 +371,7 @@ def endpoint_error(exc: Exception, cls: type[E], *, service: str, endpoint: str,
         if exc.code == "insufficient_quota":
             return make_error(cls, f"{where} has no quota left for this key: {detail}", fatal=True)
         return make_error(cls, f"{where} kept rate-limiting after {max_retries} retries; try again later or lower "
-                               "the request rate")
+                               "the request rate", transient=True)
     if isinstance(exc, openai.NotFoundError):
         return make_error(cls, f"{where} has no model {model!r}"
                                + (f" or does not support {unsupported}" if unsupported else "")
@@ -378,7 +382,7 @@ def endpoint_error(exc: Exception, cls: type[E], *, service: str, endpoint: str,
     if isinstance(exc, openai.APIStatusError):
         retried = exc.status_code in RETRIED_STATUSES or exc.status_code >= 500
         after = f" after {max_retries} retries" if retried else ""
-        return make_error(cls, f"{where} failed with HTTP {exc.status_code}{after}: {detail}")
+        return make_error(cls, f"{where} failed with HTTP {exc.status_code}{after}: {detail}", transient=retried)
     return make_error(cls, f"{where} gave an answer chunkwise cannot use (model {model!r}): {detail}")
 
 

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, ClassVar, Protocol, TypeVar
 
 import numpy as np
 
+from .._plugins import load_plugins
 from ..errors import InvalidParameterError
 from .fusion import FUSION_DEPTH, FUSION_PARAMETERS, fuse_rrf, fuse_weighted
 from .ranking import Ranked
@@ -88,11 +89,13 @@ def register_method(cls: M) -> M:
 
 def method_names() -> tuple[str, ...]:
     """The registered methods, in registration order (``dense`` first: the default)."""
+    load_plugins()
     return tuple(_METHODS)
 
 
 def retrieval_method(name: str) -> RetrievalMethod:
     """The method registered as ``name``."""
+    load_plugins()
     try:
         return _METHODS[name]
     except KeyError:

@@ -14,13 +14,16 @@ With ``CHUNKWISE_FAULT_TOKEN=<file>`` as well, only the first process to get the
 Without the variables every call is a no-op costing one dictionary lookup. Tests use them
 to assert that no kill, wherever it lands, loses a trial or leaves one RUNNING.
 
-A test can also *hold* a process at a point of a run's start-up, to start another process
-at exactly that moment: with ``CHUNKWISE_HOLD=<point>`` and ``CHUNKWISE_HOLD_FILE=<file>``,
-:func:`hold_point` creates ``<file>.reached`` and waits until ``<file>`` exists. The points:
+A test can also *hold* a process at a point of a run, to start another process or send a
+signal at exactly that moment: with ``CHUNKWISE_HOLD=<point>[:<n>]`` and
+``CHUNKWISE_HOLD_FILE=<file>``, :func:`hold_point` creates ``<file>.reached`` the ``n``-th time
+(default: first) the process passes ``point`` and waits there until ``<file>`` exists. The points:
 
+* ``imports``: the command line's signal handlers are in place, its modules not imported yet;
+* ``before_storage``: the data is loaded, the study's storage not opened (no database yet);
 * ``before_target``: the study exists (settings stored), its target is not raised yet;
 * ``after_target``: the target is raised and announced, no worker has started;
-* ``after_ask``: as the fault point of that name.
+* ``after_ask``, ``mid_trial``: as the fault points of those names.
 """
 
 from __future__ import annotations
@@ -63,7 +66,15 @@ def fault_point(point: str) -> None:
 
 def hold_point(point: str, timeout_s: float = 300) -> None:
     """Wait here while a test holds this process at ``point`` (see the module)."""
-    if os.environ.get(HOLD_ENVIRONMENT) != point or not os.environ.get(HOLD_FILE_ENVIRONMENT):
+    spec = os.environ.get(HOLD_ENVIRONMENT)
+    if not spec or not os.environ.get(HOLD_FILE_ENVIRONMENT):
+        return
+    held, _, count = spec.partition(":")
+    if held != point:
+        return
+    key = f"hold:{point}"
+    _passes[key] = _passes.get(key, 0) + 1
+    if _passes[key] != int(count or 1):
         return
     release = os.environ[HOLD_FILE_ENVIRONMENT]
     with open(f"{release}.reached", "w", encoding="utf-8"):

@@ -144,9 +144,26 @@ def this_host() -> str:
     return socket.gethostname()
 
 
-def new_worker_id() -> str:
-    """``host:pid:token``: unique across machines and restarts."""
-    return f"{this_host()}:{os.getpid()}:{secrets.token_hex(4)}"
+def new_worker_id(parent: int | None = None) -> str:
+    """``host:pid:token``: unique across machines and restarts; ``host:pid:token:parent`` for a
+    worker process that a run started (``parent``, its pid): such a worker counts as gone once
+    that run is (see :func:`worker_alive`)."""
+    worker_id = f"{this_host()}:{os.getpid()}:{secrets.token_hex(4)}"
+    return worker_id if parent is None else f"{worker_id}:{parent}"
+
+
+def worker_process(worker_id: object) -> tuple[str, int] | None:
+    """The ``(host, pid)`` of the process behind a worker or run id (None for another text)."""
+    parts = str(worker_id).split(":") if worker_id is not None else []
+    if len(parts) not in (3, 4) or not parts[1].isdigit():
+        return None
+    return parts[0], int(parts[1])
+
+
+def parent_in_id(worker_id: str) -> int | None:
+    """The pid of the run that started the worker (see :func:`new_worker_id`), if any."""
+    parts = worker_id.split(":")
+    return int(parts[3]) if len(parts) == 4 and parts[3].isdigit() else None
 
 
 def pid_alive(pid: int, registered: float | None = None) -> bool:
@@ -167,6 +184,16 @@ def pid_alive(pid: int, registered: float | None = None) -> bool:
         return False
     started = _process_start(int(fields[19]))
     return registered is None or started is None or started <= registered + PID_START_SLACK_S
+
+
+def parent_pid(pid: int) -> int | None:
+    """The pid of process ``pid``'s parent now (None when /proc cannot say): a process whose
+    parent died has been adopted by another (init, or a subreaper)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            return int(stat.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 #: Tolerance between a process's start time as /proc gives it (the boot time is whole
@@ -384,13 +411,17 @@ class Ledger:
 
 def worker_alive(worker: WorkerRow | None, grace_period: float, now: float | None = None) -> bool:
     """A worker is alive while it has not retired and, on this host, while its process exists
-    (the same process: a pid reused by a later one does not count). On this host the heartbeat
+    (the same process: a pid reused by a later one does not count) and, for a worker process
+    that a run started, while that run is its parent. On this host the heartbeat
     is never consulted: a worker that a loaded machine or a lock delays is never mistaken for a
     dead one, and a killed one counts as gone at once. On another host, it is alive while its
     heartbeat is fresher than the grace period."""
     if worker is None or worker.ended is not None:
         return False
     if worker.host == this_host():
-        return pid_alive(worker.pid, worker.started)
+        # A worker process whose run died is on its way out (it stops with its parent): it no
+        # longer works for the study, and a process joining must not add its trials on top.
+        parent = parent_in_id(worker.worker_id)
+        return pid_alive(worker.pid, worker.started) and (parent is None or parent_pid(worker.pid) in (parent, None))
     now = time.time() if now is None else now
     return now - worker.seen <= grace_period

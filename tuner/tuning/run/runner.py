@@ -41,6 +41,7 @@ from .workers import (
     WorkerOptions,
     WorkerPool,
     reclaim,
+    retry_interrupted,
     run_worker,
     stop_handlers,
 )
@@ -154,6 +155,7 @@ def run_jobs(spec: StudySpec) -> int:
 def _tune_corpus(spec: StudySpec, data: LoadedStudyData, corpus: Corpus, run: RunSettings, progress: bool,
                  echo: Echo) -> CorpusOutcome:
     name = spec.study_name(corpus.name)
+    hold_point("before_storage")
     with storage_errors(spec.storage):
         storage = make_storage(spec.storage)
         settings = build_settings(spec, corpus, data.evaluation_sets[corpus.name], data.space,
@@ -203,7 +205,7 @@ def join_run(storage_url: str, run_name: str, *, n_trials: int | None = None, jo
                       deadline=None if timeout is None else time.time() + timeout, timeout=timeout)
     with storage_errors(storage_url):
         storage = make_storage(storage_url)
-        names = run_studies(storage, run_name, where=storage.display_url)
+        names = _wait_for_studies(storage, run_name, echo)
     outcomes = []
     with stop_handlers():
         for name in names:
@@ -228,6 +230,10 @@ def _run_study(storage: StudyStorage, study: optuna.Study, run: RunSettings, add
         joined = ledger.join(study_id, run_id, added, run.grace_period)
         target = joined.new
         study.set_user_attr(TARGET_ATTR, target)
+        # Trials that a killed run left RUNNING fail (and are retried) before the baselines are
+        # counted: a baseline interrupted or lost with its worker is queued again.
+        reclaimed = reclaim(study, ledger, study_id, run.grace_period,
+                            defaults.MAX_RETRY if before.finished < target else 0)
         waiting = len(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
         baselines = queue_baselines(study, StudySettings.of(study).space, target - before.finished - waiting)
         best = best_trial(study)
@@ -256,7 +262,6 @@ def _run_study(storage: StudyStorage, study: optuna.Study, run: RunSettings, add
     hold_point("after_target")
     total = None if added >= defaults.UNBOUNDED_TRIALS else max(0, target - before.finished)
     bar = ProgressBar(progress, total, name, before.finished, None if best is None else best.score, run.deadline)
-    reclaimed: list[int] = []
     pool = PoolReport()
     exhausted = False
     try:
@@ -274,7 +279,8 @@ def _run_study(storage: StudyStorage, study: optuna.Study, run: RunSettings, add
                 reclaimed += report.reclaimed
                 exhausted = report.stopped == "exhausted"
             else:
-                pool = WorkerPool(options, echo=bar.write, on_poll=lambda: _poll(study, ledger, study_id, bar)).run(
+                pool = WorkerPool(options, echo=bar.write, on_poll=lambda: _poll(study, ledger, study_id, bar),
+                                  on_lost=lambda pid: retry_interrupted(study, pid, defaults.MAX_RETRY)).run(
                     lambda: ledger.progress(study_id).finished < target and run.time_left())
             reclaimed += _final_reclaim(study, ledger, study_id, run, echo)
     finally:
@@ -312,6 +318,28 @@ def _run_study(storage: StudyStorage, study: optuna.Study, run: RunSettings, add
 #: How long a run that adds no trials (``worker`` without ``--n-trials``) waits for the run that
 #: created the study to set its target.
 TARGET_WAIT_S = 30.0
+
+
+def _wait_for_studies(storage: StudyStorage, run_name: str, echo: Echo) -> list[str]:
+    """The studies of ``run_name``. A process that arrives at an empty storage before the ``tune``
+    that creates its study (which loads its data first) waits up to :data:`TARGET_WAIT_S` for it,
+    on every storage alike; in a storage that holds other studies, a name that is not there is
+    an error at once."""
+    deadline = time.monotonic() + TARGET_WAIT_S
+    said = False
+    while True:
+        try:
+            return run_studies(storage, run_name, where=storage.display_url)
+        except StudyError:
+            if time.monotonic() >= deadline:
+                raise
+            if optuna.get_all_study_summaries(storage, include_best_trial=False):  # created meanwhile, or others
+                return run_studies(storage, run_name, where=storage.display_url)
+        if not said:
+            echo(f"run {run_name}: no study in {storage.display_url} yet; waiting up to {TARGET_WAIT_S:g} s "
+                 "for the run that creates it")
+            said = True
+        time.sleep(WAIT_POLL_S)
 
 
 def _wait_for_target(ledger: Ledger, study_id: int, name: str, echo: Echo) -> None:

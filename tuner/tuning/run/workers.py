@@ -37,7 +37,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -56,6 +56,7 @@ from ..study.records import (
     ERROR_ATTR,
     INTERRUPTED,
     LOST_ATTR,
+    RETRYABLE_ATTR,
     SKIPPED_ATTR,
     STOPPED_AT_ATTR,
     WORKER_ATTR,
@@ -63,7 +64,7 @@ from ..study.records import (
 from ..study.settings import StudySettings
 from ..study.storage import make_storage, storage_errors
 from .faults import arm_during_tell, fault_point, hold_point
-from .ledger import Claim, ClaimResult, Ledger, new_worker_id, worker_alive
+from .ledger import Claim, ClaimResult, Ledger, new_worker_id, this_host, worker_alive, worker_process
 from .trial import ConfigurationTaken, OutOfBudget, StoppedAtRung, TargetReached, TrialObjective
 
 #: Consecutive failed trials after which a worker gives up.
@@ -112,6 +113,9 @@ class WorkerOptions:
     deadline: float | None = None
     #: Optuna's log level in the worker (default: the creating process's level).
     verbosity: int = field(default_factory=optuna.logging.get_verbosity)
+    #: The pid of the run that started this worker process (None: the worker runs in the run's
+    #: own process): recorded in the worker's id, so a worker outliving its run counts as gone.
+    parent: int | None = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -174,6 +178,22 @@ def reclaim(study: optuna.Study, ledger: Ledger, study_id: int, grace_period: fl
         reclaimed.append(trial.number)
         retry_trial(study, storage.get_trial(trial._trial_id), max_retry)
     return reclaimed
+
+
+def retry_interrupted(study: optuna.Study, pid: int, max_retry: int) -> list[int]:
+    """Queue again the trials that worker process ``pid`` of this host failed as interrupted:
+    a worker that a signal stopped alone, while its run went on, was lost, and its trial is
+    retried like a killed worker's. Returns their numbers."""
+    trials = study.get_trials(deepcopy=False)
+    retried = {number for t in trials for number in t.system_attrs.get("retry_history", [])}
+    queued = []
+    for trial in trials:
+        owner = trial.user_attrs.get(WORKER_ATTR)
+        if (trial.state == TrialState.FAIL and trial.user_attrs.get(LOST_ATTR) == INTERRUPTED
+                and worker_process(owner) == (this_host(), pid) and trial.number not in retried
+                and retry_trial(study, trial, max_retry)):
+            queued.append(trial.number)
+    return queued
 
 
 def ask_owned(study: optuna.Study, worker_id: str) -> optuna.Trial:
@@ -253,7 +273,7 @@ def run_worker(options: WorkerOptions,
             study_id = storage.get_study_id_from_name(options.study)
         except KeyError:
             raise StudyError(f"no study named {options.study!r} in {storage.display_url}") from None
-        worker_id = new_worker_id()
+        worker_id = new_worker_id(options.parent)
         ordinal = ledger.register(study_id, worker_id)
     seed = None if options.seed is None else options.seed + ordinal
     heartbeat = Heartbeat(lambda: ledger.beat(worker_id), options.heartbeat_interval)
@@ -329,6 +349,8 @@ def _trial_loop(study: optuna.Study, study_id: int, ledger: Ledger, worker_id: s
         elif state == TrialState.FAIL:
             report.failed += 1
             failures_in_a_row += 1
+            if BASELINE_ATTR in frozen.user_attrs and frozen.user_attrs.get(RETRYABLE_ATTR):
+                retry_trial(study, frozen, options.max_retry)  # an outage: the baseline runs again
             last_error = frozen.user_attrs.get(ERROR_ATTR, "see the study")
             if failures_in_a_row >= MAX_FAILURES_IN_A_ROW:
                 raise StudyError(f"study {options.study!r}: {failures_in_a_row} trials failed in a row; "
@@ -358,6 +380,7 @@ def _run_trial(study: optuna.Study, study_id: int, ledger: Ledger, trial: optuna
         if result.outcome == Claim.GRANTED:
             claimed.append(config_key)
             fault_point("mid_trial")
+            hold_point("mid_trial")
         return result
 
     try:
@@ -375,7 +398,9 @@ def _run_trial(study: optuna.Study, study_id: int, ledger: Ledger, trial: optuna
         return TrialState.PRUNED, None
     except ChunkwiseError as exc:
         trial.set_user_attr(ERROR_ATTR, redact(str(exc)))
-        if claimed and not exc.fatal:
+        if exc.fatal or exc.transient:  # the endpoint's fault, not the configuration's: it may run again
+            trial.set_user_attr(RETRYABLE_ATTR, True)
+        elif claimed:
             ledger.keep_claim(study_id, claimed[0])  # this configuration fails: do not try it again
         if exc.fatal:
             _tell(study, trial, TrialState.FAIL, None)
@@ -463,38 +488,66 @@ def stop_handlers() -> Iterator[None]:
             signal.signal(signum, handler)
 
 
+#: Seconds a worker whose parent died has to fail its trial and exit after its SIGTERM; then it
+#: kills itself (its trial, still RUNNING, is reclaimed by the next run: its process is gone).
+ORPHAN_EXIT_S = 5.0
+
+
 def _die_with_parent(parent: int) -> None:
-    """Get SIGTERM when the parent process dies (Linux), or notice it within a second."""
+    """Stop when the parent process dies: Linux sends SIGTERM at once (``PR_SET_PDEATHSIG``);
+    everywhere, standard input (a pipe the parent holds open) reaches its end and the parent's
+    pid is no longer this process's parent. Then the worker gets SIGTERM, and SIGKILL if it has
+    not exited :data:`ORPHAN_EXIT_S` later (its clean-up may wait on a server that never answers)."""
     with contextlib.suppress(Exception):
         import ctypes
 
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    if os.getppid() != parent:  # the parent died before prctl took effect
-        os.kill(os.getpid(), signal.SIGTERM)
+    orphaned = threading.Event()
 
-    def watch() -> None:
-        while os.getppid() == parent:
+    def stop() -> None:
+        if orphaned.is_set():
+            return
+        orphaned.set()
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(ORPHAN_EXIT_S)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    def watch_pipe() -> None:
+        with contextlib.suppress(Exception):
+            while sys.stdin.read(4096):
+                pass
+        stop()
+
+    def watch_parent() -> None:
+        while os.getppid() == parent and not orphaned.is_set():
             time.sleep(1.0)
-        os.kill(os.getpid(), signal.SIGTERM)
+        stop()
 
-    threading.Thread(target=watch, daemon=True, name="chunkwise-parent-watch").start()
+    for watch in (watch_pipe, watch_parent):
+        threading.Thread(target=watch, daemon=True, name=f"chunkwise-{watch.__name__}").start()
 
 
 def worker_process_main() -> int:
-    """Entry point of a pool's worker process: options as JSON on standard input."""
+    """Entry point of a pool's worker process: options as one line of JSON on standard input,
+    which the pool then keeps open until the worker ends (see :func:`_die_with_parent`)."""
     _quiet_worker_process()
     try:
         parent = int(os.environ.get("CHUNKWISE_PARENT_PID", os.getppid()))
         with stop_handlers():
+            line = sys.stdin.readline()
+            if not line:  # the parent died before it sent the options
+                return EXIT_TERMINATED
+            options = replace(WorkerOptions.from_json(line), parent=parent)
             _die_with_parent(parent)
-            options = WorkerOptions.from_json(sys.stdin.read())
             run_worker(options)
         return 0
     except ChunkwiseError as exc:
         _report_error(redact(str(exc)))
         return EXIT_FATAL if exc.fatal else EXIT_ERROR
-    except (KeyboardInterrupt, WorkerStopped):
+    except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+    except WorkerStopped:
+        return EXIT_TERMINATED
 
 
 def _quiet_worker_process() -> None:
@@ -532,6 +585,9 @@ class PoolReport:
     errors: list[str] = field(default_factory=list)
 
 
+#: The signal behind a worker process's exit status when it stopped by itself on one.
+_STOPPED_BY = {EXIT_INTERRUPTED: "SIGINT", EXIT_TERMINATED: "SIGTERM"}
+
 _WORKER_BOOT = ("import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); "
                 "from tuner.tuning.run.workers import worker_process_main as main; raise SystemExit(main())")
 
@@ -545,11 +601,13 @@ class WorkerPool:
     """
 
     def __init__(self, options: list[WorkerOptions], *, echo: Callable[[str], None],
-                 on_poll: Callable[[], None] | None = None, max_restarts: int | None = None,
-                 stop_timeout_s: float = 30.0) -> None:
+                 on_poll: Callable[[], None] | None = None, on_lost: Callable[[int], None] | None = None,
+                 max_restarts: int | None = None, stop_timeout_s: float = 30.0) -> None:
         self.options = options
         self.echo = echo
         self.on_poll = on_poll
+        #: Called with a lost worker's pid (a stopped worker failed its trial: the run retries it).
+        self.on_lost = on_lost
         self.max_restarts = 3 * len(options) if max_restarts is None else max_restarts
         self.stop_timeout_s = stop_timeout_s
         self.report = PoolReport()
@@ -584,9 +642,15 @@ class WorkerPool:
         os.set_blocking(errors, False)  # a grandchild holding the write end must not block the read
         self._error_pipes[process.pid] = errors
         assert process.stdin is not None
-        process.stdin.write(options.to_json())
-        process.stdin.close()
+        # Standard input stays open while the worker runs: its end tells the worker this process died.
+        process.stdin.write(options.to_json() + "\n")
+        process.stdin.flush()
         return process
+
+    @staticmethod
+    def _ended(process: subprocess.Popen) -> None:
+        with contextlib.suppress(OSError):
+            process.stdin.close()
 
     def run(self, short_of_target: Callable[[], bool]) -> PoolReport:
         running = {i: self._start(o) for i, o in enumerate(self.options)}
@@ -602,7 +666,11 @@ class WorkerPool:
                         continue
                     del running[index]
                     message = self._error_of(process)
-                    if code == 0 or code == EXIT_INTERRUPTED:
+                    self._ended(process)
+                    # A worker that this pool stopped (a fatal error elsewhere) ends as it was told;
+                    # one that a signal stopped alone (SIGTERM, SIGINT to its pid) was lost. (Ctrl-C
+                    # or SIGTERM to the whole run stops this loop first: see the except below.)
+                    if code == 0 or (fatal and code in (EXIT_INTERRUPTED, EXIT_TERMINATED)):
                         continue
                     if code in (EXIT_ERROR, EXIT_FATAL):
                         # Workers sharing a storage or an endpoint fail alike: each message once.
@@ -615,9 +683,12 @@ class WorkerPool:
                                 other.send_signal(signal.SIGTERM)
                         continue
                     self.report.lost_workers += 1
-                    how = signal.Signals(-code).name if code < 0 else f"exit status {code}"
+                    how = signal.Signals(-code).name if code < 0 else _STOPPED_BY.get(code, f"exit status {code}")
                     self.echo(f"worker {index} (pid {process.pid}) was lost ({how}); its trial is failed and retried")
-                    if not fatal and self.report.restarted < self.max_restarts and short_of_target():
+                    short = short_of_target()
+                    if self.on_lost is not None and short:
+                        self.on_lost(process.pid)
+                    if not fatal and self.report.restarted < self.max_restarts and short:
                         self.report.restarted += 1
                         running[index] = self._start(self.options[index])
         except (KeyboardInterrupt, WorkerStopped):  # Ctrl-C or SIGTERM: the workers fail their trials too
@@ -643,3 +714,4 @@ class WorkerPool:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+            self._ended(process)

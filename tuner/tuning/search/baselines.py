@@ -24,9 +24,17 @@ from dataclasses import dataclass
 from typing import Any
 
 import optuna
-from optuna.trial import TrialState
+from optuna.trial import FrozenTrial, TrialState
 
-from ..study.records import BASELINE_ATTR, BUDGET_ATTR, SKIPPED_ATTR
+from ..study.records import (
+    BASELINE_ATTR,
+    BUDGET_ATTR,
+    DUPLICATE_ATTR,
+    ERROR_ATTR,
+    LOST_ATTR,
+    RETRYABLE_ATTR,
+    SKIPPED_ATTR,
+)
 from .space import SearchSpace
 
 
@@ -76,17 +84,22 @@ def queue_baselines(study: optuna.Study, space: SearchSpace, limit: int) -> list
     """Queue (``enqueue_trial``) at most ``limit`` baselines that the study has not run yet;
     returns their names.
 
-    A baseline counts as run once a trial carrying its name is complete, failed, or waiting
-    or running; one that was queued and then skipped (the study reached its target before it
-    got a slot, or the time budget ran out) is queued again by a later run. Two processes
-    queueing together may both queue one: the configuration claim then prunes the second as
-    a duplicate, so it is still evaluated once.
+    A baseline counts as run once a trial carrying its name settles its configuration
+    (:func:`settles`): it is complete, waiting or running, or failed because of its
+    configuration. One that was queued and then skipped (the study reached its target before
+    it got a slot, or the time budget ran out), one whose trial was interrupted or lost with its
+    worker (Ctrl-C, SIGTERM, a kill) and one that failed for a reason that says nothing about
+    the configuration (an endpoint's outage) is queued again by a later run. Two processes
+    queueing together may both queue one: the configuration claim then prunes the second as a
+    duplicate, so it is still evaluated once. (Call it after reclaiming the trials of dead
+    workers: a RUNNING trial counts as running.)
     """
     if limit <= 0:
         return []
-    taken = {t.user_attrs.get(BASELINE_ATTR) for t in study.get_trials(deepcopy=False)
-             if BASELINE_ATTR in t.user_attrs
-             and not (t.state == TrialState.PRUNED and (SKIPPED_ATTR in t.user_attrs or BUDGET_ATTR in t.user_attrs))}
+    trials = study.get_trials(deepcopy=False)
+    by_number = {t.number: t for t in trials}
+    taken = {t.user_attrs[BASELINE_ATTR] for t in trials
+             if BASELINE_ATTR in t.user_attrs and settles(t, by_number)}
     queued = []
     for name, point in baseline_points(space):
         if name in taken or len(queued) >= limit:
@@ -94,6 +107,25 @@ def queue_baselines(study: optuna.Study, space: SearchSpace, limit: int) -> list
         study.enqueue_trial(point, user_attrs={BASELINE_ATTR: name})
         queued.append(name)
     return queued
+
+
+def settles(trial: FrozenTrial, by_number: dict[int, FrozenTrial]) -> bool:
+    """Whether ``trial`` has its configuration evaluated, being evaluated, or known to fail:
+    COMPLETE, WAITING or RUNNING; PRUNED after a low-fidelity rung; FAIL with an error of the
+    configuration's own (not interrupted, not lost with its worker, not an outage or an
+    unreachable endpoint: :data:`~.records.RETRYABLE_ATTR`); PRUNED as a duplicate of a trial
+    that settles it. Skipped and out-of-budget trials evaluated nothing."""
+    attrs = trial.user_attrs
+    if trial.state in (TrialState.COMPLETE, TrialState.WAITING, TrialState.RUNNING):
+        return True
+    if trial.state == TrialState.FAIL:
+        return ERROR_ATTR in attrs and LOST_ATTR not in attrs and not attrs.get(RETRYABLE_ATTR)
+    if SKIPPED_ATTR in attrs or BUDGET_ATTR in attrs:
+        return False
+    if DUPLICATE_ATTR in attrs:
+        holder = by_number.get(attrs[DUPLICATE_ATTR])
+        return holder is not None and DUPLICATE_ATTR not in holder.user_attrs and settles(holder, by_number)
+    return True
 
 
 def unqueue_baselines(study: optuna.Study) -> list[int]:

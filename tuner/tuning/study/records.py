@@ -63,6 +63,10 @@ BASELINE_ATTR = "baseline"
 BUDGET_ATTR = "out_of_budget"
 #: Why a trial failed (a user-facing message).
 ERROR_ATTR = "error"
+#: Set (True) beside ``error`` when the failure says nothing about the trial's configuration (an
+#: endpoint's outage or rate limiting outlasting the retries, an endpoint that cannot be reached):
+#: the configuration may be evaluated again, and a baseline that failed so is queued again.
+RETRYABLE_ATTR = "retryable"
 #: Set on a failed trial whose worker disappeared (killed, lost) or was interrupted; such a
 #: trial's configuration may be evaluated again.
 LOST_ATTR = "lost"

@@ -61,6 +61,18 @@ def sqlite_path(url: str) -> Path | None:
     return Path(path) if path and path != ":memory:" else None
 
 
+def storage_created(url: str) -> bool:
+    """Whether the storage at ``url`` may hold a study: a SQLite file that exists and is not
+    empty, or a database server's (which chunkwise never creates)."""
+    path = sqlite_path(absolute_url(url))
+    if path is None:
+        return True
+    try:
+        return path.stat().st_size > 0
+    except OSError:
+        return False
+
+
 def display_url(url: str) -> str:
     """The URL as chunkwise shows it: password hidden."""
     return hide_password(url)
