@@ -38,7 +38,6 @@ QUERIES = ROOT / "examples" / "handbook-queries.jsonl"
 HASHED_USD_PER_MTOK = 0.5
 
 
-@register_method
 class LexicalTwin(RetrievalMethod):
     """BM25's ranking under another name."""
 
@@ -50,8 +49,8 @@ class LexicalTwin(RetrievalMethod):
         return lexical.search_scored(questions, k)
 
 
-register_metric(Metric("first_hit_recall", "recall@1",
-                       compute=lambda run: np.repeat(run.scores.recall[:, :1], run.ranking.shape[1], axis=1)))
+FIRST_HIT_RECALL = Metric("first_hit_recall", "recall@1",
+                          compute=lambda run: np.repeat(run.scores.recall[:, :1], run.ranking.shape[1], axis=1))
 
 
 class HashedEmbedder(Embedder):
@@ -73,9 +72,23 @@ class HashedEmbedder(Embedder):
         return out
 
 
-@register_provider("hashed", default_model="trigrams-64", local=False)
 def _build_hashed(model, *, base_url, dimensions, cache, precision, **extra):
     return HashedEmbedder(cache=cache)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def newcomers():
+    """Registered through the public decorators for this module's tests, then taken out again (the
+    registries are process-wide, and the other test modules must not see these)."""
+    register_method(LexicalTwin)
+    register_metric(FIRST_HIT_RECALL)
+    register_provider("hashed", default_model="trigrams-64", local=False)(_build_hashed)
+    yield
+    from tuner.embedding import registry as providers
+    from tuner.evaluation import registry as metrics
+    from tuner.retrieval import methods
+
+    del methods._METHODS["lexical_twin"], metrics._METRICS["first_hit_recall"], providers._PROVIDERS["hashed"]
 
 
 @pytest.fixture(scope="module")

@@ -281,7 +281,7 @@ def test_a_configuration_that_cannot_finish_in_the_budget_is_not_started(tmp_pat
 def test_a_budget_lets_cheap_trials_run_and_stops_expensive_ones(tmp_path, openai_server):
     """BM25 baselines (priced at their cold price, 0 s: they embed nothing) fit; dense ones are
     priced from the calibrated embedding throughput, made here to say an hour per trial."""
-    from tuner.tuning.run.runner import trial as trial_module
+    from tuner.tuning.run import trial as trial_module
     spec = _spec(tmp_path, openai_server, trials=None, timeout=60)
     original = trial_module.TrialObjective.cold_seconds
     trial_module.TrialObjective.cold_seconds = lambda self, config: 0.0 if not config.retrieval.embeds else 3600.0

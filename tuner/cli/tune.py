@@ -108,7 +108,8 @@ def run(args: argparse.Namespace) -> int:
     except (KeyboardInterrupt, WorkerStopped) as stop:
         from ..tuning.run.runner import resume_advice
 
-        saved_in = display_url(spec.storage) if storage_created(spec.storage) else None
-        return report_stop(stop, saved_in, resume_advice(spec))
+        if not storage_created(spec.storage):  # stopped before the study was stored: nothing to count
+            return report_stop(stop, None)
+        return report_stop(stop, display_url(spec.storage), resume_advice(spec))
     print(format_summary(done.name, done.storage, done.outcomes))
     return 0

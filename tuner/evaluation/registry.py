@@ -118,5 +118,3 @@ for _declared in (
     Metric("context_tokens", "context tokens", higher_is_better=False, count=True, scale="context_tokens_half"),
 ):
     register_metric(_declared)
-#: The metrics :func:`tuner.evaluation.metrics.score` computes itself.
-BUILT_IN = metric_names()
