@@ -190,3 +190,22 @@ def test_a_stop_before_the_database_exists_does_not_say_trials_are_saved(tmp_pat
     assert "chunkwise: interrupted before the study was stored; nothing was saved." in err
     assert "saved in" not in err and "Traceback" not in err
     assert not (tmp_path / "life.db").exists()
+
+
+def test_a_stop_swallowed_by_a_callback_is_delivered_again():
+    """Ctrl-C that lands inside a ``__del__`` (a connection's, say) cannot propagate from there:
+    Python reports it as unraisable. The run must still stop: the swallowed stop is sent again and
+    interrupts what the main thread does next (before, the re-sent signal was handled inside the
+    hook itself and swallowed a second time, and the run went on)."""
+    from tuner.tuning.run.workers import stop_handlers
+
+    class Dropped:
+        def __del__(self):
+            os.kill(os.getpid(), signal.SIGINT)
+            sum(range(1000))  # a few bytecodes: the handler runs here, inside __del__
+
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt), stop_handlers():
+        Dropped()
+        time.sleep(5)
+    assert time.monotonic() - started < 4

@@ -441,6 +441,10 @@ def _print_reclaimed(number: int) -> None:
 
 
 # --- worker processes -------------------------------------------------------------------------
+#: How long after a stop was swallowed (raised inside a callback) it is sent again.
+REDELIVER_S = 0.05
+
+
 @contextlib.contextmanager
 def stop_handlers() -> Iterator[None]:
     """While a run or worker works: SIGTERM raises :class:`WorkerStopped`, and a second
@@ -472,7 +476,14 @@ def stop_handlers() -> Iterator[None]:
             previous_hook(unraisable)
             return
         stopping = False  # the stop never reached the worker's code: deliver it again
-        os.kill(os.getpid(), signal.SIGINT if isinstance(exc, KeyboardInterrupt) else signal.SIGTERM)
+        # From another thread, a moment later: a signal sent from here would be handled at once,
+        # inside this hook, and swallowed again ("Exception ignored in sys.unraisablehook").
+        # The main thread handles it at its next check, back in ordinary code (a sleep or a wait
+        # is interrupted); should that again be a callback, this hook sends it once more.
+        resend = threading.Timer(REDELIVER_S, os.kill, (os.getpid(), signal.SIGINT if isinstance(
+            exc, KeyboardInterrupt) else signal.SIGTERM))
+        resend.daemon = True
+        resend.start()
 
     if threading.current_thread() is not threading.main_thread():
         yield
