@@ -196,3 +196,12 @@ def test_a_process_imports_the_extensions_named_in_its_environment(tmp_path):
                              env={**os.environ, "PYTHONPATH": path, "CHUNKWISE_PLUGINS": "no_such_module"})
     assert missing.returncode == 2 and "cannot import the chunkwise extension 'no_such_module'" in missing.stderr
     assert "Traceback" not in missing.stderr
+
+
+def test_a_metric_that_cannot_become_a_utility_is_refused():
+    """A count, or a metric that is better when smaller, needs a scale to enter the 0-1 score."""
+    for declared in (Metric("chunk_count", "chunks", count=True), Metric("misses", "misses", higher_is_better=False)):
+        with pytest.raises(ValueError, match="give it a scale"):
+            register_metric(declared)
+    with pytest.raises(ValueError, match="already registered"):
+        register_metric(Metric("recall", "recall"))

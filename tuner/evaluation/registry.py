@@ -77,6 +77,9 @@ def register_metric(declared: Metric) -> Metric:
         raise ValueError(f"a metric named {declared.name!r} is already registered")
     if declared.name in ("latency", "cost", "score"):
         raise ValueError(f"{declared.name!r} is not a per-query metric name (it is taken by the score)")
+    if declared.scale is None and (declared.count or not declared.higher_is_better):
+        raise ValueError(f"metric {declared.name!r} is a count or better when smaller: give it a scale (the "
+                         "Scales field at which its utility is one half), or it cannot enter the score")
     _METRICS[declared.name] = declared
     return declared
 
