@@ -87,6 +87,16 @@ __all__ = ["OpenAIStub", "RecordedRequest", "deterministic_embedding", "error_bo
 
 RETRYABLE_STATUSES = frozenset({408, 409, 429})
 #: The bad replies :meth:`OpenAIStub.script` can queue (see the module docstring).
+#: How chunkwise reports each spoiled chat reply this stub sends (the start of the problem named in
+#: its one-line error), for the tests of every feature that asks a chat endpoint.
+SPOILED_CHAT_PROBLEMS = {
+    "html": "the reply is not JSON (content type 'text/html', 55 bytes starting '<html><body>",
+    "truncated": "the reply is not JSON (content type 'application/json'",
+    "not-object": "the reply is not a JSON object with a 'choices' list",
+    "no-choices": "the reply has no choices (an empty 'choices' list)",
+    "empty": "the reply's message is empty",
+    "length": "the reply was cut off at the model's length limit (finish_reason 'length'",
+}
 MALFORMED = frozenset({"truncated", "html", "mixed", "nan", "count", "not-object", "hang", "no-choices", "empty",
                        "length"})
 

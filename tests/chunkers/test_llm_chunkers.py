@@ -15,6 +15,8 @@ from tuner.data.document import Document
 from tuner.embedding.base import Embedder
 from tuner.llm.client import LLMClient, LLMError
 
+from openai_stub import SPOILED_CHAT_PROBLEMS
+
 DATA = Path(__file__).resolve().parents[1] / "texts"
 TOPIC_STARTS = ("Jupiter", "Individual")
 
@@ -89,14 +91,7 @@ def rows(path) -> list[str]:
 
 
 #: What each bad reply must be reported as, from the chat and the completions endpoints.
-CHAT_PROBLEMS = {
-    "html": "the reply is not JSON (content type 'text/html', 55 bytes starting '<html><body>",
-    "truncated": "the reply is not JSON (content type 'application/json'",
-    "not-object": "the reply is not a JSON object with a 'choices' list",
-    "no-choices": "the reply has no choices (an empty 'choices' list)",
-    "empty": "the reply's message is empty",
-    "length": "the reply was cut off at the model's length limit (finish_reason 'length'",
-}
+CHAT_PROBLEMS = SPOILED_CHAT_PROBLEMS
 COMPLETIONS_PROBLEMS = {
     **{kind: CHAT_PROBLEMS[kind] for kind in ("html", "truncated", "not-object", "no-choices")},
     "empty": "the reply's logprobs are empty",

@@ -24,6 +24,7 @@ from tuner.llm import endpoint
 from tuner.llm.client import LLMClient, LLMError
 
 from fakes import HashedWordsEmbedder
+from openai_stub import SPOILED_CHAT_PROBLEMS
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "handbook"
@@ -188,15 +189,7 @@ def test_prompt_size_per_request(openai_server, corpus, tmp_path):
 
 PROSE = "Sure! Here is a question: how?"
 #: What each bad chat reply must be reported as (the stub's spoiled replies; "prose" is the model's).
-CHAT_PROBLEMS = {
-    "html": "the reply is not JSON (content type 'text/html', 55 bytes starting '<html><body>",
-    "truncated": "the reply is not JSON (content type 'application/json'",
-    "not-object": "the reply is not a JSON object with a 'choices' list",
-    "no-choices": "the reply has no choices (an empty 'choices' list)",
-    "empty": "the reply's message is empty",
-    "length": "the reply was cut off at the model's length limit (finish_reason 'length'",
-    "prose": f"the reply holds no JSON object (it starts {PROSE!r})",
-}
+CHAT_PROBLEMS = {**SPOILED_CHAT_PROBLEMS, "prose": f"the reply holds no JSON object (it starts {PROSE!r})"}
 
 
 def spoil(stub, kinds: list[str]) -> None:
