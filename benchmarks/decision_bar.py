@@ -11,7 +11,7 @@ configuration's modelled latency and cost.
 
 1. the fast path's recommendation is inside the reference's tie set, and the reference's
    recommendation inside the fast path's: the product's tie gate
-   (:mod:`tuner.tuning.scoring.selection`: paired bootstrap over the questions, 95%, among the
+   (:mod:`tuner.tuning.scoring.comparisons`: paired bootstrap over the questions, 95%, among the
    :data:`~tuner.tuning.scoring.selection.TOP_CANDIDATES` highest-scoring configurations, the
    cheapest tied one recommended);
 2. the mean absolute difference of the weighted score over the whole grid is below a tenth of
@@ -27,9 +27,9 @@ least 95% of the orders. The tie sets come from one bootstrap draw, and on 60 tr
 verdict moves by several points with that draw's seed, so ``seeds`` repeats the judgement
 (orders and bootstrap) with each seed and the verdict takes the lowest share.
 
-Both bootstraps reuse the product's own functions (:func:`~tuner.tuning.scoring.selection.bootstrap_scores`
+Both bootstraps reuse the product's own functions (:func:`~tuner.tuning.scoring.comparisons.bootstrap_scores`
 with the recall weight only, so a candidate's score is the plain mean of its per-question
-scores, and :func:`~tuner.tuning.scoring.selection.tied_with`), with the product's seed and sample count.
+scores, and :func:`~tuner.tuning.scoring.comparisons.tied_with`), with the product's seed and sample count.
 """
 
 from __future__ import annotations
@@ -41,15 +41,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from tuner.evaluation.fidelity import promoted
+from tuner.tuning.scoring.comparisons import BOOTSTRAP_SAMPLES, CONFIDENCE, Candidate, bootstrap_scores, tied_with
 from tuner.tuning.scoring.objective import Scales, Weights
-from tuner.tuning.scoring.selection import (
-    BOOTSTRAP_SAMPLES,
-    CONFIDENCE,
-    TOP_CANDIDATES,
-    Candidate,
-    bootstrap_scores,
-    tied_with,
-)
+from tuner.tuning.scoring.selection import TOP_CANDIDATES
 
 #: Criterion 2: the mean absolute score difference must stay below this share of the median CI half-width.
 CI_SHARE = 0.1
@@ -150,7 +144,7 @@ class _Grid:
 
     def gate(self, rows: Sequence[int], cheapness: Cheapness | None, confidence: float,
              top: int | None = TOP_CANDIDATES) -> TieGate:
-        """The product's tie gate (:func:`tuner.tuning.scoring.selection.recommend`) over ``rows``."""
+        """The product's tie gate (:func:`tuner.tuning.scoring.comparisons.recommend`) over ``rows``."""
         order = sorted(rows, key=lambda i: (-self.observed[i], self.names[i]))[:top]
         ties = tied_with(self.boot[order], 0, confidence)
         tied = [i for i, tie in zip(order, ties) if tie]

@@ -40,8 +40,8 @@ def main() -> int:
     from tuner.evaluation.evaluator import evaluate
     from tuner.retrieval.config import RetrievalConfig
     from tuner.tuning import StudySpec, run_study_spec
+    from tuner.tuning.scoring.comparisons import Candidate, candidate, cross_validated_gain
     from tuner.tuning.scoring.measures import trial_attributes
-    from tuner.tuning.scoring.selection import Candidate, candidate, cross_validated_gain
     from tuner.tuning.study.opening import load_study_inputs
     from tuner.tuning.study.records import TrialRecord, evaluated
     from tuner.tuning.study.settings import StudySettings

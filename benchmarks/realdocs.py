@@ -367,8 +367,8 @@ def score_table(raw: Path, queries: Path, rows: list[tuple[str, dict]], cache_di
     """
     from tuner import EvaluationConfig, evaluate, load_corpus, load_evaluation_set
     from tuner.embedding.cache import EmbeddingCache
-    from tuner.tuning.scoring.measures import trial_attributes
-    from tuner.tuning.scoring.objective import Rates, ResolvedRates, Scales, Weights, resolve_rates
+    from tuner.tuning.scoring.measures import ResolvedRates, resolve_rates, trial_attributes
+    from tuner.tuning.scoring.objective import Rates, Scales, Weights
 
     corpus = load_corpus(raw, name=CORPUS)
     evalset = load_evaluation_set(queries, corpus)

@@ -117,7 +117,7 @@ def main() -> int:
     from tuner import EmbedderConfig, load_corpus, load_evaluation_set
     from tuner.embedding import EmbeddingCache
     from tuner.tuning import Rates, Scales, Weights, load_search_space
-    from tuner.tuning.scoring.objective import resolve_rates
+    from tuner.tuning.scoring.measures import resolve_rates
     from tuner.tuning.search.samplers import WeightedScoreSampler
 
     space = load_search_space(ROOT / "search_spaces" / "default-grid.yaml")

@@ -332,27 +332,27 @@ class FakeLocalEmbedder:
 
 
 def test_calibration_file_is_private_and_never_half_written(tmp_path, monkeypatch):
-    from tuner.tuning.scoring import objective
+    from tuner.tuning.scoring import calibration
     path = tmp_path / "cache" / "calibration.json"
-    monkeypatch.setattr(objective, "calibration_file", lambda: path)
+    monkeypatch.setattr(calibration, "calibration_file", lambda: path)
     monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(get_num_threads=lambda: 2))
     with monkeypatch.context() as full_disk:
         full_disk.setattr(os, "write", enospc)
-        assert objective.calibrated_throughput(FakeLocalEmbedder()) > 0  # only costs a re-measurement later
+        assert calibration.calibrated_throughput(FakeLocalEmbedder()) > 0  # only costs a re-measurement later
     assert listing(path.parent) == []  # and leaves no temporary file behind
-    objective.calibrated_throughput(FakeLocalEmbedder())
+    calibration.calibrated_throughput(FakeLocalEmbedder())
     assert listing(path.parent) == ["calibration.json"] and mode(path) == 0o600
     assert list(json.loads(path.read_text())) == ["fake-local:v1|threads=2"]
 
 
 def test_a_study_says_it_measures_throughput_only_when_it_does(tmp_path, monkeypatch):
     from tuner.embedding.config import EmbedderConfig
-    from tuner.tuning.scoring import objective
+    from tuner.tuning.scoring import calibration
     from tuner.tuning.scoring.objective import Rates
     from tuner.tuning.study import settings
     from tuner.tuning.study.settings import StudySettings
 
-    monkeypatch.setattr(objective, "calibration_file", lambda: tmp_path / "calibration.json")
+    monkeypatch.setattr(calibration, "calibration_file", lambda: tmp_path / "calibration.json")
     monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(get_num_threads=lambda: 2))
     monkeypatch.setattr(settings, "shared_embedder", lambda config, cache: FakeLocalEmbedder())
     said: list[str] = []

@@ -22,8 +22,8 @@ from tuner.embedding.config import EmbedderConfig
 from tuner.evaluation.config import EvaluationConfig
 from tuner.tuning import StudySpec, Weights, run_study_spec
 from tuner.tuning.run.progress import EmbeddingReport, format_outcomes
+from tuner.tuning.scoring.comparisons import candidate, check_baselines, compare, optimism
 from tuner.tuning.scoring.objective import Scales
-from tuner.tuning.scoring.selection import candidate, check_baselines, compare, optimism
 from tuner.tuning.search.baselines import BASELINES, baseline_points, queue_baselines, unqueue_baselines
 from tuner.tuning.search.cost import kind_of, trial_seconds
 from tuner.tuning.search.domains import Domain
@@ -366,7 +366,7 @@ def test_the_cold_price_counts_each_embedding_pass():
 def test_a_comparison_on_some_questions_cuts_every_weighed_metric_alike():
     """Weights on another metric than recall and IoU (here MRR) are read on the same questions as
     recall: comparing on the held-out part must not lose the MRR arrays (it raised before)."""
-    from tuner.tuning.scoring.selection import Candidate
+    from tuner.tuning.scoring.comparisons import Candidate
 
     mrr_a, mrr_b = np.array([1.0, 1.0, 0.5, 0.5]), np.array([0.5, 0.5, 0.5, 0.5])
     a = Candidate(1, np.ones(4), np.zeros(4), 0.0, 0.0, 1, {"mrr": mrr_a})

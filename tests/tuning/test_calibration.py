@@ -19,7 +19,7 @@ import pytest
 from tuner.cli import main
 from tuner.embedding.base import Embedder
 from tuner.text.tokens import count_tokens_batch
-from tuner.tuning.scoring import objective
+from tuner.tuning.scoring import calibration
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "handbook"
@@ -46,33 +46,33 @@ def machine(tmp_path, monkeypatch):
     """A stub clock, model and calibration file (the thread count is 2)."""
     clock = [0.0]
     path = tmp_path / "calibration.json"
-    monkeypatch.setattr(objective, "calibration_file", lambda: path)
-    monkeypatch.setattr(objective, "measure_clock", lambda: clock[0])
+    monkeypatch.setattr(calibration, "calibration_file", lambda: path)
+    monkeypatch.setattr(calibration, "measure_clock", lambda: clock[0])
     monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(get_num_threads=lambda: 2))
     return StubModel(clock, 3000.0), path
 
 
 def test_a_trial_3x_slower_than_the_calibration_measures_it_again(machine):
     model, path = machine
-    assert objective.calibrated_throughput(model) == pytest.approx(3000.0)
+    assert calibration.calibrated_throughput(model) == pytest.approx(3000.0)
     stored = json.loads(path.read_text())[KEY]
     assert stored["tokens_per_s"] == pytest.approx(3000.0) and stored["measured"].endswith("+00:00")
     model.tokens_per_s = 1000.0  # the machine is now 3x slower (another job took the cores)
     # A trial embedded 30,000 tokens in 30 s of model time: 1,000 tokens/s, 3x off.
-    said = objective.check_calibration(model, 30_000, 30.0)
+    said = calibration.check_calibration(model, 30_000, 30.0)
     assert said.startswith("the model embedded 1,000 tokens/s, 3.0x slower than its calibration (3,000 tokens/s, "
                            "measured ")
     assert said.endswith("UTC); measured again: 1,000 tokens/s, which now prices cold trials")
-    assert objective.stored_throughput(model) == pytest.approx(1000.0)
+    assert calibration.stored_throughput(model) == pytest.approx(1000.0)
 
 
 def test_a_calibration_within_2x_or_a_small_trial_stands(machine):
     model, _ = machine
-    objective.calibrated_throughput(model)
+    calibration.calibrated_throughput(model)
     model.tokens_per_s = 1000.0
-    assert objective.check_calibration(model, 30_000, 15.0) is None  # 2,000 tokens/s: 1.5x off
-    assert objective.check_calibration(model, 10_000, 10.0) is None  # 3x off, but too little to tell
-    assert objective.stored_throughput(model) == pytest.approx(3000.0)
+    assert calibration.check_calibration(model, 30_000, 15.0) is None  # 2,000 tokens/s: 1.5x off
+    assert calibration.check_calibration(model, 10_000, 10.0) is None  # 3x off, but too little to tell
+    assert calibration.stored_throughput(model) == pytest.approx(3000.0)
 
 
 def test_the_dry_run_says_when_the_price_was_measured_and_recalibrate_measures_again(machine, tmp_path, capsys,
@@ -106,14 +106,14 @@ def test_a_trial_whose_model_ran_3x_slower_recalibrates(machine, capsys):
     from tuner.tuning.run.trial import TrialObjective
 
     model, _ = machine
-    objective.calibrated_throughput(model)  # 3,000 tokens/s
+    calibration.calibrated_throughput(model)  # 3,000 tokens/s
     model.tokens_per_s = 1000.0
     model.stats.read_tokens, model.stats.model_seconds = 30_000, 30.0  # the trial: 1,000 tokens/s
     fake = SimpleNamespace(_calibrated=lambda config: 3000.0)
     TrialObjective._follow_the_machine(fake, 7, SimpleNamespace(embedder=None), model, 0, 0.0)
     assert capsys.readouterr().err.startswith("trial 7: the model embedded 1,000 tokens/s, 3.0x slower than its "
                                               "calibration (3,000 tokens/s, measured ")
-    assert objective.stored_throughput(model) == pytest.approx(1000.0)
+    assert calibration.stored_throughput(model) == pytest.approx(1000.0)
 
 
 def test_a_truncated_text_counts_its_window_in_the_tokens_read(machine):

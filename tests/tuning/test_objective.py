@@ -5,15 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tuner.errors import InvalidParameterError
-from tuner.tuning.scoring.objective import (
-    Rates,
-    ResolvedRates,
-    Scales,
-    Weights,
-    model_latency_and_cost,
-    utilities,
-    weighted_score,
-)
+from tuner.tuning.scoring.measures import ResolvedRates, model_latency_and_cost
+from tuner.tuning.scoring.objective import Rates, Scales, Weights, utilities, weighted_score
 
 
 def test_weighted_score_by_hand():

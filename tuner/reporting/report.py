@@ -36,9 +36,10 @@ from ..evaluation.evaluator import evaluate
 from ..evaluation.registry import label as metric_label
 from ..evaluation.registry import metric as declared_metric
 from ..retrieval.config import RetrievalConfig
+from ..tuning.scoring.comparisons import Candidate, candidate, cross_validated_gain
 from ..tuning.scoring.measures import trial_attributes
 from ..tuning.scoring.objective import Scales, Weights
-from ..tuning.scoring.selection import Candidate, candidate, cross_validated_gain, recommend_for_study
+from ..tuning.scoring.selection import recommend_for_study
 from ..tuning.study.lookup import run_studies
 from ..tuning.study.opening import load_study_inputs
 from ..tuning.study.records import TrialRecord, best_trial, evaluated, summarize

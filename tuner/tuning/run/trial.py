@@ -20,8 +20,8 @@ from ...embedding.config import EmbedderConfig, embedder_key, shared_embedder
 from ...evaluation.config import EvaluationConfig
 from ...evaluation.evaluator import EvaluationResult, evaluate, evaluate_rungs
 from ...evaluation.fidelity import promoted
-from ..scoring.measures import api_usage_attributes, trial_attributes
-from ..scoring.objective import ResolvedRates, check_calibration, resolve_rates, stored_throughput
+from ..scoring.calibration import check_calibration, stored_throughput
+from ..scoring.measures import ResolvedRates, api_usage_attributes, resolve_rates, trial_attributes
 from ..search.cost import kind_of, trial_seconds
 from ..study.records import (
     BASELINE_ATTR,

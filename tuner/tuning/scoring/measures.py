@@ -1,14 +1,17 @@
-"""What one trial records: its metrics over the search and held-out questions, the modelled
-latency and cost, and what it paid a hosted API, as the trial attributes of
+"""The latency and cost model, and what one trial records: its metrics over the search and
+held-out questions, the modelled latency and cost (see :mod:`.objective` for the model's
+formulas), and what it paid a hosted API, as the trial attributes of
 :mod:`tuner.tuning.study.records`."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from ...embedding import Embedder, embedding_provider
 from ...retrieval import retrieval_method
 from ..study.records import (
     API_TOKENS_ATTR,
@@ -18,7 +21,8 @@ from ..study.records import (
     SCORE_ATTR,
     VALIDATION_PREFIX,
 )
-from .objective import ResolvedRates, Scales, Weights, model_latency_and_cost, weighted_score
+from .calibration import calibrated_throughput
+from .objective import Rates, Scales, Weights, weighted_score
 
 
 def api_usage_attributes(api_tokens: int, rates: ResolvedRates) -> dict[str, Any]:
@@ -94,3 +98,43 @@ def trial_attributes(result, rates: ResolvedRates, weights: Weights, scales: Sca
         attrs[f"{VALIDATION_PREFIX}{SCORE_ATTR}"] = weighted_score(validation["recall"], validation["iou"], latency,
                                                                    cost, weights, scales, validation)
     return attrs
+
+
+@dataclass(frozen=True)
+class ResolvedRates:
+    """Rates with every default filled in for one embedder."""
+
+    embed_usd_per_mtok: float
+    reader_usd_per_mtok: float
+    reader_tokens_per_s: float
+    embed_tokens_per_s: float
+    search_s_per_chunk: float
+    amortize_queries: float
+
+
+#: The embedding price assumed for a hosted model without a list price (text-embedding-3-small's).
+DEFAULT_HOSTED_USD_PER_MTOK = 0.02
+
+
+def resolve_rates(rates: Rates, embedder: Embedder, provider: str) -> ResolvedRates:
+    """Fill the embedder-dependent defaults (calibrating a local model once)."""
+    declared = embedding_provider(provider)
+    local = declared.local
+    embed_usd = rates.embed_usd_per_mtok
+    if embed_usd is None:
+        embed_usd = (embedder.usd_per_mtok or DEFAULT_HOSTED_USD_PER_MTOK) if declared.priced_per_token else 0.0
+    embed_tps = rates.embed_tokens_per_s
+    if embed_tps is None:
+        embed_tps = calibrated_throughput(embedder) if local else 1e6
+    return ResolvedRates(embed_usd, rates.reader_usd_per_mtok, rates.reader_tokens_per_s, embed_tps,
+                         rates.search_s_per_chunk, rates.amortize_queries)
+
+
+def model_latency_and_cost(query_tokens: float, retrieved_tokens: float, chunks_searched: int,
+                           index_tokens: int, rates: ResolvedRates) -> tuple[float, float]:
+    """Modelled (seconds per query, USD per 1,000 queries); see the module docstring."""
+    latency = (query_tokens / rates.embed_tokens_per_s + chunks_searched * rates.search_s_per_chunk
+               + retrieved_tokens / rates.reader_tokens_per_s)
+    per_query = (query_tokens * rates.embed_usd_per_mtok + retrieved_tokens * rates.reader_usd_per_mtok) / 1e6
+    index = index_tokens * rates.embed_usd_per_mtok / 1e6
+    return latency, 1000 * per_query + index * 1000 / rates.amortize_queries

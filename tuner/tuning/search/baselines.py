@@ -12,7 +12,7 @@ reuses the dense run's vectors from the cache), and run as ordinary trials: coun
 target, resumable, on the Pareto front, marked with :data:`~.records.BASELINE_ATTR`.
 
 The recommendation is then checked against the best of them on the held-out questions
-(:func:`tuner.tuning.scoring.selection.check_baselines`).
+(:func:`tuner.tuning.scoring.comparisons.check_baselines`).
 
 >>> [b.name for b in BASELINES][:3]
 ['token 800/400 bm25', 'recursive 256/0 bm25', 'markdown 256/0 bm25']

@@ -27,7 +27,8 @@ from ...errors import option
 from ...retrieval.llm_context import estimated_tokens
 from ...text.tokens import count_tokens_batch
 from ..run.progress import format_duration
-from ..scoring.objective import calibrated_throughput, describe_measured, resolve_rates, stored_calibration
+from ..scoring.calibration import calibrated_throughput, describe_measured, stored_calibration
+from ..scoring.measures import resolve_rates
 from ..study.opening import load_study_data
 from ..study.settings import resolve_fidelity
 from ..study.spec import StudySpec

@@ -24,16 +24,9 @@ from ...data.evalset import EvaluationSet
 from ...embedding.cache import EmbeddingCache
 from ...embedding.config import EmbedderConfig, embedder_key, shared_embedder
 from ...evaluation.fidelity import FULL, Fidelity
-from ..scoring.objective import (
-    LEGACY_PARETO,
-    Constraints,
-    Rates,
-    ResolvedRates,
-    Scales,
-    Weights,
-    resolve_rates,
-    stored_throughput,
-)
+from ..scoring.calibration import stored_throughput
+from ..scoring.measures import ResolvedRates, resolve_rates
+from ..scoring.objective import LEGACY_PARETO, Constraints, Rates, Scales, Weights
 from ..search.space import SearchSpace
 from ..search.space_file import parse_search_space
 from .lookup import settings_of
