@@ -443,16 +443,18 @@ def tune_has_timeout() -> bool:
 
 def study_trials(storage: str) -> tuple[list[tuple[str, dict]], dict | None]:
     """The study's baseline trials (enqueued ones, or flagged ``baseline``) and its resolved rates."""
+    from dataclasses import asdict
+
     import optuna
 
-    from tuner.tuning.study.lookup import settings_of
-    from tuner.tuning.study.records import CONFIG_ATTR, RESOLVED_RATES_KEY
+    from tuner.tuning.study.records import CONFIG_ATTR
+    from tuner.tuning.study.settings import StudySettings
 
     baselines, rates = [], None
     for name in optuna.get_all_study_names(storage):
         study = optuna.load_study(study_name=name, storage=storage)
         try:
-            resolved = settings_of(study).get(RESOLVED_RATES_KEY, {})
+            resolved = {key: asdict(value) for key, value in StudySettings.of(study).resolved_rates.items()}
             rates = next(iter(resolved.values()), None) if len(resolved) == 1 else rates
         except Exception:  # a study without chunkwise settings: no rates to reuse
             pass

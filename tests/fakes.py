@@ -104,3 +104,13 @@ def save_cross_encoder(folder: Path, seed: int = 0) -> Path:
     BertForSequenceClassification(config).save_pretrained(folder)
     BertTokenizer(str(vocab), do_lower_case=True).save_pretrained(folder)
     return folder
+
+
+def study_settings(**changes):
+    """A study's settings for a test that needs only some of them (the others: a tiny made-up corpus)."""
+    from tuner.tuning.search.space_file import load_search_space, resolve_space
+    from tuner.tuning.study.settings import StudySettings
+
+    values = dict(corpus="docs", corpus_path="docs", corpus_sha256="0" * 64, queries_path="q.jsonl", queries=1,
+                  evaluation_set_sha256="0" * 64, space=load_search_space(resolve_space("quick")))
+    return StudySettings(**(values | changes))

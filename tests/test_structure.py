@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "tuner"
 #: The stages from the bottom up: a package may import its own layer and the layers below it,
 #: never one above. (``__init__.py`` of ``tuner`` itself re-exports the public API.)
 LAYERS = (
-    {"_version", "errors", "schema", "_plugins"},
+    {"_version", "errors", "schema", "_plugins", "_faults"},
     {"_io"},
     {"text"},
     {"llm"},

@@ -26,7 +26,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``chunkwise`` command line, stopped cleanly by Ctrl-C or SIGTERM from the start."""
     signal.signal(signal.SIGTERM, _terminated)
     try:
-        from .tuning.run.faults import hold_point
+        from ._faults import hold_point
 
         hold_point("imports")
         from .cli import main as run_command

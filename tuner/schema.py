@@ -131,11 +131,12 @@ def _spec(kind: type, low: float | None, high: float | None, choices: Choices | 
     return ParamSpec(kind, low, high, choices, help, optional, above)
 
 
-def _field(default: Any, spec: ParamSpec) -> Any:
+def _field(default: Any, spec: ParamSpec, metadata: dict[str, Any] | None = None) -> Any:
+    metadata = {"spec": spec, **(metadata or {})}
     if isinstance(default, (list, tuple)):
         value = tuple(default)
-        return dataclasses.field(default_factory=lambda: value, metadata={"spec": spec})
-    return dataclasses.field(default=default, metadata={"spec": spec})
+        return dataclasses.field(default_factory=lambda: value, metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
 
 
 def param(default: Any, kind: type, *, low: float | None = None, high: float | None = None,
@@ -147,10 +148,36 @@ def param(default: Any, kind: type, *, low: float | None = None, high: float | N
 def setting(default: Any, kind: type, *, low: float | None = None, high: float | None = None,
             above: float | None = None, choices: Choices | None = None,
             optional: bool = False,
-            help: str = "") -> Any:
+            help: str = "", metadata: dict[str, Any] | None = None) -> Any:
     """Declare a field of a configuration class: its kind, range or choices, and whether ``None``
-    is allowed (``optional``). :func:`check_settings` checks and coerces every declared field."""
-    return _field(default, _spec(kind, low, high, choices, help, optional, above))
+    is allowed (``optional``). :func:`check_settings` checks and coerces every declared field.
+    ``metadata`` adds what the class's own codec reads (see :class:`tuner.tuning.study.settings.StudySettings`)."""
+    return _field(default, _spec(kind, low, high, choices, help, optional, above), metadata)
+
+
+def codec(encode: Callable[[Any], Any] | None = None, decode: Callable[[Any, dict[str, Any]], Any] | None = None, *,
+          legacy: Any = dataclasses.MISSING, compared: bool = False) -> dict[str, Any]:
+    """How a field of a stored class is written (``encode``: JSON-ready), read back (``decode``:
+    given the whole stored mapping too), what a record written before the field existed reads as
+    (``legacy``; none: the field is required), and whether two records must agree on it
+    (``compared``); the class's codec reads these (see :class:`tuner.tuning.study.settings.StudySettings`)."""
+    return {"encode": encode or _unchanged, "decode": decode or (lambda value, _stored: value), "legacy": legacy,
+            "compared": compared}
+
+
+def _unchanged(value: Any) -> Any:
+    return value
+
+
+def stored(default: Any = dataclasses.MISSING, **how: Any) -> Any:
+    """A field of a stored class whose value is a typed object (checked by its own class), with the
+    :func:`codec` ``how``; a callable ``default`` is a factory."""
+    metadata = codec(**how)
+    if default is dataclasses.MISSING:
+        return dataclasses.field(metadata=metadata)
+    if callable(default):
+        return dataclasses.field(default_factory=default, metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
 
 
 def check_settings(obj: Any, where: str) -> None:

@@ -350,15 +350,15 @@ def test_a_study_says_it_measures_throughput_only_when_it_does(tmp_path, monkeyp
     from tuner.tuning.scoring import calibration
     from tuner.tuning.scoring.objective import Rates
     from tuner.tuning.study import settings
-    from tuner.tuning.study.settings import StudySettings
 
+    from fakes import study_settings
     monkeypatch.setattr(calibration, "calibration_file", lambda: tmp_path / "calibration.json")
     monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(get_num_threads=lambda: 2))
     monkeypatch.setattr(settings, "shared_embedder", lambda config, cache: FakeLocalEmbedder())
     said: list[str] = []
     for _ in range(2):  # two new studies on one machine: the second reuses the measurement
-        resolved = settings.resolve_study_rates(StudySettings({}), Rates(), [EmbedderConfig()], None, said.append)
-        assert resolved["resolved_rates"]
+        resolved = settings.resolve_study_rates(study_settings(), Rates(), [EmbedderConfig()], None, said.append)
+        assert resolved.resolved_rates
     assert len(said) == 1 and "measuring its throughput" in said[0]
 
 

@@ -13,7 +13,8 @@ import sqlalchemy as sa
 from tuner.cli import main
 from tuner.embedding.openai import OpenAIEmbedder
 from tuner.errors import EmbeddingError
-from tuner.tuning.run.workers import WorkerOptions, WorkerPool
+from tuner.tuning.run.processes import WorkerPool
+from tuner.tuning.run.workers import WorkerOptions
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "handbook"

@@ -70,7 +70,7 @@ def test_a_library_warning_raised_for_every_file_is_printed_once(tmp_path, monke
 
 def test_a_pool_worker_prints_neither_corpus_summaries_nor_library_warnings():
     # A pool's worker shares its parent's terminal, under the parent's progress bar.
-    code = ("import logging, warnings; from tuner.tuning.run.workers import _quiet_worker_process; "
+    code = ("import logging, warnings; from tuner.tuning.run.processes import _quiet_worker_process; "
             "_quiet_worker_process(); logging.getLogger('tuner.data.corpus').warning('corpus: 4 conversion warnings');"
             " warnings.warn('a library warning')")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,

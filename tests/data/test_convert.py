@@ -454,7 +454,7 @@ def test_generate_on_pdfs_then_tune_and_refuse_a_changed_converter(tmp_path, ope
         assert '-> "pdf: chunkwise-convert 4, pypdfium2' in err
         with pytest.raises(tuner.ChunkwiseError, match="is converted to text differently than when study 'shore/shore' "
                                                        "was created"):
-            load_study_inputs(StudySettings(settings), "shore/shore")
+            load_study_inputs(StudySettings.from_json(settings), "shore/shore")
     finally:
         convert.converter_identity.cache_clear()
 

@@ -466,7 +466,8 @@ def test_keep_links_is_part_of_the_corpus_and_a_study_refuses_to_mix_them(tmp_pa
 
     from tuner.tuning import StudyError
     from tuner.tuning.study.opening import open_study
-    from tuner.tuning.study.settings import COMPARED_SETTINGS
+
+    from fakes import study_settings
 
     (tmp_path / "json.html").write_text(f"<html><body>{SPHINX}</body></html>", encoding="utf-8")
     plain, linked = load_corpus(tmp_path / "json.html"), load_corpus(tmp_path / "json.html", keep_links=True)
@@ -475,9 +476,7 @@ def test_keep_links_is_part_of_the_corpus_and_a_study_refuses_to_mix_them(tmp_pa
     assert linked.conversion["converters"][".html"].startswith("html: chunkwise-convert 3, links kept, markitdown ")
 
     def settings(corpus):
-        values = {key: None for key in COMPARED_SETTINGS} | {"conversion": corpus.conversion,
-                                                              "corpus_sha256": corpus.sha256}
-        return values | {"corpus": "docs", "queries": "q.jsonl", "weights": {}, "embedder": {}, "unit": "tokens"}
+        return study_settings(conversion=corpus.conversion, corpus_sha256=corpus.sha256)
 
     storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path}/s.db")
     open_study(storage, "docs/json", settings(plain))

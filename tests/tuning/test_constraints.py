@@ -11,8 +11,11 @@ from optuna.distributions import IntDistribution
 from optuna.trial import create_trial
 
 from tuner.errors import StudyError
+from tuner.tuning.scoring.objective import Constraints, Weights
 from tuner.tuning.scoring.selection import recommend_for_study
 from tuner.tuning.study.records import PER_QUERY_SYSTEM_ATTR, best_trial, evaluated, select_trial
+
+from fakes import study_settings
 
 QUESTIONS = 40
 
@@ -24,8 +27,8 @@ def _packed(values) -> str:
 def _study(constraints: dict) -> optuna.Study:
     """Three trials: 0 has the best score but hands the reader 1,500 tokens; 1 and 2 fit in 1,000."""
     study = optuna.create_study(directions=["maximize", "minimize"])
-    study.set_user_attr("settings", {"weights": {"recall": 1.0, "iou": 0.0, "latency": 0.0, "cost": 0.0},
-                                     "scales": {}, "constraints": constraints})
+    study_settings(weights=Weights(recall=1.0, iou=0.0, latency=0.0, cost=0.0),
+                   constraints=Constraints.from_dict(constraints)).store(study)
     for number, (recall, tokens, cost) in enumerate([(0.9, 1500.0, 0.3), (0.6, 800.0, 0.2), (0.3, 400.0, 0.1)]):
         per_query = {m: _packed(np.full(QUESTIONS, value)) for m, value in
                      (("recall", recall), ("precision", 0.1), ("iou", 0.05), ("precision_omega", 0.2),

@@ -33,7 +33,8 @@ from test_lifecycle import (
     write_study,
 )
 
-from tuner.tuning.run.ledger import Ledger, WorkerRow, pid_alive, this_host, worker_alive, worker_process
+from tuner.tuning.run.ledger import Ledger, WorkerRow, worker_alive
+from tuner.tuning.run.processes import pid_alive, this_host, worker_process
 from tuner.tuning.study.records import CONFIG_ATTR, INTERRUPTED, LOST_ATTR, WORKER_ATTR
 from tuner.tuning.study.storage import make_storage
 
@@ -197,7 +198,7 @@ def test_a_stop_swallowed_by_a_callback_is_delivered_again():
     Python reports it as unraisable. The run must still stop: the swallowed stop is sent again and
     interrupts what the main thread does next (before, the re-sent signal was handled inside the
     hook itself and swallowed a second time, and the run went on)."""
-    from tuner.tuning.run.workers import stop_handlers
+    from tuner.tuning.run.processes import stop_handlers
 
     class Dropped:
         def __del__(self):

@@ -22,7 +22,7 @@ from .. import _plugins
 from .._io.secrets import redact
 from .._version import __version__
 from ..errors import ChunkwiseError, options_named
-from ..tuning.run.workers import WorkerStopped
+from ..tuning.run.processes import WorkerStopped
 from . import chunk, chunkers, convert, dashboard, evaluate, export, generate, report, tune, validate, worker
 from ._args import EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_USAGE, FLAGS
 

@@ -12,6 +12,7 @@ import yaml
 from .._io.files import load_yaml
 from ..embedding import PRECISION_CHOICES
 from ..errors import InvalidParameterError
+from ..tuning.run.progress import print_err
 from ..tuning.study import defaults
 
 EXIT_USAGE = 2
@@ -121,10 +122,6 @@ def report_stop(stop: BaseException, saved_in: str | None, advice: str = "Run th
     else:
         print_err(f"chunkwise: {how}; completed trials are saved in {saved_in}. {advice}")
     return EXIT_INTERRUPTED if isinstance(stop, KeyboardInterrupt) else EXIT_TERMINATED
-
-
-def print_err(message: str) -> None:
-    print(message, file=sys.stderr)
 
 
 def quiet_optuna() -> None:

@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
 
         print(format_plan(spec, plan_run(spec)))
         return 0
-    from ..tuning.run.workers import WorkerStopped, stop_handlers
+    from ..tuning.run.processes import WorkerStopped, stop_handlers
     from ..tuning.search.plan import warn_if_long
     from ..tuning.study.storage import display_url, storage_created
 

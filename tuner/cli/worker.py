@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     from ..tuning.study.storage import absolute_url
 
     quiet_optuna()
-    from ..tuning.run.workers import WorkerStopped, stop_handlers
+    from ..tuning.run.processes import WorkerStopped, stop_handlers
 
     timeout = parse_duration(args.timeout, "--timeout") if args.timeout is not None else None
     try:

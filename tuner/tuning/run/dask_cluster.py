@@ -29,7 +29,8 @@ from typing import Any
 
 from ...errors import ChunkwiseError, option
 from ..study.storage import display_url
-from .workers import PoolReport, WorkerOptions, WorkerReport
+from .processes import PoolReport
+from .workers import WorkerOptions, WorkerReport
 
 #: Seconds to wait for the scheduler to answer, and for a cluster to have a worker.
 CONNECT_TIMEOUT_S = 20.0

@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import secrets
-import socket
 import time
 from dataclasses import dataclass
 from enum import Enum
@@ -38,6 +36,7 @@ import sqlalchemy as sa
 from optuna.storages import RDBStorage
 
 from ..._io.sqltables import create_tables
+from .processes import parent_in_id, parent_pid, pid_alive, this_host
 
 _metadata = sa.MetaData()
 TARGETS = sa.Table(
@@ -138,77 +137,6 @@ class Progress:
 
 def config_hash(config_key: str) -> str:
     return hashlib.sha256(config_key.encode("utf-8")).hexdigest()
-
-
-def this_host() -> str:
-    return socket.gethostname()
-
-
-def new_worker_id(parent: int | None = None) -> str:
-    """``host:pid:token``: unique across machines and restarts; ``host:pid:token:parent`` for a
-    worker process that a run started (``parent``, its pid): such a worker counts as gone once
-    that run is (see :func:`worker_alive`)."""
-    worker_id = f"{this_host()}:{os.getpid()}:{secrets.token_hex(4)}"
-    return worker_id if parent is None else f"{worker_id}:{parent}"
-
-
-def worker_process(worker_id: object) -> tuple[str, int] | None:
-    """The ``(host, pid)`` of the process behind a worker or run id (None for another text)."""
-    parts = str(worker_id).split(":") if worker_id is not None else []
-    if len(parts) not in (3, 4) or not parts[1].isdigit():
-        return None
-    return parts[0], int(parts[1])
-
-
-def parent_in_id(worker_id: str) -> int | None:
-    """The pid of the run that started the worker (see :func:`new_worker_id`), if any."""
-    parts = worker_id.split(":")
-    return int(parts[3]) if len(parts) == 4 and parts[3].isdigit() else None
-
-
-def pid_alive(pid: int, registered: float | None = None) -> bool:
-    """Whether process ``pid`` runs (a zombie does not). With ``registered`` (when the process
-    recorded itself), a process that started after that is another one that reuses the pid."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return True  # no /proc (macOS): kill(0) is all there is
-    if fields[0] == "Z":  # exited, not yet reaped by its parent: runs nothing
-        return False
-    started = _process_start(int(fields[19]))
-    return registered is None or started is None or started <= registered + PID_START_SLACK_S
-
-
-def parent_pid(pid: int) -> int | None:
-    """The pid of process ``pid``'s parent now (None when /proc cannot say): a process whose
-    parent died has been adopted by another (init, or a subreaper)."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
-            return int(stat.read().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-#: Tolerance between a process's start time as /proc gives it (the boot time is whole
-#: seconds) and the time it registered, which is always later.
-PID_START_SLACK_S = 2.0
-
-
-def _process_start(ticks_after_boot: int) -> float | None:
-    """A process's start time (seconds since the epoch) from its /proc start field."""
-    try:
-        with open("/proc/stat", encoding="ascii") as stat:
-            boot = next(float(line.split()[1]) for line in stat if line.startswith("btime "))
-        return boot + ticks_after_boot / os.sysconf("SC_CLK_TCK")
-    except (OSError, StopIteration, ValueError):
-        return None
 
 
 class Ledger:

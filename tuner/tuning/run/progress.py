@@ -14,42 +14,8 @@ from optuna.trial import FrozenTrial, TrialState
 
 from ...errors import option
 from ...evaluation.evaluator import TRUNCATION_WARNING
-from ...evaluation.registry import label as metric_label
 from ..scoring.selection import StudyRecommendation
-from ..study.records import ERROR_ATTR, SCORE_ATTR, STOPPED_AT_ATTR, StudySummary, TrialRecord, best_trial
-from ..study.settings import StudySettings
-
-
-@dataclass
-class CorpusOutcome:
-    """What a run left in one corpus's study."""
-
-    corpus: str
-    study: str
-    summary: StudySummary
-    best: TrialRecord | None
-    target: int
-    added: int
-    reclaimed: list[int] = field(default_factory=list)
-    lost_workers: int = 0
-    exhausted: bool = False
-    recommendation: StudyRecommendation | None = None
-    #: The time budget ended the run before the study reached its target.
-    budget_ended: bool = False
-    timeout: float | None = None
-
-    @property
-    def recommended(self) -> TrialRecord | None:
-        """What the tie gate recommends (the cheapest configuration tied with the best)."""
-        return None if self.recommendation is None else self.recommendation.recommended
-
-    @property
-    def complete(self) -> int:
-        return self.summary.complete
-
-    @property
-    def failed(self) -> int:
-        return self.summary.failed
+from ..study.records import ERROR_ATTR, SCORE_ATTR, STOPPED_AT_ATTR, StudySummary, TrialRecord
 
 
 def print_err(message: str) -> None:
@@ -215,49 +181,36 @@ def format_duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def write_note(study: optuna.Study, result: CorpusOutcome) -> None:
-    """The study's markdown note in optuna-dashboard: corpus, queries, weights, best configuration."""
-    import optuna_dashboard
+@dataclass
+class CorpusOutcome:
+    """What a run left in one corpus's study."""
 
-    settings = StudySettings.of(study)
-    weights = ", ".join(f"{k} {v:g}" for k, v in settings.weights.used().items())
-    axes = " against ".join(metric_label(axis) for axis in settings.pareto)
-    limits = settings.constraints.describe()
-    summary = result.summary
-    lines = [
-        f"## chunkwise study `{study.study_name}`",
-        "",
-        f"- **corpus**: `{settings.corpus}` ({settings.corpus_path})",
-        f"- **queries**: {settings.queries} ({settings.queries_path})",
-        f"- **embedder**: {settings.embedder.provider}:{settings.embedder.model}; unit: {settings.unit}",
-        f"- **weights**: {weights}",
-        f"- **trials**: {summary.describe()}, {summary.duplicates} repeated proposals pruned",
-        "",
-        f"Objectives: {axes} (the Pareto front). Best = highest weighted `score` user attribute"
-        + (f" among the trials meeting the constraints ({limits})." if limits else "."),
-        "",
-    ]
-    if result.recommendation is not None:
-        statement = result.recommendation.statement()
-        chosen = result.recommended
-        lines += [f"### Recommended: trial {chosen.number}", "", f"`{chosen.describe()}`", "",
-                  *[f"- {line}" for line in statement[1:]], ""]
-    best = best_trial(study)
-    if best is not None:
-        lines += [
-            f"### Highest score: trial {best.number}",
-            "",
-            f"`{best.describe()}`",
-            "",
-            "| score | recall | IoU | precision-Ω | latency | cost / 1k queries |",
-            "|---|---|---|---|---|---|",
-            f"| {best.score:.4f} | {best.recall:.1%} | {best.iou:.2%} | {best.precision_omega:.1%} "
-            f"| {best.latency_ms:.0f} ms | ${best.cost_usd_per_1k_queries:.3f} |",
-            "",
-        ]
-        if held_out := best.validation_line():
-            lines += [held_out, ""]
-    optuna_dashboard.save_note(study, "\n".join(lines))
+    corpus: str
+    study: str
+    summary: StudySummary
+    best: TrialRecord | None
+    target: int
+    added: int
+    reclaimed: list[int] = field(default_factory=list)
+    lost_workers: int = 0
+    exhausted: bool = False
+    recommendation: StudyRecommendation | None = None
+    #: The time budget ended the run before the study reached its target.
+    budget_ended: bool = False
+    timeout: float | None = None
+
+    @property
+    def recommended(self) -> TrialRecord | None:
+        """What the tie gate recommends (the cheapest configuration tied with the best)."""
+        return None if self.recommendation is None else self.recommendation.recommended
+
+    @property
+    def complete(self) -> int:
+        return self.summary.complete
+
+    @property
+    def failed(self) -> int:
+        return self.summary.failed
 
 
 def format_outcomes(outcomes: list[CorpusOutcome]) -> str:

@@ -9,73 +9,30 @@ configuration.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
 
 import optuna
-from optuna.trial import TrialState
 
+from ..._faults import hold_point
 from ...data.corpus import Corpus
 from ...embedding import EmbeddingCache
 from ...embedding.config import shared_embedder
 from ...errors import ChunkwiseError, StudyError, option
-from ..scoring.selection import recommend_for_study
-from ..search.baselines import queue_baselines, unqueue_baselines
 from ..study import defaults
 from ..study.lookup import run_studies
-from ..study.opening import LoadedStudyData, build_settings, load_study_data, open_study
-from ..study.records import SETTINGS_ATTR, TARGET_ATTR, WORKER_ATTR, best_trial, summarize
-from ..study.settings import StudySettings, resolve_study_rates
+from ..study.opening import LoadedStudyData, load_study_data, open_study
+from ..study.settings import StudySettings, build_settings, resolve_study_rates
 from ..study.spec import StudySpec
 from ..study.storage import StudyStorage, make_storage, storage_errors
-from .faults import hold_point
-from .ledger import Ledger, new_worker_id
-from .progress import CorpusOutcome, ProgressBar, format_duration, write_note
-from .workers import (
-    WAIT_POLL_S,
-    Heartbeat,
-    PoolReport,
-    WorkerOptions,
-    WorkerPool,
-    reclaim,
-    retry_interrupted,
-    run_worker,
-    stop_handlers,
-)
+from .ledger import Ledger
+from .processes import stop_handlers
+from .progress import CorpusOutcome, format_duration
+from .study_run import TARGET_WAIT_S, Crew, run_study
+from .workers import WAIT_POLL_S, WorkerOptions
 
 Echo = Callable[[str], None]
-
-
-@dataclass(frozen=True)
-class RunSettings:
-    """How a run's workers are started (from a study spec, or from ``chunkwise worker``)."""
-
-    storage: str
-    jobs: int = defaults.JOBS
-    seed: int | None = defaults.SEED
-    heartbeat_interval: int = defaults.HEARTBEAT_INTERVAL_S
-    grace_period: int = defaults.GRACE_PERIOD_S
-    cache: str | None = None
-    corpus_path: str | None = None
-    queries_path: str | None = None
-    #: ``local`` or ``dask`` (then ``scheduler`` is the Dask scheduler's address; see :mod:`.cluster`).
-    backend: str = "local"
-    scheduler: str | None = None
-    #: ``time.time()`` by which the run's time budget ends (None: no budget), and the budget.
-    deadline: float | None = None
-    timeout: float | None = None
-
-    def worker_options(self, study: str) -> list[WorkerOptions]:
-        threads = max(1, (os.cpu_count() or 1) // self.jobs)
-        return [WorkerOptions(self.storage, study, self.seed, threads, self.heartbeat_interval, self.grace_period,
-                              self.cache, self.corpus_path, self.queries_path, deadline=self.deadline)
-                for _ in range(self.jobs)]
-
-    def time_left(self) -> bool:
-        return self.deadline is None or time.time() < self.deadline
 
 
 def run_study_spec(spec: StudySpec, *, progress: bool = True, echo: Echo = print) -> list[CorpusOutcome]:
@@ -88,14 +45,14 @@ def run_study_spec(spec: StudySpec, *, progress: bool = True, echo: Echo = print
     jobs = run_jobs(spec)
     data = load_study_data(spec)
     deadline = None if spec.timeout is None else time.time() + spec.timeout
-    run = RunSettings(spec.storage, jobs, spec.seed, spec.heartbeat_interval, spec.grace_period, spec.cache,
-                      deadline=deadline, timeout=spec.timeout, backend=spec.backend, scheduler=spec.scheduler)
     outcomes = []
     with stop_handlers():
         for number, corpus in enumerate(data.corpora):
             # Each corpus gets an equal share of the time the budget has left when it starts.
-            share = replace(run, deadline=budget_share(deadline, time.time(), len(data.corpora) - number))
-            outcomes.append(_tune_corpus(spec, data, corpus, share, progress, echo))
+            worker = WorkerOptions(spec.storage, "", spec.seed, 1, spec.heartbeat_interval, spec.grace_period,
+                                   spec.cache, deadline=budget_share(deadline, time.time(), len(data.corpora) - number))
+            crew = Crew(worker, jobs, spec.backend, spec.scheduler, spec.timeout)
+            outcomes.append(_tune_corpus(spec, data, corpus, crew, progress, echo))
     return outcomes
 
 
@@ -152,7 +109,7 @@ def run_jobs(spec: StudySpec) -> int:
     return spec.jobs if spec.jobs > 1 else cluster_slots(spec.scheduler)
 
 
-def _tune_corpus(spec: StudySpec, data: LoadedStudyData, corpus: Corpus, run: RunSettings, progress: bool,
+def _tune_corpus(spec: StudySpec, data: LoadedStudyData, corpus: Corpus, crew: Crew, progress: bool,
                  echo: Echo) -> CorpusOutcome:
     name = spec.study_name(corpus.name)
     hold_point("before_storage")
@@ -168,8 +125,8 @@ def _tune_corpus(spec: StudySpec, data: LoadedStudyData, corpus: Corpus, run: Ru
     resolved = resolve_study_rates(stored, spec.rates, [stored.embedder, *stored.space.embedders], cache, echo)
     if resolved is not None:
         with storage_errors(spec.storage):
-            study.set_user_attr(SETTINGS_ATTR, resolved)
-    return _run_study(storage, study, run, spec.trials_to_add, progress, echo)
+            resolved.store(study)
+    return run_study(storage, study, crew, spec.trials_to_add, progress=progress, echo=echo)
 
 
 #: A space whose chunks can be this many times the embedder's window is worth a warning.
@@ -201,8 +158,9 @@ def join_run(storage_url: str, run_name: str, *, n_trials: int | None = None, jo
         seed = int.from_bytes(os.urandom(4), "little")
     if jobs < 1:
         raise ChunkwiseError(f"{option('jobs')}={jobs} is invalid; allowed: an integer >= 1")
-    run = RunSettings(storage_url, jobs, seed, cache=cache, corpus_path=corpus_path, queries_path=queries_path,
-                      deadline=None if timeout is None else time.time() + timeout, timeout=timeout)
+    worker = WorkerOptions(storage_url, "", seed, 1, cache=cache, corpus_path=corpus_path, queries_path=queries_path,
+                           deadline=None if timeout is None else time.time() + timeout)
+    crew = Crew(worker, jobs, timeout=timeout)
     with storage_errors(storage_url):
         storage = make_storage(storage_url)
         names = _wait_for_studies(storage, run_name, echo)
@@ -211,113 +169,8 @@ def join_run(storage_url: str, run_name: str, *, n_trials: int | None = None, jo
         for name in names:
             with storage_errors(storage_url):
                 study = optuna.load_study(study_name=name, storage=storage)
-            outcomes.append(_run_study(storage, study, run, n_trials or 0, progress, echo, joining=True))
+            outcomes.append(run_study(storage, study, crew, n_trials or 0, progress=progress, echo=echo, joining=True))
     return outcomes
-
-
-def _run_study(storage: StudyStorage, study: optuna.Study, run: RunSettings, added: int, progress: bool,
-               echo: Echo, *, joining: bool = False) -> CorpusOutcome:
-    name = study.study_name
-    with storage_errors(run.storage):
-        ledger = Ledger(storage)
-        study_id = storage.get_study_id_from_name(name)
-        hold_point("before_target")
-        if added == 0 and joining:  # a worker joining a study that no run has given a target yet
-            _wait_for_target(ledger, study_id, name, echo)
-        ledger.settle(study_id)
-        before = ledger.progress(study_id)
-        run_id = new_worker_id()
-        joined = ledger.join(study_id, run_id, added, run.grace_period)
-        target = joined.new
-        study.set_user_attr(TARGET_ATTR, target)
-        # Trials that a killed run left RUNNING fail (and are retried) before the baselines are
-        # counted: a baseline interrupted or lost with its worker is queued again.
-        reclaimed = reclaim(study, ledger, study_id, run.grace_period,
-                            defaults.MAX_RETRY if before.finished < target else 0)
-        waiting = len(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
-        baselines = queue_baselines(study, StudySettings.of(study).space, target - before.finished - waiting)
-        best = best_trial(study)
-    heartbeat = Heartbeat(lambda: ledger.beat_run(run_id), run.heartbeat_interval)
-    workers = f"{run.jobs} worker{'s' if run.jobs > 1 else ''}"
-    if run.backend == "dask":
-        workers += f" on the Dask cluster at {run.scheduler}"
-    rungs = StudySettings.of(study).fidelity.rungs
-    done = f"{before.finished} {'finished' if len(rungs) > 1 else 'complete'} trial(s)"
-    climb = (f"; fidelity rungs {', '.join(f'{r:g}' for r in rungs)}" if len(rungs) > 1 else "")
-    if joined.others:
-        echo(f"study {name}: {done}; {joined.others} other process(es) already on it; "
-             f"target now {target} (+{added}); {workers}{climb} in {storage.display_url}")
-    elif target <= before.finished:
-        echo(f"study {name}: {done}; it already holds its target of {target}; give {option('n_trials', 'N')} "
-             "to add trials")
-    elif added >= defaults.UNBOUNDED_TRIALS:
-        echo(f"study {name}: {done}; running trials until the time budget ({format_duration(run.timeout or 0)}) "
-             f"ends ({workers}{climb}) in {storage.display_url}")
-    else:
-        budget = f", within {format_duration(run.timeout)}" if run.timeout else ""
-        echo(f"study {name}: {done}; running {target - before.finished} more "
-             f"(target {target}{budget}; {workers}{climb}) in {storage.display_url}")
-    if baselines:
-        echo(f"baselines first ({len(baselines)}, cheapest first): {', '.join(baselines)}")
-    hold_point("after_target")
-    total = None if added >= defaults.UNBOUNDED_TRIALS else max(0, target - before.finished)
-    bar = ProgressBar(progress, total, name, before.finished, None if best is None else best.score, run.deadline)
-    pool = PoolReport()
-    exhausted = False
-    try:
-        with storage_errors(run.storage):
-            options = run.worker_options(name)
-            if run.backend == "dask":
-                from .dask_cluster import run_on_cluster
-
-                pool, reports = run_on_cluster(options, run.scheduler,
-                                               on_poll=lambda: _poll(study, ledger, study_id, bar))
-                reclaimed += [number for report in reports for number in report.reclaimed]
-                exhausted = any(report.stopped == "exhausted" for report in reports)
-            elif run.jobs == 1:
-                report = run_worker(options[0], on_trial=bar.on_trial)
-                reclaimed += report.reclaimed
-                exhausted = report.stopped == "exhausted"
-            else:
-                pool = WorkerPool(options, echo=bar.write, on_poll=lambda: _poll(study, ledger, study_id, bar),
-                                  on_lost=lambda pid: retry_interrupted(study, pid, defaults.MAX_RETRY)).run(
-                    lambda: ledger.progress(study_id).finished < target and run.time_left())
-            reclaimed += _final_reclaim(study, ledger, study_id, run, echo)
-    finally:
-        bar.close()
-        with contextlib.suppress(Exception):  # Ctrl-C or an error: fail what this run left running
-            reclaim(study, ledger, study_id, run.grace_period, max_retry=0)
-        heartbeat.stop()
-        with contextlib.suppress(Exception):
-            ledger.leave(run_id)
-            ledger.settle(study_id)  # workers killed here or by an earlier run never retired
-        with contextlib.suppress(Exception):  # and leave no baseline waiting: a later run queues it again
-            if ledger.alone(study_id, run.grace_period):
-                unqueue_baselines(study)
-    with storage_errors(run.storage):
-        after = ledger.progress(study_id)
-        summary = summarize(study)
-        budget_ended = (run.deadline is not None and after.finished < target
-                        and (not run.time_left() or _budget_stopped(study)))
-        if budget_ended and ledger.alone(study_id, run.grace_period):
-            ledger.lower_target(study_id, after.finished)  # a later worker must not run on toward it
-            study.set_user_attr(TARGET_ATTR, after.finished)
-        if after.finished < target and not exhausted and not pool.errors and not budget_ended:
-            exhausted = _space_exhausted(study)
-        outcome = CorpusOutcome(
-            corpus=name.split("/", 1)[1], study=name, summary=summary, best=best_trial(study), target=target,
-            added=after.finished - before.finished, reclaimed=reclaimed, lost_workers=pool.lost_workers,
-            exhausted=exhausted, recommendation=recommend_for_study(study), budget_ended=budget_ended,
-            timeout=run.timeout)
-        write_note(study, outcome)
-    if pool.errors:
-        raise ChunkwiseError(f"study {name}: " + "; ".join(pool.errors))
-    return outcome
-
-
-#: How long a run that adds no trials (``worker`` without ``--n-trials``) waits for the run that
-#: created the study to set its target.
-TARGET_WAIT_S = 30.0
 
 
 def _wait_for_studies(storage: StudyStorage, run_name: str, echo: Echo) -> list[str]:
@@ -340,57 +193,3 @@ def _wait_for_studies(storage: StudyStorage, run_name: str, echo: Echo) -> list[
                  "for the run that creates it")
             said = True
         time.sleep(WAIT_POLL_S)
-
-
-def _wait_for_target(ledger: Ledger, study_id: int, name: str, echo: Echo) -> None:
-    """A run joining without trials of its own works toward the study's target: wait for the
-    ``tune`` that created the study to set it, or say clearly that none did."""
-    if ledger.target(study_id) is not None:
-        return
-    echo(f"study {name}: no target yet; waiting for the run that created it to set one")
-    deadline = time.monotonic() + TARGET_WAIT_S
-    while time.monotonic() < deadline:
-        time.sleep(WAIT_POLL_S)
-        if ledger.target(study_id) is not None:
-            return
-    raise StudyError(f"study {name!r} has no target: no run has set one (the tune that created it may have "
-                     f"stopped before it started). Give {option('n_trials', 'N')} to run N trials")
-
-
-def _poll(study: optuna.Study, ledger: Ledger, study_id: int, bar: ProgressBar) -> None:
-    with contextlib.suppress(Exception):  # a transient lock while workers write: poll again next time
-        best = best_trial(study)
-        bar.set(ledger.progress(study_id).finished, None if best is None else best.score)
-
-
-def _budget_stopped(study: optuna.Study) -> bool:
-    """The last proposals were pruned because they could not finish in the time left."""
-    from ..study.records import BUDGET_ATTR
-
-    recent = study.get_trials(deepcopy=False, states=(TrialState.PRUNED,))[-1:]
-    return bool(recent) and BUDGET_ATTR in recent[0].user_attrs
-
-
-def _space_exhausted(study: optuna.Study) -> bool:
-    from ..study.records import DUPLICATE_ATTR
-
-    recent = study.get_trials(deepcopy=False, states=(TrialState.PRUNED,))[-5:]
-    return bool(recent) and all(DUPLICATE_ATTR in t.user_attrs for t in recent)
-
-
-def _final_reclaim(study: optuna.Study, ledger: Ledger, study_id: int, run: RunSettings, echo: Echo) -> list[int]:
-    """After this run's workers stopped: fail what they left RUNNING, waiting out the grace
-    period for trials that never got an owner (unless other workers, who may own them, run)."""
-    reclaimed = reclaim(study, ledger, study_id, run.grace_period, max_retry=0)
-    orphans = [t for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
-               if WORKER_ATTR not in t.user_attrs]
-    if orphans and not ledger.active_workers(study_id, run.grace_period):
-        echo(f"waiting up to {run.grace_period} s for trial(s) {', '.join(str(t.number) for t in orphans)} "
-             "(started, but no worker recorded) before failing them")
-        deadline = time.monotonic() + run.grace_period + 1
-        while time.monotonic() < deadline and any(
-                t.state == TrialState.RUNNING for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
-                if WORKER_ATTR not in t.user_attrs):
-            time.sleep(0.5)
-            reclaimed += reclaim(study, ledger, study_id, run.grace_period, max_retry=0)
-    return reclaimed

@@ -6,11 +6,13 @@ import contextlib
 import json
 import time
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 import numpy as np
 import optuna
-from optuna.trial import TrialState
+from optuna.exceptions import UpdateFinishedTrialError
+from optuna.trial import FrozenTrial, TrialState
 
 from ...data.corpus import Corpus
 from ...data.evalset import EvaluationSet
@@ -27,16 +29,20 @@ from ..study.records import (
     BASELINE_ATTR,
     CHUNKER_ATTR,
     CONFIG_ATTR,
+    INTERRUPTED,
     K_ATTR,
+    LOST_ATTR,
     PARAMS_ATTR,
     PER_QUERY_SYSTEM_ATTR,
     RUNG_SCORES_ATTR,
     SCORE_ATTR,
     STOPPED_AT_ATTR,
+    WORKER_ATTR,
     encode_per_query,
 )
 from ..study.settings import StudySettings
-from .ledger import Claim, ClaimResult
+from .ledger import Claim, ClaimResult, Ledger, worker_alive
+from .processes import this_host, worker_process
 from .progress import EmbeddingReport, print_err
 
 
@@ -237,3 +243,90 @@ class TrialObjective:
                                                                 TrialState.RUNNING))
         return [float(t.user_attrs[RUNG_SCORES_ATTR][rung]) for t in trials
                 if rung in (t.user_attrs.get(RUNG_SCORES_ATTR) or {})]
+
+
+def retry_trial(study: optuna.Study, trial: FrozenTrial, max_retry: int) -> bool:
+    """Queue a WAITING copy of a lost trial (same parameters), as Optuna's
+    ``RetryHeartbeatStaleTrialCallback`` would, but without the lost trial's attributes."""
+    history = [*trial.system_attrs.get("retry_history", []), trial.number]
+    if len(history) > max_retry or not trial.params:
+        return False
+    study.add_trial(optuna.trial.create_trial(
+        state=TrialState.WAITING, params=trial.params, distributions=trial.distributions,
+        user_attrs={key: trial.user_attrs[key] for key in (BASELINE_ATTR,) if key in trial.user_attrs},
+        system_attrs={"failed_trial": trial.system_attrs.get("failed_trial", trial.number),
+                      "retry_history": history}))
+    return True
+
+
+def reclaim(study: optuna.Study, ledger: Ledger, study_id: int, grace_period: float, max_retry: int) -> list[int]:
+    """Fail (and re-queue) the RUNNING trials whose worker is gone; returns their numbers."""
+    running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+    if not running:
+        return []
+    workers = ledger.workers(study_id)
+    now = time.time()
+    storage = ledger.storage
+    reclaimed = []
+    for trial in running:
+        owner = trial.user_attrs.get(WORKER_ATTR)
+        if owner is not None:
+            gone = not worker_alive(workers.get(owner), grace_period, now)
+        else:
+            gone = trial.datetime_start is None or now - trial.datetime_start.timestamp() > grace_period
+        if not gone:
+            continue
+        try:
+            storage.set_trial_user_attr(trial._trial_id, LOST_ATTR, "its worker stopped before the trial ended")
+            if not storage.set_trial_state_values(trial._trial_id, TrialState.FAIL):
+                continue
+        except UpdateFinishedTrialError:  # finished meanwhile, or another worker reclaimed it first
+            continue
+        reclaimed.append(trial.number)
+        retry_trial(study, storage.get_trial(trial._trial_id), max_retry)
+    return reclaimed
+
+
+def retry_interrupted(study: optuna.Study, pid: int, max_retry: int) -> list[int]:
+    """Queue again the trials that worker process ``pid`` of this host failed as interrupted:
+    a worker that a signal stopped alone, while its run went on, was lost, and its trial is
+    retried like a killed worker's. Returns their numbers."""
+    trials = study.get_trials(deepcopy=False)
+    retried = {number for t in trials for number in t.system_attrs.get("retry_history", [])}
+    queued = []
+    for trial in trials:
+        owner = trial.user_attrs.get(WORKER_ATTR)
+        if (trial.state == TrialState.FAIL and trial.user_attrs.get(LOST_ATTR) == INTERRUPTED
+                and worker_process(owner) == (this_host(), pid) and trial.number not in retried
+                and retry_trial(study, trial, max_retry)):
+            queued.append(trial.number)
+    return queued
+
+
+def ask_owned(study: optuna.Study, worker_id: str) -> optuna.Trial:
+    """``study.ask()``, with the trial's owner recorded before it is RUNNING: no moment exists
+    at which the trial runs without an owner, so Ctrl-C or a kill at any point leaves a trial
+    whose worker is known (and reclaimed at once when that worker is gone), and no delay,
+    however long, makes a live worker's new trial look orphaned.
+
+    A retry queued as WAITING gets the owner just before it is taken (when two workers race
+    for it, the winner writes itself again right after); a new trial is created with its owner
+    in the transaction that creates it.
+    """
+    storage = study._storage
+    # What ask() does first: forget this thread's cached trials, so the sampler sees them all.
+    study._thread_local.cached_all_trials = None
+    for waiting in study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+        try:
+            storage.set_trial_user_attr(waiting._trial_id, WORKER_ATTR, worker_id)
+            if not storage.set_trial_state_values(waiting._trial_id, state=TrialState.RUNNING):
+                continue  # another worker took it
+        except UpdateFinishedTrialError:
+            continue
+        storage.set_trial_user_attr(waiting._trial_id, WORKER_ATTR, worker_id)
+        return optuna.Trial(study, waiting._trial_id)
+    template = FrozenTrial(
+        number=0, state=TrialState.RUNNING, value=None, datetime_start=datetime.now(), datetime_complete=None,
+        params={}, distributions={}, user_attrs={WORKER_ATTR: worker_id}, system_attrs={}, intermediate_values={},
+        trial_id=0)
+    return optuna.Trial(study, storage.create_new_trial(study._study_id, template_trial=template))

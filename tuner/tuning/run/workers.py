@@ -1,4 +1,4 @@
-"""Worker processes: the trial lifecycle, and a pool that survives the loss of a worker.
+"""Workers: the trial lifecycle (a pool of worker processes is :mod:`.processes`).
 
 A worker joins one study and runs trials until the study holds its target number of
 complete trials. Every trial it starts ends COMPLETE, PRUNED or FAIL, whatever happens:
@@ -17,34 +17,24 @@ complete trials. Every trial it starts ends COMPLETE, PRUNED or FAIL, whatever h
    trial counts toward the target, see :mod:`tuner.evaluation.fidelity`). A ``ChunkwiseError``
    fails the trial (``error``); a fatal one (bad key, dead endpoint) also stops the
    worker. Ctrl-C (SIGINT) and SIGTERM fail the in-flight trial (``lost``) and stop it.
-
-Workers started by a pool (``tune --jobs N``, ``worker --jobs N``) are separate Python
-processes that receive their options on standard input (never on the command line, where
-other users could read a storage password), exit when their parent dies (Linux
-``PR_SET_PDEATHSIG``, and a parent watch elsewhere), and are replaced when one is lost.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import os
-import signal
-import subprocess
 import sys
 import threading
 import time
-import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
-from datetime import datetime
-from typing import Any
 
 import optuna
 from optuna.exceptions import UpdateFinishedTrialError
 from optuna.trial import FrozenTrial, TrialState
 
+from ..._faults import arm_during_tell, fault_point, hold_point
 from ..._io.secrets import redact
 from ...errors import ChunkwiseError, StudyError
 from ..search.samplers import WeightedScoreSampler
@@ -59,13 +49,32 @@ from ..study.records import (
     RETRYABLE_ATTR,
     SKIPPED_ATTR,
     STOPPED_AT_ATTR,
-    WORKER_ATTR,
 )
 from ..study.settings import StudySettings
 from ..study.storage import make_storage, storage_errors
-from .faults import arm_during_tell, fault_point, hold_point
-from .ledger import Claim, ClaimResult, Ledger, new_worker_id, this_host, worker_alive, worker_process
-from .trial import ConfigurationTaken, OutOfBudget, StoppedAtRung, TargetReached, TrialObjective
+from .ledger import Claim, ClaimResult, Ledger
+from .processes import (
+    EXIT_ERROR,
+    EXIT_FATAL,
+    EXIT_INTERRUPTED,
+    EXIT_TERMINATED,
+    WorkerStopped,
+    _die_with_parent,
+    _quiet_worker_process,
+    _report_error,
+    new_worker_id,
+    stop_handlers,
+)
+from .trial import (
+    ConfigurationTaken,
+    OutOfBudget,
+    StoppedAtRung,
+    TargetReached,
+    TrialObjective,
+    ask_owned,
+    reclaim,
+    retry_trial,
+)
 
 #: Consecutive failed trials after which a worker gives up.
 MAX_FAILURES_IN_A_ROW = 5
@@ -75,19 +84,6 @@ MAX_DUPLICATES_IN_A_ROW = 50
 MAX_OVER_BUDGET_IN_A_ROW = 10
 #: Seconds between progress checks while other workers finish the last trials.
 WAIT_POLL_S = 0.5
-#: Exit status of a worker process stopped by a ChunkwiseError (its message is on stderr).
-EXIT_ERROR = 2
-#: Exit status of a worker process stopped by a fatal error: the pool stops the others.
-EXIT_FATAL = 3
-EXIT_INTERRUPTED = 130
-#: Exit status of ``tune`` and ``worker`` stopped by SIGTERM (128 + 15, as a shell reports it).
-EXIT_TERMINATED = 143
-
-
-class WorkerStopped(BaseException):
-    """Raised in the main thread of a run or worker by SIGTERM (``docker stop``, systemd, a
-    parent that died or stopped it). Like ``KeyboardInterrupt``, it is no ``Exception``: the
-    in-flight trial is failed (``lost``) and the stop goes on up to the command line."""
 
 
 @dataclass(frozen=True)
@@ -136,123 +132,6 @@ class WorkerReport:
     reclaimed: list[int] = field(default_factory=list)
     stopped: str = "target"  # target | exhausted | budget
     out_of_budget: int = 0
-
-
-def retry_trial(study: optuna.Study, trial: FrozenTrial, max_retry: int) -> bool:
-    """Queue a WAITING copy of a lost trial (same parameters), as Optuna's
-    ``RetryHeartbeatStaleTrialCallback`` would, but without the lost trial's attributes."""
-    history = [*trial.system_attrs.get("retry_history", []), trial.number]
-    if len(history) > max_retry or not trial.params:
-        return False
-    study.add_trial(optuna.trial.create_trial(
-        state=TrialState.WAITING, params=trial.params, distributions=trial.distributions,
-        user_attrs={key: trial.user_attrs[key] for key in (BASELINE_ATTR,) if key in trial.user_attrs},
-        system_attrs={"failed_trial": trial.system_attrs.get("failed_trial", trial.number),
-                      "retry_history": history}))
-    return True
-
-
-def reclaim(study: optuna.Study, ledger: Ledger, study_id: int, grace_period: float, max_retry: int) -> list[int]:
-    """Fail (and re-queue) the RUNNING trials whose worker is gone; returns their numbers."""
-    running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
-    if not running:
-        return []
-    workers = ledger.workers(study_id)
-    now = time.time()
-    storage = ledger.storage
-    reclaimed = []
-    for trial in running:
-        owner = trial.user_attrs.get(WORKER_ATTR)
-        if owner is not None:
-            gone = not worker_alive(workers.get(owner), grace_period, now)
-        else:
-            gone = trial.datetime_start is None or now - trial.datetime_start.timestamp() > grace_period
-        if not gone:
-            continue
-        try:
-            storage.set_trial_user_attr(trial._trial_id, LOST_ATTR, "its worker stopped before the trial ended")
-            if not storage.set_trial_state_values(trial._trial_id, TrialState.FAIL):
-                continue
-        except UpdateFinishedTrialError:  # finished meanwhile, or another worker reclaimed it first
-            continue
-        reclaimed.append(trial.number)
-        retry_trial(study, storage.get_trial(trial._trial_id), max_retry)
-    return reclaimed
-
-
-def retry_interrupted(study: optuna.Study, pid: int, max_retry: int) -> list[int]:
-    """Queue again the trials that worker process ``pid`` of this host failed as interrupted:
-    a worker that a signal stopped alone, while its run went on, was lost, and its trial is
-    retried like a killed worker's. Returns their numbers."""
-    trials = study.get_trials(deepcopy=False)
-    retried = {number for t in trials for number in t.system_attrs.get("retry_history", [])}
-    queued = []
-    for trial in trials:
-        owner = trial.user_attrs.get(WORKER_ATTR)
-        if (trial.state == TrialState.FAIL and trial.user_attrs.get(LOST_ATTR) == INTERRUPTED
-                and worker_process(owner) == (this_host(), pid) and trial.number not in retried
-                and retry_trial(study, trial, max_retry)):
-            queued.append(trial.number)
-    return queued
-
-
-def ask_owned(study: optuna.Study, worker_id: str) -> optuna.Trial:
-    """``study.ask()``, with the trial's owner recorded before it is RUNNING: no moment exists
-    at which the trial runs without an owner, so Ctrl-C or a kill at any point leaves a trial
-    whose worker is known (and reclaimed at once when that worker is gone), and no delay,
-    however long, makes a live worker's new trial look orphaned.
-
-    A retry queued as WAITING gets the owner just before it is taken (when two workers race
-    for it, the winner writes itself again right after); a new trial is created with its owner
-    in the transaction that creates it.
-    """
-    storage = study._storage
-    # What ask() does first: forget this thread's cached trials, so the sampler sees them all.
-    study._thread_local.cached_all_trials = None
-    for waiting in study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
-        try:
-            storage.set_trial_user_attr(waiting._trial_id, WORKER_ATTR, worker_id)
-            if not storage.set_trial_state_values(waiting._trial_id, state=TrialState.RUNNING):
-                continue  # another worker took it
-        except UpdateFinishedTrialError:
-            continue
-        storage.set_trial_user_attr(waiting._trial_id, WORKER_ATTR, worker_id)
-        return optuna.Trial(study, waiting._trial_id)
-    template = FrozenTrial(
-        number=0, state=TrialState.RUNNING, value=None, datetime_start=datetime.now(), datetime_complete=None,
-        params={}, distributions={}, user_attrs={WORKER_ATTR: worker_id}, system_attrs={}, intermediate_values={},
-        trial_id=0)
-    return optuna.Trial(study, storage.create_new_trial(study._study_id, template_trial=template))
-
-
-def limit_threads(threads: int) -> None:
-    """Cap the math libraries' threads so parallel workers do not oversubscribe the cores."""
-    os.environ["TOKENIZERS_PARALLELISM"] = "false"
-    from threadpoolctl import threadpool_limits
-
-    threadpool_limits(threads)
-    import torch
-
-    torch.set_num_threads(threads)
-
-
-class Heartbeat:
-    """Call ``beat()`` (refresh a ``seen`` time in the ledger) every ``interval`` seconds from a
-    daemon thread."""
-
-    def __init__(self, beat: Callable[[], None], interval: float) -> None:
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(beat, interval), daemon=True,
-                                        name="chunkwise-heartbeat")
-        self._thread.start()
-
-    def _run(self, beat: Callable[[], None], interval: float) -> None:
-        while not self._stop.wait(interval):
-            with contextlib.suppress(Exception):  # a lock or a lost connection: beat again next time
-                beat()
-
-    def stop(self) -> None:
-        self._stop.set()
 
 
 def run_worker(options: WorkerOptions,
@@ -440,104 +319,6 @@ def _print_reclaimed(number: int) -> None:
           "discarded", file=sys.stderr)
 
 
-# --- worker processes -------------------------------------------------------------------------
-#: How long after a stop was swallowed (raised inside a callback) it is sent again.
-REDELIVER_S = 0.05
-
-
-@contextlib.contextmanager
-def stop_handlers() -> Iterator[None]:
-    """While a run or worker works: SIGTERM raises :class:`WorkerStopped`, and a second
-    SIGINT or SIGTERM during the cleanup of the first is ignored, so an interrupted trial is
-    always recorded as failed. The previous handlers come back afterwards.
-
-    A signal handler's exception is raised wherever the main thread happens to be; inside a
-    weakref callback or a ``__del__`` Python cannot propagate it and reports it as
-    "unraisable" (a traceback on stderr) and the stop would be lost. Such a swallowed stop is
-    delivered again, once the interpreter is back in ordinary code."""
-
-    stopping = False
-
-    def on_signal(signum: int, _frame: Any) -> None:
-        # Ignore later signals by returning, not by installing SIG_IGN: a signal that arrived
-        # just before would then be reported as "ignored due to race condition" (an OSError).
-        nonlocal stopping
-        if stopping:
-            return
-        stopping = True
-        if signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        raise WorkerStopped(signal.Signals(signum).name)
-
-    def on_unraisable(unraisable: Any) -> None:
-        nonlocal stopping
-        exc = unraisable.exc_value
-        if not isinstance(exc, (KeyboardInterrupt, WorkerStopped)):
-            previous_hook(unraisable)
-            return
-        stopping = False  # the stop never reached the worker's code: deliver it again
-        # From another thread, a moment later: a signal sent from here would be handled at once,
-        # inside this hook, and swallowed again ("Exception ignored in sys.unraisablehook").
-        # The main thread handles it at its next check, back in ordinary code (a sleep or a wait
-        # is interrupted); should that again be a callback, this hook sends it once more.
-        resend = threading.Timer(REDELIVER_S, os.kill, (os.getpid(), signal.SIGINT if isinstance(
-            exc, KeyboardInterrupt) else signal.SIGTERM))
-        resend.daemon = True
-        resend.start()
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {signum: signal.signal(signum, on_signal) for signum in (signal.SIGINT, signal.SIGTERM)}
-    previous_hook = sys.unraisablehook
-    sys.unraisablehook = on_unraisable
-    try:
-        yield
-    finally:
-        sys.unraisablehook = previous_hook
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-
-
-#: Seconds a worker whose parent died has to fail its trial and exit after its SIGTERM; then it
-#: kills itself (its trial, still RUNNING, is reclaimed by the next run: its process is gone).
-ORPHAN_EXIT_S = 5.0
-
-
-def _die_with_parent(parent: int) -> None:
-    """Stop when the parent process dies: Linux sends SIGTERM at once (``PR_SET_PDEATHSIG``);
-    everywhere, standard input (a pipe the parent holds open) reaches its end and the parent's
-    pid is no longer this process's parent. Then the worker gets SIGTERM, and SIGKILL if it has
-    not exited :data:`ORPHAN_EXIT_S` later (its clean-up may wait on a server that never answers)."""
-    with contextlib.suppress(Exception):
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    orphaned = threading.Event()
-
-    def stop() -> None:
-        if orphaned.is_set():
-            return
-        orphaned.set()
-        os.kill(os.getpid(), signal.SIGTERM)
-        time.sleep(ORPHAN_EXIT_S)
-        os.kill(os.getpid(), signal.SIGKILL)
-
-    def watch_pipe() -> None:
-        with contextlib.suppress(Exception):
-            while sys.stdin.read(4096):
-                pass
-        stop()
-
-    def watch_parent() -> None:
-        while os.getppid() == parent and not orphaned.is_set():
-            time.sleep(1.0)
-        stop()
-
-    for watch in (watch_pipe, watch_parent):
-        threading.Thread(target=watch, daemon=True, name=f"chunkwise-{watch.__name__}").start()
-
-
 def worker_process_main() -> int:
     """Entry point of a pool's worker process: options as one line of JSON on standard input,
     which the pool then keeps open until the worker ends (see :func:`_die_with_parent`)."""
@@ -561,168 +342,31 @@ def worker_process_main() -> int:
         return EXIT_TERMINATED
 
 
-def _quiet_worker_process() -> None:
-    """A pool's worker prints nothing over its parent's progress bar: the corpus loader's
-    summaries and library warnings were reported once by the parent, which loaded the same
-    corpus (a worker's errors still reach standard error, as its one line)."""
-    corpus_log = logging.getLogger("tuner.data.corpus")
-    corpus_log.addHandler(logging.NullHandler())
-    corpus_log.propagate = False
-    warnings.simplefilter("ignore")
+def limit_threads(threads: int) -> None:
+    """Cap the math libraries' threads so parallel workers do not oversubscribe the cores."""
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(threads)
+    import torch
+
+    torch.set_num_threads(threads)
 
 
-#: The file descriptor on which a pool's worker hands its error message to the pool (which
-#: prints each distinct message once) instead of printing it beside its siblings' copies.
-ERROR_FD_ENVIRONMENT = "CHUNKWISE_ERROR_FD"
-#: The longest error message a worker hands over (a pipe holds far more; nothing blocks).
-MAX_ERROR_CHARS = 4000
+class Heartbeat:
+    """Call ``beat()`` (refresh a ``seen`` time in the ledger) every ``interval`` seconds from a
+    daemon thread."""
 
+    def __init__(self, beat: Callable[[], None], interval: float) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(beat, interval), daemon=True,
+                                        name="chunkwise-heartbeat")
+        self._thread.start()
 
-def _report_error(message: str) -> None:
-    fd = os.environ.get(ERROR_FD_ENVIRONMENT)
-    if fd is not None:
-        with contextlib.suppress(OSError, ValueError):
-            os.write(int(fd), message[:MAX_ERROR_CHARS].encode("utf-8", errors="replace"))
-            return
-    print(f"chunkwise: error: {message}", file=sys.stderr)
+    def _run(self, beat: Callable[[], None], interval: float) -> None:
+        while not self._stop.wait(interval):
+            with contextlib.suppress(Exception):  # a lock or a lost connection: beat again next time
+                beat()
 
-
-@dataclass
-class PoolReport:
-    """What a pool of worker processes went through."""
-
-    lost_workers: int = 0
-    restarted: int = 0
-    errors: list[str] = field(default_factory=list)
-
-
-#: The signal behind a worker process's exit status when it stopped by itself on one.
-_STOPPED_BY = {EXIT_INTERRUPTED: "SIGINT", EXIT_TERMINATED: "SIGTERM"}
-
-_WORKER_BOOT = ("import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); "
-                "from tuner.tuning.run.workers import worker_process_main as main; raise SystemExit(main())")
-
-
-class WorkerPool:
-    """Run worker processes for one study; replace a lost one, stop them all on Ctrl-C.
-
-    ``lost`` workers are those killed by a signal or ending in an unexpected way; their
-    trials are reclaimed at once (their pid is gone) and re-queued, and a replacement starts
-    while the study is short of its target (at most ``max_restarts`` in all).
-    """
-
-    def __init__(self, options: list[WorkerOptions], *, echo: Callable[[str], None],
-                 on_poll: Callable[[], None] | None = None, on_lost: Callable[[int], None] | None = None,
-                 max_restarts: int | None = None, stop_timeout_s: float = 30.0) -> None:
-        self.options = options
-        self.echo = echo
-        self.on_poll = on_poll
-        #: Called with a lost worker's pid (a stopped worker failed its trial: the run retries it).
-        self.on_lost = on_lost
-        self.max_restarts = 3 * len(options) if max_restarts is None else max_restarts
-        self.stop_timeout_s = stop_timeout_s
-        self.report = PoolReport()
-        self._error_pipes: dict[int, int] = {}  # worker pid -> the read end of its error pipe
-
-    def _error_of(self, process: subprocess.Popen) -> str:
-        """The error message the (exited) worker handed over, "" for none; closes its pipe."""
-        fd = self._error_pipes.pop(process.pid, None)
-        if fd is None:
-            return ""
-        chunks = []
-        with contextlib.suppress(OSError):
-            while chunk := os.read(fd, 65536):
-                chunks.append(chunk)
-        os.close(fd)
-        return b"".join(chunks).decode("utf-8", errors="replace").strip()
-
-    def _start(self, options: WorkerOptions) -> subprocess.Popen:
-        errors, errors_child = os.pipe()
-        env = {**os.environ, "CHUNKWISE_PARENT_PID": str(os.getpid()), "PYTHONUNBUFFERED": "1",
-               ERROR_FD_ENVIRONMENT: str(errors_child)}
-        # Ctrl-C reaching a worker still importing its libraries would print a traceback: it
-        # ignores SIGINT until its handlers are in place, and the pool stops it with SIGTERM.
-        try:
-            process = subprocess.Popen([sys.executable, "-c", _WORKER_BOOT], stdin=subprocess.PIPE, env=env,
-                                       text=True, pass_fds=(errors_child,))
-        except BaseException:
-            os.close(errors)
-            raise
-        finally:
-            os.close(errors_child)
-        os.set_blocking(errors, False)  # a grandchild holding the write end must not block the read
-        self._error_pipes[process.pid] = errors
-        assert process.stdin is not None
-        # Standard input stays open while the worker runs: its end tells the worker this process died.
-        process.stdin.write(options.to_json() + "\n")
-        process.stdin.flush()
-        return process
-
-    @staticmethod
-    def _ended(process: subprocess.Popen) -> None:
-        with contextlib.suppress(OSError):
-            process.stdin.close()
-
-    def run(self, short_of_target: Callable[[], bool]) -> PoolReport:
-        running = {i: self._start(o) for i, o in enumerate(self.options)}
-        fatal = False
-        try:
-            while running:
-                time.sleep(0.5)
-                if self.on_poll is not None:
-                    self.on_poll()
-                for index, process in list(running.items()):
-                    code = process.poll()
-                    if code is None:
-                        continue
-                    del running[index]
-                    message = self._error_of(process)
-                    self._ended(process)
-                    # A worker that this pool stopped (a fatal error elsewhere) ends as it was told;
-                    # one that a signal stopped alone (SIGTERM, SIGINT to its pid) was lost. (Ctrl-C
-                    # or SIGTERM to the whole run stops this loop first: see the except below.)
-                    if code == 0 or (fatal and code in (EXIT_INTERRUPTED, EXIT_TERMINATED)):
-                        continue
-                    if code in (EXIT_ERROR, EXIT_FATAL):
-                        # Workers sharing a storage or an endpoint fail alike: each message once.
-                        message = message or f"worker {index} stopped with an error"
-                        if message not in self.report.errors:
-                            self.report.errors.append(message)
-                        if code == EXIT_FATAL and not fatal:
-                            fatal = True  # no retry can fix it: stop the others too
-                            for other in running.values():
-                                other.send_signal(signal.SIGTERM)
-                        continue
-                    self.report.lost_workers += 1
-                    how = signal.Signals(-code).name if code < 0 else _STOPPED_BY.get(code, f"exit status {code}")
-                    self.echo(f"worker {index} (pid {process.pid}) was lost ({how}); its trial is failed and retried")
-                    short = short_of_target()
-                    if self.on_lost is not None and short:
-                        self.on_lost(process.pid)
-                    if not fatal and self.report.restarted < self.max_restarts and short:
-                        self.report.restarted += 1
-                        running[index] = self._start(self.options[index])
-        except (KeyboardInterrupt, WorkerStopped):  # Ctrl-C or SIGTERM: the workers fail their trials too
-            self._stop_all(running)
-            raise
-        finally:
-            for fd in self._error_pipes.values():
-                os.close(fd)
-            self._error_pipes.clear()
-        return self.report
-
-    def _stop_all(self, running: dict[int, subprocess.Popen]) -> None:
-        """Ctrl-C or SIGTERM: the workers fail their in-flight trials and exit (SIGTERM); kill those that
-        do not within ``stop_timeout_s``, whose trials the run's final reclaim then fails.
-        (Under :func:`stop_handlers`, a second Ctrl-C meanwhile is ignored.)"""
-        for process in running.values():
-            with contextlib.suppress(ProcessLookupError):
-                process.send_signal(signal.SIGTERM)  # harmless if the group's SIGINT got there first
-        deadline = time.monotonic() + self.stop_timeout_s
-        for process in running.values():
-            try:
-                process.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-            self._ended(process)
+    def stop(self) -> None:
+        self._stop.set()

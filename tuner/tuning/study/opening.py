@@ -5,27 +5,22 @@ from __future__ import annotations
 
 import json
 import warnings
-from dataclasses import asdict, dataclass
-from pathlib import Path
+from dataclasses import dataclass, replace
 from typing import Any
 
 import optuna
 
-from ..._version import __version__
 from ...data.corpus import Corpus, load_corpus
 from ...data.evalset import EvaluationSet, load_evaluation_set
-from ...data.repeats import OccurrenceTable
-from ...embedding.config import SPEED_FIELDS
 from ...errors import StudyError, option
 from ...evaluation.registry import label as metric_label
 from ..scoring.objective import (
-    DEFAULT_PARETO,
     pareto_directions,
 )
 from ..search.space import SearchSpace
 from ..search.space_file import load_search_space, resolve_space
-from .records import FIDELITY_CHOICE_KEY, PRECISION_CHOICE_KEY, SETTINGS_ATTR, SUMMARY_ATTRS
-from .settings import COMPARED_SETTINGS, StudySettings, comparable, resolve_fidelity, validation_split
+from .records import SETTINGS_ATTR
+from .settings import StudySettings
 from .spec import StudySpec
 
 #: Changed values longer than this are shortened in a refusal's diff.
@@ -55,65 +50,42 @@ def load_study_data(spec: StudySpec) -> LoadedStudyData:
     return LoadedStudyData(corpora, per_corpus, load_search_space(resolve_space(spec.space)))
 
 
-def open_study(storage: optuna.storages.BaseStorage, name: str, settings: dict[str, Any],
+def open_study(storage: optuna.storages.BaseStorage, name: str, settings: StudySettings,
                sampler: optuna.samplers.BaseSampler | None = None, *, pareto_given: bool = True) -> optuna.Study:
     """Create the study, or load it and refuse when its stored settings differ.
 
-    Its Optuna objectives are the metrics of ``settings["pareto"]``. Without ``pareto_given``
+    Its Optuna objectives are the metrics of ``settings.pareto``. Without ``pareto_given``
     (the run did not choose axes), a study that exists keeps its own.
     """
-    axes = settings.get("pareto") or list(comparable("pareto", None))
     try:
         study = optuna.load_study(study_name=name, storage=storage, sampler=sampler)
     except KeyError:
         study = optuna.create_study(storage=storage, study_name=name, sampler=sampler,
-                                    directions=pareto_directions(axes), load_if_exists=True)
-    stored = study.user_attrs.get(SETTINGS_ATTR)
-    if stored is None:
+                                    directions=pareto_directions(settings.pareto), load_if_exists=True)
+    if SETTINGS_ATTR not in study.user_attrs:
         with warnings.catch_warnings():  # experimental, but it is what labels the dashboard's axes
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            study.set_metric_names([metric_label(axis) for axis in axes])
-        study.set_user_attr(SETTINGS_ATTR, settings)
-        for key in SUMMARY_ATTRS:
-            study.set_user_attr(key, settings[key])
+            study.set_metric_names([metric_label(axis) for axis in settings.pareto])
+        settings.store(study)
         return study
-    if settings.get(PRECISION_CHOICE_KEY) == "auto" and isinstance(stored.get("embedder"), dict):
-        # auto resumes at the study's precision (an explicit one must match it, below).
-        settings = {**settings, "embedder": _with_precision_of(settings["embedder"], stored["embedder"])}
-    if settings.get(FIDELITY_CHOICE_KEY) == "auto" and "fidelity" in stored:
-        # auto resumes at the study's rungs (AUTO_RUNGS may have changed since it was created).
-        settings = {**settings, "fidelity": stored["fidelity"]}
-    current = dict(settings)
+    stored = StudySettings.of(study)
+    if settings.precision_choice == "auto":  # auto resumes at the study's precision (an explicit one must match)
+        settings = replace(settings, embedder=replace(settings.embedder, precision=stored.embedder.precision))
+    if settings.fidelity_choice == "auto":  # auto resumes at the study's rungs (AUTO_RUNGS may have changed)
+        settings = replace(settings, fidelity=stored.fidelity)
     if not pareto_given:
-        current["pareto"] = stored.get("pareto")
-    differences = settings_diff(_compared(stored), _compared(current))
+        settings = replace(settings, pareto=stored.pareto)
+    differences = settings_diff(stored.compared(), settings.compared())
     if differences:
         lines = "\n  ".join(differences)
         raise StudyError(
             f"study {name!r} was created with different settings (study -> this run):\n  {lines}\n"
             "Its results would not be comparable. Run with the study's settings, or start a "
             "new study (another name or storage).")
-    if stored.get("embedder") != settings.get("embedder"):
+    if stored.embedder != settings.embedder:
         # Only how fast the embedder is asked differs (compared above): this run's workers use its own.
-        study.set_user_attr(SETTINGS_ATTR, {**stored, "embedder": settings["embedder"]})
+        replace(stored, embedder=settings.embedder).store(study)
     return study
-
-
-def _compared(settings: dict[str, Any]) -> dict[str, Any]:
-    """The settings a resumed run must agree on (as :func:`~.settings.comparable` reads them); how
-    fast a hosted embedder is asked is not one."""
-    compared = {key: comparable(key, settings.get(key)) for key in COMPARED_SETTINGS}
-    if isinstance(compared.get("embedder"), dict):
-        compared["embedder"] = {key: value for key, value in compared["embedder"].items() if key not in SPEED_FIELDS}
-    return compared
-
-
-def _with_precision_of(embedder: dict[str, Any], stored: dict[str, Any]) -> dict[str, Any]:
-    """``embedder`` with the precision of ``stored`` (absent, as fp32 is written, when it is absent there)."""
-    out = {key: value for key, value in embedder.items() if key != "precision"}
-    if "precision" in stored:
-        out["precision"] = stored["precision"]
-    return out
 
 
 def settings_diff(stored: Any, current: Any, path: str = "") -> list[str]:
@@ -175,41 +147,3 @@ def load_study_inputs(settings: StudySettings, study: str, corpus_path: str | No
         raise StudyError(f"the queries in {queries_path} differ from those study {study!r} was "
                          f"created with (content hash mismatch); pass the same file with {option('queries_path')}")
     return corpus, evalset
-
-
-def build_settings(spec: StudySpec, corpus: Corpus, evalset: EvaluationSet, space: SearchSpace,
-                   corpus_path: str) -> dict[str, Any]:
-    """The settings stored with a new corpus study (JSON-ready)."""
-    return {
-        "chunkwise_version": __version__,
-        "corpus": corpus.name,
-        "corpus_path": str(Path(corpus_path).resolve()) if not any(c in corpus_path for c in "*?[") else corpus_path,
-        "corpus_sha256": corpus.sha256,
-        "queries_path": str(Path(spec.queries).resolve()),
-        "queries": len(evalset),
-        "evaluation_set_sha256": evalset.sha256,
-        "space": space.to_dict(),
-        "space_source": space.source,
-        # The precision this machine runs (``auto`` resolved): it defines the vectors, so a resumed
-        # run must agree on it; ``precision_choice`` says whether the run asked for auto.
-        "embedder": spec.embedder.resolved().to_dict(),
-        PRECISION_CHOICE_KEY: spec.embedder.precision,
-        "unit": spec.unit,
-        "copies": spec.copies,
-        "validation": validation_split(evalset, spec.validation),
-        "repeated_references": OccurrenceTable.build(evalset, [corpus]).summary().to_dict(),
-        "weights": spec.weights.as_dict(),
-        "rates": spec.rates.to_dict(),
-        "scales": asdict(spec.scales),
-        "constraints": spec.constraints.as_dict(),
-        "pareto": list(spec.pareto or DEFAULT_PARETO),
-        "repair_references": spec.repair_references,
-        # Converted documents (PDF, HTML, DOCX, ...): the converters, compared on resume, and
-        # each document's conversion hash; None for a corpus of text files.
-        "conversion": corpus.conversion,
-        "corpus_include": list(spec.include),
-        "corpus_exclude": list(spec.exclude),
-        "corpus_keep_links": spec.keep_links,
-        "fidelity": resolve_fidelity(spec.fidelity, corpus).to_dict(),
-        FIDELITY_CHOICE_KEY: spec.fidelity if isinstance(spec.fidelity, str) else None,
-    }

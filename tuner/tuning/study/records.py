@@ -26,19 +26,12 @@ from ...evaluation.registry import metric_names, metrics
 from ..scoring.objective import Constraints
 
 # --- study attributes --------------------------------------------------------------------------
-#: The settings that define a study's results (a dict; see :func:`.study.study_settings`).
+#: The settings that define a study's results (JSON; see :class:`.settings.StudySettings`).
 SETTINGS_ATTR = "settings"
 #: Complete trials the study is being run toward (mirrors the ledger's target, for the dashboard).
 TARGET_ATTR = "target_trials"
 #: Study attributes copied out of the settings so the dashboard's study list shows them.
 SUMMARY_ATTRS = ("corpus", "queries", "weights", "embedder", "unit")
-#: Embedder-dependent rates resolved once per study (a key of the settings).
-RESOLVED_RATES_KEY = "resolved_rates"
-#: The precision a run asked for (a key of the settings, not compared on resume): with
-#: ``auto``, resuming keeps the precision the study was created with.
-PRECISION_CHOICE_KEY = "precision_choice"
-#: The same for ``fidelity``: with ``auto``, resuming keeps the rungs the study was created with.
-FIDELITY_CHOICE_KEY = "fidelity_choice"
 
 # --- trial attributes --------------------------------------------------------------------------
 #: The weighted score, the value that defines "best".
@@ -294,7 +287,9 @@ def evaluated(study: optuna.Study) -> list[TrialRecord]:
 
 def constraints_of(study: optuna.Study) -> Constraints:
     """The study's constraints (none for a study created before they existed)."""
-    return Constraints.from_dict((study.user_attrs.get(SETTINGS_ATTR) or {}).get("constraints") or {})
+    from .settings import StudySettings  # the settings' codec reads this module's attribute names
+
+    return StudySettings.stored_field(study, "constraints")
 
 
 def recommendable(study: optuna.Study) -> list[TrialRecord]:

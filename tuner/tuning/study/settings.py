@@ -1,36 +1,48 @@
-"""A study's settings: written once when the study is created, read back once per process.
+"""A study's settings: one declared class, written once when the study is created and read back
+once per process, through one codec.
 
-The settings (a JSON mapping under the study's ``settings`` attribute, see :mod:`.records`)
-define what the study's results mean: its space, embedder, scoring unit, weights, rates and
-scales, the data it was created with (paths and content hashes), the held-out questions and
-the fidelity rungs. :func:`build_settings` writes them for a new study; :class:`StudySettings`
-reads them into types once, and the run, every worker, every trial, the report and the export
-receive that one object instead of picking keys out of the mapping.
+The settings define what the study's results mean: its space, embedder, scoring unit, weights,
+rates and scales, the data it was created with (paths and content hashes), the held-out
+questions and the fidelity rungs. :func:`build_settings` makes them for a new study;
+:meth:`StudySettings.store` writes them (JSON, under the study's ``settings`` attribute) and
+:meth:`StudySettings.of` reads them back, so the run, every worker, every trial, the report and
+the export receive one typed object. Each field declares how it is written and read, what a study
+stored before the field existed reads as, and whether a resumed run must agree on it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Callable
-from dataclasses import asdict
-from functools import cached_property
-from typing import Any
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import optuna
 
+from ..._version import __version__
 from ...data.corpus import Corpus
 from ...data.evalset import EvaluationSet
+from ...data.repeats import OccurrenceTable
 from ...embedding.cache import EmbeddingCache
 from ...embedding.config import EmbedderConfig, embedder_key, shared_embedder
+from ...errors import InvalidParameterError, StudyError
+from ...evaluation.config import COPIES
 from ...evaluation.fidelity import FULL, Fidelity
+from ...evaluation.metrics import UNITS
+from ...schema import check_settings, codec, setting, stored
 from ..scoring.calibration import stored_throughput
 from ..scoring.measures import ResolvedRates, resolve_rates
-from ..scoring.objective import LEGACY_PARETO, Constraints, Rates, Scales, Weights
+from ..scoring.objective import DEFAULT_PARETO, LEGACY_PARETO, Constraints, Rates, Scales, Weights
 from ..search.space import SearchSpace
 from ..search.space_file import parse_search_space
 from .lookup import settings_of
-from .records import RESOLVED_RATES_KEY
+from .records import SETTINGS_ATTR, SUMMARY_ATTRS
+
+if TYPE_CHECKING:
+    from .spec import StudySpec
 
 #: ``fidelity: auto`` climbs :data:`AUTO_RUNGS` on corpora of at least this many characters
 #: (below it a cold trial takes about a minute on two cores: pruning would save little).
@@ -42,155 +54,182 @@ AUTO_MIN_CHARS = 2_000_000
 #: 1 MB chroma-dev corpus, the recommendation reached lies in the full-fidelity tie set in
 #: 95.7-99.5% of orders (four seeds; bar 95%). Every three-rung set that saves more fails it.
 AUTO_RUNGS = Fidelity(rungs=(0.05, 1.0), reduction=4)
-#: Settings that define a study's results: a resumed run must agree on all of them.
-COMPARED_SETTINGS = ("space", "embedder", "unit", "copies", "weights", "rates", "scales",
-                     "corpus_sha256", "evaluation_set_sha256", "validation", "conversion", "fidelity",
-                     "constraints", "pareto")
+
+_REQUIRED = dataclasses.MISSING
 
 
-def comparable(key: str, value: Any) -> Any:
-    """A stored setting as a resumed run compares it: weights and scales with every field (a
-    study stored before a weight or scale existed has it at its default), no constraints and the
-    legacy Pareto axes for a study stored before they existed."""
-    if key == "weights" and isinstance(value, dict):
-        return Weights(**value).as_dict()
-    if key == "scales" and isinstance(value, dict):
-        return asdict(Scales(**value))
-    if key == "constraints":
-        return value or {}
-    if key == "pareto":
-        return list(value or LEGACY_PARETO)
-    return value
+def _flag(legacy: bool = False) -> Any:
+    return setting(legacy, bool, metadata=codec(legacy=legacy))
 
 
+def _patterns() -> Any:
+    return stored(tuple, encode=list, decode=lambda value, _: tuple(value or ()), legacy=())
+
+
+@dataclass(frozen=True, kw_only=True)
 class StudySettings:
-    """A study's stored settings, read into types once.
+    """A study's stored settings, declared once: what the study was created with and what its
+    results mean. :meth:`to_json` and :meth:`from_json` are the one codec."""
 
-    ``stored`` is the mapping as the study keeps it (JSON); the properties read it.
-    """
+    # --- the data the study was created with ---------------------------------------------------
+    corpus: str = setting(_REQUIRED, str, metadata=codec())
+    #: Where the corpus was read (absolute; a glob as given).
+    corpus_path: str = setting(_REQUIRED, str, metadata=codec())
+    corpus_sha256: str = setting(_REQUIRED, str, metadata=codec(compared=True))
+    queries_path: str = setting(_REQUIRED, str, metadata=codec())
+    #: How many questions the evaluation set holds for this corpus.
+    queries: int = setting(_REQUIRED, int, metadata=codec())
+    evaluation_set_sha256: str = setting(_REQUIRED, str, metadata=codec(compared=True))
+    corpus_include: tuple[str, ...] = _patterns()
+    corpus_exclude: tuple[str, ...] = _patterns()
+    #: Whether converted documents kept their links as ``[text](url)``.
+    corpus_keep_links: bool = _flag()
+    #: Converted documents (PDF, HTML, DOCX, ...): the converters, compared on resume, and each
+    #: document's conversion hash; None for a corpus of text files.
+    conversion: dict[str, Any] | None = stored(None, legacy=None, compared=True)
+    repair_references: bool = _flag()
+    #: How repeated references occur in the corpus (see :mod:`tuner.data.repeats`).
+    repeated_references: dict[str, Any] | None = stored(None, legacy=None)
 
-    def __init__(self, stored: dict[str, Any]) -> None:
-        self.stored = stored
+    # --- what the results mean ---------------------------------------------------------------
+    space: SearchSpace = stored(encode=SearchSpace.to_dict, compared=True,
+                                 decode=lambda value, data: parse_search_space(value, data.get("space_source",
+                                                                                               "<study>")))
+    space_source: str = setting("<study>", str, metadata=codec(legacy="<study>"))
+    #: The embedder of every trial whose space does not choose one, at the precision this machine
+    #: runs (``auto`` resolved: it defines the vectors, so a resumed run must agree on it).
+    embedder: EmbedderConfig = stored(EmbedderConfig, encode=EmbedderConfig.to_dict, compared=True,
+                                       decode=lambda value, _: EmbedderConfig.from_dict(value))
+    #: The precision the run asked for (``auto``: a resumed run takes the study's).
+    precision_choice: str | None = setting(None, str, optional=True, metadata=codec(legacy=None))
+    unit: str = setting("tokens", str, choices=UNITS, metadata=codec(compared=True))
+    copies: str = setting("any", str, choices=COPIES, metadata=codec(legacy="any", compared=True))
+    weights: Weights = stored(Weights, encode=Weights.as_dict, compared=True,
+                               decode=lambda value, _: Weights.from_dict(value))
+    rates: Rates = stored(Rates, encode=Rates.to_dict, compared=True, decode=lambda value, _: Rates.from_dict(value))
+    scales: Scales = stored(Scales, encode=asdict, compared=True, decode=lambda value, _: Scales.from_dict(value))
+    #: Limits a recommended trial must meet (none for studies created before constraints existed).
+    constraints: Constraints = stored(Constraints, encode=Constraints.as_dict, legacy=Constraints(), compared=True,
+                                       decode=lambda value, _: Constraints.from_dict(value or {}))
+    #: The metrics of the study's Pareto front, its Optuna objectives (recall and IoU for studies
+    #: created before they could be chosen).
+    pareto: tuple[str, ...] = stored(DEFAULT_PARETO, encode=list, legacy=LEGACY_PARETO, compared=True,
+                                      decode=lambda value, _: tuple(value or LEGACY_PARETO))
+    #: Each embedder's rates, resolved once per study (see :func:`resolve_study_rates`).
+    resolved_rates: dict[str, ResolvedRates] = stored(
+        dict, legacy={}, encode=lambda value: {key: asdict(rates) for key, rates in value.items()},
+        decode=lambda value, _: {key: ResolvedRates(**rates) for key, rates in (value or {}).items()})
+    #: The rungs trials climb (full fidelity for studies made before rungs existed).
+    fidelity: Fidelity = stored(FULL, encode=Fidelity.to_dict, legacy=FULL, compared=True,
+                                 decode=lambda value, _: Fidelity.from_dict(value) if value else FULL)
+    #: The fidelity the run asked for (``auto``: a resumed run takes the study's rungs).
+    fidelity_choice: str | None = setting(None, str, optional=True, metadata=codec(legacy=None))
+    #: The held-out questions (see :func:`validation_split`); empty without a held-out check.
+    validation: dict[str, Any] = stored(dict, legacy={}, compared=True, decode=lambda value, _: value or {})
+    #: The chunkwise version that created the study.
+    chunkwise_version: str = setting(__version__, str, metadata=codec(legacy="unknown"))
+
+    # --- the one codec ---------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        """The settings as the study keeps them (JSON-ready)."""
+        return {field.name: field.metadata["encode"](getattr(self, field.name)) for field in dataclasses.fields(self)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], where: str = "the study") -> StudySettings:
+        """Settings read back from what :meth:`to_json` wrote (or an older chunkwise did: a field
+        it did not write reads as the field's ``legacy`` value)."""
+        values = {}
+        try:
+            for field in dataclasses.fields(cls):
+                if field.name in data:
+                    values[field.name] = field.metadata["decode"](data[field.name], data)
+                elif field.metadata["legacy"] is not dataclasses.MISSING:
+                    values[field.name] = field.metadata["legacy"]
+                else:
+                    raise StudyError(f"{where}'s settings have no {field.name!r}: it was not created by this "
+                                     "chunkwise or was edited")
+            return cls(**values)
+        except (InvalidParameterError, TypeError, ValueError, KeyError) as exc:
+            raise StudyError(f"{where}'s settings cannot be read ({exc}): it was created by another chunkwise "
+                             "version or with an extension that is not loaded") from None
 
     @classmethod
     def of(cls, study: optuna.Study) -> StudySettings:
         """The settings of a chunkwise study (a foreign study is refused)."""
-        return cls(settings_of(study))
+        return cls.from_json(settings_of(study), f"study {study.study_name!r}")
 
-    # --- the data the study was created with ---------------------------------------------------
-    @property
-    def corpus(self) -> str:
-        return self.stored["corpus"]
+    @classmethod
+    def stored_field(cls, study: optuna.Study, name: str) -> Any:
+        """One field of ``study``'s settings, read without the others (its ``legacy`` value for a
+        study stored before it existed, or without settings)."""
+        field = next(f for f in dataclasses.fields(cls) if f.name == name)
+        data = study.user_attrs.get(SETTINGS_ATTR) or {}
+        if name not in data:
+            return field.metadata["legacy"]
+        return field.metadata["decode"](data[name], data)
 
-    @property
-    def corpus_path(self) -> str:
-        return self.stored["corpus_path"]
+    def store(self, study: optuna.Study) -> None:
+        """Write the settings into ``study`` (and the few that optuna-dashboard's study list shows
+        as attributes of their own)."""
+        stored = self.to_json()
+        study.set_user_attr(SETTINGS_ATTR, stored)
+        for key in SUMMARY_ATTRS:
+            study.set_user_attr(key, stored[key])
 
-    @property
-    def corpus_sha256(self) -> str:
-        return self.stored["corpus_sha256"]
+    def compared(self) -> dict[str, Any]:
+        """What a resumed run must agree on, as stored (how fast a hosted embedder is asked is not one)."""
+        stored = {field.name: field.metadata["encode"](getattr(self, field.name))
+                  for field in dataclasses.fields(self) if field.metadata["compared"]}
+        stored["embedder"] = self.embedder.to_dict(speed=False)
+        return stored
 
-    @property
-    def corpus_include(self) -> tuple[str, ...]:
-        return tuple(self.stored.get("corpus_include") or ())
-
-    @property
-    def corpus_exclude(self) -> tuple[str, ...]:
-        return tuple(self.stored.get("corpus_exclude") or ())
-
-    @property
-    def corpus_keep_links(self) -> bool:
-        """Whether converted documents kept their links as ``[text](url)``."""
-        return bool(self.stored.get("corpus_keep_links"))
-
-    @property
-    def converters(self) -> Any:
-        """The converters the corpus's documents were converted with (None for text files)."""
-        return (self.stored.get("conversion") or {}).get("converters")
-
-    @property
-    def queries_path(self) -> str:
-        return self.stored["queries_path"]
-
-    @property
-    def queries(self) -> int:
-        return self.stored["queries"]
-
-    @property
-    def evaluation_set_sha256(self) -> str:
-        return self.stored["evaluation_set_sha256"]
-
-    @property
-    def repair_references(self) -> bool:
-        return bool(self.stored.get("repair_references"))
-
-    # --- what the results mean ---------------------------------------------------------------
-    @cached_property
-    def space(self) -> SearchSpace:
-        return parse_search_space(self.stored["space"], self.stored.get("space_source", "<study>"))
-
-    @cached_property
-    def embedder(self) -> EmbedderConfig:
-        """The embedder of every trial whose space does not choose one."""
-        return EmbedderConfig.from_dict(self.stored["embedder"])
-
-    @property
-    def unit(self) -> str:
-        return self.stored["unit"]
-
-    @property
-    def copies(self) -> str:
-        return self.stored.get("copies", "any")
-
-    @cached_property
-    def weights(self) -> Weights:
-        return Weights(**self.stored["weights"])
-
-    @cached_property
-    def scales(self) -> Scales:
-        return Scales(**self.stored["scales"])
-
-    @cached_property
-    def constraints(self) -> Constraints:
-        """Limits a recommended trial must meet (none for studies created before constraints existed)."""
-        return Constraints.from_dict(self.stored.get("constraints") or {})
-
-    @property
-    def pareto(self) -> tuple[str, ...]:
-        """The metrics of the study's Pareto front, its Optuna objectives (recall and IoU for
-        studies created before they could be chosen)."""
-        return tuple(self.stored.get("pareto") or LEGACY_PARETO)
-
-    @cached_property
-    def rates(self) -> Rates:
-        return Rates(**self.stored["rates"])
-
-    @cached_property
-    def resolved_rates(self) -> dict[str, ResolvedRates]:
-        """Each embedder's rates, resolved once per study (see :func:`resolve_study_rates`)."""
-        return {key: ResolvedRates(**value) for key, value in self.stored.get(RESOLVED_RATES_KEY, {}).items()}
+    def __post_init__(self) -> None:
+        check_settings(self, "study settings")
 
     def rates_for(self, embedder: EmbedderConfig) -> ResolvedRates | None:
         return self.resolved_rates.get(embedder_key(embedder))
 
-    @cached_property
-    def fidelity(self) -> Fidelity:
-        """The rungs trials climb (full fidelity for studies made before rungs existed)."""
-        return Fidelity.from_dict(self.stored["fidelity"]) if self.stored.get("fidelity") else FULL
+    @property
+    def converters(self) -> Any:
+        """The converters the corpus's documents were converted with (None for text files)."""
+        return (self.conversion or {}).get("converters")
 
     # --- the held-out check ----------------------------------------------------------------
-    @cached_property
+    @property
     def held_out(self) -> frozenset[str]:
         """The ids of the questions held out of the search."""
-        return frozenset((self.stored.get("validation") or {}).get("queries", []))
+        return frozenset(self.validation.get("queries", []))
 
     def search_mask(self, queries: int) -> np.ndarray:
         """Which of the study's questions (evaluation-set order) the search sees: all but the held-out ones
         (all of them when the stored split does not describe ``queries`` questions)."""
-        ids = (self.stored.get("validation") or {}).get("ids")
+        ids = self.validation.get("ids")
         if not ids or len(ids) != queries:
             return np.ones(queries, dtype=bool)
-        return np.array([qid not in self.held_out for qid in ids], dtype=bool)
+        held_out = self.held_out
+        return np.array([qid not in held_out for qid in ids], dtype=bool)
+
+
+#: Settings that define a study's results: a resumed run must agree on all of them.
+COMPARED_SETTINGS = tuple(field.name for field in dataclasses.fields(StudySettings) if field.metadata["compared"])
+
+
+def build_settings(spec: StudySpec, corpus: Corpus, evalset: EvaluationSet, space: SearchSpace,
+                   corpus_path: str) -> StudySettings:
+    """The settings of a new corpus study."""
+    return StudySettings(
+        corpus=corpus.name,
+        corpus_path=str(Path(corpus_path).resolve()) if not any(c in corpus_path for c in "*?[") else corpus_path,
+        corpus_sha256=corpus.sha256, queries_path=str(Path(spec.queries).resolve()), queries=len(evalset),
+        evaluation_set_sha256=evalset.sha256, corpus_include=spec.include, corpus_exclude=spec.exclude,
+        corpus_keep_links=spec.keep_links, conversion=corpus.conversion, repair_references=spec.repair_references,
+        repeated_references=OccurrenceTable.build(evalset, [corpus]).summary().to_dict(),
+        space=space, space_source=space.source, embedder=spec.embedder.resolved(),
+        precision_choice=spec.embedder.precision, unit=spec.unit, copies=spec.copies, weights=spec.weights,
+        rates=spec.rates, scales=spec.scales, constraints=spec.constraints, pareto=spec.pareto or DEFAULT_PARETO,
+        fidelity=resolve_fidelity(spec.fidelity, corpus),
+        fidelity_choice=spec.fidelity if isinstance(spec.fidelity, str) else None,
+        validation=validation_split(evalset, spec.validation), chunkwise_version=__version__)
 
 
 def resolve_fidelity(choice: str | Fidelity, corpus: Corpus) -> Fidelity:
@@ -226,13 +265,13 @@ def validation_split(evalset: EvaluationSet, fraction: float, seed: int = 0) -> 
 
 def resolve_study_rates(settings: StudySettings, rates: Rates, embedders: list[EmbedderConfig],
                         cache: EmbeddingCache | None,
-                        echo: Callable[[str], None] | None = None) -> dict[str, Any] | None:
-    """The stored settings with every embedder's rates resolved, or None when nothing was missing.
+                        echo: Callable[[str], None] | None = None) -> StudySettings | None:
+    """The settings with every embedder's rates resolved, or None when nothing was missing.
 
     Resolving a local model's rates measures its throughput once per machine (it loads the
     model: ``echo`` says so when it does, since it takes a while).
     """
-    resolved = dict(settings.stored.get(RESOLVED_RATES_KEY, {}))
+    resolved = dict(settings.resolved_rates)
     missing = [e for e in embedders if embedder_key(e) not in resolved]
     if not missing:
         return None
@@ -241,5 +280,5 @@ def resolve_study_rates(settings: StudySettings, rates: Rates, embedders: list[E
         if (echo is not None and config.local and rates.embed_tokens_per_s is None
                 and stored_throughput(embedder) is None):
             echo(f"loading {config.model} and measuring its throughput (once per machine)...")
-        resolved[embedder_key(config)] = asdict(resolve_rates(rates, embedder, config.provider))
-    return {**settings.stored, RESOLVED_RATES_KEY: resolved}
+        resolved[embedder_key(config)] = resolve_rates(rates, embedder, config.provider)
+    return dataclasses.replace(settings, resolved_rates=resolved)

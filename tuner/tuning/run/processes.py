@@ -1,0 +1,391 @@
+"""Processes: who a worker is (host, pid, start time) and whether it still runs, how a run or
+worker stops on a signal, and a pool of worker processes that survives the loss of one.
+
+Workers started by a pool (``tune --jobs N``, ``worker --jobs N``) are separate Python
+processes that receive their options on standard input (never on the command line, where
+other users could read a storage password), exit when their parent dies (Linux
+``PR_SET_PDEATHSIG``, and a parent watch elsewhere), and are replaced when one is lost.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+def this_host() -> str:
+    return socket.gethostname()
+
+
+def new_worker_id(parent: int | None = None) -> str:
+    """``host:pid:token``: unique across machines and restarts; ``host:pid:token:parent`` for a
+    worker process that a run started (``parent``, its pid): such a worker counts as gone once
+    that run is (see :func:`worker_alive`)."""
+    worker_id = f"{this_host()}:{os.getpid()}:{secrets.token_hex(4)}"
+    return worker_id if parent is None else f"{worker_id}:{parent}"
+
+
+def worker_process(worker_id: object) -> tuple[str, int] | None:
+    """The ``(host, pid)`` of the process behind a worker or run id (None for another text)."""
+    parts = str(worker_id).split(":") if worker_id is not None else []
+    if len(parts) not in (3, 4) or not parts[1].isdigit():
+        return None
+    return parts[0], int(parts[1])
+
+
+def parent_in_id(worker_id: str) -> int | None:
+    """The pid of the run that started the worker (see :func:`new_worker_id`), if any."""
+    parts = worker_id.split(":")
+    return int(parts[3]) if len(parts) == 4 and parts[3].isdigit() else None
+
+
+def pid_alive(pid: int, registered: float | None = None) -> bool:
+    """Whether process ``pid`` runs (a zombie does not). With ``registered`` (when the process
+    recorded itself), a process that started after that is another one that reuses the pid."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return True  # no /proc (macOS): kill(0) is all there is
+    if fields[0] == "Z":  # exited, not yet reaped by its parent: runs nothing
+        return False
+    started = _process_start(int(fields[19]))
+    return registered is None or started is None or started <= registered + PID_START_SLACK_S
+
+
+def parent_pid(pid: int) -> int | None:
+    """The pid of process ``pid``'s parent now (None when /proc cannot say): a process whose
+    parent died has been adopted by another (init, or a subreaper)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            return int(stat.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+#: Tolerance between a process's start time as /proc gives it (the boot time is whole
+#: seconds) and the time it registered, which is always later.
+PID_START_SLACK_S = 2.0
+
+
+def _process_start(ticks_after_boot: int) -> float | None:
+    """A process's start time (seconds since the epoch) from its /proc start field."""
+    try:
+        with open("/proc/stat", encoding="ascii") as stat:
+            boot = next(float(line.split()[1]) for line in stat if line.startswith("btime "))
+        return boot + ticks_after_boot / os.sysconf("SC_CLK_TCK")
+    except (OSError, StopIteration, ValueError):
+        return None
+
+
+#: Exit status of a worker process stopped by a ChunkwiseError (its message is on stderr).
+EXIT_ERROR = 2
+
+
+#: Exit status of a worker process stopped by a fatal error: the pool stops the others.
+EXIT_FATAL = 3
+
+
+EXIT_INTERRUPTED = 130
+
+
+#: Exit status of ``tune`` and ``worker`` stopped by SIGTERM (128 + 15, as a shell reports it).
+EXIT_TERMINATED = 143
+
+
+class WorkerStopped(BaseException):
+    """Raised in the main thread of a run or worker by SIGTERM (``docker stop``, systemd, a
+    parent that died or stopped it). Like ``KeyboardInterrupt``, it is no ``Exception``: the
+    in-flight trial is failed (``lost``) and the stop goes on up to the command line."""
+
+
+# --- worker processes -------------------------------------------------------------------------
+#: How long after a stop was swallowed (raised inside a callback) it is sent again.
+REDELIVER_S = 0.05
+
+
+@contextlib.contextmanager
+def stop_handlers() -> Iterator[None]:
+    """While a run or worker works: SIGTERM raises :class:`WorkerStopped`, and a second
+    SIGINT or SIGTERM during the cleanup of the first is ignored, so an interrupted trial is
+    always recorded as failed. The previous handlers come back afterwards.
+
+    A signal handler's exception is raised wherever the main thread happens to be; inside a
+    weakref callback or a ``__del__`` Python cannot propagate it and reports it as
+    "unraisable" (a traceback on stderr) and the stop would be lost. Such a swallowed stop is
+    delivered again, once the interpreter is back in ordinary code."""
+
+    stopping = False
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        # Ignore later signals by returning, not by installing SIG_IGN: a signal that arrived
+        # just before would then be reported as "ignored due to race condition" (an OSError).
+        nonlocal stopping
+        if stopping:
+            return
+        stopping = True
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise WorkerStopped(signal.Signals(signum).name)
+
+    def on_unraisable(unraisable: Any) -> None:
+        nonlocal stopping
+        exc = unraisable.exc_value
+        if not isinstance(exc, (KeyboardInterrupt, WorkerStopped)):
+            previous_hook(unraisable)
+            return
+        stopping = False  # the stop never reached the worker's code: deliver it again
+        # From another thread, a moment later: a signal sent from here would be handled at once,
+        # inside this hook, and swallowed again ("Exception ignored in sys.unraisablehook").
+        # The main thread handles it at its next check, back in ordinary code (a sleep or a wait
+        # is interrupted); should that again be a callback, this hook sends it once more.
+        resend = threading.Timer(REDELIVER_S, os.kill, (os.getpid(), signal.SIGINT if isinstance(
+            exc, KeyboardInterrupt) else signal.SIGTERM))
+        resend.daemon = True
+        resend.start()
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {signum: signal.signal(signum, on_signal) for signum in (signal.SIGINT, signal.SIGTERM)}
+    previous_hook = sys.unraisablehook
+    sys.unraisablehook = on_unraisable
+    try:
+        yield
+    finally:
+        sys.unraisablehook = previous_hook
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+#: Seconds a worker whose parent died has to fail its trial and exit after its SIGTERM; then it
+#: kills itself (its trial, still RUNNING, is reclaimed by the next run: its process is gone).
+ORPHAN_EXIT_S = 5.0
+
+
+def _die_with_parent(parent: int) -> None:
+    """Stop when the parent process dies: Linux sends SIGTERM at once (``PR_SET_PDEATHSIG``);
+    everywhere, standard input (a pipe the parent holds open) reaches its end and the parent's
+    pid is no longer this process's parent. Then the worker gets SIGTERM, and SIGKILL if it has
+    not exited :data:`ORPHAN_EXIT_S` later (its clean-up may wait on a server that never answers)."""
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    orphaned = threading.Event()
+
+    def stop() -> None:
+        if orphaned.is_set():
+            return
+        orphaned.set()
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(ORPHAN_EXIT_S)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    def watch_pipe() -> None:
+        with contextlib.suppress(Exception):
+            while sys.stdin.read(4096):
+                pass
+        stop()
+
+    def watch_parent() -> None:
+        while os.getppid() == parent and not orphaned.is_set():
+            time.sleep(1.0)
+        stop()
+
+    for watch in (watch_pipe, watch_parent):
+        threading.Thread(target=watch, daemon=True, name=f"chunkwise-{watch.__name__}").start()
+
+
+def _quiet_worker_process() -> None:
+    """A pool's worker prints nothing over its parent's progress bar: the corpus loader's
+    summaries and library warnings were reported once by the parent, which loaded the same
+    corpus (a worker's errors still reach standard error, as its one line)."""
+    corpus_log = logging.getLogger("tuner.data.corpus")
+    corpus_log.addHandler(logging.NullHandler())
+    corpus_log.propagate = False
+    warnings.simplefilter("ignore")
+
+
+#: The file descriptor on which a pool's worker hands its error message to the pool (which
+#: prints each distinct message once) instead of printing it beside its siblings' copies.
+ERROR_FD_ENVIRONMENT = "CHUNKWISE_ERROR_FD"
+
+
+#: The longest error message a worker hands over (a pipe holds far more; nothing blocks).
+MAX_ERROR_CHARS = 4000
+
+
+def _report_error(message: str) -> None:
+    fd = os.environ.get(ERROR_FD_ENVIRONMENT)
+    if fd is not None:
+        with contextlib.suppress(OSError, ValueError):
+            os.write(int(fd), message[:MAX_ERROR_CHARS].encode("utf-8", errors="replace"))
+            return
+    print(f"chunkwise: error: {message}", file=sys.stderr)
+
+
+@dataclass
+class PoolReport:
+    """What a pool of worker processes went through."""
+
+    lost_workers: int = 0
+    restarted: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+#: The signal behind a worker process's exit status when it stopped by itself on one.
+_STOPPED_BY = {EXIT_INTERRUPTED: "SIGINT", EXIT_TERMINATED: "SIGTERM"}
+
+
+_WORKER_BOOT = ("import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+                "from tuner.tuning.run.workers import worker_process_main as main; raise SystemExit(main())")
+
+
+class WorkerPayload(Protocol):
+    """What a pool hands each worker process: its options, as one line of JSON."""
+
+    def to_json(self) -> str: ...
+
+
+class WorkerPool:
+    """Run worker processes for one study; replace a lost one, stop them all on Ctrl-C.
+
+    ``lost`` workers are those killed by a signal or ending in an unexpected way; their
+    trials are reclaimed at once (their pid is gone) and re-queued, and a replacement starts
+    while the study is short of its target (at most ``max_restarts`` in all).
+    """
+
+    def __init__(self, options: Sequence[WorkerPayload], *, echo: Callable[[str], None],
+                 on_poll: Callable[[], None] | None = None, on_lost: Callable[[int], None] | None = None,
+                 max_restarts: int | None = None, stop_timeout_s: float = 30.0) -> None:
+        self.options = options
+        self.echo = echo
+        self.on_poll = on_poll
+        #: Called with a lost worker's pid (a stopped worker failed its trial: the run retries it).
+        self.on_lost = on_lost
+        self.max_restarts = 3 * len(options) if max_restarts is None else max_restarts
+        self.stop_timeout_s = stop_timeout_s
+        self.report = PoolReport()
+        self._error_pipes: dict[int, int] = {}  # worker pid -> the read end of its error pipe
+
+    def _error_of(self, process: subprocess.Popen) -> str:
+        """The error message the (exited) worker handed over, "" for none; closes its pipe."""
+        fd = self._error_pipes.pop(process.pid, None)
+        if fd is None:
+            return ""
+        chunks = []
+        with contextlib.suppress(OSError):
+            while chunk := os.read(fd, 65536):
+                chunks.append(chunk)
+        os.close(fd)
+        return b"".join(chunks).decode("utf-8", errors="replace").strip()
+
+    def _start(self, options: WorkerPayload) -> subprocess.Popen:
+        errors, errors_child = os.pipe()
+        env = {**os.environ, "CHUNKWISE_PARENT_PID": str(os.getpid()), "PYTHONUNBUFFERED": "1",
+               ERROR_FD_ENVIRONMENT: str(errors_child)}
+        # Ctrl-C reaching a worker still importing its libraries would print a traceback: it
+        # ignores SIGINT until its handlers are in place, and the pool stops it with SIGTERM.
+        try:
+            process = subprocess.Popen([sys.executable, "-c", _WORKER_BOOT], stdin=subprocess.PIPE, env=env,
+                                       text=True, pass_fds=(errors_child,))
+        except BaseException:
+            os.close(errors)
+            raise
+        finally:
+            os.close(errors_child)
+        os.set_blocking(errors, False)  # a grandchild holding the write end must not block the read
+        self._error_pipes[process.pid] = errors
+        assert process.stdin is not None
+        # Standard input stays open while the worker runs: its end tells the worker this process died.
+        process.stdin.write(options.to_json() + "\n")
+        process.stdin.flush()
+        return process
+
+    @staticmethod
+    def _ended(process: subprocess.Popen) -> None:
+        with contextlib.suppress(OSError):
+            process.stdin.close()
+
+    def run(self, short_of_target: Callable[[], bool]) -> PoolReport:
+        running = {i: self._start(o) for i, o in enumerate(self.options)}
+        fatal = False
+        try:
+            while running:
+                time.sleep(0.5)
+                if self.on_poll is not None:
+                    self.on_poll()
+                for index, process in list(running.items()):
+                    code = process.poll()
+                    if code is None:
+                        continue
+                    del running[index]
+                    message = self._error_of(process)
+                    self._ended(process)
+                    # A worker that this pool stopped (a fatal error elsewhere) ends as it was told;
+                    # one that a signal stopped alone (SIGTERM, SIGINT to its pid) was lost. (Ctrl-C
+                    # or SIGTERM to the whole run stops this loop first: see the except below.)
+                    if code == 0 or (fatal and code in (EXIT_INTERRUPTED, EXIT_TERMINATED)):
+                        continue
+                    if code in (EXIT_ERROR, EXIT_FATAL):
+                        # Workers sharing a storage or an endpoint fail alike: each message once.
+                        message = message or f"worker {index} stopped with an error"
+                        if message not in self.report.errors:
+                            self.report.errors.append(message)
+                        if code == EXIT_FATAL and not fatal:
+                            fatal = True  # no retry can fix it: stop the others too
+                            for other in running.values():
+                                other.send_signal(signal.SIGTERM)
+                        continue
+                    self.report.lost_workers += 1
+                    how = signal.Signals(-code).name if code < 0 else _STOPPED_BY.get(code, f"exit status {code}")
+                    self.echo(f"worker {index} (pid {process.pid}) was lost ({how}); its trial is failed and retried")
+                    short = short_of_target()
+                    if self.on_lost is not None and short:
+                        self.on_lost(process.pid)
+                    if not fatal and self.report.restarted < self.max_restarts and short:
+                        self.report.restarted += 1
+                        running[index] = self._start(self.options[index])
+        except (KeyboardInterrupt, WorkerStopped):  # Ctrl-C or SIGTERM: the workers fail their trials too
+            self._stop_all(running)
+            raise
+        finally:
+            for fd in self._error_pipes.values():
+                os.close(fd)
+            self._error_pipes.clear()
+        return self.report
+
+    def _stop_all(self, running: dict[int, subprocess.Popen]) -> None:
+        """Ctrl-C or SIGTERM: the workers fail their in-flight trials and exit (SIGTERM); kill those that
+        do not within ``stop_timeout_s``, whose trials the run's final reclaim then fails.
+        (Under :func:`stop_handlers`, a second Ctrl-C meanwhile is ignored.)"""
+        for process in running.values():
+            with contextlib.suppress(ProcessLookupError):
+                process.send_signal(signal.SIGTERM)  # harmless if the group's SIGINT got there first
+        deadline = time.monotonic() + self.stop_timeout_s
+        for process in running.values():
+            try:
+                process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+            self._ended(process)

@@ -1,0 +1,325 @@
+"""One run's part in one study, as a story: join it, work it, leave it settled, say what it left.
+
+:class:`StudyRun` holds the ledger's protocol (:mod:`.ledger`) as the steps of a run: ``join``
+settles the study (retires workers that are gone), raises its target by the trials this run
+adds, fails and re-queues trials left running by killed workers and queues the baselines;
+``work`` runs the workers (in this process, as a pool of processes, or on a Dask cluster) with a
+progress bar and a heartbeat; ``leave`` fails what this run left running and retires it, whatever
+stopped it (Ctrl-C, SIGTERM, an error); ``conclude`` lowers the target when the time budget ended
+the study short of it, and returns and notes the :class:`CorpusOutcome`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import optuna
+from optuna.trial import TrialState
+
+from ..._faults import hold_point
+from ...errors import ChunkwiseError, StudyError, option
+from ...evaluation.registry import label as metric_label
+from ..scoring.selection import recommend_for_study
+from ..search.baselines import queue_baselines, unqueue_baselines
+from ..study import defaults
+from ..study.records import (
+    BUDGET_ATTR,
+    DUPLICATE_ATTR,
+    TARGET_ATTR,
+    WORKER_ATTR,
+    best_trial,
+    summarize,
+)
+from ..study.settings import StudySettings
+from ..study.storage import StudyStorage, storage_errors
+from .ledger import Ledger
+from .processes import PoolReport, WorkerPool, new_worker_id
+from .progress import CorpusOutcome, ProgressBar, format_duration
+from .trial import reclaim, retry_interrupted
+from .workers import WAIT_POLL_S, Heartbeat, WorkerOptions, run_worker
+
+Echo = Callable[[str], None]
+#: How long a run that adds no trials (``worker`` without a trial count) waits for the run that
+#: created the study to set its target.
+TARGET_WAIT_S = 30.0
+
+
+@dataclass(frozen=True)
+class Crew:
+    """Who works a run's studies: ``jobs`` workers, each started with ``worker`` (its study filled
+    in per study), here or on the Dask cluster at ``scheduler``, within ``timeout`` seconds."""
+
+    worker: WorkerOptions
+    jobs: int = defaults.JOBS
+    backend: str = "local"
+    scheduler: str | None = None
+    timeout: float | None = None
+
+    @property
+    def storage(self) -> str:
+        return self.worker.storage
+
+    @property
+    def deadline(self) -> float | None:
+        return self.worker.deadline
+
+    def time_left(self) -> bool:
+        return self.deadline is None or time.time() < self.deadline
+
+    def workers_for(self, study: str) -> list[WorkerOptions]:
+        threads = max(1, (os.cpu_count() or 1) // self.jobs)
+        return [dataclasses.replace(self.worker, study=study, threads=threads) for _ in range(self.jobs)]
+
+    def describe(self) -> str:
+        workers = f"{self.jobs} worker{'s' if self.jobs > 1 else ''}"
+        return workers + (f" on the Dask cluster at {self.scheduler}" if self.backend == "dask" else "")
+
+
+class StudyRun:
+    """This process's part in running one study (see the module docstring)."""
+
+    def __init__(self, storage: StudyStorage, study: optuna.Study, crew: Crew, echo: Echo = print) -> None:
+        self.storage, self.study, self.crew, self.echo = storage, study, crew, echo
+        self.name = study.study_name
+        self.ledger = Ledger(storage)
+        self.study_id = storage.get_study_id_from_name(self.name)
+        self.run_id = new_worker_id()
+        self.reclaimed: list[int] = []
+        self.pool = PoolReport()
+        self.exhausted = False
+        self._heartbeat: Heartbeat | None = None
+
+    # --- join ------------------------------------------------------------------------------
+    def join(self, added: int, *, joining: bool = False) -> None:
+        """Raise the study's target by ``added`` trials (a ``worker`` adding none works toward
+        the target its run set), fail what killed workers left running, queue the baselines."""
+        self.added = added
+        with storage_errors(self.crew.storage):
+            hold_point("before_target")
+            if added == 0 and joining:
+                self._wait_for_target()
+            self.ledger.settle(self.study_id)
+            self.before = self.ledger.progress(self.study_id)
+            joined = self.ledger.join(self.study_id, self.run_id, added, self.crew.worker.grace_period)
+            self.others, self.target = joined.others, joined.new
+            self.study.set_user_attr(TARGET_ATTR, self.target)
+            # Trials that a killed run left RUNNING fail (and are retried) before the baselines are
+            # counted: a baseline interrupted or lost with its worker is queued again.
+            self.reclaimed += reclaim(self.study, self.ledger, self.study_id, self.crew.worker.grace_period,
+                                      defaults.MAX_RETRY if self.before.finished < self.target else 0)
+            waiting = len(self.study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
+            self.baselines = queue_baselines(self.study, StudySettings.of(self.study).space,
+                                             self.target - self.before.finished - waiting)
+            self.best_before = best_trial(self.study)
+        self._heartbeat = Heartbeat(lambda: self.ledger.beat_run(self.run_id), self.crew.worker.heartbeat_interval)
+        self._announce()
+        hold_point("after_target")
+
+    def _wait_for_target(self) -> None:
+        """A run joining without trials of its own works toward the study's target: wait for the
+        ``tune`` that created the study to set it, or say clearly that none did."""
+        if self.ledger.target(self.study_id) is not None:
+            return
+        self.echo(f"study {self.name}: no target yet; waiting for the run that created it to set one")
+        deadline = time.monotonic() + TARGET_WAIT_S
+        while time.monotonic() < deadline:
+            time.sleep(WAIT_POLL_S)
+            if self.ledger.target(self.study_id) is not None:
+                return
+        raise StudyError(f"study {self.name!r} has no target: no run has set one (the tune that created it may "
+                         f"have stopped before it started). Give {option('n_trials', 'N')} to run N trials")
+
+    def _announce(self) -> None:
+        rungs = StudySettings.of(self.study).fidelity.rungs
+        done = f"{self.before.finished} {'finished' if len(rungs) > 1 else 'complete'} trial(s)"
+        workers = self.crew.describe() + (f"; fidelity rungs {', '.join(f'{r:g}' for r in rungs)}"
+                                          if len(rungs) > 1 else "")
+        where = self.storage.display_url
+        if self.others:
+            self.echo(f"study {self.name}: {done}; {self.others} other process(es) already on it; "
+                      f"target now {self.target} (+{self.added}); {workers} in {where}")
+        elif self.target <= self.before.finished:
+            self.echo(f"study {self.name}: {done}; it already holds its target of {self.target}; give "
+                      f"{option('n_trials', 'N')} to add trials")
+        elif self.added >= defaults.UNBOUNDED_TRIALS:
+            self.echo(f"study {self.name}: {done}; running trials until the time budget "
+                      f"({format_duration(self.crew.timeout or 0)}) ends ({workers}) in {where}")
+        else:
+            budget = f", within {format_duration(self.crew.timeout)}" if self.crew.timeout else ""
+            self.echo(f"study {self.name}: {done}; running {self.target - self.before.finished} more "
+                      f"(target {self.target}{budget}; {workers}) in {where}")
+        if self.baselines:
+            self.echo(f"baselines first ({len(self.baselines)}, cheapest first): {', '.join(self.baselines)}")
+
+    # --- work ------------------------------------------------------------------------------
+    def progress(self) -> int:
+        """The study's finished trials (COMPLETE, or stopped at a rung after evaluating)."""
+        return self.ledger.progress(self.study_id).finished
+
+    def work(self, show_progress: bool = True) -> None:
+        """Run the workers until the study holds its target (or the budget, or the space, ends)."""
+        total = None if self.added >= defaults.UNBOUNDED_TRIALS else max(0, self.target - self.before.finished)
+        best = self.best_before
+        bar = ProgressBar(show_progress, total, self.name, self.before.finished,
+                          None if best is None else best.score, self.crew.deadline)
+        crew = self.crew
+        try:
+            with storage_errors(crew.storage):
+                options = crew.workers_for(self.name)
+                if crew.backend == "dask":
+                    from .dask_cluster import run_on_cluster
+
+                    self.pool, reports = run_on_cluster(options, crew.scheduler, on_poll=lambda: self._poll(bar))
+                    self.reclaimed += [number for report in reports for number in report.reclaimed]
+                    self.exhausted = any(report.stopped == "exhausted" for report in reports)
+                elif crew.jobs == 1:
+                    report = run_worker(options[0], on_trial=bar.on_trial)
+                    self.reclaimed += report.reclaimed
+                    self.exhausted = report.stopped == "exhausted"
+                else:
+                    self.pool = WorkerPool(
+                        options, echo=bar.write, on_poll=lambda: self._poll(bar),
+                        on_lost=lambda pid: retry_interrupted(self.study, pid, defaults.MAX_RETRY),
+                    ).run(lambda: self.progress() < self.target and crew.time_left())
+                self._final_reclaim()
+        finally:
+            bar.close()
+
+    def _poll(self, bar: ProgressBar) -> None:
+        with contextlib.suppress(Exception):  # a transient lock while workers write: poll again next time
+            best = best_trial(self.study)
+            bar.set(self.progress(), None if best is None else best.score)
+
+    def _final_reclaim(self) -> None:
+        """After this run's workers stopped: fail what they left RUNNING, waiting out the grace
+        period for trials that never got an owner (unless other workers, who may own them, run)."""
+        grace = self.crew.worker.grace_period
+        self.reclaimed += reclaim(self.study, self.ledger, self.study_id, grace, max_retry=0)
+
+        def orphans() -> list[optuna.trial.FrozenTrial]:
+            return [t for t in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+                    if WORKER_ATTR not in t.user_attrs]
+
+        found = orphans()
+        if found and not self.ledger.active_workers(self.study_id, grace):
+            self.echo(f"waiting up to {grace} s for trial(s) {', '.join(str(t.number) for t in found)} "
+                      "(started, but no worker recorded) before failing them")
+            deadline = time.monotonic() + grace + 1
+            while time.monotonic() < deadline and orphans():
+                time.sleep(0.5)
+                self.reclaimed += reclaim(self.study, self.ledger, self.study_id, grace, max_retry=0)
+
+    # --- leave -----------------------------------------------------------------------------
+    def leave(self) -> None:
+        """Whatever stopped the run: fail what it left running, retire it, and leave no baseline
+        waiting when no other process works the study (a later run queues it again)."""
+        grace = self.crew.worker.grace_period
+        with contextlib.suppress(Exception):  # Ctrl-C or an error: fail what this run left running
+            reclaim(self.study, self.ledger, self.study_id, grace, max_retry=0)
+        if self._heartbeat is not None:
+            self._heartbeat.stop()
+        with contextlib.suppress(Exception):
+            self.ledger.leave(self.run_id)
+            self.ledger.settle(self.study_id)  # workers killed here or by an earlier run never retired
+        with contextlib.suppress(Exception):
+            if self.ledger.alone(self.study_id, grace):
+                unqueue_baselines(self.study)
+
+    def conclude(self) -> CorpusOutcome:
+        """What the run left in the study, noted in the study for optuna-dashboard. A time budget
+        that ended the study short of its target lowers the target (a later worker must not run on
+        toward it) when no other process works the study."""
+        with storage_errors(self.crew.storage):
+            finished = self.progress()
+            budget_ended = (self.crew.deadline is not None and finished < self.target
+                            and (not self.crew.time_left() or _budget_stopped(self.study)))
+            if budget_ended and self.ledger.alone(self.study_id, self.crew.worker.grace_period):
+                self.ledger.lower_target(self.study_id, finished)
+                self.study.set_user_attr(TARGET_ATTR, finished)
+            if finished < self.target and not self.exhausted and not self.pool.errors and not budget_ended:
+                self.exhausted = _space_exhausted(self.study)
+            outcome = CorpusOutcome(
+                corpus=self.name.split("/", 1)[1], study=self.name, summary=summarize(self.study),
+                best=best_trial(self.study), target=self.target, added=finished - self.before.finished,
+                reclaimed=self.reclaimed, lost_workers=self.pool.lost_workers, exhausted=self.exhausted,
+                recommendation=recommend_for_study(self.study), budget_ended=budget_ended, timeout=self.crew.timeout)
+            write_note(self.study, outcome)
+        if self.pool.errors:
+            raise ChunkwiseError(f"study {self.name}: " + "; ".join(self.pool.errors))
+        return outcome
+
+
+def run_study(storage: StudyStorage, study: optuna.Study, crew: Crew, added: int, *, progress: bool = True,
+              echo: Echo = print, joining: bool = False) -> CorpusOutcome:
+    """Run ``study`` toward its target raised by ``added``, and say what the run left."""
+    with storage_errors(crew.storage):
+        run = StudyRun(storage, study, crew, echo)
+    run.join(added, joining=joining)
+    try:
+        run.work(progress)
+    finally:
+        run.leave()
+    return run.conclude()
+
+
+def _budget_stopped(study: optuna.Study) -> bool:
+    """The last proposals were pruned because they could not finish in the time left."""
+    recent = study.get_trials(deepcopy=False, states=(TrialState.PRUNED,))[-1:]
+    return bool(recent) and BUDGET_ATTR in recent[0].user_attrs
+
+
+def _space_exhausted(study: optuna.Study) -> bool:
+    recent = study.get_trials(deepcopy=False, states=(TrialState.PRUNED,))[-5:]
+    return bool(recent) and all(DUPLICATE_ATTR in t.user_attrs for t in recent)
+
+
+def write_note(study: optuna.Study, result: CorpusOutcome) -> None:
+    """The study's markdown note in optuna-dashboard: corpus, queries, weights, best configuration."""
+    import optuna_dashboard
+
+    settings = StudySettings.of(study)
+    weights = ", ".join(f"{k} {v:g}" for k, v in settings.weights.used().items())
+    axes = " against ".join(metric_label(axis) for axis in settings.pareto)
+    limits = settings.constraints.describe()
+    summary = result.summary
+    lines = [
+        f"## chunkwise study `{study.study_name}`",
+        "",
+        f"- **corpus**: `{settings.corpus}` ({settings.corpus_path})",
+        f"- **queries**: {settings.queries} ({settings.queries_path})",
+        f"- **embedder**: {settings.embedder.provider}:{settings.embedder.model}; unit: {settings.unit}",
+        f"- **weights**: {weights}",
+        f"- **trials**: {summary.describe()}, {summary.duplicates} repeated proposals pruned",
+        "",
+        f"Objectives: {axes} (the Pareto front). Best = highest weighted `score` user attribute"
+        + (f" among the trials meeting the constraints ({limits})." if limits else "."),
+        "",
+    ]
+    if result.recommendation is not None:
+        statement = result.recommendation.statement()
+        chosen = result.recommended
+        lines += [f"### Recommended: trial {chosen.number}", "", f"`{chosen.describe()}`", "",
+                  *[f"- {line}" for line in statement[1:]], ""]
+    best = best_trial(study)
+    if best is not None:
+        lines += [
+            f"### Highest score: trial {best.number}",
+            "",
+            f"`{best.describe()}`",
+            "",
+            "| score | recall | IoU | precision-Ω | latency | cost / 1k queries |",
+            "|---|---|---|---|---|---|",
+            f"| {best.score:.4f} | {best.recall:.1%} | {best.iou:.2%} | {best.precision_omega:.1%} "
+            f"| {best.latency_ms:.0f} ms | ${best.cost_usd_per_1k_queries:.3f} |",
+            "",
+        ]
+        if held_out := best.validation_line():
+            lines += [held_out, ""]
+    optuna_dashboard.save_note(study, "\n".join(lines))
+
+
