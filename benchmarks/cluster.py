@@ -80,8 +80,8 @@ def main() -> None:
             startup = time.perf_counter() - started
             local, dask = [], []
             for _ in range(args.repeats):
-                local.append(run(base.with_overrides(storage=fresh_database(server), jobs=4)))
-                dask.append(run(base.with_overrides(storage=fresh_database(server), backend="dask",
+                local.append(run(base.with_options(storage=fresh_database(server), jobs=4)))
+                dask.append(run(base.with_options(storage=fresh_database(server), backend="dask",
                                                     scheduler=cluster.scheduler_address)))
     print(f"12 trials of a 12-configuration grid, {args.latency * 1000:.0f} ms per embedding request, "
           f"{args.repeats} round(s); cluster start-up {startup:.1f} s (not counted)")

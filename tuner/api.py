@@ -30,17 +30,15 @@ from ._io.files import private_dir
 from .data.corpus import Corpus, default_corpus_name
 from .data.evalset import EvaluationSet
 from .deploy.export import ExportedTrial, export_run_trial
-from .embedding.config import EmbedderConfig
-from .errors import ChunkwiseError, option
-from .evaluation.fidelity import Fidelity
+from .errors import ChunkwiseError
 from .reporting.report import write_report
 from .tuning.run.progress import CorpusOutcome, format_outcomes
 from .tuning.run.runner import run_study_spec
-from .tuning.scoring.objective import Constraints, Weights
 from .tuning.scoring.selection import StudyRecommendation, recommend_for_study
+from .tuning.search.space_file import DEFAULT_SPACE
 from .tuning.study.lookup import load_run_study, run_studies, split_study_name
 from .tuning.study.records import TrialRecord, best_trial, evaluated
-from .tuning.study.spec import StudySpec, build_spec, load_study_file, parse_duration
+from .tuning.study.spec import StudySpec, load_study_file
 from .tuning.study.storage import (
     StudyStorage,
     absolute_url,
@@ -158,13 +156,8 @@ class TuningRun:
 
 def tune(corpus: CorpusInput | Sequence[CorpusInput] | Mapping[str, CorpusInput] | None = None,
          queries: str | Path | EvaluationSet | None = None, *, study: str | Path | StudySpec | None = None,
-         name: str | None = None, space: str | None = None, n_trials: int | None = None, storage: str | None = None,
-         jobs: int | None = None, seed: int | None = None, weights: Weights | Mapping[str, float] | str | None = None,
-         embedder: EmbedderConfig | str | None = None, unit: str | None = None, copies: str | None = None,
-         validation: float | None = None, fidelity: str | Fidelity | None = None, cache: str | None = None,
-         timeout: float | str | None = None, backend: str | None = None, scheduler: str | None = None,
-         constraints: Constraints | Mapping[str, float] | None = None, pareto: Sequence[str] | None = None,
-         progress: bool = True, echo: Callable[[str], None] = print) -> TuningRun:
+         n_trials: int | None = None, progress: bool = True, echo: Callable[[str], None] = print,
+         **options: Any) -> TuningRun:
     """Run (or resume) one study per corpus and return the run.
 
     Args:
@@ -175,59 +168,64 @@ def tune(corpus: CorpusInput | Sequence[CorpusInput] | Mapping[str, CorpusInput]
             is saved as ``studies/NAME.queries.jsonl``, so workers and resumes read the same questions).
         study: a study file (or a :class:`~tuner.tuning.StudySpec`) instead of ``corpus`` and
             ``queries``; the other arguments override its values.
-        name: the run's name (default: the corpus's name, for one corpus).
-        space: a search space file or bundled name (``default``, ``quick``, ...).
         n_trials: trials added to each corpus's study (default 30; with ``timeout`` alone, as many as fit).
-        timeout: a time budget, seconds or ``"45m"``/``"2h"``: no trial starts that cannot finish in it.
-        storage: SQLAlchemy URL (default ``sqlite:///studies/NAME.db``).
-        jobs: worker processes sharing each study (default 1).
-        seed: the sampler's base seed (default 0).
-        weights: what "best" weighs: a :class:`~tuner.tuning.Weights`, a mapping or ``"recall=1,iou=0.5"``.
-        embedder: an :class:`~tuner.EmbedderConfig` or ``"PROVIDER[:MODEL]"``.
-        unit: ``"tokens"`` or ``"chars"``.
-        copies: how repeated references count, ``"any"`` or ``"marked"``.
-        validation: the share of questions held out of the search (default 0.25).
-        fidelity: ``"auto"``, ``"full"`` or rungs (see :mod:`tuner.evaluation.fidelity`).
-        cache: an embedding cache file (default: the shared one).
-        backend: ``"local"`` (default: ``jobs`` processes here) or ``"dask"``: the workers run as tasks
-            on the Dask cluster at ``scheduler`` (``"tcp://HOST:8786"``), against a PostgreSQL
-            ``storage`` (see :mod:`tuner.tuning.run.dask_cluster`).
-        scheduler: the Dask scheduler's address.
-        constraints: limits a recommended trial must meet, e.g. ``{"context_tokens": 1000}`` (a
-            :class:`~tuner.tuning.scoring.objective.Constraints` or a mapping).
-        pareto: the Pareto front's metrics for a new study (default ``("recall", "context_tokens")``).
         progress: show a progress bar.
         echo: receives the run's messages.
+        options: any option of a study file, with the same defaults (they are declared once, by
+            :class:`~tuner.tuning.StudySpec`'s fields), given as a study file gives it or as its
+            Python object:
+
+            - ``name``: the run's name (default: the corpus's name, for one corpus);
+            - ``space``: a search space file or bundled name (``default``, ``quick``, ...);
+            - ``timeout``: a time budget, seconds or ``"45m"``/``"2h"``: no trial starts that cannot finish in it;
+            - ``storage``: SQLAlchemy URL (default ``sqlite:///studies/NAME.db``);
+            - ``jobs`` (default 1), ``seed`` (default 0), ``heartbeat_interval``, ``grace_period``;
+            - ``weights``: a :class:`~tuner.tuning.Weights`, a mapping or ``"recall=1,iou=0.5"``;
+            - ``embedder``: an :class:`~tuner.EmbedderConfig`, a mapping or ``"PROVIDER[:MODEL]"``;
+            - ``unit`` (``"tokens"`` or ``"chars"``), ``copies`` (``"any"`` or ``"marked"``),
+              ``validation`` (the share of questions held out of the search, default 0.25);
+            - ``fidelity``: ``"auto"``, ``"full"`` or rungs (see :mod:`tuner.evaluation.fidelity`);
+            - ``cache``: an embedding cache file (default: the shared one);
+            - ``backend``: ``"local"`` or ``"dask"`` (workers as tasks on the Dask cluster at
+              ``scheduler``, ``"tcp://HOST:8786"``, against a PostgreSQL ``storage``);
+            - ``constraints`` (e.g. ``{"context_tokens": 1000}``), ``pareto`` (the Pareto front's
+              metrics for a new study), ``rates``, ``scales``;
+            - ``repair_references``, ``include``, ``exclude``, ``keep_links`` (how corpora and
+              questions are read).
 
     A study that exists is resumed (its settings must agree); the trials are added on top.
     """
+    spec = spec_for(corpus, queries, study=study, n_trials=n_trials, **options)
+    with optuna_at_warning():
+        outcomes = run_study_spec(spec, progress=progress, echo=echo)
+    return TuningRun(spec.name, spec.storage, outcomes)
+
+
+def spec_for(corpus: CorpusInput | Sequence[CorpusInput] | Mapping[str, CorpusInput] | None = None,
+             queries: str | Path | EvaluationSet | None = None, *, study: str | Path | StudySpec | None = None,
+             n_trials: int | None = None, **options: Any) -> StudySpec:
+    """The :class:`~tuner.tuning.StudySpec` that :func:`tune` runs for these arguments."""
+    if n_trials is not None:
+        if options.get("trials") is not None:
+            raise ChunkwiseError("give n_trials or trials, not both")
+        options["trials"] = n_trials
     if study is not None:
         spec = study if isinstance(study, StudySpec) else load_study_file(study)
         if corpus is not None or queries is not None:
             spec = replace(spec, corpora=_corpora(corpus) if corpus is not None else spec.corpora,
-                           queries=_queries(queries, name or spec.name) if queries is not None else spec.queries)
+                           queries=_queries(queries, options.get("name") or spec.name) if queries is not None
+                           else spec.queries)
     else:
         if corpus is None or queries is None:
             raise ChunkwiseError("tune needs a corpus and queries, or a study file (study=...)")
         corpora = _corpora(corpus)
-        run_name = name or (corpora[0][0] if len(corpora) == 1 else None)
+        run_name = options.pop("name", None) or (corpora[0][0] if len(corpora) == 1 else None)
         if run_name is None:
             raise ChunkwiseError("name the run (name=...): it has several corpora")
         include, exclude, keep_links = _filters(corpus)
-        spec = build_spec(name=run_name, corpora=[f"{n}={p}" for n, p in corpora],
-                          queries=_queries(queries, run_name), include=list(include) or None,
-                          exclude=list(exclude) or None, keep_links=keep_links)
-    spec = spec.with_overrides(
-        name=name, space=space, trials=n_trials, storage=absolute_url(storage) if storage else None, jobs=jobs,
-        seed=seed, unit=unit, copies=copies, validation=validation, fidelity=fidelity, cache=cache,
-        weights=_weights(weights), embedder=_embedder(embedder),
-        timeout=parse_duration(timeout, option("timeout")) if timeout is not None else None,
-        backend=backend, scheduler=scheduler,
-        constraints=Constraints.from_dict(dict(constraints)) if isinstance(constraints, Mapping) else constraints,
-        pareto=tuple(pareto) if pareto is not None else None)
-    with optuna_at_warning():
-        outcomes = run_study_spec(spec, progress=progress, echo=echo)
-    return TuningRun(spec.name, spec.storage, outcomes)
+        spec = StudySpec.from_options(name=run_name, corpora=corpora, queries=_queries(queries, run_name),
+                                      space=DEFAULT_SPACE, include=include, exclude=exclude, keep_links=keep_links)
+    return spec.with_options(**options)
 
 
 @contextlib.contextmanager
@@ -299,17 +297,3 @@ def _queries(queries: Any, run: str) -> str:
     private_dir(path.parent)
     queries.write_jsonl(path)
     return str(path)
-
-
-def _weights(weights: Any) -> Weights | None:
-    if weights is None or isinstance(weights, Weights):
-        return weights
-    if isinstance(weights, str):
-        return Weights.parse(weights)
-    return Weights.from_dict(dict(weights))
-
-
-def _embedder(embedder: Any) -> EmbedderConfig | None:
-    if embedder is None or isinstance(embedder, EmbedderConfig):
-        return embedder
-    return EmbedderConfig.parse(str(embedder))

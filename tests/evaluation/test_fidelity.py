@@ -207,7 +207,7 @@ def test_fidelity_is_part_of_what_a_resume_must_agree_on(tmp_path, openai_server
     spec = _rung_spec(tmp_path, openai_server, trials=2)
     run_study_spec(spec, progress=False, echo=lambda _: None)
     with pytest.raises(StudyError) as refused:
-        run_study_spec(spec.with_overrides(fidelity="full"), progress=False, echo=lambda _: None)
+        run_study_spec(spec.with_options(fidelity="full"), progress=False, echo=lambda _: None)
     assert "fidelity" in str(refused.value)
 
 

@@ -158,7 +158,7 @@ def test_a_study_runs_its_baselines_first_and_a_resume_does_not_repeat_them(tmp_
     # retrieval.yaml has token and recursive with dense, bm25 and hybrid: six baselines, BM25 first.
     assert [t.user_attrs.get(BASELINE_ATTR) for t in _trials(spec)] == ["token 800/400 bm25",
                                                                         "recursive 256/0 bm25"]
-    outcome = run_study_spec(spec.with_overrides(trials=6), progress=False, echo=lambda _: None)[0]
+    outcome = run_study_spec(spec.with_options(trials=6), progress=False, echo=lambda _: None)[0]
     trials = _trials(spec)
     names = [t.user_attrs.get(BASELINE_ATTR) for t in trials]
     assert names[:6] == [b.name for b in BASELINES if b.chunker != "markdown"]

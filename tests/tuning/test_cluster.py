@@ -231,14 +231,14 @@ def test_ctrl_c_stops_the_clusters_tasks_after_their_trial(tmp_path, openai_serv
                                                             dask_cluster, monkeypatch):
     import time
 
-    from tuner.tuning.run import runner as run_module
+    from tuner.tuning.run.study_run import StudyRun
     spec = make_spec(tmp_path, openai_server, fresh_postgres_url, dask_cluster.scheduler_address, trials=40)
 
-    def interrupt_after_a_trial(study, ledger, study_id, bar) -> None:
-        if ledger.progress(study_id).finished >= 1:
+    def interrupt_after_a_trial(run: StudyRun, bar) -> None:
+        if run.progress() >= 1:
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(run_module, "_poll", interrupt_after_a_trial)
+    monkeypatch.setattr(StudyRun, "_poll", interrupt_after_a_trial)
     with pytest.raises(KeyboardInterrupt):
         run_study_spec(spec, progress=False, echo=lambda _: None)
     # Each task ends its trial, then stops: nothing runs on and the study stays far from its target.

@@ -391,14 +391,14 @@ def test_processes_started_together_add_up_their_trials(tmp_path, openai_server,
 def test_a_worker_on_a_study_without_a_target_says_so(tmp_path, openai_server, monkeypatch):
     from tuner.errors import ChunkwiseError
     from tuner.tuning import join_run
-    from tuner.tuning.run import runner as run
+    from tuner.tuning.run import study_run
     storage = f"sqlite:///{tmp_path}/life.db"
     study = write_study(tmp_path, openai_server, storage, trials=4)
     tune = chunkwise(tmp_path, "tune", str(study), hold="before_target")
     wait_held(tmp_path, tune)
     tune.kill()  # the study exists; no run ever set its target
     tune.wait()
-    monkeypatch.setattr(run, "TARGET_WAIT_S", 1.0)
+    monkeypatch.setattr(study_run, "TARGET_WAIT_S", 1.0)
     said = []
     with pytest.raises(ChunkwiseError, match="study 'life/handbook' has no target: no run has set one"):
         join_run(storage, "life", echo=said.append, progress=False)

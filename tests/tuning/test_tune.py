@@ -68,7 +68,7 @@ def test_resume_adds_trials_to_the_same_study(tmp_path, openai_server):
     spec = make_spec(tmp_path, openai_server, trials=3)
     (first,) = run_study_spec(spec, progress=False, echo=lambda _: None)
     assert (first.study, first.complete) == ("t/handbook", 3)
-    (second,) = run_study_spec(spec.with_overrides(trials=2), progress=False, echo=lambda _: None)
+    (second,) = run_study_spec(spec.with_options(trials=2), progress=False, echo=lambda _: None)
     assert second.complete == 5
     storage = make_storage(spec.storage, heartbeat_interval=None)
     assert [s.study_name for s in optuna.get_all_study_summaries(storage)] == ["t/handbook"]
@@ -169,10 +169,10 @@ def test_trials_record_the_tokens_the_api_reported_and_their_price(tmp_path, ope
     # A second study over the same cache pays nothing; how fast the API is asked is no setting of
     # the study's results, so it may change on resume.
     faster = EmbedderConfig("openai", "stub-embed", base_url=openai_server.base_url, concurrency=16)
-    run_study_spec(warm.with_overrides(embedder=faster), progress=False, echo=lambda _: None)
+    run_study_spec(warm.with_options(embedder=faster), progress=False, echo=lambda _: None)
     (again,) = complete(trials_of(warm))
     assert (again.user_attrs["embedding_api_tokens"], again.user_attrs["embedding_api_usd"]) == (0, 0.0)
-    run_study_spec(cold.with_overrides(trials=1, embedder=faster), progress=False, echo=lambda _: None)
+    run_study_spec(cold.with_options(trials=1, embedder=faster), progress=False, echo=lambda _: None)
     storage = make_storage(cold.storage, heartbeat_interval=None)
     study = optuna.load_study(study_name=cold.study_name("handbook"), storage=storage)
     assert study.user_attrs["settings"]["embedder"]["concurrency"] == 16  # the resumed run's workers ask so
@@ -193,7 +193,7 @@ def test_repeated_configurations_are_pruned_without_evaluation(tmp_path, openai_
     assert duplicates and all(t.user_attrs["duplicate_of"] in evaluated for t in duplicates)
     assert all("recall" not in t.user_attrs for t in duplicates)  # nothing was evaluated
     requests = len(openai_server.requests_to("/v1/embeddings"))
-    run_study_spec(spec.with_overrides(trials=1), progress=False, echo=lambda _: None)
+    run_study_spec(spec.with_options(trials=1), progress=False, echo=lambda _: None)
     assert len(openai_server.requests_to("/v1/embeddings")) == requests
 
 
@@ -201,7 +201,7 @@ def test_changed_settings_are_refused(tmp_path, openai_server):
     spec = make_spec(tmp_path, openai_server, trials=1)
     run_study_spec(spec, progress=False, echo=lambda _: None)
     with pytest.raises(StudyError) as error:
-        run_study_spec(spec.with_overrides(weights=Weights(recall=2.0)), progress=False, echo=lambda _: None)
+        run_study_spec(spec.with_options(weights=Weights(recall=2.0)), progress=False, echo=lambda _: None)
     message = str(error.value)
     assert "study 't/handbook' was created with different settings" in message
     assert "weights.recall: 1.0 -> 2.0" in message  # the changed key, not both whole settings
@@ -211,7 +211,7 @@ def test_changed_settings_are_refused(tmp_path, openai_server):
     cut = quick.index("recursive:")
     other_space.write_text(quick[:cut] + quick[cut:].replace("high: 512", "high: 384"), encoding="utf-8")
     with pytest.raises(StudyError) as error:
-        run_study_spec(spec.with_overrides(space=str(other_space)), progress=False, echo=lambda _: None)
+        run_study_spec(spec.with_options(space=str(other_space)), progress=False, echo=lambda _: None)
     lines = str(error.value).splitlines()[1:-1]
     assert lines == ["  space.chunkers.recursive.size.high: 512 -> 384"], lines
     assert len(trials_of(spec)) == 1
@@ -293,7 +293,7 @@ def test_parallel_workers_share_a_sqlite_study(tmp_path, openai_server):
     spec = make_spec(tmp_path, openai_server, trials=12, jobs=3)
     run_study_spec(spec, progress=False, echo=lambda _: None)
     _check_parallel_study(spec, 12)
-    run_study_spec(spec.with_overrides(trials=6), progress=False, echo=lambda _: None)
+    run_study_spec(spec.with_options(trials=6), progress=False, echo=lambda _: None)
     _check_parallel_study(spec, 18)
 
 

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
+import yaml
+
+from ..errors import ChunkwiseError
 from ..evaluation.config import COPIES
 from ..evaluation.metrics import UNITS
 from ..tuning.study import defaults
@@ -54,7 +58,12 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     tune.add_argument("--fidelity", metavar="auto|full|RUNGS",
                       help="multi-fidelity search: 'full' evaluates every trial on the whole index; rungs such as "
                            "0.1,1 evaluate each trial on 10%% of the distractor chunks first and promote the best "
-                           "third; 'auto' (default) uses 0.1,1 on corpora of 2 MB of text or more")
+                           "third; 'auto' (default) uses 0.05,1 (the best quarter promoted) on corpora of 2 MB of "
+                           "text or more")
+    tune.add_argument("--set", action="append", default=[], metavar="OPTION=VALUE", dest="options",
+                      help="any option of a study file, its value written as in the file (YAML), e.g. --set "
+                           "rates='{reader_usd_per_mtok: 0.5}' or --set grace_period=60 (repeatable; the other "
+                           "flags win)")
     tune.add_argument("--dry-run", action="store_true",
                       help="print what the run would embed and about how long it takes, then stop (no trial runs)")
     tune.add_argument("--recalibrate", action="store_true",
@@ -73,19 +82,39 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     tune.set_defaults(handler=run)
 
 
+def parse_set_options(given: list[str]) -> dict[str, Any]:
+    """``--set OPTION=VALUE`` pairs, each value read as YAML (a study file's spelling)."""
+    from .._io.files import load_yaml
+    from ..tuning.study.spec import study_options
+
+    options: dict[str, Any] = {}
+    for item in given:
+        key, sep, text = item.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or key not in study_options():
+            raise ChunkwiseError(f"--set {item!r}: expected OPTION=VALUE with OPTION one of "
+                                 f"{', '.join(study_options())}")
+        try:
+            options[key] = load_yaml(text)
+        except yaml.YAMLError as exc:
+            raise ChunkwiseError(f"--set {item!r}: the value is not valid YAML ({exc.__class__.__name__})") from None
+    return options
+
+
 def run(args: argparse.Namespace) -> int:
     from ..api import tune
     from ..tuning.study.spec import build_spec
     from .format import format_summary
 
-    spec = build_spec(args.study_file, name=args.name, corpora=args.corpus, queries=args.queries, space=args.space,
-                      embedder=args.embedder, base_url=args.base_url, unit=args.unit, copies=args.copies,
-                      validation=args.validation, weights=args.weights,
-                      storage=args.storage, trials=args.n_trials, jobs=args.jobs, seed=args.seed, cache=args.cache,
-                      repair_references=args.repair_references, include=args.include, exclude=args.exclude,
-                      keep_links=args.keep_links, fidelity=args.fidelity,
-                      precision=args.precision, timeout=args.timeout, backend=args.backend,
-                      scheduler=args.scheduler, max_context_tokens=args.max_context_tokens, pareto=args.pareto)
+    flags = dict(name=args.name, queries=args.queries, space=args.space, unit=args.unit, copies=args.copies,
+                 validation=args.validation, weights=args.weights, storage=args.storage, trials=args.n_trials,
+                 jobs=args.jobs, seed=args.seed, cache=args.cache, repair_references=args.repair_references,
+                 include=args.include, exclude=args.exclude, keep_links=args.keep_links, fidelity=args.fidelity,
+                 timeout=args.timeout, backend=args.backend, scheduler=args.scheduler, pareto=args.pareto)
+    options = parse_set_options(args.options) | {key: value for key, value in flags.items()
+                                                  if value is not None and value is not False}
+    spec = build_spec(args.study_file, corpora=args.corpus, embedder_name=args.embedder, base_url=args.base_url,
+                      precision=args.precision, max_context_tokens=args.max_context_tokens, **options)
     quiet_optuna()
     if args.recalibrate:
         from ..tuning.search.plan import recalibrate

@@ -1,7 +1,7 @@
 """Runs: ``run_study_spec`` (create or resume one study per corpus) and ``worker`` (join a run).
 
 A run raises each study's target by the trials it was asked for, starts its workers
-(in this process for one, as supervised processes for several, see :mod:`.workers`), and
+(in this process for one, as supervised processes for several, see :mod:`.study_run`), and
 ends when the study holds its target of complete trials. It then reports what it left:
 complete and failed trials, trials reclaimed from lost workers, and the best
 configuration.
@@ -20,6 +20,7 @@ from ...data.corpus import Corpus
 from ...embedding import EmbeddingCache
 from ...embedding.config import shared_embedder
 from ...errors import ChunkwiseError, StudyError, option
+from ...schema import invalid
 from ..study import defaults
 from ..study.lookup import run_studies
 from ..study.opening import LoadedStudyData, load_study_data, open_study
@@ -157,7 +158,7 @@ def join_run(storage_url: str, run_name: str, *, n_trials: int | None = None, jo
     if seed is None:
         seed = int.from_bytes(os.urandom(4), "little")
     if jobs < 1:
-        raise ChunkwiseError(f"{option('jobs')}={jobs} is invalid; allowed: an integer >= 1")
+        raise invalid(option("jobs"), jobs, "an integer >= 1", ChunkwiseError)
     worker = WorkerOptions(storage_url, "", seed, 1, cache=cache, corpus_path=corpus_path, queries_path=queries_path,
                            deadline=None if timeout is None else time.time() + timeout)
     crew = Crew(worker, jobs, timeout=timeout)

@@ -40,7 +40,8 @@ from __future__ import annotations
 
 import contextlib
 import re
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -151,57 +152,49 @@ class StudySpec:
         """Whether the run has a limit the user chose (a trial count or a time budget)."""
         return self.trials is not None or self.timeout is not None
 
-    def with_overrides(self, **changes: Any) -> StudySpec:
-        """A copy with the given fields replaced (``None`` values are ignored)."""
-        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+    @classmethod
+    def from_options(cls, where: Callable[[str], str] = option, **options: Any) -> StudySpec:
+        """A spec from options as a study file, ``tuner.tune`` or the command line give them (see
+        :func:`read_options`); every option not given takes its declared default."""
+        return cls(**read_options(options, where))
+
+    def with_options(self, where: Callable[[str], str] = option, **options: Any) -> StudySpec:
+        """A copy with the given options replaced (``None`` values are ignored)."""
+        return replace(self, **read_options({k: v for k, v in options.items() if v is not None}, where))
 
 
-def build_spec(study_file: str | Path | None = None, *, name: str | None = None, corpora: list[str] | None = None,
-               queries: str | None = None, space: str | None = None, embedder: str | None = None,
-               base_url: str | None = None, unit: str | None = None, copies: str | None = None,
-               validation: float | None = None, weights: str | None = None,
-               storage: str | None = None, trials: int | None = None, jobs: int | None = None,
-               seed: int | None = None, cache: str | None = None, repair_references: bool = False,
-               include: list[str] | None = None, exclude: list[str] | None = None, keep_links: bool = False,
-               fidelity: str | None = None, precision: str | None = None,
-               timeout: str | float | None = None, backend: str | None = None,
-               scheduler: str | None = None, max_context_tokens: float | None = None,
-               pareto: str | None = None) -> StudySpec:
+def build_spec(study_file: str | Path | None = None, *, corpora: list[str] | None = None,
+               embedder_name: str | None = None, base_url: str | None = None, precision: str | None = None,
+               max_context_tokens: float | None = None, **options: Any) -> StudySpec:
     """A run's spec from a study file and/or command-line values (given values win).
 
-    ``corpora`` are ``[NAME=]PATH`` strings (see :func:`tuner.data.corpus.parse_corpus_spec`),
-    ``weights`` is ``"recall=1,iou=0.5"``, ``max_context_tokens`` sets the context budget
-    constraint, ``pareto`` is ``"recall,context_tokens"``, ``embedder`` is ``"PROVIDER[:MODEL]"``; without a
-    study file, ``name``, ``corpora`` and ``queries`` are required and the space defaults
-    to the bundled ``default``.
+    ``options`` are :class:`StudySpec`'s fields, read as :func:`read_options` reads them (``None``:
+    not given); besides them, ``corpora`` are ``[NAME=]PATH`` strings (see
+    :func:`tuner.data.corpus.parse_corpus_spec`); ``embedder_name`` (``"PROVIDER[:MODEL]"``),
+    ``base_url`` and ``precision`` change the embedder that ``options`` or the file give; and
+    ``max_context_tokens`` sets the context budget constraint. Without a study file, ``name``,
+    ``corpora`` and ``queries`` are required and the space defaults to the bundled ``default``.
     """
+    given = {key: value for key, value in options.items() if value is not None and value is not False}
+    if corpora:
+        given["corpora"] = corpora
     if study_file is not None:
         spec = load_study_file(study_file)
     else:
-        missing = [option(key) for key, value in (("name", name), ("corpora", corpora), ("queries", queries))
-                   if not value]
+        missing = [option(key) for key in ("name", "corpora", "queries") if not given.get(key)]
         if missing:
             raise StudyError(f"without a study file, tune needs {', '.join(missing)}")
-        spec = StudySpec(name=str(name), corpora=tuple(parse_corpus_spec(c) for c in corpora or ()),
-                         queries=str(queries), space=space or DEFAULT_SPACE)
-    constraints = None
+        spec = StudySpec.from_options(name=given.pop("name"), corpora=given.pop("corpora"),
+                                      queries=given.pop("queries"), space=given.pop("space", DEFAULT_SPACE))
+    spec = spec.with_options(**given)
+    if embedder_name is not None or base_url is not None or precision is not None:
+        spec = replace(spec, embedder=spec.embedder.overridden(embedder_name, base_url, precision))
     if max_context_tokens is not None:
         try:
-            constraints = replace(spec.constraints, context_tokens=max_context_tokens)
+            spec = replace(spec, constraints=replace(spec.constraints, context_tokens=max_context_tokens))
         except InvalidParameterError as exc:
             raise StudyError(f"{option('max_context_tokens')}: {exc}") from None
-    return spec.with_overrides(
-        constraints=constraints, pareto=pareto,
-        name=name, corpora=tuple(parse_corpus_spec(c) for c in corpora) if corpora else None,
-        queries=queries, space=space, embedder=spec.embedder.overridden(embedder, base_url, precision), unit=unit,
-        copies=copies, validation=validation,
-        weights=Weights.parse(weights) if weights else None,
-        storage=absolute_url(storage) if storage else None, trials=trials, jobs=jobs, seed=seed, cache=cache,
-        repair_references=repair_references or None, include=tuple(include) if include else None,
-        exclude=tuple(exclude) if exclude else None, keep_links=keep_links or None,
-        fidelity=parse_fidelity(fidelity, option("fidelity")) if fidelity is not None else None,
-        timeout=parse_duration(timeout, option("timeout")) if timeout is not None else None,
-        backend=backend, scheduler=scheduler)
+    return spec
 
 
 _DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h)?\s*", re.IGNORECASE)
@@ -256,9 +249,112 @@ def parse_fidelity(value: Any, where: str) -> str | Fidelity:
                      "e.g. 0.1,0.3,1")
 
 
-STUDY_KEYS = ("name", "corpora", "queries", "space", "embedder", "unit", "copies", "validation", "weights", "rates",
-              "scales", "storage", "trials", "jobs", "seed", "heartbeat", "cache", "repair_references", "include",
-              "exclude", "keep_links", "fidelity", "timeout", "backend", "scheduler", "constraints", "pareto")
+def _read_corpora(value: Any, where: str) -> tuple[tuple[str, str], ...]:
+    """Corpora as ``(name, path)`` pairs: a mapping of names to paths, ``[NAME=]PATH`` strings
+    (one or a list), or pairs."""
+    if isinstance(value, (str, Path)):
+        value = [value]
+    if isinstance(value, dict):
+        pairs = [(str(name), path) for name, path in value.items()]
+    elif isinstance(value, (list, tuple)):
+        pairs = [item if isinstance(item, tuple) else parse_corpus_spec(str(item)) for item in value]
+    else:
+        raise StudyError(f"{where} must map corpus names to paths, got {value!r}")
+    if not all(isinstance(path, (str, Path)) for _, path in pairs):
+        raise StudyError(f"{where} must map corpus names to paths, got {value!r}")
+    return tuple((name, str(path)) for name, path in pairs)
+
+
+def _read_embedder(value: Any, where: str) -> EmbedderConfig:
+    if isinstance(value, EmbedderConfig):
+        return value
+    if isinstance(value, str):
+        return EmbedderConfig.parse(value)
+    return EmbedderConfig.from_dict(value or {}, where, default_precision="auto")
+
+
+def _read_weights(value: Any, where: str) -> Weights:
+    if isinstance(value, Weights):
+        return value
+    return Weights.parse(value) if isinstance(value, str) else Weights.from_dict(value, where)
+
+
+def _read_section(cls: type) -> Callable[[Any, str], Any]:
+    """A section given as its own class, or as a mapping of its fields."""
+    return lambda value, where: value if isinstance(value, cls) else cls.from_dict(value, where)
+
+
+def _read_pareto(value: Any, where: str) -> tuple[str, ...]:
+    return check_pareto(value.split(",") if isinstance(value, str) else value, where)
+
+
+def _read_flag(value: Any, where: str) -> bool:
+    """A yes/no option: true or false, nothing else."""
+    if not isinstance(value, bool):
+        raise StudyError(f"{where} must be true or false, got {value!r}")
+    return value
+
+
+def _read_patterns(value: Any, where: str) -> tuple[str, ...]:
+    """``include``/``exclude``: a glob pattern or a list of them."""
+    if value is None:
+        return ()
+    values = [value] if isinstance(value, str) else value
+    if not isinstance(values, (list, tuple)) or not all(isinstance(v, str) and v for v in values):
+        raise StudyError(f"{where} must be a glob pattern or a list of them, got {value!r}")
+    return tuple(values)
+
+
+def _read_path(value: Any, where: str) -> str:
+    if not isinstance(value, (str, Path)):
+        raise StudyError(f"{where} must be a path, got {value!r}")
+    return str(value)
+
+
+#: How each option reads what a study file, ``tuner.tune`` or the command line give; an option
+#: not listed is taken as given and checked by its field's declaration in :class:`StudySpec`.
+OPTION_READERS: dict[str, Callable[[Any, str], Any]] = {
+    "corpora": _read_corpora,
+    "queries": _read_path,
+    "space": _read_path,
+    "embedder": _read_embedder,
+    "weights": _read_weights,
+    "rates": _read_section(Rates),
+    "scales": _read_section(Scales),
+    "constraints": _read_section(Constraints),
+    "pareto": _read_pareto,
+    "storage": lambda value, where: absolute_url(_read_path(value, where)),
+    "cache": _read_path,
+    "timeout": parse_duration,
+    "fidelity": parse_fidelity,
+    "include": _read_patterns,
+    "exclude": _read_patterns,
+    "repair_references": _read_flag,
+    "keep_links": _read_flag,
+}
+
+
+def study_options() -> tuple[str, ...]:
+    """Every option of a study: :class:`StudySpec`'s fields."""
+    return tuple(f.name for f in fields(StudySpec))
+
+
+def read_options(options: Mapping[str, Any], where: Callable[[str], str] = option) -> dict[str, Any]:
+    """``options`` (names of :class:`StudySpec`'s fields) read into the fields' types; ``where(name)``
+    names an option in a message (``--jobs`` on the command line, ``file.yaml: jobs`` in a study file)."""
+    unknown = sorted(set(options) - set(study_options()))
+    if unknown:
+        raise StudyError(f"unknown option(s) {', '.join(map(where, unknown))}; allowed: "
+                         f"{', '.join(study_options())}")
+    try:
+        return {key: OPTION_READERS.get(key, lambda value, _where: value)(value, where(key))
+                for key, value in options.items()}
+    except InvalidParameterError as exc:
+        raise StudyError(str(exc)) from None
+
+
+#: The keys of a study file: the options, with the heartbeat as one section.
+STUDY_KEYS = (*(key for key in study_options() if key not in ("heartbeat_interval", "grace_period")), "heartbeat")
 
 
 def load_study_file(path: str | Path) -> StudySpec:
@@ -277,8 +373,7 @@ def load_study_file(path: str | Path) -> StudySpec:
     base = path.resolve().parent
 
     def relative(value: Any, key: str) -> str:
-        if not isinstance(value, str):
-            raise StudyError(f"{where}: {key} must be a path, got {value!r}")
+        value = _read_path(value, f"{where}: {key}")
         return str(base / value) if not Path(value).is_absolute() else value
 
     def space(value: Any) -> str:
@@ -291,69 +386,29 @@ def load_study_file(path: str | Path) -> StudySpec:
                 return value
         return path
 
+    options = {key: value for key, value in data.items() if value is not None and key != "heartbeat"}
     corpora = data["corpora"]
     if isinstance(corpora, list):
         corpora = {default_corpus_name(str(p)): p for p in corpora}
     if not isinstance(corpora, dict) or not corpora:
         raise StudyError(f"{where}: corpora must map corpus names to paths")
+    options["corpora"] = {str(name): relative(p, f"corpora.{name}") for name, p in corpora.items()}
+    options["queries"] = relative(data["queries"], "queries")
+    options["space"] = space(data["space"])
+    options["name"] = str(data["name"])
+    if data.get("cache"):
+        options["cache"] = relative(data["cache"], "cache")
     heartbeat = data.get("heartbeat") or {}
     if not isinstance(heartbeat, dict) or set(heartbeat) - {"interval", "grace_period"}:
         raise StudyError(f"{where}: heartbeat must be a mapping with interval and/or grace_period")
-    storage = data.get("storage", "")
+    options.update({field: heartbeat[key] for key, field in (("interval", "heartbeat_interval"),
+                                                             ("grace_period", "grace_period")) if key in heartbeat})
+    storage = options.get("storage")
     if isinstance(storage, str) and storage.startswith("sqlite:///") and not storage.startswith("sqlite:////"):
-        storage = "sqlite:///" + str(base / storage[len("sqlite:///"):])
+        options["storage"] = "sqlite:///" + str(base / storage[len("sqlite:///"):])
     try:
-        return StudySpec(
-            name=str(data["name"]),
-            corpora=tuple((str(name), relative(p, f"corpora.{name}")) for name, p in corpora.items()),
-            queries=relative(data["queries"], "queries"),
-            space=space(data["space"]),
-            embedder=EmbedderConfig.from_dict(data.get("embedder") or {}, f"{where}: embedder",
-                                              default_precision="auto"),
-            unit=data.get("unit", "tokens"),
-            copies=data.get("copies", "any"),
-            validation=data.get("validation", defaults.VALIDATION),
-            weights=Weights.from_dict(data.get("weights"), f"{where}: weights"),
-            rates=Rates.from_dict(data.get("rates"), f"{where}: rates"),
-            scales=Scales.from_dict(data.get("scales"), f"{where}: scales"),
-            constraints=Constraints.from_dict(data.get("constraints"), f"{where}: constraints"),
-            pareto=check_pareto(data["pareto"], f"{where}: pareto") if data.get("pareto") is not None else None,
-            storage=storage,
-            trials=data.get("trials"),
-            timeout=parse_duration(data["timeout"], f"{where}: timeout") if data.get("timeout") is not None else None,
-            jobs=data.get("jobs", 1),
-            seed=data.get("seed", 0),
-            heartbeat_interval=heartbeat.get("interval", 10),
-            grace_period=heartbeat.get("grace_period", 30),
-            cache=relative(data["cache"], "cache") if data.get("cache") else None,
-            repair_references=bool(data.get("repair_references", False)),
-            include=_patterns(data.get("include"), f"{where}: include"),
-            exclude=_patterns(data.get("exclude"), f"{where}: exclude"),
-            keep_links=_flag(data.get("keep_links", False), f"{where}: keep_links"),
-            fidelity=parse_fidelity(data.get("fidelity", "auto"), f"{where}: fidelity"),
-            backend=data.get("backend", "local"),
-            scheduler=data.get("scheduler"),
-        )
-    except (InvalidParameterError, TypeError) as exc:
+        return StudySpec.from_options(lambda key: f"{where}: {key}", **options)
+    except (StudyError, InvalidParameterError, TypeError) as exc:
         # Sections read with ``where`` (weights, rates, embedder, ...) already name the file.
         message = str(exc)
         raise StudyError(message if message.startswith(f"{where}: ") else f"{where}: {message}") from None
-
-
-def _flag(value: Any, where: str) -> bool:
-    """A yes/no key of a study file: true or false, nothing else."""
-    if not isinstance(value, bool):
-        raise StudyError(f"{where} must be true or false, got {value!r}")
-    return value
-
-
-def _patterns(value: Any, where: str) -> tuple[str, ...]:
-    """``include``/``exclude`` of a study file: a glob pattern or a list of them."""
-    if value is None:
-        return ()
-    values = [value] if isinstance(value, str) else value
-    if not isinstance(values, list) or not all(isinstance(v, str) and v for v in values):
-        raise StudyError(f"{where} must be a glob pattern or a list of them, got {value!r}")
-    return tuple(values)
-
-

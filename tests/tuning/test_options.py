@@ -1,0 +1,120 @@
+"""A study's options are declared once (StudySpec's fields): the Python API, a study file and the
+command line accept the same options, read the same way, with the same defaults."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from tuner.api import spec_for
+from tuner.cli.tune import parse_set_options
+from tuner.errors import StudyError
+from tuner.tuning.scoring.objective import Rates, Scales, Weights
+from tuner.tuning.study.spec import STUDY_KEYS, StudySpec, build_spec, load_study_file, study_options
+
+ROOT = Path(__file__).resolve().parents[2]
+CORPUS = str(ROOT / "examples" / "handbook")
+QUERIES = str(ROOT / "examples" / "handbook-queries.jsonl")
+
+#: One value of every option that has no required counterpart, as a study file writes it, and
+#: what each must read as (written out by hand, not by the code under test).
+GIVEN = {
+    "space": ("quick", "quick"),
+    "embedder": ({"provider": "sentence-transformers", "model": "all-MiniLM-L6-v2", "precision": "fp32"}, None),
+    "unit": ("chars", "chars"),
+    "copies": ("marked", "marked"),
+    "validation": (0.5, 0.5),
+    "weights": ({"recall": 2, "iou": 0}, Weights(recall=2.0, iou=0.0)),
+    "rates": ({"reader_usd_per_mtok": 0.5}, Rates(reader_usd_per_mtok=0.5)),
+    "scales": ({"iou_half": 0.1}, Scales(iou_half=0.1)),
+    "constraints": ({"context_tokens": 900}, None),
+    "pareto": (["recall", "iou"], ("recall", "iou")),
+    "storage": ("sqlite:////tmp/options.db", "sqlite:////tmp/options.db"),
+    "trials": (7, 7),
+    "timeout": ("45m", 2700.0),
+    "jobs": (2, 2),
+    "seed": (3, 3),
+    "heartbeat_interval": (5, 5),
+    "grace_period": (40, 40),
+    "cache": ("/tmp/options-cache.sqlite3", "/tmp/options-cache.sqlite3"),
+    "repair_references": (True, True),
+    "include": (["*.md"], ("*.md",)),
+    "exclude": ("drafts/*", ("drafts/*",)),
+    "keep_links": (True, True),
+    "fidelity": ([0.1, 1.0], None),
+    "backend": ("local", "local"),
+    "scheduler": ("tcp://127.0.0.1:8786", "tcp://127.0.0.1:8786"),
+}
+
+
+def _yaml(value) -> str:
+    import json
+
+    return json.dumps(value)  # JSON is YAML
+
+
+def test_every_option_is_covered_here_and_is_a_study_file_key():
+    required = {"name", "corpora", "queries"}
+    assert set(study_options()) == set(GIVEN) | required
+    assert set(STUDY_KEYS) == (set(study_options()) - {"heartbeat_interval", "grace_period"}) | {"heartbeat"}
+
+
+def test_the_api_a_study_file_and_the_command_line_read_every_option_alike(tmp_path):
+    api = spec_for(CORPUS, QUERIES, name="same", **{key: file_value for key, (file_value, _) in GIVEN.items()})
+
+    lines = ["name: same", f"corpora: {{handbook: {CORPUS}}}", f"queries: {QUERIES}"]
+    lines += [f"{key}: {_yaml(value)}" for key, (value, _) in GIVEN.items()
+              if key not in ("heartbeat_interval", "grace_period")]
+    lines.append(f"heartbeat: {{interval: {GIVEN['heartbeat_interval'][0]}, grace_period: {GIVEN['grace_period'][0]}}}")
+    study_file = tmp_path / "same.yaml"
+    study_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    from_file = load_study_file(study_file)
+
+    command_line = build_spec(None, corpora=[f"handbook={CORPUS}"], name="same", queries=QUERIES,
+                              **parse_set_options([f"{key}={_yaml(value)}" for key, (value, _) in GIVEN.items()]))
+
+    assert api == from_file == command_line
+    for key, (_, expected) in GIVEN.items():
+        if expected is not None:
+            assert getattr(api, key) == expected, key
+    assert api.embedder.precision == "fp32" and api.constraints.context_tokens == 900
+    assert api.fidelity.rungs == (0.1, 1.0)
+
+
+def test_options_left_out_take_the_one_set_of_defaults(tmp_path):
+    study_file = tmp_path / "min.yaml"
+    study_file.write_text(f"name: same\ncorpora: {{handbook: {CORPUS}}}\nqueries: {QUERIES}\nspace: default\n",
+                          encoding="utf-8")
+    api = spec_for(CORPUS, QUERIES, name="same")
+    command_line = build_spec(None, corpora=[f"handbook={CORPUS}"], name="same", queries=QUERIES)
+    assert api == load_study_file(study_file) == command_line
+    declared = {f.name: f.default for f in dataclasses.fields(StudySpec) if f.default is not dataclasses.MISSING}
+    assert (api.jobs, api.seed, api.heartbeat_interval, api.grace_period) == (
+        declared["jobs"], declared["seed"], declared["heartbeat_interval"], declared["grace_period"])
+    assert api.embedder.precision == "auto"  # what a user writes means auto, from every door
+
+
+def test_an_unknown_option_is_refused_by_every_door(tmp_path):
+    with pytest.raises(StudyError, match=r"unknown option\(s\) bogus; allowed: name, corpora"):
+        spec_for(CORPUS, QUERIES, bogus=1)
+    study_file = tmp_path / "bad.yaml"
+    study_file.write_text(f"name: s\ncorpora: {{h: {CORPUS}}}\nqueries: {QUERIES}\nspace: quick\nbogus: 1\n",
+                          encoding="utf-8")
+    with pytest.raises(StudyError, match=r"bad\.yaml: unknown key"):
+        load_study_file(study_file)
+    from tuner.errors import ChunkwiseError
+
+    with pytest.raises(ChunkwiseError, match="--set 'bogus=1': expected OPTION=VALUE"):
+        parse_set_options(["bogus=1"])
+
+
+def test_a_bad_value_names_its_option_and_file(tmp_path):
+    study_file = tmp_path / "bad.yaml"
+    study_file.write_text(f"name: s\ncorpora: {{h: {CORPUS}}}\nqueries: {QUERIES}\nspace: quick\n"
+                          "rates: {reader_usd_per_mtok: -1}\n", encoding="utf-8")
+    with pytest.raises(StudyError, match=r"bad.yaml: rates.reader_usd_per_mtok=-1 is invalid; allowed: a number >= 0"):
+        load_study_file(study_file)
+    with pytest.raises(StudyError, match=r"rates.reader_usd_per_mtok=-1 is invalid"):
+        spec_for(CORPUS, QUERIES, rates={"reader_usd_per_mtok": -1})
