@@ -25,6 +25,7 @@ from ...errors import ChunkwiseError, StudyError, option
 from ..scoring.selection import recommend_for_study
 from ..search.baselines import queue_baselines, unqueue_baselines
 from ..study import defaults
+from ..study.dashboard import save_pareto_plot
 from ..study.lookup import run_studies
 from ..study.opening import LoadedStudyData, build_settings, load_study_data, open_study
 from ..study.records import SETTINGS_ATTR, TARGET_ATTR, WORKER_ATTR, best_trial, summarize
@@ -310,6 +311,7 @@ def _run_study(storage: StudyStorage, study: optuna.Study, run: RunSettings, add
             exhausted=exhausted, recommendation=recommend_for_study(study), budget_ended=budget_ended,
             timeout=run.timeout)
         write_note(study, outcome)
+        save_pareto_plot(storage, study, outcome.recommendation)  # beside the note, the same recommendation
     if pool.errors:
         raise ChunkwiseError(f"study {name}: " + "; ".join(pool.errors))
     return outcome

@@ -4,7 +4,6 @@ built from the spec, and a study created or resumed only when those settings agr
 from __future__ import annotations
 
 import json
-import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -17,13 +16,13 @@ from ...data.evalset import EvaluationSet, load_evaluation_set
 from ...data.repeats import OccurrenceTable
 from ...embedding.config import SPEED_FIELDS
 from ...errors import StudyError, option
-from ...evaluation.registry import label as metric_label
 from ..scoring.objective import (
     DEFAULT_PARETO,
     pareto_directions,
 )
 from ..search.space import SearchSpace
 from ..search.space_file import load_search_space, resolve_space
+from .dashboard import name_objectives
 from .records import FIDELITY_CHOICE_KEY, PRECISION_CHOICE_KEY, SETTINGS_ATTR, SUMMARY_ATTRS
 from .settings import COMPARED_SETTINGS, StudySettings, comparable, resolve_fidelity, validation_split
 from .spec import StudySpec
@@ -70,9 +69,7 @@ def open_study(storage: optuna.storages.BaseStorage, name: str, settings: dict[s
                                     directions=pareto_directions(axes), load_if_exists=True)
     stored = study.user_attrs.get(SETTINGS_ATTR)
     if stored is None:
-        with warnings.catch_warnings():  # experimental, but it is what labels the dashboard's axes
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            study.set_metric_names([metric_label(axis) for axis in axes])
+        name_objectives(study, axes)
         study.set_user_attr(SETTINGS_ATTR, settings)
         for key in SUMMARY_ATTRS:
             study.set_user_attr(key, settings[key])

@@ -39,6 +39,8 @@ RESOLVED_RATES_KEY = "resolved_rates"
 PRECISION_CHOICE_KEY = "precision_choice"
 #: The same for ``fidelity``: with ``auto``, resuming keeps the rungs the study was created with.
 FIDELITY_CHOICE_KEY = "fidelity_choice"
+#: The id of chunkwise's Pareto plot among the study's optuna-dashboard plots (:mod:`.dashboard`).
+PARETO_PLOT_ATTR = "chunkwise-pareto"
 
 # --- trial attributes --------------------------------------------------------------------------
 #: The weighted score, the value that defines "best".
