@@ -7,6 +7,8 @@ itself the ``n``-th time (default: first) it passes ``point``. The points:
 * ``mid_trial``: the configuration is claimed and its evaluation is about to start;
 * ``during_tell``: inside the transaction that records the trial's final state, before
   it commits.
+* ``mid_plot``: inside the transaction that replaces a study's dashboard plot, its old plot
+  deleted and the new one written, before it commits.
 
 With ``CHUNKWISE_FAULT_TOKEN=<file>`` as well, only the first process to get there fires
 (it creates the file): one worker of a pool dies, the others and its replacement go on.

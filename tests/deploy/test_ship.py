@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import base64
 import json
+import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -13,6 +16,8 @@ import urllib.request
 from pathlib import Path
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
+import numpy as np
+import optuna
 import optuna_dashboard
 import pytest
 
@@ -73,6 +78,11 @@ def test_dashboard_api_shows_studies_trials_attributes_and_note(tuned):
         assert "chunkwise study `ship/handbook`" in note and "queries**: 30" in note
         assert f"Highest score: trial {outcome.best.number}" in note
         assert f"Recommended: trial {outcome.recommended.number}" in note
+        # The run wrote chunkwise's Pareto plot beside the note, ringing the same trial.
+        (plot,) = study["plotly_graph_objects"]
+        assert plot["id"] == "chunkwise-pareto"
+        names = [trace.get("name") for trace in json.loads(plot["graph_object"])["data"]]
+        assert f"recommended: trial {outcome.recommended.number}" in names
     finally:
         server.shutdown()
         server.server_close()
@@ -103,6 +113,137 @@ def test_dashboard_command_serves_until_stopped(tuned):
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+def _serve_dashboard(storage: str) -> tuple[subprocess.Popen, str]:
+    """``chunkwise dashboard`` on a free port of 127.0.0.1, once it answers: the process and its URL."""
+    port = _free_port()
+    process = subprocess.Popen([sys.executable, "-m", "tuner", "dashboard", "--storage", storage, "--port", str(port)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            get_json(f"http://127.0.0.1:{port}/api/meta")
+            return process, f"http://127.0.0.1:{port}"
+        except OSError:
+            if time.monotonic() > deadline or process.poll() is not None:
+                process.kill()
+                pytest.fail(f"dashboard did not start: {process.communicate()[1]}")
+            time.sleep(0.2)
+
+
+#: Every question's recall and IoU in the hand-made study: trial 3 beats every other trial on
+#: every question, by at least 0.5 in recall (latency and cost weigh 0.1 each: at most 0.2 of
+#: score), so the tie gate leaves it alone and the baseline check keeps it (the difference is the
+#: same on every question); of the two baselines, trial 1 (recursive 256/0) beats trial 0 (the
+#: token 800/400 default) the same way.
+HAND_SCORES = {3: (1.0, 0.5, 0.9), 1: (0.5, 0.05, 0.5)}
+HAND_OTHERS = (0.2, 0.01)
+
+
+def _hand_study(storage: str) -> optuna.Study:
+    """Study ``hand/handbook``: the tuned study's trials and settings with the per-question scores
+    of :data:`HAND_SCORES`, made with Optuna alone, as an older chunkwise left a study: no
+    objective names, no chunkwise plot."""
+    tuned = optuna.load_study(study_name="ship/handbook", storage=storage)
+    hand = optuna.create_study(study_name="hand/handbook", storage=storage, directions=["maximize", "minimize"])
+    for key, value in tuned.user_attrs.items():
+        hand.set_user_attr(key, value)
+    for trial in tuned.trials:
+        recall, iou, *score = HAND_SCORES.get(trial.number, HAND_OTHERS)
+        stored = dict(trial.system_attrs["chunkwise:per_query"])
+        for name, value in (("recall", recall), ("iou", iou)):
+            stored[name] = base64.b64encode(np.full(stored["queries"], value, dtype="<f4").tobytes()).decode()
+        attrs = {**trial.user_attrs, "recall": recall, "iou": iou, "score": score[0] if score else
+                 min(trial.user_attrs["score"], 0.4)}
+        hand.add_trial(optuna.trial.create_trial(
+            state=trial.state, values=[recall, trial.values[1]], params=trial.params, distributions=trial.distributions,
+            user_attrs=attrs, system_attrs={**trial.system_attrs, "chunkwise:per_query": stored}))
+    return hand
+
+
+def _traces(plot: dict) -> dict[str, dict]:
+    return {trace["name"]: trace for trace in json.loads(plot["graph_object"])["data"]}
+
+
+def test_dashboard_names_objectives_and_serves_the_pareto_plot_marking_the_exported_trial(tuned, tmp_path):
+    """Issue 27: optuna-dashboard, started by ``chunkwise dashboard``, names an older study's
+    objectives after the metric registry and serves chunkwise's Pareto plot with axis titles,
+    the recommended trial (the one ``export`` writes) ringed and named, the best score, the
+    token 800/400 default and the best baseline marked; replacing the plot is one transaction
+    (a writer killed inside it leaves the old plot whole)."""
+    import plotly.graph_objects as go
+
+    from tuner.tuning.scoring.selection import recommend_for_study
+    from tuner.tuning.study.dashboard import save_pareto_plot
+
+    spec, _ = tuned
+    hand = _hand_study(spec.storage)
+    optuna.create_study(study_name="foreign", storage=spec.storage, directions=["maximize", "minimize"])
+    # A plot left under the same id, longer than chunkwise's (more slices of JSON than it writes).
+    stale = go.Figure(go.Scatter(x=list(range(3000)), y=list(range(3000))), layout={"title": {"text": "stale"}})
+    optuna_dashboard.save_plotly_graph_object(hand, stale, graph_object_id="chunkwise-pareto")
+    write = ("import optuna, sys; from tuner.tuning.study.storage import make_storage; "
+             "from tuner.tuning.study.dashboard import save_pareto_plot; "
+             "from tuner.tuning.scoring.selection import recommend_for_study; "
+             "storage = make_storage(sys.argv[1]); study = optuna.load_study(study_name='hand/handbook', "
+             "storage=storage); save_pareto_plot(storage, study, recommend_for_study(study))")
+    killed = subprocess.run([sys.executable, "-c", write, spec.storage], capture_output=True, text=True,
+                            env={**os.environ, "CHUNKWISE_FAULT": "mid_plot"}, timeout=120)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+
+    process, base = _serve_dashboard(spec.storage)
+    try:
+        studies = {s["study_name"]: s["study_id"] for s in get_json(f"{base}/api/studies")["study_summaries"]}
+        detail = get_json(f"{base}/api/studies/{studies['hand/handbook']}")
+        (plot,) = detail["plotly_graph_objects"]  # the killed writer changed nothing
+        assert plot["id"] == "chunkwise-pareto"
+        assert json.loads(plot["graph_object"])["layout"]["title"]["text"] == "stale"
+        assert detail["objective_names"] == ["recall", "context tokens"]  # named when the dashboard opened it
+        assert "objective_names" not in get_json(f"{base}/api/studies/{studies['foreign']}")  # not chunkwise's
+
+        storage = make_storage(spec.storage, heartbeat_interval=None)
+        save_pareto_plot(storage, optuna.load_study(study_name="hand/handbook", storage=storage),
+                         recommend_for_study(hand))
+        detail = get_json(f"{base}/api/studies/{studies['hand/handbook']}")
+    finally:
+        process.terminate()
+        _, err = process.communicate(timeout=30)
+    assert "named the objectives of hand/handbook after the metric registry" in err
+    assert "ship/handbook" not in err  # its run named them
+
+    exported = tmp_path / "hand.json"
+    assert main(["export", "--storage", spec.storage, "--study", "hand", "--corpus", "handbook", "-o",
+                 str(exported)]) == 0
+    assert json.loads(exported.read_text())["source"]["trial"] == 3  # what HAND_SCORES makes of it
+
+    (plot,) = detail["plotly_graph_objects"]  # replaced, not added beside the stale one
+    figure = json.loads(plot["graph_object"])
+    layout, traces = figure["layout"], _traces(plot)
+    assert layout["xaxis"]["title"]["text"].startswith("context tokens")
+    assert layout["yaxis"]["title"]["text"].startswith("recall")
+    trials = {t["number"]: t for t in detail["trials"]}
+    attrs = {number: {a["key"]: a["value"] for a in t["user_attrs"]} for number, t in trials.items()}
+
+    def at(name: str, number: int) -> None:  # trace ``name`` marks trial ``number`` where the dashboard has it
+        trace = traces[name]
+        recall, context_tokens = trials[number]["values"]
+        assert (trace["x"], trace["y"]) == ([pytest.approx(context_tokens)], [pytest.approx(recall)])
+
+    at("recommended: trial 3", 3)
+    (named,) = layout["annotations"]  # and named on the plot itself, with an arrow to it
+    assert named["text"] == "recommended: trial 3" and named["showarrow"]
+    assert (named["x"], named["y"]) == (pytest.approx(trials[3]["values"][1]), pytest.approx(trials[3]["values"][0]))
+    at("best score: trial 3", 3)
+    assert attrs[0]["baseline"] == "token 800/400 dense"
+    at("token 800/400 default: trial 0", 0)
+    assert attrs[1]["baseline"] == "recursive 256/0 dense"
+    at("best baseline: trial 1", 1)
+    assert "recursive 256/0 dense" in traces["best baseline: trial 1"]["hovertext"][0]
+    assert len(traces["trials"]["x"]) == len(trials) == 5
+    # The colour bar ends well below the top of the plot, where plotly puts its toolbar.
+    bar = traces["trials"]["marker"]["colorbar"]
+    assert bar["yanchor"] == "bottom" and bar["y"] + bar["len"] <= 0.8
 
 
 def test_export_load_and_rechunk_give_the_trials_chunks(tuned, tmp_path, capsys):
@@ -260,8 +401,6 @@ def test_the_best_recall_within_each_budget_by_hand():
 
 
 def test_pareto_front_and_bootstrap_by_hand():
-    import numpy as np
-
     from tuner.reporting.report import bootstrap_mean_ci, pareto
 
     # (recall, IoU): (0.9, 0.1) and (0.8, 0.3) are not dominated; (0.7, 0.05) and (0.8, 0.2) are.
@@ -294,7 +433,7 @@ def test_summary_note_report_and_export_name_one_recommended_trial(tuned, tmp_pa
                  "--top", "1", "--cache", spec.cache]) == 0
     assert re.findall(r"\*\*Recommended\*\*: `.*` \(trial (\d+)\)", (out / "report.md").read_text()) == [str(number)]
     for page in out.glob("*.html"):  # and its plots mark it
-        assert re.search(r'"name":"recommended","text":\["trial (\d+):', page.read_text())[1] == str(number)
+        assert re.findall(r'"name":"recommended: trial (\d+)"', page.read_text()) == [str(number)]
     exported = tmp_path / "recommended.json"
     assert main(["export", "--storage", spec.storage, "--study", "ship", "-o", str(exported)]) == 0
     data = json.loads(exported.read_text())

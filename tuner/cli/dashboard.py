@@ -13,7 +13,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "dashboard", help="serve optuna-dashboard on a run's storage",
         description="Serve optuna-dashboard on the studies' storage: trials with their metrics as user "
                     "attributes, each corpus's Pareto front (recall against context tokens, unless the study "
-                    "chose other axes), and a note per study.",
+                    "chose other axes) with chunkwise's own plot of it marking the recommended trial, and "
+                    "a note per study. Objectives a study made by an older chunkwise left unnamed are "
+                    "named first.",
     )
     dashboard.add_argument("--storage", metavar="URL",
                            help="SQLAlchemy URL (default: the only studies/*.db in this folder)")
@@ -23,11 +25,14 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..tuning.study.dashboard import label_objectives
     from ..tuning.study.storage import absolute_url, check_port_free, make_storage, only_local_storage
 
     url = absolute_url(args.storage) if args.storage else only_local_storage()
     check_port_free(args.host, args.port)
     storage = make_storage(url)
+    if said := label_objectives(storage, storage.display_url):
+        print_err(said)
     import optuna_dashboard
 
     print_err(f"optuna-dashboard on {storage.display_url}: http://{args.host}:{args.port}/ (Ctrl-C to stop)")

@@ -170,3 +170,32 @@ def promoted(score: float, rung_scores: Sequence[float], reduction: int) -> bool
         return True
     cut = max(len(ranked) // reduction - 1, 0)
     return score >= ranked[cut]
+
+
+#: The fidelities a study may ask for by name: ``auto`` (rungs on a large corpus, see
+#: :data:`tuner.tuning.study.settings.AUTO_RUNGS`) and ``full``.
+FIDELITY_CHOICES = ("auto", "full")
+
+
+def parse_fidelity(value: Any, where: str) -> str | Fidelity:
+    """``"auto"``, ``"full"``, a :class:`Fidelity`, from a study file's ``fidelity`` (one of
+    those words, a list of rungs, or a mapping of :class:`Fidelity`'s fields) or from
+    ``--fidelity`` (a word, or rungs separated by commas).
+
+    >>> parse_fidelity("0.1,0.3,1", "--fidelity").rungs
+    (0.1, 0.3, 1.0)
+    """
+    if isinstance(value, Fidelity) or value in FIDELITY_CHOICES:
+        return value
+    try:
+        if isinstance(value, str):
+            return Fidelity(rungs=tuple(float(part) for part in value.split(",")))
+        if isinstance(value, list):
+            return Fidelity(rungs=tuple(value))
+        if isinstance(value, dict):
+            return Fidelity.from_dict(value)
+    except InvalidParameterError as exc:  # before ValueError, which it is
+        raise InvalidParameterError(f"{where}: {exc}") from None
+    except ValueError:  # not numbers
+        pass
+    raise invalid(where, value, "auto, full, or increasing rungs ending at 1, e.g. 0.1,0.3,1")

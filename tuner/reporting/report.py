@@ -40,6 +40,7 @@ from ..tuning.scoring.comparisons import Candidate, candidate, cross_validated_g
 from ..tuning.scoring.measures import trial_attributes
 from ..tuning.scoring.objective import Scales, Weights
 from ..tuning.scoring.selection import recommend_for_study
+from ..tuning.study.dashboard import Mark, PlotAxis, pareto, pareto_figure
 from ..tuning.study.lookup import run_studies
 from ..tuning.study.opening import load_study_inputs
 from ..tuning.study.records import TrialRecord, best_trial, evaluated, summarize
@@ -58,29 +59,18 @@ PLOTLY_JS = "plotly.min.js"
 
 
 @dataclass(frozen=True)
-class Axis:
-    """A metric plotted against recall."""
+class Axis(PlotAxis):
+    """A metric plotted against recall, and the plot files' name for it."""
 
-    value: Callable[[TrialRecord], float]
-    label: str
-    maximize: bool
-    slug: str
+    slug: str = ""
 
 
-AXES = (Axis(lambda r: r.context_tokens, "context tokens per query", False, "context"),
-        Axis(lambda r: r.iou, "IoU", True, "iou"),
-        Axis(lambda r: r.cost_usd_per_1k_queries, "cost, $ per 1,000 queries", False, "cost"))
+AXES = (Axis("context tokens per query", False, lambda r: r.context_tokens, slug="context"),
+        Axis("IoU", True, lambda r: r.iou, log=True, slug="iou"),
+        Axis("cost, $ per 1,000 queries", False, lambda r: r.cost_usd_per_1k_queries, slug="cost"))
+RECALL = PlotAxis.of_metric("recall")
 #: The context budgets (cl100k tokens handed to the reader per question) of the equal-budget table.
 BUDGETS = (500, 1000, 2000, 4000)
-
-
-def pareto(points: list[tuple[float, float]], maximize: tuple[bool, bool]) -> list[int]:
-    """Indices of the non-dominated points, sorted by the first coordinate."""
-    signs = np.array([1 if m else -1 for m in maximize], dtype=float)
-    values = np.asarray(points, dtype=float) * signs
-    front = [i for i, p in enumerate(values)
-             if not any(np.all(q >= p) and np.any(q > p) for q in values)]
-    return sorted(front, key=lambda i: points[i][0])
 
 
 def bootstrap_mean_ci(values: np.ndarray, rng: np.random.Generator, samples: int) -> tuple[float, float]:
@@ -240,7 +230,6 @@ def _plots(trials: list[TrialRecord], best: TrialRecord, recommended: TrialRecor
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import plotly.graph_objects as go
 
     files = []
     html = []
@@ -268,7 +257,7 @@ def _plots(trials: list[TrialRecord], best: TrialRecord, recommended: TrialRecor
                        label=f"{BASELINE_LABEL} (evaluated for this report)")
         ax.set_xlabel(axis.label)
         ax.set_ylabel("recall")
-        if axis.slug == "iou":
+        if axis.log:
             ax.set_xscale("log")
         if axis.slug == "context":
             for budget in BUDGETS:  # the equal-budget table's budgets, for reading the plot against it
@@ -284,33 +273,12 @@ def _plots(trials: list[TrialRecord], best: TrialRecord, recommended: TrialRecor
         plt.close(fig)
         files.append(png)
 
-        hover = [f"trial {t.number}: {t.label()}<br>score {t.score:.4f}" for t in trials]
-        figure = go.Figure()
-        figure.add_trace(go.Scatter(x=xs, y=ys, mode="markers", name="trials", text=hover, hoverinfo="text+x+y",
-                                    marker={"color": "#b0b0b0"}))
-        figure.add_trace(go.Scatter(x=[xs[i] for i in front], y=[ys[i] for i in front], mode="lines+markers",
-                                    name="Pareto front", text=[hover[i] for i in front], hoverinfo="text+x+y"))
-        if recommended is not None:
-            figure.add_trace(go.Scatter(x=[axis.value(recommended)], y=[recommended.recall], mode="markers",
-                                        name="recommended", text=[f"trial {recommended.number}: {recommended.label()}"],
-                                        hoverinfo="text+x+y",
-                                        marker={"symbol": "circle-open", "size": 18, "color": "#2ca02c",
-                                                "line": {"width": 2}}))
-        figure.add_trace(go.Scatter(x=[axis.value(best)], y=[best.recall], mode="markers", name="best score",
-                                    marker={"symbol": "star", "size": 16, "color": "#d62728"},
-                                    text=[best.label()], hoverinfo="text+x+y"))
-        for (chunker, size, overlap), matches in known.items():
-            figure.add_trace(go.Scatter(x=[axis.value(t) for t in matches], y=[t.recall for t in matches],
-                                        mode="markers", name=f"{chunker} {size}/{overlap}",
-                                        marker={"symbol": "square-open", "size": 11},
-                                        text=[t.label() for t in matches], hoverinfo="text+x+y"))
+        marks = [Mark(f"{chunker} {size}/{overlap}", tuple(matches), "square-open", size=11)
+                 for (chunker, size, overlap), matches in known.items()]
         if baseline is not None:
-            figure.add_trace(go.Scatter(x=[axis.value(baseline)], y=[baseline.recall], mode="markers",
-                                        name=f"{BASELINE_LABEL} (evaluated for this report)",
-                                        marker={"symbol": "x", "size": 12, "color": "black"}))
-        figure.update_layout(title=f"{stem}: recall against {short}", xaxis_title=axis.label,
-                             legend={"x": 1.02, "y": 1.0, "xanchor": "left"},
-                             yaxis_title="recall", xaxis_type="log" if axis.slug == "iou" else "linear")
+            marks.append(Mark(f"{BASELINE_LABEL} (evaluated for this report)", (baseline,), "x", size=12))
+        figure = pareto_figure(trials, axis, RECALL, title=f"{stem}: recall against {short}", best=best,
+                               recommended=recommended, marks=marks)
         page = png.replace(".png", ".html")
         with atomic_writer(out / page) as stream:
             figure.write_html(stream, include_plotlyjs={"inline": True}.get(plotly_js, plotly_js), full_html=True)

@@ -27,6 +27,7 @@ from ...evaluation.registry import label as metric_label
 from ..scoring.selection import recommend_for_study
 from ..search.baselines import queue_baselines, unqueue_baselines
 from ..study import defaults
+from ..study.dashboard import save_pareto_plot
 from ..study.records import (
     BUDGET_ATTR,
     DUPLICATE_ATTR,
@@ -249,6 +250,7 @@ class StudyRun:
                 reclaimed=self.reclaimed, lost_workers=self.pool.lost_workers, exhausted=self.exhausted,
                 recommendation=recommend_for_study(self.study), budget_ended=budget_ended, timeout=self.crew.timeout)
             write_note(self.study, outcome)
+            save_pareto_plot(self.storage, self.study, outcome.recommendation)  # beside the note, the same verdict
         if self.pool.errors:
             raise ChunkwiseError(f"study {self.name}: " + "; ".join(self.pool.errors))
         return outcome

@@ -4,7 +4,6 @@ built from the spec, and a study created or resumed only when those settings agr
 from __future__ import annotations
 
 import json
-import warnings
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -13,12 +12,12 @@ import optuna
 from ...data.corpus import Corpus, load_corpus
 from ...data.evalset import EvaluationSet, load_evaluation_set
 from ...errors import StudyError, option
-from ...evaluation.registry import label as metric_label
 from ..scoring.objective import (
     pareto_directions,
 )
 from ..search.space import SearchSpace
 from ..search.space_file import load_search_space, resolve_space
+from .dashboard import name_objectives
 from .records import SETTINGS_ATTR
 from .settings import StudySettings
 from .spec import StudySpec
@@ -63,9 +62,7 @@ def open_study(storage: optuna.storages.BaseStorage, name: str, settings: StudyS
         study = optuna.create_study(storage=storage, study_name=name, sampler=sampler,
                                     directions=pareto_directions(settings.pareto), load_if_exists=True)
     if SETTINGS_ATTR not in study.user_attrs:
-        with warnings.catch_warnings():  # experimental, but it is what labels the dashboard's axes
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            study.set_metric_names([metric_label(axis) for axis in settings.pareto])
+        name_objectives(study, settings.pareto)
         settings.store(study)
         return study
     stored = StudySettings.of(study)

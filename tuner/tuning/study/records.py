@@ -32,6 +32,8 @@ SETTINGS_ATTR = "settings"
 TARGET_ATTR = "target_trials"
 #: Study attributes copied out of the settings so the dashboard's study list shows them.
 SUMMARY_ATTRS = ("corpus", "queries", "weights", "embedder", "unit")
+#: The id of chunkwise's Pareto plot among the study's optuna-dashboard plots (:mod:`.dashboard`).
+PARETO_PLOT_ATTR = "chunkwise-pareto"
 
 # --- trial attributes --------------------------------------------------------------------------
 #: The weighted score, the value that defines "best".

@@ -51,7 +51,7 @@ from ...data.corpus import default_corpus_name, parse_corpus_spec
 from ...embedding.config import EmbedderConfig
 from ...errors import InvalidParameterError, StudyError, option
 from ...evaluation.config import COPIES
-from ...evaluation.fidelity import Fidelity
+from ...evaluation.fidelity import Fidelity, parse_fidelity
 from ...evaluation.metrics import UNITS
 from ...schema import check_settings, setting
 from ..scoring.objective import Constraints, Rates, Scales, Weights, check_pareto
@@ -60,8 +60,6 @@ from ..search.space_file import DEFAULT_SPACE, resolve_space
 from . import defaults
 from .lookup import check_name, study_name
 from .storage import absolute_url, default_storage_url
-
-FIDELITY_CHOICES = ("auto", "full")
 
 
 @dataclass(frozen=True)
@@ -102,7 +100,7 @@ class StudySpec:
     exclude: tuple[str, ...] = ()
     #: Converted documents keep their links as markdown links (see tuner.data.convert.convert_file).
     keep_links: bool = False
-    #: ``"auto"``, ``"full"`` or explicit rungs (see :func:`parse_fidelity`).
+    #: ``"auto"``, ``"full"`` or explicit rungs (see :func:`~tuner.evaluation.fidelity.parse_fidelity`).
     fidelity: str | Fidelity = "auto"
     #: Where the workers run: ``"local"`` (``jobs`` processes here) or ``"dask"`` (see :mod:`.cluster`).
     backend: str = setting("local", str, choices=defaults.RUN_BACKENDS)
@@ -121,7 +119,10 @@ class StudySpec:
         repeated = sorted({n for n in names if names.count(n) > 1})
         if repeated:
             raise StudyError(f"several corpora are named {', '.join(repeated)}; name them with NAME=PATH")
-        object.__setattr__(self, "fidelity", parse_fidelity(self.fidelity, "fidelity"))
+        try:
+            object.__setattr__(self, "fidelity", parse_fidelity(self.fidelity, "fidelity"))
+        except InvalidParameterError as exc:
+            raise StudyError(str(exc)) from None
         if self.pareto is not None:
             try:
                 object.__setattr__(self, "pareto", check_pareto(self.pareto, option("pareto")))
@@ -222,31 +223,6 @@ def parse_duration(value: Any, where: str) -> float:
         raise StudyError(f"{where}={value!r} is invalid; allowed: a duration above 0 such as 45m, 2h, 90s or "
                          "a number of seconds")
     return seconds
-
-
-def parse_fidelity(value: Any, where: str) -> str | Fidelity:
-    """``"auto"``, ``"full"``, a :class:`Fidelity`, from a study file's ``fidelity`` (one of
-    those words, a list of rungs, or a mapping of :class:`Fidelity`'s fields) or from
-    ``--fidelity`` (a word, or rungs separated by commas).
-
-    >>> parse_fidelity("0.1,0.3,1", "--fidelity").rungs
-    (0.1, 0.3, 1.0)
-    """
-    if isinstance(value, Fidelity) or value in FIDELITY_CHOICES:
-        return value
-    try:
-        if isinstance(value, str):
-            return Fidelity(rungs=tuple(float(part) for part in value.split(",")))
-        if isinstance(value, list):
-            return Fidelity(rungs=tuple(value))
-        if isinstance(value, dict):
-            return Fidelity.from_dict(value)
-    except InvalidParameterError as exc:  # before ValueError, which it is
-        raise StudyError(f"{where}: {exc}") from None
-    except ValueError:  # not numbers
-        pass
-    raise StudyError(f"{where}={value!r} is invalid; allowed: auto, full, or increasing rungs ending at 1, "
-                     "e.g. 0.1,0.3,1")
 
 
 def _read_corpora(value: Any, where: str) -> tuple[tuple[str, str], ...]:
