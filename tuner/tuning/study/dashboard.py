@@ -200,7 +200,7 @@ def label_objectives(storage: RDBStorage, where: str) -> str | None:
                 stored = frozen.user_attrs.get(SETTINGS_ATTR)
                 if not isinstance(stored, dict):
                     continue  # not a chunkwise study
-                axes = StudySettings(stored).pareto
+                axes = StudySettings.stored_field(frozen, "pareto")
                 try:
                     names = objective_names(axes)
                 except InvalidParameterError:

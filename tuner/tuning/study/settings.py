@@ -159,7 +159,7 @@ class StudySettings:
         return cls.from_json(settings_of(study), f"study {study.study_name!r}")
 
     @classmethod
-    def stored_field(cls, study: optuna.Study, name: str) -> Any:
+    def stored_field(cls, study: optuna.Study | optuna.study.FrozenStudy, name: str) -> Any:
         """One field of ``study``'s settings, read without the others (its ``legacy`` value for a
         study stored before it existed, or without settings)."""
         field = next(f for f in dataclasses.fields(cls) if f.name == name)
