@@ -23,7 +23,7 @@ from ..retrieval import BM25Index, make_index, retrieve
 from ..retrieval.config import RetrievalConfig
 from ..retrieval.context import contextualize
 from ..retrieval.llm_context import context_client
-from ..text.tokens import count_tokens_batch
+from ..text.tokens import count_span, count_tokens_batch
 from .config import EvaluationConfig
 from .fidelity import FULL, Fidelity, distractor_sample, holding_references
 from .metrics import ChunkIntervals, QueryScores, UnitSpace, query_references, score, summarise
@@ -284,7 +284,7 @@ class _Chunked:
         if not self.config.retrieval.embeds:
             return 0
         if self.config.embedder.late_chunking:  # the documents, read once (their windows' overlaps aside)
-            return sum(count_tokens_batch([d.text for corpus in self.corpora for d in corpus]))
+            return sum(count_span(d.text, 0, len(d.text)) for corpus in self.corpora for d in corpus)
         if self.config.retrieval.context != "none":
             return sum(count_tokens_batch(self.indexed))
         return sum(c.token_count for c in self.chunks)
