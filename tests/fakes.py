@@ -114,3 +114,41 @@ def study_settings(**changes):
     values = dict(corpus="docs", corpus_path="docs", corpus_sha256="0" * 64, queries_path="q.jsonl", queries=1,
                   evaluation_set_sha256="0" * 64, space=load_search_space(resolve_space("quick")))
     return StudySettings(**(values | changes))
+
+
+#: Words the test sentence-transformers model knows (others are [UNK]).
+SENTENCE_MODEL_WORDS = (
+    "the", "a", "is", "and", "of", "in", "to", "apple", "banana", "cherry", "fruit", "red", "sweet", "engine", "wheel",
+    "brake", "car", "fast", "road", "oil", "river", "boat", "water", "stone", ".", ",",
+)
+
+
+def save_sentence_transformer(folder: Path, *, max_seq_length: int = 16, pooling: str = "mean", seed: int = 0) -> Path:
+    """A tiny sentence-transformers model with fixed weights, saved as it loads one: a one-layer
+    BERT (hidden size 16, seeded init) with a WordPiece tokenizer over :data:`SENTENCE_MODEL_WORDS`,
+    then ``pooling`` Pooling and Normalize, reading at most ``max_seq_length`` tokens (special
+    ones included). Real loading, tokenising and encoding code reads it; nothing is downloaded."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    try:  # sentence-transformers 6 moved the modules
+        from sentence_transformers.sentence_transformer import modules as models
+    except ImportError:
+        from sentence_transformers import models
+
+    raw = folder / "transformer"
+    raw.mkdir(parents=True, exist_ok=True)
+    vocab = raw / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *SENTENCE_MODEL_WORDS]) + "\n",
+                     encoding="utf-8")
+    torch.manual_seed(seed)
+    config = BertConfig(vocab_size=5 + len(SENTENCE_MODEL_WORDS), hidden_size=16, num_hidden_layers=1,
+                        num_attention_heads=2, intermediate_size=32, max_position_embeddings=64,
+                        initializer_range=0.5)
+    BertModel(config).save_pretrained(raw)
+    BertTokenizerFast(str(vocab), do_lower_case=True).save_pretrained(raw)
+    transformer = models.Transformer(str(raw), max_seq_length=max_seq_length)
+    model = SentenceTransformer(modules=[transformer, models.Pooling(16, pooling), models.Normalize()], device="cpu")
+    model.save(str(folder / "model"))
+    return folder / "model"

@@ -67,22 +67,34 @@ class TunedPipeline:
         """Chunks of a plain string (offsets into ``text``)."""
         return self.chunker.chunk(text, document)
 
+    def late_embedder(self, cache: EmbeddingCache | None = None) -> Any:
+        """The configuration's late-chunking embedder (with ``cache``, or the default embedding
+        cache), or None when it does not use late chunking."""
+        if not self.embedder.late_chunking:
+            return None
+        return self.embedder.build(cache if cache is not None else EmbeddingCache())
+
     def as_langchain(self, *, context: str | None = None, prepend_context: bool = False,
-                     source_key: str = "source") -> Any:
+                     source_key: str = "source", cache: EmbeddingCache | None = None) -> Any:
         """This pipeline as a LangChain text splitter (``pip install 'chunkwise[langchain]'``):
         documents with exact ``start_index``/``end_index``, the heading path and the context
-        header in their metadata; ``context`` overrides the configuration's; see
-        :class:`tuner.deploy.integrations.langchain.ChunkwiseTextSplitter`."""
+        header in their metadata; ``context`` overrides the configuration's. With late chunking its
+        ``embeddings()`` gives the chunks' pooled vectors to a vector store (the model loads with
+        ``cache``); see :class:`tuner.deploy.integrations.langchain.ChunkwiseTextSplitter`."""
         from .integrations.langchain import ChunkwiseTextSplitter
 
         return ChunkwiseTextSplitter(self.chunker, context=self.context if context is None else context,
-                                     prepend_context=prepend_context, source_key=source_key)
+                                     prepend_context=prepend_context, source_key=source_key,
+                                     late=self.late_embedder(cache))
 
-    def as_llamaindex(self, *, context: str | None = None, **options: Any) -> Any:
+    def as_llamaindex(self, *, context: str | None = None, cache: EmbeddingCache | None = None,
+                      **options: Any) -> Any:
         """This pipeline as a LlamaIndex node parser (``pip install 'chunkwise[llamaindex]'``):
         nodes with exact character offsets and the heading path, embedding the context header
-        as the configuration did; see :class:`tuner.deploy.integrations.llamaindex.ChunkwiseNodeParser`."""
+        as the configuration did (with late chunking, each node carries its pooled ``embedding``,
+        and ``query_embedding()`` embeds questions); see
+        :class:`tuner.deploy.integrations.llamaindex.ChunkwiseNodeParser`."""
         from .integrations.llamaindex import ChunkwiseNodeParser
 
         return ChunkwiseNodeParser.from_chunker(self.chunker, context=self.context if context is None else context,
-                                                **options)
+                                                late=self.late_embedder(cache), **options)

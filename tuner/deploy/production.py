@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .._io.files import STDOUT, atomic_writer, check_writable, private_dir, write_atomically
 from .._io.secrets import redact
 from ..chunkers import Chunk
@@ -272,7 +274,8 @@ def build_collection(config: str | Path | ExportedConfig, paths: Sequence[str | 
     embedder = None
     if settings.embeds:
         embedder = exported.config.embedder.build(cache if cache is not None else EmbeddingCache())
-        vectors = embedder.embed(indexed)
+        vectors = (_late_vectors(embedder, chunks, paths) if exported.config.embedder.late_chunking
+                   else embedder.embed(indexed))
     else:  # BM25 alone embeds nothing; chromadb still needs a vector per item
         vectors = [PLACEHOLDER_VECTOR] * len(chunks)
     # The configuration as stored with the collection: a password in an endpoint URL must not be.
@@ -322,6 +325,26 @@ def _metadata(corpus: str, chunk: Chunk, row: int, header: str) -> dict[str, Any
     if header:
         meta["context"] = header
     return meta
+
+
+def _late_vectors(embedder: Embedder, chunks: Sequence[tuple[str, Chunk]], paths: Sequence[str | Path]) -> np.ndarray:
+    """Late-chunked vectors of the chunks, pooled from their documents' token embeddings as the
+    evaluation pooled them (:meth:`~tuner.embedding.late.LateChunkingEmbedder.embed_chunks`, corpus by
+    corpus); the documents come from ``paths``, which the chunks were cut from."""
+    corpora = {}
+    for path in paths:
+        corpus = load_corpus(path)
+        corpora[corpus.name] = corpus
+    rows_of: dict[str, list[int]] = {}
+    for row, (corpus, chunk) in enumerate(chunks):
+        if corpus not in corpora or chunk.document not in corpora[corpus]:
+            raise ChunkwiseError(f"chunk of {corpus}/{chunk.document} does not come from the paths given "
+                                 f"({', '.join(map(str, paths))}): its late-chunked vector cannot be made")
+        rows_of.setdefault(corpus, []).append(row)
+    vectors = np.zeros((len(chunks), embedder.dimension), dtype=np.float32)
+    for corpus, rows in rows_of.items():
+        vectors[rows] = embedder.embed_chunks(corpora[corpus], [chunks[r][1] for r in rows])
+    return vectors
 
 
 def _headers(chunks: Sequence[tuple[str, Chunk]], paths: Sequence[str | Path], context: str) -> list[str]:
@@ -513,10 +536,11 @@ def _check_embedder(exported: ExportedConfig, stored: Any, directory: str | Path
     except (ValueError, AttributeError):
         return
     wanted = exported.config.embedder.to_dict()
-    keys = ("provider", "model", "dimensions")
+    keys = ("provider", "model", "dimensions", "late_chunking")
     if isinstance(built, dict) and any(built.get(k) != wanted.get(k) for k in keys):
         def describe(d: dict) -> str:
-            return ":".join(str(d[k]) for k in keys if d.get(k))
+            named = ":".join(str(d[k]) for k in keys[:-1] if d.get(k))
+            return f"{named} with late chunking" if d.get("late_chunking") else named
         raise CollectionError(f"collection {name!r} in {directory} was built with the embedder {describe(built)}, "
                               f"but this configuration uses {describe(wanted)}: open it with the configuration "
                               f"it was built with, or rebuild it ({option('replace', True)})")

@@ -4,6 +4,10 @@
 * :mod:`.registry`: providers by name and :func:`make_embedder`;
 * :mod:`.sentence_transformers`: local models (the bundled all-MiniLM-L6-v2 by default);
 * :mod:`.openai`: any OpenAI-compatible endpoint;
+* :mod:`.late`: late chunking, chunk vectors pooled from their document's token embeddings
+  (``embedder: {late_chunking: true}``; also a proxy that scores any chunking without the
+  transformer once the documents are read);
+* :mod:`.static`: a static model distilled from the study's model with model2vec (a proxy);
 * :mod:`.cache`, :mod:`.shared_cache`: vectors kept by model identity and text, in a local
   SQLite file or in a PostgreSQL study's database;
 * :mod:`.config`: the ``embedder`` section of a configuration.
@@ -13,9 +17,11 @@ from .._plugins import import_modules
 from .base import Embedder, EmbeddingStats
 from .cache import EmbeddingCache, EmbeddingCacheError, default_cache_path
 from .config import PRECISION_CHOICES, EmbedderConfig
+from .late import LateChunkingEmbedder, TokenEmbeddingCache
 from .openai import DEFAULT_OPENAI_MODEL, OpenAIEmbedder
 from .registry import Provider, embedding_provider, make_embedder, provider_names, register_provider
 from .sentence_transformers import DEFAULT_MODEL, PRECISIONS, SentenceTransformerEmbedder
+from .static import StaticEmbedder
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -27,9 +33,12 @@ __all__ = [
     "EmbeddingCache",
     "EmbeddingCacheError",
     "EmbeddingStats",
+    "LateChunkingEmbedder",
     "OpenAIEmbedder",
     "Provider",
     "SentenceTransformerEmbedder",
+    "StaticEmbedder",
+    "TokenEmbeddingCache",
     "default_cache_path",
     "embedding_provider",
     "make_embedder",

@@ -7,6 +7,7 @@ from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -161,10 +162,43 @@ class Embedder(ABC):
         self.stats.seconds += time.perf_counter() - called
         return out
 
+    def embed_chunks(self, documents: DocumentSource, chunks: Sequence[LocatedText],
+                     progress: Callable[[int], None] | None = None) -> np.ndarray:
+        """One unit vector per chunk, shape ``(len(chunks), dim)``: here each chunk's text,
+        embedded on its own (:meth:`embed`). A late-chunking embedder
+        (:class:`~tuner.embedding.late.LateChunkingEmbedder`) pools it from its document's
+        token embeddings instead, which is why the documents are given (a
+        :class:`~tuner.data.corpus.Corpus` is one)."""
+        return self.embed([chunk.text for chunk in chunks], progress=progress)
+
     @property
     def dimension(self) -> int:
         """Vector dimension (may embed a probe text to find out)."""
         return int(self._embed(["dimension probe"]).shape[1])
+
+
+class HasText(Protocol):
+    """A document: its text."""
+
+    text: str
+
+
+class DocumentSource(Protocol):
+    """Documents by id (a :class:`~tuner.data.corpus.Corpus`: this package sits below ``data``)."""
+
+    def document(self, document_id: str) -> HasText: ...
+
+
+class LocatedText(Protocol):
+    """A chunk (:class:`~tuner.chunkers.base.Chunk`): its document, exact character spans, text
+    and cl100k token count."""
+
+    document: str
+    text: str
+    token_count: int
+
+    @property
+    def all_spans(self) -> tuple[tuple[int, int], ...]: ...
 
 
 def _normalise(vectors: np.ndarray) -> np.ndarray:

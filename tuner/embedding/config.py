@@ -11,6 +11,7 @@ from ..schema import check_keys, check_settings, field_names, setting
 from . import openai, sentence_transformers  # noqa: F401  (their providers register on import)
 from .base import Embedder
 from .cache import EmbeddingCache
+from .late import late_chunking_embedder
 from .openai import DEFAULT_CONCURRENCY
 from .registry import embedding_provider, make_embedder, provider_names
 from .sentence_transformers import DEFAULT_MODEL, PRECISIONS
@@ -43,6 +44,12 @@ class EmbedderConfig:
     longer texts are sent truncated; default 8,191 for OpenAI's models). Each is written out only
     when set; the first three change speed, never vectors, so a study resumes with other values.
 
+    ``late_chunking: true`` (local models with token embeddings only; see
+    :mod:`tuner.embedding.late`): each document is read once by the model, in overlapping
+    windows when it is longer than the model's input window, and a chunk's vector is the model's
+    mean pooling of the contextual token embeddings inside its span, instead of an embedding of
+    the chunk's text alone; questions are embedded as usual. It is written out only when true.
+
     >>> EmbedderConfig(precision="fp16")
     Traceback (most recent call last):
     ...
@@ -58,6 +65,7 @@ class EmbedderConfig:
     max_batch_inputs: int | None = setting(None, int, low=1, optional=True)
     max_batch_tokens: int | None = setting(None, int, low=1, optional=True)
     max_input_tokens: int | None = setting(None, int, low=1, optional=True)
+    late_chunking: bool = setting(False, bool)
 
     def __post_init__(self) -> None:
         check_settings(self, "embedder")
@@ -73,6 +81,11 @@ class EmbedderConfig:
             for name, value in self.request_options().items():
                 raise InvalidParameterError(f"embedder.{name}={value!r} applies to hosted embedding APIs only; "
                                             f"provider {self.provider!r} runs on this machine")
+        if self.late_chunking and not embedding_provider(self.provider).token_embeddings:
+            raise InvalidParameterError(
+                f"embedder.late_chunking=True needs a model that gives each token its embedding (a local "
+                f"sentence-transformers model that pools by the mean); provider {self.provider!r} returns one "
+                f"vector per text")
         if self.max_batch_tokens is not None and self.max_input_tokens is not None \
                 and self.max_input_tokens > self.max_batch_tokens:
             raise InvalidParameterError(
@@ -105,9 +118,10 @@ class EmbedderConfig:
 
     def build(self, cache: EmbeddingCache | None = None) -> Embedder:
         # The resolved precision, never "auto", names the model in the cache's identity.
-        return make_embedder(self.provider, self.model, base_url=self.base_url,
-                             dimensions=self.dimensions, cache=cache, precision=self.resolved_precision,
-                             **self.request_options())
+        model = make_embedder(self.provider, self.model, base_url=self.base_url,
+                              dimensions=self.dimensions, cache=cache, precision=self.resolved_precision,
+                              **self.request_options())
+        return late_chunking_embedder(model, cache) if self.late_chunking else model
 
     def to_dict(self, speed: bool = True) -> dict[str, Any]:
         """The settings given; ``speed=False`` leaves out those that change speed only (what a
@@ -120,6 +134,8 @@ class EmbedderConfig:
         if self.precision != "fp32":
             out["precision"] = self.precision
         out.update({key: value for key, value in self.request_options().items() if speed or key not in SPEED_FIELDS})
+        if self.late_chunking:
+            out["late_chunking"] = True
         return out
 
     @classmethod
@@ -132,7 +148,8 @@ class EmbedderConfig:
         default_model = embedding_provider(provider).default_model if provider in provider_names() else DEFAULT_MODEL
         options = {name: data[name] for name in REQUEST_FIELDS if data.get(name) is not None}
         return cls(provider, data.get("model") or default_model, data.get("base_url"),
-                   data.get("dimensions"), data.get("precision", default_precision), **options)
+                   data.get("dimensions"), data.get("precision", default_precision), **options,
+                   late_chunking=data.get("late_chunking", False))
 
     @classmethod
     def parse(cls, spec: str) -> EmbedderConfig:
@@ -159,7 +176,7 @@ class EmbedderConfig:
         kept = self.precision if local or self.precision == "auto" else "fp32"
         options = {} if local else self.request_options()
         return EmbedderConfig(parsed.provider, parsed.model, base_url or parsed.base_url, parsed.dimensions,
-                              precision or kept, **options)
+                              precision or kept, **options, late_chunking=self.late_chunking)
 
 
 def embedder_key(config: EmbedderConfig) -> str:
@@ -167,14 +184,14 @@ def embedder_key(config: EmbedderConfig) -> str:
     return f"{config.provider}:{config.model}:{config.base_url}:{config.dimensions}"
 
 
-_EMBEDDERS: dict[tuple[str, str, str | None], Embedder] = {}
+_EMBEDDERS: dict[tuple[str, str, str, str | None, bool], Embedder] = {}
 
 
 def shared_embedder(config: EmbedderConfig, cache: EmbeddingCache | None) -> Embedder:
     """One embedder per configuration and cache file per process: the model loads once."""
     # The precision too: the same model at fp32 and bf16 are two embedders with two cache identities.
     key = (embedder_key(config), config.resolved_precision, repr(sorted(config.request_options().items())),
-           None if cache is None else str(cache.path))
+           None if cache is None else str(cache.path), config.late_chunking)
     if key not in _EMBEDDERS:
         _EMBEDDERS[key] = config.build(cache)
     return _EMBEDDERS[key]

@@ -28,7 +28,10 @@ class Provider:
     ``local``: the model runs on this machine (its throughput is measured once per machine,
     and ``precision`` other than fp32 applies to it); ``priced_per_token``: a hosted API bills its
     tokens (the cost model and the dry run price them; default: every provider that is not
-    local); ``default_model``: the model used when a configuration names none.
+    local); ``default_model``: the model used when a configuration names none;
+    ``token_embeddings``: its embedders give each token of a text its own contextual vector, with
+    character offsets, so a chunk's vector can be pooled from its document's tokens (late chunking,
+    :mod:`tuner.embedding.late`; a hosted API returns one vector per text and cannot).
     """
 
     name: str
@@ -36,20 +39,21 @@ class Provider:
     local: bool
     build: Builder
     priced_per_token: bool
+    token_embeddings: bool = False
 
 
 _PROVIDERS: dict[str, Provider] = {}
 
 
-def register_provider(name: str, *, default_model: str, local: bool,
-                      priced_per_token: bool | None = None) -> Callable[[Builder], Builder]:
+def register_provider(name: str, *, default_model: str, local: bool, priced_per_token: bool | None = None,
+                      token_embeddings: bool = False) -> Callable[[Builder], Builder]:
     """Decorator: register ``build`` as the builder of provider ``name``."""
 
     def decorate(build: Builder) -> Builder:
         if name in _PROVIDERS:
             raise ValueError(f"an embedding provider named {name!r} is already registered")
         priced = not local if priced_per_token is None else priced_per_token
-        _PROVIDERS[name] = Provider(name, default_model, local, build, priced)
+        _PROVIDERS[name] = Provider(name, default_model, local, build, priced, token_embeddings)
         return build
 
     return decorate

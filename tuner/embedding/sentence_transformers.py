@@ -132,12 +132,20 @@ class SentenceTransformerEmbedder(Embedder):
 
     @cached_property
     def max_input_tokens(self) -> int | None:  # type: ignore[override]
-        """The model's ``max_seq_length``, read from its folder (the model is not loaded)."""
-        try:
-            config = json.loads((self.path / "sentence_bert_config.json").read_text(encoding="utf-8"))
-            return int(config["max_seq_length"])
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
+        """The model's ``max_seq_length``, read from its folder (the model is not loaded):
+        ``sentence_bert_config.json``, where sentence-transformers before 6 saved it, else the
+        tokenizer's ``model_max_length`` (``tokenizer_config.json``), where later ones do (a
+        tokenizer without one says 10^30: unknown)."""
+        for name, key in (("sentence_bert_config.json", "max_seq_length"),
+                          ("tokenizer_config.json", "model_max_length")):
+            try:
+                config = json.loads((self.path / name).read_text(encoding="utf-8"))
+                value = int(config[key])
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+            if 0 < value < 1_000_000:
+                return value
+        return None
 
     @cached_property
     def _tokenizer(self):
@@ -322,7 +330,7 @@ def _folder_fingerprint(folder: Path) -> str:
     return digest.hexdigest()[:16]
 
 
-@register_provider("sentence-transformers", default_model=DEFAULT_MODEL, local=True)
+@register_provider("sentence-transformers", default_model=DEFAULT_MODEL, local=True, token_embeddings=True)
 def _build(model: str, *, base_url: str | None, dimensions: int | None, cache: Any, precision: str,
            **extra: Any) -> SentenceTransformerEmbedder:
     return SentenceTransformerEmbedder(model, cache=cache, precision=precision, **extra)

@@ -20,6 +20,7 @@ from typing import Any
 
 from ..chunkers.config import ChunkerConfig
 from ..embedding.config import EmbedderConfig
+from ..errors import InvalidParameterError
 from ..retrieval.config import RetrievalConfig
 from ..schema import check_keys, check_settings, setting
 from .metrics import UNITS
@@ -48,6 +49,11 @@ class EvaluationConfig:
 
     def __post_init__(self) -> None:
         check_settings(self, "")
+        if self.embedder.late_chunking and self.retrieval.context != "none":
+            raise InvalidParameterError(
+                f"embedder.late_chunking=True and retrieval.context={self.retrieval.context!r} do not go together: a "
+                "late-chunked vector is pooled from the document itself, which already gives each chunk its context; "
+                "use retrieval.context='none'")
 
     def to_dict(self) -> dict[str, Any]:
         return {

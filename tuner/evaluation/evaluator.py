@@ -17,11 +17,13 @@ from ..data.evalset import EvaluationSet
 from ..data.repeats import OccurrenceTable, RepeatSummary
 from ..embedding import Embedder, EmbeddingCache
 from ..embedding.config import EmbedderConfig
+from ..embedding.late import LateChunkingEmbedder
+from ..errors import EmbeddingError
 from ..retrieval import BM25Index, make_index, retrieve
 from ..retrieval.config import RetrievalConfig
 from ..retrieval.context import contextualize
 from ..retrieval.llm_context import context_client
-from ..text.tokens import count_tokens_batch
+from ..text.tokens import count_span, count_tokens_batch
 from .config import EvaluationConfig
 from .fidelity import FULL, Fidelity, distractor_sample, holding_references
 from .metrics import ChunkIntervals, QueryScores, UnitSpace, query_references, score, summarise
@@ -281,6 +283,8 @@ class _Chunked:
         """cl100k tokens of the texts a full index embeds (context headers included)."""
         if not self.config.retrieval.embeds:
             return 0
+        if self.config.embedder.late_chunking:  # the documents, read once (their windows' overlaps aside)
+            return sum(count_span(d.text, 0, len(d.text)) for corpus in self.corpora for d in corpus)
         if self.config.retrieval.context != "none":
             return sum(count_tokens_batch(self.indexed))
         return sum(c.token_count for c in self.chunks)
@@ -359,7 +363,11 @@ class _Chunked:
                         done[0] += count
                         on_progress(done[0], total)
 
-                chunk_vectors = model.embed(indexed, progress=update)
+                if config.embedder.late_chunking:
+                    chunk_vectors = _late_vectors(model, self.corpora, [chunks[i] for i in members],
+                                                  [chunk_corpora[i] for i in members], update)
+                else:
+                    chunk_vectors = model.embed(indexed, progress=update)
                 query_vectors = model.embed(questions, progress=update)
         timings["embedding"] = time.perf_counter() - t
 
@@ -411,6 +419,21 @@ class _Chunked:
         return EvaluationResult(config, metrics, scores, chunks, chunk_corpora, query_corpora, ranking,
                                 query_tokens, searched, timings, embedding, notes, repeats, window,
                                 self.indexed, fraction, len(members), first_stage)
+
+
+def _late_vectors(model: Embedder, corpora: list[Corpus], chunks: list[Chunk], chunk_corpora: list[str],
+                  progress: Callable[[int], None] | None) -> np.ndarray:
+    """Late-chunked vectors of ``chunks`` (see :mod:`tuner.embedding.late`), corpus by corpus."""
+    if not isinstance(model, LateChunkingEmbedder):
+        raise EmbeddingError(f"the configuration asks for late chunking, but the embedder given ({model.identity}) "
+                             "embeds texts alone: pass the configuration's embedder (config.embedder.build())")
+    vectors = np.zeros((len(chunks), model.dimension), dtype=np.float32)
+    labels = np.asarray(chunk_corpora)
+    for corpus in corpora:
+        rows = np.flatnonzero(labels == corpus.name)
+        if len(rows):
+            vectors[rows] = model.embed_chunks(corpus, [chunks[i] for i in rows], progress=progress)
+    return vectors
 
 
 def _short_index_note(k: int, chunks_per_index: dict[str, int]) -> str | None:

@@ -8,6 +8,15 @@ joined by ``" > "``) and, when the configuration indexes a context header,
 then what chunkwise embedded when it scored the configuration: the header, a blank line and
 the chunk (LlamaIndex strips the whitespace around it), and every other metadata key is
 excluded from it; the LLM sees the metadata as LlamaIndex shows it by default.
+
+**Late chunking** (``embedder: {late_chunking: true}``, :mod:`tuner.embedding.late`): a chunk's
+vector is pooled from its document's token embeddings, so the parser sets each node's
+``embedding`` while it parses, as the evaluation pooled it (an index does not embed a node that
+has one), and :meth:`ChunkwiseNodeParser.query_embedding` is the embedding model that embeds
+questions as chunkwise did::
+
+    parser = tuner.load_chunker("best.json").as_llamaindex()
+    index = VectorStoreIndex(parser.get_nodes_from_documents(documents), embed_model=parser.query_embedding())
 """
 
 from __future__ import annotations
@@ -17,13 +26,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...chunkers.base import Chunker
+from ...data.corpus import Corpus
 from ...data.document import Document
+from ...embedding.base import Embedder
 from ...retrieval.context import CONTEXTS, HEADER_SEPARATOR, PATH_SEPARATOR, Outline, context_header
 from ...retrieval.llm_context import context_client
 from ...schema import invalid
 from . import missing_extra
 
 try:
+    from llama_index.core.base.embeddings.base import BaseEmbedding
     from llama_index.core.bridge.pydantic import Field, PrivateAttr
     from llama_index.core.node_parser import NodeParser
     from llama_index.core.schema import BaseNode, MetadataMode, NodeRelationship, TextNode
@@ -38,18 +50,32 @@ class ChunkwiseNodeParser(NodeParser):
     context: str = Field(default="none", description="context header: none, title, headings or llm")
     _chunker: Any = PrivateAttr(default=None)
     _llm: Any = PrivateAttr(default=None)
+    _late: Any = PrivateAttr(default=None)
 
     @classmethod
-    def from_chunker(cls, chunker: Chunker, *, context: str = "none", **kwargs: Any) -> ChunkwiseNodeParser:
+    def from_chunker(cls, chunker: Chunker, *, context: str = "none", late: Embedder | None = None,
+                     **kwargs: Any) -> ChunkwiseNodeParser:
         """A parser for ``chunker`` indexing the ``context`` header (``as_llamaindex`` passes the
-        configuration's)."""
+        configuration's), and with ``late`` (the configuration's late-chunking embedder) setting
+        each node's late-chunked ``embedding``."""
         if context not in CONTEXTS:
             raise invalid("context", context, ", ".join(CONTEXTS))
         parser = cls(context=context, **kwargs)
         parser._chunker = chunker
         # ``llm``: the LLM endpoint every LLM feature uses, through its reply cache, as the evaluation asked it.
         parser._llm = context_client() if context == "llm" else None
+        parser._late = late
         return parser
+
+    def query_embedding(self) -> BaseEmbedding:
+        """The LlamaIndex embedding model of a late-chunking configuration: questions embedded by
+        its model; a node without the ``embedding`` this parser set is refused."""
+        if self._late is None:
+            raise ValueError("this parser's configuration does not use late chunking: embed with the configuration's "
+                             "model as usual")
+        embedding = LateChunkQueryEmbedding(model_name=self._late.identity)
+        embedding._late = self._late
+        return embedding
 
     @classmethod
     def class_name(cls) -> str:
@@ -63,7 +89,10 @@ class ChunkwiseNodeParser(NodeParser):
             document = Document(str(source), text)
             outline = Outline(document)
             parent_keys = list(node.metadata)
-            for chunk in self._chunker.split(document):
+            chunks = self._chunker.split(document)
+            vectors = (self._late.embed_chunks(Corpus("llamaindex", [document]), chunks)
+                       if self._late is not None else [None] * len(chunks))
+            for chunk, vector in zip(chunks, vectors):
                 metadata: dict[str, Any] = {
                     "headings": PATH_SEPARATOR.join(chunk.headings or outline.path_at(chunk.start_index))}
                 if chunk.spans:
@@ -79,6 +108,7 @@ class ChunkwiseNodeParser(NodeParser):
                     excluded_llm_metadata_keys=list(node.excluded_llm_metadata_keys),
                     metadata_template="{value}", text_template="{metadata_str}" + HEADER_SEPARATOR + "{content}",
                     relationships={NodeRelationship.SOURCE: node.as_related_node_info()},
+                    embedding=None if vector is None else [float(v) for v in vector],
                 )
                 out.append(child)
         return out
@@ -92,3 +122,24 @@ class ChunkwiseNodeParser(NodeParser):
             if id(node) in exact and isinstance(node, TextNode):
                 node.start_char_idx, node.end_char_idx = exact[id(node)]
         return nodes
+
+
+class LateChunkQueryEmbedding(BaseEmbedding):
+    """Questions embedded by a late-chunking configuration's model; chunk texts are refused (their
+    vectors are pooled from their documents: :class:`ChunkwiseNodeParser` sets them on the nodes)."""
+
+    _late: Any = PrivateAttr(default=None)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "ChunkwiseLateChunkQueryEmbedding"
+
+    def _get_query_embedding(self, query: str) -> list[float]:
+        return [float(v) for v in self._late.embed([query])[0]]
+
+    async def _aget_query_embedding(self, query: str) -> list[float]:
+        return self._get_query_embedding(query)
+
+    def _get_text_embedding(self, text: str) -> list[float]:
+        raise ValueError("late chunking: a chunk's vector is pooled from its document; parse the documents with "
+                         "ChunkwiseNodeParser, which sets each node's embedding")

@@ -147,6 +147,13 @@ def parse_search_space(data: Any, source: str = "<space>") -> SearchSpace:
     embedders = tuple(_parse_embedders(data.get("embedders", []), source))
     labels = tuple(_embedder_label(e) for e in embedders)
     retrieval = _parse_retrieval(data.get("retrieval"), source)
+    context = retrieval.get("context")
+    contexts = (["none"] if context is None else [context.constant] if context.is_constant
+                else list(context.choices or ()))
+    if any(e.late_chunking for e in embedders) and contexts != ["none"]:
+        raise SearchSpaceError(f"{source}: an embedder with late_chunking cannot take a context header "
+                               f"(retrieval.context allows {', '.join(map(str, contexts))}): its chunk vectors are "
+                               "pooled from the document itself; search late chunking with context none")
     return SearchSpace(parsed, k, embedders, source, labels, kinds, retrieval)
 
 
@@ -255,6 +262,7 @@ def _parse_embedders(raw: Any, source: str) -> Iterator[EmbedderConfig]:
 
 
 def _embedder_label(config: EmbedderConfig) -> str:
-    # The precision tells apart the same model at fp32 and bf16/int8 (fp32 labels are unchanged).
+    # The precision tells apart the same model at fp32 and bf16/int8 (fp32 labels are unchanged), ":late"
+    # the model with late chunking.
     suffix = "" if config.precision == "fp32" else f":{config.precision}"
-    return f"{config.provider}:{config.model}{suffix}"
+    return f"{config.provider}:{config.model}{suffix}{':late' if config.late_chunking else ''}"

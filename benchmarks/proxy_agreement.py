@@ -1,0 +1,241 @@
+"""Proxy agreement (issue 28): do cheap proxies rank chunking configurations as the full model
+does, and what does one more configuration cost with each?
+
+**Paths**, each scoring every configuration of the grid on each chroma-dev corpus on its own
+(one study per corpus), dense retrieval, k = 5, recall in cl100k tokens:
+
+* *full*: all-MiniLM-L6-v2 (fp32) embeds each configuration's chunks, cold (no cache): what a
+  trial pays today;
+* *late*: late chunking (``tuner/embedding/late.py``): MiniLM reads each document once, in
+  overlapping windows (*the proxy pass*), and a configuration's chunk vectors are pooled from
+  those token embeddings; questions are embedded once (cached), as a study does;
+* *static*: a model2vec static model distilled from the same MiniLM (``tuner/embedding/static.py``;
+  *the proxy pass* is the distillation, once per model, kept in the cache folder), chunks and
+  questions embedded by it.
+
+**Reported** per corpus and proxy: Spearman's rank correlation of the proxy's mean recall with
+the full path's over the grid, whether the full path's best configuration is in the proxy's top
+10% (at least one configuration), the mean and largest recall difference in points; then the
+proxy pass's seconds and the median seconds ``tuner.evaluate`` takes per configuration on each
+path (chunking, embedding or pooling, retrieval and scoring; measured on this machine, whatever
+else runs on it).
+
+**The decision bar** (``--judge``): per corpus and proxy, with per-question recall as the score,
+``benchmarks/decision_bar.py``'s :func:`decision_bar` (the proxy *instead of* the full model: is
+its recommendation in the full path's tie set and the other way round?) and
+:func:`judge_fidelity` with the proxy as a first rung (a study that screens every trial with the
+proxy and climbs to full fidelity by successive halving; the rung's work is the proxy's
+per-configuration time over the full path's).
+
+``--quick`` scores 6 configurations (minutes on two cores, the static model's first
+distillation included); the default grid is 59 (token and recursive, sizes 100-1000 by 100,
+overlap 0 and a quarter; sentence windows of 1-10 sentences, overlap 0 and 1).
+
+    python benchmarks/proxy_agreement.py --quick [--data DIR]
+    python benchmarks/proxy_agreement.py [--out FILE] [--judge]
+    python benchmarks/proxy_agreement.py --tables FILE [--judge]   # report again from --out
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+from _common import CHROMA_DEV, ROOT, require_chroma_dev
+
+PROXIES = ("late", "static")
+K = 5
+#: Share of the grid a proxy's top must hold the full path's best in.
+TOP_SHARE = 0.1
+QUICK = (("token", {"size": 128, "overlap": 0}), ("token", {"size": 256, "overlap": 64}),
+         ("recursive", {"size": 200, "overlap": 0}), ("recursive", {"size": 400, "overlap": 100}),
+         ("sentence", {"sentences": 4, "overlap": 0}), ("sentence", {"sentences": 8, "overlap": 2}))
+
+
+def grid(quick: bool) -> list[tuple[str, dict[str, int]]]:
+    if quick:
+        return list(QUICK)
+    out: list[tuple[str, dict[str, int]]] = []
+    for name in ("token", "recursive"):
+        for size in range(100, 1001, 100):
+            out += [(name, {"size": size, "overlap": overlap}) for overlap in (0, size // 4)]
+    for sentences in range(1, 11):
+        out += [("sentence", {"sentences": sentences, "overlap": overlap}) for overlap in (0, 1) if overlap < sentences]
+    return out
+
+
+def label(name: str, params: dict[str, int]) -> str:
+    return f"{name} " + "/".join(str(v) for v in params.values())
+
+
+def measure(args: argparse.Namespace) -> dict[str, Any]:
+    """``{"corpora": {corpus: {path: {config: {"recall", "per_question", "seconds"}}}}, "pass": {...}}``."""
+    import tuner
+    from tuner.chunkers.config import ChunkerConfig
+    from tuner.data.evalset import load_chroma_dataset
+    from tuner.embedding import EmbedderConfig, EmbeddingCache, SentenceTransformerEmbedder, StaticEmbedder
+    from tuner.embedding.late import LateChunkingEmbedder, TokenEmbeddingCache
+    from tuner.evaluation.config import EvaluationConfig
+    from tuner.retrieval.config import RetrievalConfig
+    from tuner.text.tokens import count_tokens
+
+    corpora, _ = load_chroma_dataset(args.data)
+    work = Path(tempfile.mkdtemp(prefix="chunkwise-proxy-"))
+    full = SentenceTransformerEmbedder(precision="fp32")
+    full._embed(["warm up"])  # the model loads before anything is timed
+    base = SentenceTransformerEmbedder(precision="fp32", cache=EmbeddingCache(work / "questions.sqlite3"))
+    late = LateChunkingEmbedder(base, tokens=TokenEmbeddingCache(work / "tokens"))
+    late.document_tokens("warm up")
+    static = StaticEmbedder(folder=args.static_folder) if args.static_folder else StaticEmbedder()
+    passes: dict[str, Any] = {}
+    started = time.perf_counter()
+    static._embed(["warm up"])  # distils the model unless it was kept
+    passes["static"] = {"seconds": time.perf_counter() - started, "distilled": static.path.name}
+    embedders = {"full": (full, EmbedderConfig(precision="fp32")),
+                 "late": (late, EmbedderConfig(precision="fp32", late_chunking=True)),
+                 "static": (static, EmbedderConfig(precision="fp32"))}
+    out: dict[str, Any] = {"corpora": {}, "pass": passes, "grid": "quick" if args.quick else "full"}
+    for corpus in corpora:
+        if args.corpora and corpus.name not in args.corpora:
+            continue
+        evalset = tuner.load_evaluation_set(args.data / "questions.csv", corpus, ignore_other_corpora=True)
+        started = time.perf_counter()
+        for document in corpus:
+            late.document_tokens(document.text)
+        passes.setdefault("late", {})[corpus.name] = {"seconds": time.perf_counter() - started,
+                                                      "tokens": sum(count_tokens(d.text) for d in corpus)}
+        table = out["corpora"][corpus.name] = {path: {} for path in embedders}
+        for name, params in grid(args.quick):
+            for path, (model, embedder) in embedders.items():
+                config = EvaluationConfig(ChunkerConfig(name, params).resolved(), embedder, RetrievalConfig(k=K))
+                started = time.perf_counter()
+                result = tuner.evaluate(corpus, evalset, config, embedder=model, cache=None)
+                seconds = time.perf_counter() - started
+                per_question = result.scores.at(K)["recall"]
+                table[path][label(name, params)] = {"recall": float(per_question.mean()), "seconds": seconds,
+                                                    "per_question": [round(float(v), 6) for v in per_question]}
+            print(f"  {corpus.name} {label(name, params)}: "
+                  + ", ".join(f"{p} {table[p][label(name, params)]['seconds']:.1f} s" for p in embedders),
+                  file=sys.stderr, flush=True)
+    return out
+
+
+def spearman(a: list[float], b: list[float]) -> float:
+    from scipy.stats import spearmanr
+
+    return float(spearmanr(a, b).statistic)
+
+
+def agreement(full: dict[str, dict[str, Any]], proxy: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """How a proxy's mean recall per configuration agrees with the full path's: Spearman's rank
+    correlation; where the full path's best configuration ranks among the proxy's (1 + the
+    configurations the proxy scores strictly higher: a tie counts for it) and whether that is in
+    the proxy's top :data:`TOP_SHARE` (at least one configuration); the recall differences in points."""
+    names = sorted(full)
+    reference = [full[n]["recall"] for n in names]
+    scores = [proxy[n]["recall"] for n in names]
+    best = max(names, key=lambda n: (full[n]["recall"], n))
+    rank = 1 + sum(s > proxy[best]["recall"] for s in scores)
+    top = max(1, math.ceil(TOP_SHARE * len(names)))
+    diffs = [abs(a - b) * 100 for a, b in zip(scores, reference)]
+    return {"configurations": len(names), "spearman": spearman(scores, reference), "rank": rank, "top": top,
+            "best_in_top": rank <= top, "full_best": best,
+            "proxy_best": max(names, key=lambda n: (proxy[n]["recall"], n)),
+            "mean_diff": statistics.mean(diffs), "max_diff": max(diffs)}
+
+
+def report(tables: dict[str, Any]) -> None:
+    print(f"\nrecall@{K}, dense, per corpus ({tables['grid']} grid); proxies against the full model "
+          "(all-MiniLM-L6-v2 fp32, each configuration embedded cold)\n")
+    print("| corpus | proxy | configurations | Spearman vs full | full best in proxy's top 10% "
+          "| full best / proxy best | mean / max abs recall diff (points) |")
+    print("|---|---|---|---|---|---|---|")
+    for corpus, paths in tables["corpora"].items():
+        for proxy in PROXIES:
+            said = agreement(paths["full"], paths[proxy])
+            print(f"| {corpus} | {proxy} | {said['configurations']} | {said['spearman']:.3f} "
+                  f"| {'yes' if said['best_in_top'] else 'no'} (rank {said['rank']}, top {said['top']}) "
+                  f"| {said['full_best']} / {said['proxy_best']} "
+                  f"| {said['mean_diff']:.1f} / {said['max_diff']:.1f} |")
+    print("\n| corpus | proxy pass | full s / configuration | late s / configuration | static s / configuration |")
+    print("|---|---|---|---|---|")
+    passes = tables["pass"]
+    for corpus, paths in tables["corpora"].items():
+        late = passes.get("late", {}).get(corpus, {})
+        median = {p: statistics.median(v["seconds"] for v in paths[p].values()) for p in paths}
+        print(f"| {corpus} | late {late.get('seconds', float('nan')):.1f} s ({late.get('tokens', 0):,} tokens) "
+              f"| {median['full']:.2f} | {median['late']:.2f} ({median['full'] / median['late']:.0f}x less) "
+              f"| {median['static']:.2f} ({median['full'] / median['static']:.0f}x less) |")
+    static = passes.get("static", {})
+    print(f"\nstatic proxy pass (distillation, once per model, kept in the cache folder; near 0 when kept): "
+          f"{static.get('seconds', float('nan')):.1f} s")
+
+
+def judge(tables: dict[str, Any], trials: int, simulations: int) -> None:
+    """The decision bar: each proxy instead of the full model, and as a screening rung."""
+    from decision_bar import decision_bar as bar
+    from decision_bar import judge_fidelity
+
+    print("\nDecision bar on per-question recall: the proxy instead of the full model (recommendation in the "
+          "other's tie set both ways; mean |diff| < 0.1 x median CI half-width), and the proxy as a first rung "
+          f"before full fidelity (successive halving, reduction 3, {simulations:,} orders of up to {trials} "
+          "configurations: recommendation in the full-fidelity tie set in >= 95%)\n")
+    print("| corpus | proxy | full recommends (tied) | proxy recommends (tied) | recommendation kept both ways "
+          "| mean abs diff vs 0.1 x median CI half-width | instead of full | as a first rung: in ties, work share |")
+    print("|---|---|---|---|---|---|---|---|")
+    for corpus, paths in tables["corpora"].items():
+        full = {n: v["per_question"] for n, v in paths["full"].items()}
+        full_seconds = statistics.median(v["seconds"] for v in paths["full"].values())
+        for proxy in PROXIES:
+            scores = {n: v["per_question"] for n, v in paths[proxy].items()}
+            verdict = bar(full, scores)
+            share = min(max(statistics.median(v["seconds"] for v in paths[proxy].values()) / full_seconds, 0.001), 0.99)
+            means = {n: statistics.mean(v) for n, v in scores.items()}
+            rung = judge_fidelity(full, {share: means}, (share, 1.0), 3, trials=trials, simulations=simulations)
+            print(f"| {corpus} | {proxy} | {verdict.reference.recommended} ({len(verdict.reference.tied)}) "
+                  f"| {verdict.fast.recommended} ({len(verdict.fast.tied)}) "
+                  f"| {'yes' if verdict.recommendation_kept else 'no'} "
+                  f"| {verdict.mean_abs_difference:.4f} vs {verdict.threshold:.4f} "
+                  f"| {'PASS' if verdict.passed else 'FAIL'} "
+                  f"| {'PASS' if rung.passed else 'FAIL'}: {rung.in_ties:.1%} of {rung.simulations:,} orders of "
+                  f"{rung.trials}, work {rung.work:.2f} (rung {share:.3f}) |")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=CHROMA_DEV)
+    parser.add_argument("--quick", action="store_true", help="6 configurations instead of 59")
+    parser.add_argument("--corpora", nargs="+", help="only these chroma-dev corpora (default: all three)")
+    parser.add_argument("--static-folder", type=Path, help="where distilled static models are kept "
+                        "(default: static-models in the cache folder)")
+    parser.add_argument("--out", type=Path, help="write the measured tables as JSON")
+    parser.add_argument("--tables", type=Path, help="report from tables written by --out (no evaluation)")
+    parser.add_argument("--judge", action="store_true", help="apply the decision bar (benchmarks/decision_bar.py)")
+    parser.add_argument("--trials", type=int, default=60)
+    parser.add_argument("--simulations", type=int, default=1000)
+    args = parser.parse_args()
+    sys.path.insert(0, str(ROOT))
+    warnings.simplefilter("ignore")
+    if args.tables:
+        tables = json.loads(args.tables.read_text(encoding="utf-8"))
+    else:
+        require_chroma_dev(args.data)
+        tables = measure(args)
+        if args.out:
+            args.out.write_text(json.dumps(tables), encoding="utf-8")
+    report(tables)
+    if args.judge:
+        judge(tables, args.trials, args.simulations)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,286 @@
+"""Late chunking (tuner/embedding/late.py): pooling over a token span, windows over a long
+document, the per-document token cache, and the configuration that asks for it. The model is a
+tiny sentence-transformers model the tests save themselves (tests/fakes.py); expected token
+embeddings come from running its transformer directly on each window."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tuner.chunkers import Chunk, make_chunker
+from tuner.data.corpus import Corpus
+from tuner.data.document import Document
+from tuner.embedding import EmbedderConfig, EmbeddingCache, SentenceTransformerEmbedder
+from tuner.embedding.late import (
+    DocumentTokens,
+    LateChunkingEmbedder,
+    TokenEmbeddingCache,
+    owning_window,
+    token_cache_for,
+    window_starts,
+)
+from tuner.errors import EmbeddingError, InvalidParameterError
+from tuner.evaluation.config import EvaluationConfig
+from tuner.retrieval.config import RetrievalConfig
+
+from fakes import SENTENCE_MODEL_WORDS, save_sentence_transformer
+
+#: The test model reads 16 tokens: [CLS], 14 of the text, [SEP].
+WINDOW = 14
+
+
+@pytest.fixture(scope="module")
+def model_folder(tmp_path_factory) -> Path:
+    return save_sentence_transformer(tmp_path_factory.mktemp("st") / "tiny", max_seq_length=WINDOW + 2)
+
+
+def words(count: int, seed: int) -> str:
+    """``count`` words of the test model's vocabulary, seeded (one word piece each)."""
+    rng = random.Random(seed)
+    vocabulary = [w for w in SENTENCE_MODEL_WORDS if w.isalpha()]
+    return " ".join(rng.choice(vocabulary) for _ in range(count))
+
+
+def unit(vector: np.ndarray) -> np.ndarray:
+    return vector / np.linalg.norm(vector)
+
+
+# --- pooling ------------------------------------------------------------------------------------
+
+
+def hand_tokens() -> DocumentTokens:
+    """Five tokens of "ab cd ef gh ij" (offsets by hand) with vectors chosen by hand."""
+    vectors = np.array([[1, 0, 0], [0, 2, 0], [0, 0, 4], [2, 2, 0], [1, 1, 1]], dtype=np.float16)
+    offsets = np.array([[0, 2], [3, 5], [6, 8], [9, 11], [12, 14]])
+    return DocumentTokens(vectors, offsets)
+
+
+def test_a_chunk_vector_is_the_normalised_mean_of_the_tokens_in_its_span():
+    tokens = hand_tokens()
+    # "cd ef": tokens 1 and 2, mean (0, 1, 2), norm sqrt(5).
+    assert np.allclose(tokens.pool([(3, 8)]), np.array([0, 1, 2]) / np.sqrt(5))
+    # A span cutting "ab" and "ef" in the middle takes both: tokens 0, 1, 2, mean (1/3, 2/3, 4/3).
+    assert np.allclose(tokens.pool([(1, 7)]), unit(np.array([1, 2, 4]) / 3))
+    # Two spans ("ab" and "gh ij") pool their tokens together: 0, 3, 4, mean (4/3, 1, 1/3).
+    assert np.allclose(tokens.pool([(0, 2), (9, 14)]), unit(np.array([4, 3, 1]) / 3))
+    # Overlapping spans count a token once: "cd" twice is token 1 alone.
+    assert np.allclose(tokens.pool([(3, 5), (4, 5)]), [0, 1, 0])
+    # Whitespace between "cd" and "ef" covers no token: the token after it ("ef").
+    assert np.allclose(tokens.pool([(5, 6)]), [0, 0, 1])
+    # Trailing whitespace past the last token: the last token.
+    assert np.allclose(tokens.pool([(14, 15)]), unit(np.array([1, 1, 1])))
+    assert tokens.pool([(3, 8)]).dtype == np.float32
+
+
+def test_windows_step_by_window_less_overlap_and_the_last_one_ends_the_document():
+    assert window_starts(5, 14, 4) == [0]  # fits in one window
+    assert window_starts(14, 14, 4) == [0]
+    assert window_starts(34, 14, 4) == [0, 10, 20]  # 20 + 14 = 34 ends it
+    assert window_starts(36, 14, 4) == [0, 10, 20, 22]  # the last one ends at 36
+    with pytest.raises(ValueError):
+        window_starts(36, 14, 14)
+
+
+def test_each_token_keeps_the_window_where_it_has_the_most_context():
+    # Windows [0, 14), [10, 24), [20, 34): overlaps 10-13 and 20-23, split in two (ties to the earlier).
+    owner = owning_window(34, [0, 10, 20], 14)
+    assert owner.tolist() == [0] * 12 + [1] * 10 + [2] * 12
+    # An odd overlap (3: tokens 11, 12, 13 in windows [0, 14) and [11, 25)): token 12 has one token of
+    # context on its nearer side in each window (13 after it in the first, 11 before it in the second): a tie.
+    owner = owning_window(25, [0, 11], 14)
+    assert owner.tolist() == [0] * 13 + [1] * 12
+
+
+# --- windows over a real model -------------------------------------------------------------------
+
+
+def expected_token_vectors(folder: Path, text: str, window: int, overlap: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each token's embedding as the module docstring promises, computed here by running the
+    transformer (transformers' own BertModel) on every window separately, and picking for each
+    token the window where min(tokens before, tokens after) is largest, ties to the earlier."""
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+    model = AutoModel.from_pretrained(str(folder), local_files_only=True).eval()
+    encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    ids, offsets = encoded["input_ids"], np.array(encoded["offset_mapping"])
+    n = len(ids)
+    starts, start = [], 0
+    while True:  # every window - overlap tokens, the last one ending the document
+        if start + window >= n:
+            starts.append(max(n - window, 0))
+            break
+        starts.append(start)
+        start += window - overlap
+    starts = sorted(set(starts))
+    per_window = []
+    for start in starts:
+        piece = [tokenizer.cls_token_id, *ids[start:start + window], tokenizer.sep_token_id]
+        with torch.no_grad():
+            hidden = model(input_ids=torch.tensor([piece])).last_hidden_state[0, 1:-1].numpy()
+        per_window.append((start, hidden))
+    vectors = np.zeros((n, model.config.hidden_size), dtype=np.float32)
+    for i in range(n):
+        best, chosen = -1, None
+        for start, hidden in per_window:
+            if start <= i < start + len(hidden):
+                context = min(i - start, start + len(hidden) - 1 - i)
+                if context > best:
+                    best, chosen = context, hidden[i - start]
+        vectors[i] = chosen
+    return vectors, offsets
+
+
+def test_a_long_document_is_read_in_overlapping_windows(model_folder):
+    text = words(40, seed=3) + ". " + words(23, seed=4)  # 64 tokens: windows at 0, 10, 20, 30, 40, 50
+    late = LateChunkingEmbedder(SentenceTransformerEmbedder(str(model_folder), device="cpu"), overlap=4)
+    assert late.window == WINDOW
+    tokens = late.document_tokens(text)
+    want, offsets = expected_token_vectors(model_folder, text, WINDOW, 4)
+    assert len(want) == 64
+    assert tokens.offsets.tolist() == offsets.tolist()
+    assert tokens.vectors.dtype == np.float16
+    assert np.allclose(tokens.vectors.astype(np.float32), want, atol=2e-3, rtol=2e-3)
+    # A token's embedding depends on its window: the same word in another window differs.
+    alone = LateChunkingEmbedder(SentenceTransformerEmbedder(str(model_folder), device="cpu"), overlap=4)
+    assert not np.allclose(alone.document_tokens(text[offsets[30][0]:]).vectors[0], tokens.vectors[30], atol=1e-2)
+    # A chunk's vector is the normalised mean of its tokens' embeddings: tokens 12 to 30 here.
+    start, end = int(offsets[12][0]), int(offsets[30][1])
+    chunk = Chunk("d.md", start, end, text[start:end], 19)
+    (vector,) = late.embed_chunks(Corpus("c", [Document("d.md", text)]), [chunk])
+    assert np.allclose(vector, unit(want[12:31].mean(axis=0)), atol=2e-3)
+
+
+def test_a_model_that_does_not_pool_by_the_mean_is_refused(tmp_path):
+    folder = save_sentence_transformer(tmp_path / "cls", max_seq_length=16, pooling="cls")
+    late = LateChunkingEmbedder(SentenceTransformerEmbedder(str(folder), device="cpu"))
+    with pytest.raises(EmbeddingError, match="late chunking needs a mean-pooling model") as caught:
+        late.document_tokens("the apple is red")
+    assert caught.value.fatal
+
+
+# --- the token cache -----------------------------------------------------------------------------
+
+
+def corpus_of(texts: dict[str, str]) -> tuple[Corpus, list]:
+    corpus = Corpus("c", [Document(name, text) for name, text in texts.items()])
+    chunker = make_chunker("token", size=6, overlap=0)
+    return corpus, [chunk for document in corpus for chunk in chunker.split(document)]
+
+
+def test_the_token_cache_is_keyed_by_content_model_and_precision(model_folder, tmp_path):
+    cache = TokenEmbeddingCache(tmp_path / "tokens")
+    texts = {"a.md": words(30, seed=1), "b.md": words(30, seed=2)}
+    corpus, chunks = corpus_of(texts)
+
+    def late(folder: Path = model_folder, precision: str = "fp32") -> LateChunkingEmbedder:
+        return LateChunkingEmbedder(SentenceTransformerEmbedder(str(folder), device="cpu", precision=precision),
+                                    tokens=cache)
+
+    first = late()
+    vectors = first.embed_chunks(corpus, chunks)
+    assert first.stats.computed == 2  # two documents read, once each
+    folder = cache.folder / first.model_key
+    files = {p.name: p.stat().st_mtime_ns for p in folder.glob("*.npz")}
+    assert len(files) == 2
+    assert oct(folder.stat().st_mode & 0o777) == "0o700"
+    assert all(oct(p.stat().st_mode & 0o777) == "0o600" for p in folder.glob("*.npz"))
+    assert json.loads((folder / "model.json").read_text())["precision"] == "fp32"
+
+    again = late()  # another process: served from disk, the same vectors
+    assert np.array_equal(again.embed_chunks(corpus, chunks), vectors)
+    assert again.stats.computed == 0
+
+    texts["a.md"] = texts["a.md"].replace(" ", "  ", 1)  # one document changes
+    changed, chunks = corpus_of(texts)
+    third = late()
+    third.embed_chunks(changed, chunks)
+    assert third.stats.computed == 1  # only the changed one is read again
+    now = {p.name: p.stat().st_mtime_ns for p in folder.glob("*.npz")}
+    assert len(now) == 3 and {k: now[k] for k in files} == files  # the others untouched
+
+    int8 = late(precision="int8")  # another precision never reads these vectors
+    assert int8.model_key != first.model_key
+    int8.embed_chunks(changed, chunks)
+    assert int8.stats.computed == 2
+    other = late(save_sentence_transformer(tmp_path / "other", max_seq_length=16, seed=1))
+    assert other.model_key not in (first.model_key, int8.model_key)
+
+
+def test_a_damaged_cache_file_is_read_again(model_folder, tmp_path):
+    cache = TokenEmbeddingCache(tmp_path / "tokens")
+    corpus, chunks = corpus_of({"a.md": words(20, seed=5)})
+    model = LateChunkingEmbedder(SentenceTransformerEmbedder(str(model_folder), device="cpu"), tokens=cache)
+    want = model.embed_chunks(corpus, chunks)
+    (stored,) = (cache.folder / model.model_key).glob("*.npz")
+    stored.write_bytes(stored.read_bytes()[:100])
+    fresh = LateChunkingEmbedder(SentenceTransformerEmbedder(str(model_folder), device="cpu"), tokens=cache)
+    assert np.array_equal(fresh.embed_chunks(corpus, chunks), want)
+    assert fresh.stats.computed == 1
+
+
+def test_token_embeddings_live_beside_the_embedding_cache(tmp_path, monkeypatch):
+    assert token_cache_for(None) is None
+    assert token_cache_for(EmbeddingCache(tmp_path / "mine.sqlite3")).folder == tmp_path / "mine-late-chunking"
+    monkeypatch.setenv("CHUNKWISE_CACHE_DIR", str(tmp_path / "home"))
+    assert token_cache_for(EmbeddingCache()).folder == tmp_path / "home" / "embeddings-late-chunking"
+
+
+# --- the configuration ---------------------------------------------------------------------------
+
+
+def test_late_chunking_is_an_embedder_setting_written_only_when_on(model_folder, tmp_path):
+    plain = EmbedderConfig(model=str(model_folder), precision="fp32")
+    assert "late_chunking" not in plain.to_dict()
+    late = EmbedderConfig.from_dict({"model": str(model_folder), "late_chunking": True})
+    assert late.to_dict(speed=False) == {"provider": "sentence-transformers", "model": str(model_folder),
+                                         "late_chunking": True}
+    assert EmbedderConfig.from_dict(late.to_dict()) == late
+    assert late.overridden(precision="int8").late_chunking
+    built = late.build(EmbeddingCache(tmp_path / "cache.sqlite3"))
+    assert isinstance(built, LateChunkingEmbedder)
+    assert built.tokens.folder == tmp_path / "cache-late-chunking"
+    assert built.identity == SentenceTransformerEmbedder(str(model_folder)).identity  # questions as usual
+
+
+def test_late_chunking_is_refused_where_it_cannot_apply(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    with pytest.raises(InvalidParameterError, match="provider 'openai' returns one vector per text"):
+        EmbedderConfig.from_dict({"provider": "openai", "late_chunking": True})
+    with pytest.raises(InvalidParameterError, match=r"late_chunking=True and retrieval\.context='title' do not go"):
+        EvaluationConfig(embedder=EmbedderConfig(late_chunking=True), retrieval=RetrievalConfig(context="title"))
+    with pytest.raises(InvalidParameterError, match="late_chunking=1 is invalid; allowed: true or false"):
+        EmbedderConfig.from_dict({"late_chunking": 1})
+
+
+def test_a_search_space_chooses_late_chunking_as_an_embedder(model_folder):
+    from tuner.tuning.search.space_file import SearchSpaceError, parse_search_space
+
+    plain = {"provider": "sentence-transformers", "model": str(model_folder), "precision": "fp32"}
+    space = parse_search_space({"chunkers": {"token": {"size": 100}}, "k": 5,
+                                "embedders": [plain, {**plain, "late_chunking": True}]})
+    assert space._embedder_labels == ("sentence-transformers:" + str(model_folder),
+                                      "sentence-transformers:" + str(model_folder) + ":late")
+    assert space.to_dict()["embedders"][1]["late_chunking"] is True
+    with pytest.raises(SearchSpaceError, match="an embedder with late_chunking cannot take a context header"):
+        parse_search_space({"chunkers": {"token": {"size": 100}}, "k": 5, "retrieval": {"context": ["none", "title"]},
+                            "embedders": [{**plain, "late_chunking": True}]})
+
+
+def test_evaluating_late_chunking_needs_the_late_chunking_embedder(model_folder):
+    import tuner
+
+    corpus, _ = corpus_of({"a.md": words(20, seed=6)})
+    text = corpus.document("a.md").text
+    evalset = tuner.EvaluationSet((tuner.Query("q", "apple", "c", (tuner.Reference("a.md", 0, 5, text[:5]),)),))
+    config = EvaluationConfig(embedder=EmbedderConfig(model=str(model_folder), late_chunking=True, precision="fp32"))
+    with pytest.raises(EmbeddingError, match="asks for late chunking, but the embedder given"):
+        tuner.evaluate(corpus, evalset, config, embedder=SentenceTransformerEmbedder(str(model_folder)), cache=None)
+    result = tuner.evaluate(corpus, evalset, config, cache=None)
+    assert result.embedding["computed_texts"] == 2  # the document, once, and the question

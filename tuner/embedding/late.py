@@ -1,0 +1,383 @@
+"""Late chunking: a chunk's vector pooled from its document's contextual token embeddings.
+
+Günther et al., "Late Chunking: Contextual Chunk Embeddings Using Long-Context Embedding
+Models" (2024). The transformer reads each *document* once; a chunk's vector is the model's
+own pooling (for a mean-pooling model such as all-MiniLM-L6-v2: the mean of the token
+embeddings, then L2-normalised) over the tokens that fall in the chunk's character span. Every
+token so carries the context around it, whatever the chunk boundaries, and another chunking of
+the same corpus costs no transformer pass at all: its vectors are pooled from the same token
+embeddings, cached per document.
+
+**Windows.** A document longer than the model's input window (``max_seq_length`` less its
+special tokens: 254 word pieces for all-MiniLM-L6-v2) is read in windows of that many tokens,
+each wrapped in the model's special tokens (``[CLS] ... [SEP]``). Windows start every
+``window - overlap`` tokens; the last one ends at the document's end (it starts
+``window`` tokens before it, so it may overlap its neighbour by more). Each token's embedding
+comes from the window where it has the most context on its nearer side
+(``min(tokens before it, tokens after it)`` inside the window); a tie goes to the earlier
+window. With regular windows that splits each overlap in two: its first ``ceil(overlap / 2)``
+tokens keep the earlier window's embeddings, the rest the later one's. All windows of a
+document have the same length (no padding), and a document's windows are batched alone, so a
+document's token embeddings do not depend on what else is embedded with it: evaluation and
+production compute the same vectors.
+
+**Pooling.** The tokens of a span are those whose character offsets (the tokenizer's offset
+mapping) overlap it: a word piece cut by a chunk boundary counts in both chunks. A multi-span
+chunk pools the tokens of all its spans. A span that covers no token (whitespace only) takes
+the token after it (the last token at the document's end). Token embeddings are kept as
+float16 (what the cache stores) and pooled in float32, cached or not, so a cached and a fresh
+pass give the same chunk vectors.
+
+**The cache** (:class:`TokenEmbeddingCache`): one file per document,
+``<folder>/<model key>/<sha256 of the document's text>.npz`` holding ``vectors`` (float16,
+one row per token) and ``offsets`` (int32 character ``[start, end)`` per token), written
+atomically and privately (0600 in a 0700 folder). The model key is the sha256 of the model's
+identity (its folder's fingerprint), precision, window and overlap, so another model, precision
+or window never reads these vectors, and a changed document has a new hash: only its own entry
+is computed again. ``model.json`` in each model folder says which model it is. A damaged file
+reads as missing and is computed again.
+
+**What a model needs.** Token embeddings with character offsets and a mean-pooling sentence
+embedding: a sentence-transformers model whose modules are a Transformer, a mean Pooling and
+optionally Normalize, with a fast tokenizer (``tokenizer.json``). A model pooled otherwise (CLS,
+max, a Dense layer after pooling) is refused, and so is a hosted OpenAI-compatible API, which
+returns one vector per text (:attr:`~tuner.embedding.registry.Provider.token_embeddings`).
+Questions are embedded as usual, by the model itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import time
+import zipfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .._io.cachedir import cache_dir
+from .._io.files import atomic_writer, private_dir, write_atomically
+from ..errors import EmbeddingError
+from ..text.tokens import count_tokens
+from .base import DocumentSource, Embedder, LocatedText
+from .cache import EmbeddingCache, EmbeddingCacheError, text_key
+from .sentence_transformers import SentenceTransformerEmbedder
+
+#: Share of a window its neighbour repeats (see the module docstring), when none is given.
+OVERLAP_SHARE = 0.25
+#: Version of the cache's file layout (part of the model key: a new layout never reads an old file).
+FORMAT = 1
+#: Folder of the token embeddings kept with the default cache (:func:`token_cache_for`).
+FOLDER = "late-chunking"
+#: Windows per transformer call (all of one document's: a document's batches never mix with another's).
+WINDOWS_PER_CALL = 32
+
+
+@dataclass(frozen=True)
+class DocumentTokens:
+    """One document's token embeddings: ``vectors`` (``(n, dim)`` float16) and the character
+    ``offsets`` of each token (``(n, 2)``, ``[start, end)``), in document order."""
+
+    vectors: np.ndarray
+    offsets: np.ndarray
+
+    def rows(self, spans: Sequence[tuple[int, int]]) -> np.ndarray:
+        """The tokens of ``spans`` (see the module docstring), in order, each once."""
+        return span_rows(self.offsets, spans)
+
+    def pool(self, spans: Sequence[tuple[int, int]]) -> np.ndarray:
+        """The unit vector of a chunk whose character spans are ``spans``: the mean of its
+        tokens' embeddings, L2-normalised (float32)."""
+        rows = self.rows(spans)
+        if len(rows) == 0:
+            return np.zeros(self.vectors.shape[1], dtype=np.float32)
+        mean = self.vectors[rows].astype(np.float32).mean(axis=0)
+        norm = float(np.linalg.norm(mean))
+        return mean / norm if norm > 0 else mean
+
+
+def span_rows(offsets: np.ndarray, spans: Sequence[tuple[int, int]]) -> np.ndarray:
+    """Indices of the tokens whose ``[start, end)`` offsets overlap any of ``spans``; a span
+    that overlaps none takes the token after it (the last one at the end)."""
+    n = len(offsets)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    starts, ends = offsets[:, 0], offsets[:, 1]
+    picked: list[np.ndarray] = []
+    for start, end in spans:
+        first = int(np.searchsorted(ends, start, side="right"))  # the first token ending after the span starts
+        stop = int(np.searchsorted(starts, end, side="left"))  # past the last token starting before it ends
+        if stop > first:
+            picked.append(np.arange(first, stop))
+        else:
+            picked.append(np.array([min(first, n - 1)]))
+    return np.unique(np.concatenate(picked))
+
+
+def window_starts(tokens: int, window: int, overlap: int) -> list[int]:
+    """Where each window of ``window`` tokens starts in a document of ``tokens`` tokens: every
+    ``window - overlap`` tokens, the last one ending at the document's end."""
+    if not 0 <= overlap < window:
+        raise ValueError(f"overlap={overlap} must be >= 0 and < window={window}")
+    if tokens <= window:
+        return [0]
+    starts = list(range(0, tokens - window + 1, window - overlap))
+    if starts[-1] + window < tokens:
+        starts.append(tokens - window)
+    return starts
+
+
+def owning_window(tokens: int, starts: Sequence[int], window: int) -> np.ndarray:
+    """For each token, the window (index into ``starts``) whose embedding it keeps: where it has
+    the most context on its nearer side; a tie goes to the earlier window."""
+    best = np.full(tokens, -1, dtype=np.int64)
+    owner = np.zeros(tokens, dtype=np.int64)
+    for number, start in enumerate(starts):
+        end = min(start + window, tokens)
+        position = np.arange(start, end)
+        context = np.minimum(position - start, end - 1 - position)
+        better = context > best[start:end]
+        best[start:end][better] = context[better]
+        owner[start:end][better] = number
+    return owner
+
+
+class TokenEmbeddingCache:
+    """Token embeddings per document on disk (layout in the module docstring); safe across
+    processes (two writers of one document race harmlessly: each file is replaced atomically)."""
+
+    def __init__(self, folder: str | Path) -> None:
+        self.folder = Path(folder)
+
+    def _path(self, model_key: str, document_key: str) -> Path:
+        return self.folder / model_key / f"{document_key}.npz"
+
+    def get(self, model_key: str, document_key: str) -> DocumentTokens | None:
+        """The stored token embeddings, or None (missing, or damaged: computed again)."""
+        path = self._path(model_key, document_key)
+        try:
+            with np.load(path, allow_pickle=False) as stored:
+                vectors, offsets = stored["vectors"], stored["offsets"]
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+            return None
+        if (vectors.ndim != 2 or vectors.dtype != np.float16 or offsets.shape != (len(vectors), 2)
+                or not np.isfinite(vectors).all()):
+            return None
+        return DocumentTokens(vectors, offsets.astype(np.int64))
+
+    def put(self, model_key: str, document_key: str, tokens: DocumentTokens, describe: dict[str, Any]) -> None:
+        """Store one document's token embeddings (``describe``: what the model key stands for,
+        written once as the model folder's ``model.json``)."""
+        try:
+            folder = private_dir(self.folder / model_key)
+        except OSError as exc:
+            raise EmbeddingCacheError(f"cannot use the token-embedding cache {self.folder}: "
+                                      f"{exc.strerror or exc}") from None
+        if not (folder / "model.json").exists():
+            write_atomically(folder / "model.json", json.dumps(describe, indent=2) + "\n", EmbeddingCacheError)
+        buffer = io.BytesIO()
+        np.savez(buffer, vectors=tokens.vectors.astype(np.float16), offsets=tokens.offsets.astype(np.int32))
+        with atomic_writer(self._path(model_key, document_key), EmbeddingCacheError, binary=True) as out:
+            out.write(buffer.getvalue())
+
+    def documents(self, model_key: str) -> list[str]:
+        """The document keys stored for a model."""
+        folder = self.folder / model_key
+        return sorted(p.stem for p in folder.glob("*.npz")) if folder.is_dir() else []
+
+
+def token_cache_for(cache: Any) -> TokenEmbeddingCache | None:
+    """Where the token embeddings of an embedder with ``cache`` go: beside a local cache file
+    (``embeddings.sqlite3`` -> ``embeddings-late-chunking/``; the default cache's folder holds
+    ``late-chunking/`` beside it then), in this machine's cache folder for a shared cache in a
+    database (they are large, and cheap to recompute next to the model); nowhere without a cache."""
+    if cache is None:
+        return None
+    if isinstance(cache, EmbeddingCache):
+        return TokenEmbeddingCache(cache.path.parent / f"{cache.path.stem}-{FOLDER}")
+    return TokenEmbeddingCache(cache_dir() / FOLDER)
+
+
+class LateChunkingEmbedder(Embedder):
+    """Texts embedded by ``base`` (questions, a semantic chunker's units), chunks pooled from
+    their document's token embeddings (:meth:`embed_chunks`); see the module docstring.
+
+    Args:
+        base: the sentence-transformers model (its precision and device apply).
+        tokens: where per-document token embeddings persist (None: computed on every call).
+        overlap: tokens a window repeats of the one before; default a quarter of the window.
+    """
+
+    def __init__(self, base: SentenceTransformerEmbedder, *, tokens: TokenEmbeddingCache | None = None,
+                 overlap: int | None = None) -> None:
+        super().__init__(cache=None)
+        if not isinstance(base, SentenceTransformerEmbedder):
+            raise EmbeddingError(f"late chunking needs a local sentence-transformers model, which gives each token "
+                                 f"its embedding; {base.identity} returns one vector per text")
+        self.base = base
+        self.tokens = tokens
+        self.stats = base.stats  # one set of counters: questions and documents alike are the model's work
+        self._overlap = overlap
+
+    @property
+    def identity(self) -> str:
+        """The base model's: a text (a question) is embedded as the model embeds it."""
+        return self.base.identity
+
+    @property
+    def max_input_tokens(self) -> int | None:  # type: ignore[override]
+        return self.base.max_input_tokens
+
+    @cached_property
+    def _specials(self) -> tuple[list[int], list[int]]:
+        """The special tokens the model's tokenizer puts before and after a text."""
+        probe = self.base._tokenizer.encode("a", add_special_tokens=True)
+        mask, ids = probe.special_tokens_mask, probe.ids
+        if 0 not in mask:
+            raise EmbeddingError(f"cannot find the text among the special tokens of {self.base.path}'s tokenizer")
+        first, last = mask.index(0), len(mask) - mask[::-1].index(0)
+        return list(ids[:first]), list(ids[last:])
+
+    @cached_property
+    def window(self) -> int:
+        """Document tokens per window: the model's input window less its special tokens."""
+        limit = self.base.max_input_tokens
+        if limit is None:
+            raise EmbeddingError(f"late chunking needs the model's input window (max_seq_length in "
+                                 f"{self.base.path / 'sentence_bert_config.json'})")
+        prefix, suffix = self._specials
+        room = limit - len(prefix) - len(suffix)
+        if room < 2:
+            raise EmbeddingError(f"the input window of {self.base.path} ({limit} tokens) is too small for late "
+                                 "chunking")
+        return room
+
+    @cached_property
+    def overlap(self) -> int:
+        """Tokens each window repeats of the one before."""
+        overlap = int(self.window * OVERLAP_SHARE) if self._overlap is None else self._overlap
+        if not 0 <= overlap < self.window:
+            raise EmbeddingError(f"late chunking overlap={overlap} must be >= 0 and < the window "
+                                 f"({self.window} tokens)")
+        return overlap
+
+    @cached_property
+    def model_key(self) -> str:
+        """Names this model's token embeddings in the cache: identity, precision, window, overlap."""
+        return hashlib.sha256(json.dumps(self.describe(), sort_keys=True).encode()).hexdigest()[:16]
+
+    def describe(self) -> dict[str, Any]:
+        """What :attr:`model_key` stands for (``model.json`` in the cache)."""
+        return {"identity": self.base.identity, "precision": self.base.precision, "window": self.window,
+                "overlap": self.overlap, "format": FORMAT}
+
+    @cached_property
+    def _transformer(self):
+        """The model's Transformer module, after checking that the model pools by the mean."""
+        model = self.base._model
+        modules = [type(module).__name__ for module in model]
+        pooling = getattr(model[1], "pooling_mode", None) if len(model) > 1 else None
+        modes = (pooling,) if isinstance(pooling, str) else tuple(pooling or ())
+        if (len(modules) < 2 or modules[0] != "Transformer" or modules[1] != "Pooling" or modes != ("mean",)
+                or any(name != "Normalize" for name in modules[2:])):
+            error = EmbeddingError(
+                f"late chunking needs a mean-pooling model (Transformer, mean Pooling, optionally Normalize); "
+                f"{self.base.path} is {' -> '.join(modules)}{f' pooled by {modes}' if modes else ''}")
+            error.fatal = True
+            raise error
+        return model[0]
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        return self.base._embed(texts)
+
+    def embed(self, texts, progress=None) -> np.ndarray:
+        """Texts as the base model embeds them (through its cache)."""
+        return self.base.embed(texts, progress=progress)
+
+    @property
+    def dimension(self) -> int:
+        return self.base.dimension
+
+    def unread_characters(self, texts) -> np.ndarray:
+        """Nothing of a chunk goes unread: its tokens come from windows that cover the document."""
+        return np.zeros(len(list(texts)), dtype=np.int64)
+
+    def document_tokens(self, text: str) -> DocumentTokens:
+        """A document's token embeddings, from the cache or computed (and cached)."""
+        key = text_key(text).hex()
+        if self.tokens is not None and (found := self.tokens.get(self.model_key, key)) is not None:
+            return found
+        started = time.perf_counter()
+        computed = self._compute(text)
+        self.stats.model_seconds += time.perf_counter() - started
+        self.stats.computed += 1
+        tokens = count_tokens(text)
+        self.stats.computed_tokens += tokens
+        self.stats.read_tokens += tokens
+        if self.tokens is not None:
+            self.tokens.put(self.model_key, key, computed, self.describe())
+        return computed
+
+    def _compute(self, text: str) -> DocumentTokens:
+        import torch
+
+        encoding = self.base._tokenizer.encode(text, add_special_tokens=False)
+        ids = np.asarray(encoding.ids, dtype=np.int64)
+        offsets = np.asarray(encoding.offsets, dtype=np.int64).reshape(-1, 2)
+        transformer = self._transformer
+        dimension = self.dimension
+        if len(ids) == 0:
+            return DocumentTokens(np.zeros((0, dimension), dtype=np.float16), offsets)
+        starts = window_starts(len(ids), self.window, self.overlap)
+        owner = owning_window(len(ids), starts, self.window)
+        length = min(self.window, len(ids))
+        prefix, suffix = self._specials
+        rows = np.stack([np.concatenate([prefix, ids[s:s + length], suffix]) for s in starts])
+        out = np.zeros((len(ids), dimension), dtype=np.float16)
+        device = self.base.device
+        for first in range(0, len(starts), WINDOWS_PER_CALL):
+            batch = rows[first:first + WINDOWS_PER_CALL]
+            features = {"input_ids": torch.from_numpy(batch).to(device),
+                        "attention_mask": torch.ones(batch.shape, dtype=torch.int64, device=device),
+                        "token_type_ids": torch.zeros(batch.shape, dtype=torch.int64, device=device)}
+            with torch.inference_mode(), self.base._autocast():
+                embedded = transformer(features)["token_embeddings"].float().cpu().numpy()
+            if not np.isfinite(embedded).all():
+                raise EmbeddingError(f"the model {self.identity} returned non-finite token embeddings")
+            for row, start in enumerate(starts[first:first + WINDOWS_PER_CALL]):
+                mine = np.flatnonzero(owner[start:start + length] == first + row)
+                out[start + mine] = embedded[row, len(prefix) + mine]
+        return DocumentTokens(out, offsets)
+
+    def embed_chunks(self, documents: DocumentSource, chunks: Sequence[LocatedText],
+                     progress: Callable[[int], None] | None = None) -> np.ndarray:
+        """One unit vector per chunk, pooled from its document's token embeddings (each document
+        read once, or served by the cache)."""
+        called = time.perf_counter()
+        chunks = list(chunks)
+        by_document: dict[str, list[int]] = {}
+        for row, chunk in enumerate(chunks):
+            by_document.setdefault(chunk.document, []).append(row)
+        out = np.zeros((len(chunks), self.dimension), dtype=np.float32)
+        for document, rows in by_document.items():
+            tokens = self.document_tokens(documents.document(document).text)
+            for row in rows:
+                out[row] = tokens.pool(chunks[row].all_spans)
+            if progress is not None:
+                progress(len(rows))
+        self.stats.texts += len(chunks)
+        self.stats.tokens += sum(chunk.token_count for chunk in chunks)
+        self.stats.seconds += time.perf_counter() - called
+        return out
+
+
+def late_chunking_embedder(base: Embedder, cache: Any = None, *, overlap: int | None = None) -> LateChunkingEmbedder:
+    """``base`` with late chunking, its token embeddings kept beside ``cache`` (:func:`token_cache_for`)."""
+    return LateChunkingEmbedder(base, tokens=token_cache_for(cache), overlap=overlap)
