@@ -152,3 +152,31 @@ def save_sentence_transformer(folder: Path, *, max_seq_length: int = 16, pooling
     model = SentenceTransformer(modules=[transformer, models.Pooling(16, pooling), models.Normalize()], device="cpu")
     model.save(str(folder / "model"))
     return folder / "model"
+
+
+def word_corpus(root: Path, name: str, documents: int = 3, seed: int = 7) -> tuple[Path, Path]:
+    """A corpus of ``documents`` documents written in :data:`SENTENCE_MODEL_WORDS` (nine sentences
+    each) and two questions per document, each answered by one whole sentence: the folder and the
+    evaluation set's file."""
+    import json
+    import random
+
+    rng = random.Random(seed)
+    vocabulary = [w for w in SENTENCE_MODEL_WORDS if w.isalpha()]
+    folder = root / name
+    folder.mkdir()
+    queries = []
+    for number in range(documents):
+        sentences = [" ".join(rng.choice(vocabulary) for _ in range(rng.randint(5, 9))) + "." for _ in range(9)]
+        text = " ".join(sentences)
+        (folder / f"d{number}.md").write_text(text, encoding="utf-8")
+        for picked in (2, 6):
+            start = text.index(sentences[picked])
+            content = sentences[picked]
+            queries.append({"id": f"q{number}{picked}", "question": " ".join(content.rstrip(".").split()[:4]),
+                            "corpus": name, "references": [{"document": f"d{number}.md", "start_index": start,
+                                                            "end_index": start + len(content),
+                                                            "content": content}]})
+    questions = root / "questions.jsonl"
+    questions.write_text("".join(json.dumps(q) + "\n" for q in queries), encoding="utf-8")
+    return folder, questions

@@ -6,7 +6,6 @@ configuration scored. The model is a tiny sentence-transformers model saved by t
 from __future__ import annotations
 
 import json
-import random
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +18,7 @@ from tuner.embedding import EmbeddingCache
 from tuner.embedding.late import LateChunkingEmbedder
 from tuner.text.tokens import count_tokens
 
-from fakes import SENTENCE_MODEL_WORDS, save_sentence_transformer
+from fakes import save_sentence_transformer, word_corpus
 
 CORPUS = "garden"
 
@@ -29,24 +28,7 @@ def setup(tmp_path_factory):
     """A corpus of three documents of the model's words, six questions on it, the model."""
     root = tmp_path_factory.mktemp("late")
     model = save_sentence_transformer(root / "model", max_seq_length=16)
-    rng = random.Random(7)
-    vocabulary = [w for w in SENTENCE_MODEL_WORDS if w.isalpha()]
-    folder = root / CORPUS
-    folder.mkdir()
-    queries = []
-    for number in range(3):
-        sentences = [" ".join(rng.choice(vocabulary) for _ in range(rng.randint(5, 9))) + "." for _ in range(9)]
-        text = " ".join(sentences)
-        (folder / f"d{number}.md").write_text(text, encoding="utf-8")
-        for picked in (2, 6):
-            start = text.index(sentences[picked])
-            content = sentences[picked]
-            queries.append({"id": f"q{number}{picked}", "question": " ".join(content.rstrip(".").split()[:4]),
-                            "corpus": CORPUS, "references": [{"document": f"d{number}.md", "start_index": start,
-                                                              "end_index": start + len(content),
-                                                              "content": content}]})
-    questions = root / "questions.jsonl"
-    questions.write_text("".join(json.dumps(q) + "\n" for q in queries), encoding="utf-8")
+    folder, questions = word_corpus(root, CORPUS)
     return model, folder, questions
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -90,6 +91,8 @@ class EvaluationResult:
     fidelity: float = 1.0
     indexed_chunks: int | None = None
     first_stage: dict[str, Any] | None = None
+    #: The proxy that scored this result (a first rung: see :class:`~tuner.evaluation.fidelity.Fidelity`), or None.
+    proxy: str | None = None
 
     def metrics_at(self, k: int) -> dict[str, Any]:
         """The metric summary at another cut-off ``k`` (up to the searched one)."""
@@ -229,12 +232,15 @@ def evaluate(corpora: Corpus | Sequence[Corpus], evaluation_set: EvaluationSet,
 
 def evaluate_rungs(corpora: Corpus | Sequence[Corpus], evaluation_set: EvaluationSet, config: EvaluationConfig,
                    fidelity: Fidelity, *, embedder: Embedder, occurrences: OccurrenceTable | None = None,
-                   on_progress: Callable[[int, int], None] | None = None) -> Iterator[EvaluationResult]:
+                   on_progress: Callable[[int, int], None] | None = None,
+                   proxy: Embedder | None = None) -> Iterator[EvaluationResult]:
     """Score ``config`` at each of ``fidelity``'s rungs in turn, chunking only once.
 
     Yields one :class:`EvaluationResult` per rung (its ``fidelity`` says which); stop
     iterating to stop climbing. A rung embeds only the chunks the one before did not (the
-    samples are nested and the embedder's cache keeps the rest)::
+    samples are nested and the embedder's cache keeps the rest). With ``fidelity.proxy``, the first
+    result is the proxy rung's (its ``proxy`` names it), scored with ``proxy``, the embedder's
+    late-chunking twin (:func:`tuner.embedding.late.late_chunking_embedder`)::
 
         for result in evaluate_rungs(corpus, evalset, config, Fidelity(rungs=(0.1, 1.0)), embedder=model):
             if not good_enough(result):
@@ -242,6 +248,15 @@ def evaluate_rungs(corpora: Corpus | Sequence[Corpus], evaluation_set: Evaluatio
     """
     corpus_list = [corpora] if isinstance(corpora, Corpus) else list(corpora)
     chunked = _Chunked.split(corpus_list, evaluation_set, config, embedder, occurrences)
+    if fidelity.proxy is not None:
+        if proxy is None:
+            raise EmbeddingError(f"fidelity {fidelity.proxy!r} scores a first rung with a proxy embedder: pass it")
+        # The proxy rung: the same chunks, every one indexed, their vectors pooled from the documents'
+        # token embeddings (the pass is paid once per embedder, then cached).
+        late = dataclasses.replace(chunked, config=dataclasses.replace(
+            config, embedder=dataclasses.replace(config.embedder, late_chunking=True)))
+        result = late.measure(proxy, 1.0, fidelity, on_progress=on_progress)
+        yield dataclasses.replace(result, config=config, proxy=fidelity.proxy)
     for fraction in fidelity.rungs:
         yield chunked.measure(embedder, fraction, fidelity, on_progress=on_progress)
 

@@ -49,6 +49,8 @@ from ..schema import check_settings, invalid, setting
 
 #: Characters per sampling block: about one typical chunk (250-500 tokens) of English prose.
 BLOCK_CHARS = 2000
+#: The proxies a first rung may score with (see :class:`Fidelity`).
+PROXIES = ("late",)
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,9 @@ class Fidelity:
             multi-fidelity off.
         reduction: a trial is promoted when it is in the best ``1/reduction`` of its rung
             (>= 2).
+        proxy: ``"late"``: a first rung scored with late-chunking vectors of the study's embedder
+            (one pass over the corpus per embedder, then about what BM25 costs per chunking);
+            its scores are compared only with other trials' proxy scores.
         seed: seeds the distractor sample (the same for every trial of a study).
         block_chars: the sampling block (see the module docstring).
     """
@@ -69,6 +74,10 @@ class Fidelity:
     reduction: int = setting(3, int, low=2)
     seed: int = setting(0, int)
     block_chars: int = setting(BLOCK_CHARS, int, low=1)
+    #: A first rung before ``rungs``, scored with a proxy of the embedder on the whole index:
+    #: ``"late"`` pools each chunk's vector from its documents' token embeddings, computed once
+    #: per embedder (see :mod:`tuner.embedding.late`); None: no proxy rung.
+    proxy: str | None = setting(None, str, choices=PROXIES, optional=True)
 
     def __post_init__(self) -> None:
         rungs = tuple(self.rungs)
@@ -82,7 +91,7 @@ class Fidelity:
     @property
     def multi(self) -> bool:
         """Whether trials start below full fidelity."""
-        return len(self.rungs) > 1
+        return len(self.rungs) > 1 or self.proxy is not None
 
     def expected_share(self) -> float:
         """The expected share of a full-fidelity trial's distractor embedding a trial pays, when
@@ -93,18 +102,22 @@ class Fidelity:
         0.244
         """
         share, below = 0.0, 0.0
-        for level, fraction in enumerate(self.rungs):
+        first = 1 if self.proxy is not None else 0  # behind a proxy rung, only the promoted pay the rungs
+        for level, fraction in enumerate(self.rungs, start=first):
             share += (fraction - below) / self.reduction ** level
             below = fraction
         return share
 
     def to_dict(self) -> dict[str, Any]:
-        return {"rungs": list(self.rungs), "reduction": self.reduction, "seed": self.seed,
-                "block_chars": self.block_chars}
+        out = {"rungs": list(self.rungs), "reduction": self.reduction, "seed": self.seed,
+               "block_chars": self.block_chars}
+        if self.proxy is not None:  # written only when on: a study stored before proxies reads the same
+            out["proxy"] = self.proxy
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Fidelity:
-        allowed = {"rungs", "reduction", "seed", "block_chars"}
+        allowed = {"rungs", "reduction", "seed", "block_chars", "proxy"}
         unknown = sorted(set(data) - allowed)
         if unknown:
             raise InvalidParameterError(f"fidelity: unknown key(s) {', '.join(unknown)}; allowed: "

@@ -6,6 +6,7 @@ import contextlib
 import json
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -17,7 +18,7 @@ from optuna.trial import FrozenTrial, TrialState
 from ...data.corpus import Corpus
 from ...data.evalset import EvaluationSet
 from ...data.repeats import OccurrenceTable
-from ...embedding import Embedder, EmbeddingCache
+from ...embedding import Embedder, EmbeddingCache, embedding_provider
 from ...embedding.config import EmbedderConfig, embedder_key, shared_embedder
 from ...evaluation.config import EvaluationConfig
 from ...evaluation.evaluator import EvaluationResult, evaluate, evaluate_rungs
@@ -105,6 +106,13 @@ class TrialObjective:
         self.occurrences = OccurrenceTable.build(evaluation_set, [corpus])
         self.search = np.array([q.id not in settings.held_out for q in evaluation_set], dtype=bool)
         self.resolved_rates = dict(settings.resolved_rates)
+
+    def proxy_embedder(self, config: EmbedderConfig) -> Embedder | None:
+        """The late-chunking twin of ``config``'s embedder, for a proxy rung (None when its provider
+        gives no token embeddings, or the configuration chunks late already)."""
+        if config.late_chunking or not embedding_provider(config.provider).token_embeddings:
+            return None
+        return shared_embedder(replace(config, late_chunking=True), self.cache)
 
     def embedder(self, config: EmbedderConfig) -> Embedder:
         return shared_embedder(config, self.cache)
@@ -218,19 +226,26 @@ class TrialObjective:
                             occurrences=self.occurrences, on_progress=report)
         rung_scores: dict[str, float] = {}
         fidelity = self.settings.fidelity
+        proxy = self.proxy_embedder(config.embedder) if fidelity.proxy is not None else None
+        if fidelity.proxy is not None and proxy is None and not fidelity.rungs[:-1]:
+            return evaluate(self.corpus, self.evaluation_set, config, embedder=embedder,
+                            occurrences=self.occurrences, on_progress=report)
+        if proxy is None:
+            fidelity = replace(fidelity, proxy=None)  # an embedder without token embeddings: the rungs alone
         for result in evaluate_rungs(self.corpus, self.evaluation_set, config, fidelity, embedder=embedder,
-                                     occurrences=self.occurrences, on_progress=report):
-            if result.fidelity >= 1.0:
+                                     occurrences=self.occurrences, on_progress=report, proxy=proxy):
+            if result.proxy is None and result.fidelity >= 1.0:
                 return result
             attrs = self._attributes(result)
             score = attrs[SCORE_ATTR]
-            key = f"{result.fidelity:g}"
+            # A proxy's scores are compared with other trials' proxy scores only: its own rung.
+            key = result.proxy or f"{result.fidelity:g}"
             rung_scores[key] = score
             trial.set_user_attr(RUNG_SCORES_ATTR, dict(rung_scores))
             if not promoted(score, self._scores_at(trial, key), fidelity.reduction):
                 for name in (CHUNKER_ATTR, PARAMS_ATTR, K_ATTR):
                     trial.set_user_attr(name, attrs[name])
-                trial.set_user_attr(STOPPED_AT_ATTR, result.fidelity)
+                trial.set_user_attr(STOPPED_AT_ATTR, result.proxy or result.fidelity)
                 raise StoppedAtRung(result.fidelity, score)
         raise AssertionError("the last rung is full fidelity")  # pragma: no cover - Fidelity checks it
 

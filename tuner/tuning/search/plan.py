@@ -72,6 +72,9 @@ class CorpusPlan:
     #: The embedding throughput the trials are priced at, and where it comes from
     #: (``1,147 tokens/s, measured 2026-11-20 10:02 UTC on this machine``); empty for a hosted model.
     priced_at: str = ""
+    #: A proxy rung's proxy (``late``) and its pass over the corpus, paid once per embedder.
+    proxy: str | None = None
+    proxy_seconds: float = 0.0
 
 
 def kind_shares(sampled: list[tuple[str, float, tuple[int, int] | None]]) -> dict[str, tuple[float, float]]:
@@ -152,11 +155,14 @@ def plan_run(spec: StudySpec) -> list[CorpusPlan]:
             llm = {"llm_context_share": llm_share, "llm_context_tokens": tokens_each,
                    "llm_context_usd": trials * llm_share * tokens_each * rates.reader_usd_per_mtok / 1e6,
                    "reader_usd_per_mtok": rates.reader_usd_per_mtok}
+        # A proxy rung reads every document once per embedder (the late-chunking pass), then scores
+        # each chunking from the cached token embeddings at about BM25's cost.
+        proxy_s = tokens / rates.embed_tokens_per_s if fidelity.proxy is not None and shares.get("dense") else 0.0
         plans.append(CorpusPlan(corpus.name, len(corpus), tokens, len(data.evaluation_sets[corpus.name]), trials,
-                                per_trial, seconds, trials * mean_s / jobs, api, fidelity.rungs, share,
+                                per_trial, seconds, trials * mean_s / jobs + proxy_s, api, fidelity.rungs, share,
                                 {kind: kind_share for kind, (kind_share, _) in shares.items()}, kind_seconds,
                                 rates.embed_usd_per_mtok if api is not None else None, jobs, **llm,
-                                priced_at=priced_at))
+                                priced_at=priced_at, proxy=fidelity.proxy, proxy_seconds=proxy_s))
     return plans
 
 
@@ -219,7 +225,10 @@ def format_plan(spec: StudySpec, plans: list[CorpusPlan]) -> str:
         lines += [f"  {p.corpus}: {p.documents} document(s), {p.tokens:,} tokens, {p.queries} questions",
                   f"    a cold trial embeds about {p.tokens_per_cold_trial:,.0f} tokens at full fidelity: "
                   f"{format_duration(p.seconds_per_cold_trial)}"]
-        if len(p.rungs) > 1:
+        if p.proxy is not None:
+            lines.append(f"    a {p.proxy}-chunking proxy rung first: one pass over the corpus per embedder, about "
+                         f"{format_duration(p.proxy_seconds)}; then each chunking costs about what BM25 does")
+        if len(p.rungs) > 1 or p.proxy is not None:
             lines.append(f"    fidelity rungs {', '.join(f'{r:g}' for r in p.rungs)}: a trial embeds about "
                          f"{p.fidelity_share:.0%} of that on average, plus the chunks holding references")
         if p.kinds:

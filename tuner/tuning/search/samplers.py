@@ -43,6 +43,7 @@ from optuna.samplers import BaseSampler, RandomSampler, TPESampler
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
+from ...evaluation.fidelity import PROXIES
 from ..study.records import DUPLICATE_ATTR, RUNG_SCORES_ATTR, SCORE_ATTR, SKIPPED_ATTR
 
 
@@ -75,11 +76,16 @@ class _ScoreView:
         return getattr(self._study, name)
 
 
+def _rung_order(rung: str) -> float:
+    """Where a rung's key sorts: a proxy rung (``late``) first, then the fractions."""
+    return -1.0 if rung in PROXIES else float(rung)
+
+
 def _as_scored(trial: FrozenTrial) -> FrozenTrial:
     if trial.state == TrialState.PRUNED and trial.user_attrs.get(RUNG_SCORES_ATTR):
         # Stopped at a low-fidelity rung: TPE ranks pruned trials by their last step, then its
         # value, as it does for a single-objective study's pruned trials (rung index = step).
-        rungs = sorted(trial.user_attrs[RUNG_SCORES_ATTR].items(), key=lambda item: float(item[0]))
+        rungs = sorted(trial.user_attrs[RUNG_SCORES_ATTR].items(), key=lambda item: _rung_order(item[0]))
         scored = copy.copy(trial)
         scored.intermediate_values = {step: float(value) for step, (_, value) in enumerate(rungs)}
         return scored

@@ -20,7 +20,7 @@ A study file (YAML) says what to tune, on what, and where results go::
     jobs: 1
     seed: 0
     heartbeat: {interval: 10, grace_period: 30}
-    fidelity: auto                  # auto | full | [0.1, 0.3, 1.0] | {rungs: [...], reduction: 3}
+    fidelity: auto                  # auto | full | [0.1, 0.3, 1.0] | {rungs: [...], reduction: 3, proxy: late}
     backend: local                  # local | dask (then scheduler: tcp://HOST:8786, storage: PostgreSQL)
 
 Relative paths (a relative SQLite path too) are relative to the study file. Each

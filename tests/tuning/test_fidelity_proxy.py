@@ -1,0 +1,80 @@
+"""A late-chunking proxy rung (``fidelity: {proxy: late, ...}``): each trial is first scored with
+vectors pooled from the documents' token embeddings, computed once per embedder; the best
+``1/reduction`` climb to full fidelity, whose results are those of an ordinary evaluation."""
+
+from __future__ import annotations
+
+import json
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+import tuner
+from tuner.embedding.config import EmbedderConfig
+from tuner.evaluation.config import EvaluationConfig
+from tuner.evaluation.fidelity import Fidelity
+from tuner.tuning import StudySpec, run_study_spec
+from tuner.tuning.study.storage import make_storage
+
+from fakes import save_sentence_transformer, word_corpus
+
+SPACE = """
+k: {type: int, low: 1, high: 3}
+chunkers:
+  token:
+    size: {type: int, low: 6, high: 16, step: 2}
+    overlap: {type: fraction, of: size, choices: [0.0, 0.25]}
+"""
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    root = tmp_path_factory.mktemp("proxy")
+    model = save_sentence_transformer(root / "model", max_seq_length=16)
+    folder, questions = word_corpus(root, "words")
+    space = root / "space.yaml"
+    space.write_text(SPACE, encoding="utf-8")
+    spec = StudySpec(name="p", corpora=(("words", str(folder)),), queries=str(questions), space=str(space),
+                     embedder=EmbedderConfig("sentence-transformers", str(model), precision="fp32"),
+                     storage=f"sqlite:///{root}/p.db", trials=10, cache=str(root / "cache.sqlite3"), validation=0,
+                     fidelity=Fidelity(rungs=(1.0,), reduction=2, proxy="late"))
+    (outcome,) = run_study_spec(spec, progress=False, echo=lambda _: None)
+    trials = optuna.load_study(study_name="p/words", storage=make_storage(spec.storage, heartbeat_interval=None)).trials
+    return spec, root, folder, questions, outcome, trials
+
+
+def test_trials_climb_from_the_proxy_rung_and_only_some_reach_full_fidelity(study):
+    *_, trials = study
+    rung = [t for t in trials if "rung_scores" in t.user_attrs]
+    assert rung and all(set(t.user_attrs["rung_scores"]) == {"late"} for t in rung)
+    stopped = [t for t in rung if t.state == TrialState.PRUNED]
+    climbed = [t for t in rung if t.state == TrialState.COMPLETE]
+    assert stopped and climbed
+    assert all(t.user_attrs["stopped_at_fidelity"] == "late" for t in stopped)
+    assert all("stopped_at_fidelity" not in t.user_attrs for t in climbed)
+
+
+def test_a_trial_that_climbed_scores_as_an_ordinary_full_evaluation(study):
+    _, _, folder, questions, _, trials = study
+    climbed = next(t for t in trials if t.state == TrialState.COMPLETE and "rung_scores" in t.user_attrs)
+    config = EvaluationConfig.from_dict(json.loads(climbed.user_attrs["config"]))
+    assert not config.embedder.late_chunking  # the full rung embeds each chunk's text, as production does
+    corpus = tuner.load_corpus(folder)
+    result = tuner.evaluate(corpus, tuner.load_evaluation_set(questions, corpus), config, cache=None)
+    assert climbed.user_attrs["recall"] == pytest.approx(result.metrics["overall"]["recall"]["mean"], abs=1e-12)
+
+
+def test_the_pass_over_the_corpus_is_paid_once(study):
+    _, root, _, _, _, trials = study
+    cached = sorted((root / "cache-late-chunking").rglob("*.npz"))
+    assert len(cached) == 3  # one file per document, however many trials were scored by the proxy
+    assert len([t for t in trials if "rung_scores" in t.user_attrs]) > 3
+
+
+def test_the_dry_run_prices_the_proxy_pass_once(study):
+    from tuner.tuning.search.plan import format_plan, plan_run
+
+    spec, *_ = study
+    text = format_plan(spec, plan_run(spec))
+    assert "a late-chunking proxy rung first: one pass over the corpus per embedder" in text
