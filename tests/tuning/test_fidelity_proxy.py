@@ -45,7 +45,7 @@ def study(tmp_path_factory):
 
 
 def test_trials_climb_from_the_proxy_rung_and_only_some_reach_full_fidelity(study):
-    *_, trials = study
+    *_, outcome, trials = study
     rung = [t for t in trials if "rung_scores" in t.user_attrs]
     assert rung and all(set(t.user_attrs["rung_scores"]) == {"late"} for t in rung)
     stopped = [t for t in rung if t.state == TrialState.PRUNED]
@@ -53,6 +53,9 @@ def test_trials_climb_from_the_proxy_rung_and_only_some_reach_full_fidelity(stud
     assert stopped and climbed
     assert all(t.user_attrs["stopped_at_fidelity"] == "late" for t in stopped)
     assert all("stopped_at_fidelity" not in t.user_attrs for t in climbed)
+    # The summary says how many configurations were seen only at the proxy.
+    assert outcome.summary.stopped_at == {"late": len(stopped)}
+    assert f"{len(stopped)} stopped at low fidelity ({len(stopped)} at the late proxy)" in outcome.summary.describe()
 
 
 def test_a_trial_that_climbed_scores_as_an_ordinary_full_evaluation(study):

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import base64
 import json
+from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -341,12 +342,18 @@ class StudySummary:
     stopped_early: int = 0
     #: Stopped by Ctrl-C or SIGTERM (recorded FAIL in Optuna, but no failure: counted apart from ``failed``).
     interrupted: int = 0
+    #: ``stopped_early`` by the rung that stopped them (``late``: the proxy rung; ``0.05``: a share of
+    #: the distractors), so a summary says how many configurations were seen only at each fidelity.
+    stopped_at: dict[str, int] = field(default_factory=dict)
 
     def describe(self) -> str:
-        """``12 complete, 3 stopped at low fidelity, 1 failed (1 lost with its worker), 2 interrupted``."""
+        """``12 complete, 3 stopped at low fidelity (2 at the late proxy, 1 at 0.05), 1 failed (1 lost
+        with its worker), 2 interrupted``."""
         parts = [f"{self.complete} complete"]
         if self.stopped_early:
-            parts.append(f"{self.stopped_early} stopped at low fidelity")
+            rungs = ", ".join(f"{count} at {'the ' + rung + ' proxy' if not _is_number(rung) else rung}"
+                              for rung, count in self.stopped_at.items())
+            parts.append(f"{self.stopped_early} stopped at low fidelity" + (f" ({rungs})" if rungs else ""))
         parts.append(f"{self.failed} failed" + (f" ({self.lost} lost with their worker)" if self.lost else ""))
         if self.interrupted:
             parts.append(f"{self.interrupted} interrupted by Ctrl-C or SIGTERM")
@@ -372,6 +379,17 @@ def summarize(study: optuna.Study) -> StudySummary:
         waiting=count(TrialState.WAITING),
         stopped_early=sum(r.state == TrialState.PRUNED and STOPPED_AT_ATTR in r.attrs for r in all_records),
         interrupted=sum(r.state == TrialState.FAIL and r.attrs.get(LOST_ATTR) == INTERRUPTED for r in all_records),
+        stopped_at=dict(sorted(Counter(f"{r.attrs[STOPPED_AT_ATTR]:g}" if _is_number(r.attrs[STOPPED_AT_ATTR])
+                                       else str(r.attrs[STOPPED_AT_ATTR]) for r in all_records
+                                       if r.state == TrialState.PRUNED and STOPPED_AT_ATTR in r.attrs).items())),
     )
+
+
+def _is_number(value: object) -> bool:
+    try:
+        float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
