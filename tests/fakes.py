@@ -85,22 +85,28 @@ CROSS_ENCODER_WORDS = (
 )
 
 
+def _tiny_bert(folder: Path, words, seed: int, **config):
+    """A one-layer BERT's configuration (hidden size 16, wide seeded init) and its vocabulary file of
+    ``words`` written in ``folder``."""
+    import torch
+    from transformers import BertConfig
+
+    folder.mkdir(parents=True, exist_ok=True)
+    vocab = folder / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]) + "\n", encoding="utf-8")
+    torch.manual_seed(seed)
+    return vocab, BertConfig(vocab_size=5 + len(words), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                             intermediate_size=32, initializer_range=0.5, **config)
+
+
 def save_cross_encoder(folder: Path, seed: int = 0) -> Path:
     """A tiny cross-encoder with fixed weights, saved as sentence-transformers loads one: a one-layer
     BERT with a single-logit head (seeded init, wide enough to order pairs distinctly) and a
     WordPiece tokenizer built from a small vocabulary file. Real loading and scoring code reads
     it; no weights are downloaded."""
-    import torch
-    from transformers import BertConfig, BertForSequenceClassification, BertTokenizer
+    from transformers import BertForSequenceClassification, BertTokenizer
 
-    folder.mkdir(parents=True, exist_ok=True)
-    vocab = folder / "vocab.txt"
-    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *CROSS_ENCODER_WORDS]) + "\n",
-                     encoding="utf-8")
-    torch.manual_seed(seed)
-    config = BertConfig(vocab_size=5 + len(CROSS_ENCODER_WORDS), hidden_size=16, num_hidden_layers=1,
-                        num_attention_heads=2, intermediate_size=32, max_position_embeddings=512, num_labels=1,
-                        initializer_range=0.5)
+    vocab, config = _tiny_bert(folder, CROSS_ENCODER_WORDS, seed, max_position_embeddings=512, num_labels=1)
     BertForSequenceClassification(config).save_pretrained(folder)
     BertTokenizer(str(vocab), do_lower_case=True).save_pretrained(folder)
     return folder
@@ -128,9 +134,8 @@ def save_sentence_transformer(folder: Path, *, max_seq_length: int = 16, pooling
     BERT (hidden size 16, seeded init) with a WordPiece tokenizer over :data:`SENTENCE_MODEL_WORDS`,
     then ``pooling`` Pooling and Normalize, reading at most ``max_seq_length`` tokens (special
     ones included). Real loading, tokenising and encoding code reads it; nothing is downloaded."""
-    import torch
     from sentence_transformers import SentenceTransformer
-    from transformers import BertConfig, BertModel, BertTokenizerFast
+    from transformers import BertModel, BertTokenizerFast
 
     try:  # sentence-transformers 6 moved the modules
         from sentence_transformers.sentence_transformer import modules as models
@@ -138,14 +143,7 @@ def save_sentence_transformer(folder: Path, *, max_seq_length: int = 16, pooling
         from sentence_transformers import models
 
     raw = folder / "transformer"
-    raw.mkdir(parents=True, exist_ok=True)
-    vocab = raw / "vocab.txt"
-    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *SENTENCE_MODEL_WORDS]) + "\n",
-                     encoding="utf-8")
-    torch.manual_seed(seed)
-    config = BertConfig(vocab_size=5 + len(SENTENCE_MODEL_WORDS), hidden_size=16, num_hidden_layers=1,
-                        num_attention_heads=2, intermediate_size=32, max_position_embeddings=64,
-                        initializer_range=0.5)
+    vocab, config = _tiny_bert(raw, SENTENCE_MODEL_WORDS, seed, max_position_embeddings=64)
     BertModel(config).save_pretrained(raw)
     BertTokenizerFast(str(vocab), do_lower_case=True).save_pretrained(raw)
     transformer = models.Transformer(str(raw), max_seq_length=max_seq_length)
