@@ -207,7 +207,7 @@ def test_llm_chunker_tokens_feed_the_trial_cost(openai_server, monkeypatch):
                                                                     text.index("Jupiter") + 7, "Jupiter"),))
     result = tuner.evaluate(corpus, tuner.EvaluationSet((query,)), chunker="llm", piece_size=20,
                             base_url=openai_server.base_url, model="stub-llm", embedder=OnesEmbedder(), cache=None)
-    assert result.embedding["llm_tokens"] > 0
+    assert result.embedding["llm_tokens"] > 0 and result.embedding["llm_model_names"] == {"chunker": "stub-llm"}
 
 
 def marker_logprobs(body):
