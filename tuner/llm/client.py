@@ -246,8 +246,8 @@ class LLMClient:
             if not isinstance(logprobs, dict) or "top_logprobs" not in logprobs or logprobs["top_logprobs"] is None:
                 raise make_error(
                     LLMError, f"the endpoint {shown(self.endpoint)} (model {self.model}) returned no logprobs: the "
-                    "logprob chunker needs a completions endpoint that supports echo=True with logprobs (vLLM and "
-                    "llama.cpp servers do; OpenAI's chat models do not)", fatal=True)
+                    "logprob chunker needs a completions endpoint that supports echo=True with logprobs (llama.cpp's "
+                    "server started with logits_all does, vLLM documents it; OpenAI's chat models do not)", fatal=True)
             return echo_logprobs(logprobs, prompt), _usage(payload)[0]
 
         timeout = self._wait_s(count_tokens(prompt))
