@@ -159,7 +159,7 @@ def test_llm_contexts_are_written_prepended_recorded_and_cached(endpoint, tmp_pa
     for chunk, indexed in zip(headed.chunks, headed.indexed_texts):
         header, _, rest = indexed.partition("\n\n")
         assert header.strip() and rest == chunk.text  # a one-line context before the chunk's own text
-    assert headed.embedding["llm_tokens"] > 0
+    assert headed.embedding["llm_tokens"] > 0 and headed.embedding["llm_model_names"] == {"context": MODEL}
     again = tuner.evaluate(corpus, queries, embedder=Words(), cache=None, context="llm", **chunking)
     assert again.indexed_texts == headed.indexed_texts
     assert endpoint.requests("/v1/chat/completions") == sent
