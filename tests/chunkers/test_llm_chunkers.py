@@ -110,7 +110,7 @@ def test_llm_chunker_asks_again_after_a_bad_reply(openai_server, client, kind, t
     assert len(rows(tmp_path / "llm.sqlite3")) == asked - 1  # every good reply, not the bad one
 
 
-@pytest.mark.parametrize("kind", sorted(CHAT_PROBLEMS))
+@pytest.mark.parametrize("kind", sorted(set(CHAT_PROBLEMS) - {"length"}))
 def test_llm_chunker_stops_on_a_bad_reply_that_persists(openai_server, client, kind, tmp_path):
     openai_server.chat_handler = split_after_topic_changes
     openai_server.script("/v1/chat/completions", [kind, kind])
@@ -253,6 +253,29 @@ def test_llm_chunker_asks_in_one_user_message_with_a_reply_cap(openai_server, cl
     body = openai_server.requests_to("/v1/chat/completions")[0].json_body
     assert [m["role"] for m in body["messages"]] == ["user"]
     assert body["max_tokens"] == 300  # a rambling small model is cut off, not left to fill its context
+
+
+def test_a_reply_longer_than_asked_for_falls_back_like_an_unfit_answer(openai_server, client, tmp_path):
+    """SmolLM2-135M rambled past the 300 tokens asked for, at temperature 0 the same each time: the
+    window falls back to one chunk (counted) instead of failing the whole chunking."""
+    openai_server.chat_handler = split_after_topic_changes
+    openai_server.script("/v1/chat/completions", ["length", "length"])
+    doc = topics()
+    chunker = tuner.make_chunker("llm", piece_size=20, window_tokens=400).use_client(client)
+    chunks = chunker.split(doc)
+    assert chunker.malformed_replies == 1
+    asked = openai_server.requests_to("/v1/chat/completions")
+    assert [r.json_body["max_tokens"] for r in asked[:2]] == [300, 300]
+    assert len(rows(tmp_path / "llm.sqlite3")) == len(asked) - 2  # the cut-off replies are not cached
+    assert_covers(doc, chunks)
+
+
+def assert_covers(doc, chunks) -> None:
+    covered = set()
+    for chunk in chunks:
+        assert doc.text[chunk.start_index:chunk.end_index] == chunk.text
+        covered.update(range(chunk.start_index, chunk.end_index))
+    assert all(i in covered for i, ch in enumerate(doc.text) if not ch.isspace())
 
 
 def shifted(handler):

@@ -19,8 +19,9 @@ Each request waits for its answer as long as an embedding batch of as many token
 gives a slow server, such as a CPU llama.cpp server, a fixed time to answer each request.
 
 Replies are kept finite: every chat request to an endpoint other than OpenAI's own carries the
-caller's ``max_tokens``, so a small model that rambles or loops ends at that cap (the reply then
-reads as cut off and is asked again), instead of generating until its context is full. A chat
+caller's ``max_tokens``, so a small model that rambles or loops ends at that cap (the answer
+then counts as one the caller cannot use: asked again, then the caller's fallback or one
+error), instead of generating until its context is full. A chat
 asked in JSON mode whose reply comes back empty or cut off is asked again without JSON mode
 (the callers read JSON among prose too): some servers enforce JSON mode with a grammar that a
 small model answers with nothing but whitespace.
@@ -176,9 +177,10 @@ class LLMClient:
         ``parse(reply)`` when ``parse`` is given.
 
         ``max_tokens`` caps the reply's tokens on every endpoint but OpenAI's own (whose newer
-        models refuse the parameter, and whose models do not ramble on): a reply that reaches it
-        reads as cut off and is asked again. A JSON-mode reply that comes back empty or cut off
-        is asked again without JSON mode.
+        models refuse the parameter, and whose models do not ramble on): a reply cut off there is
+        an answer the caller cannot use, asked again like one ``parse`` refuses (a caller with a
+        fallback falls back). A JSON-mode reply that comes back empty or cut off is asked again
+        without JSON mode.
 
         ``parse`` raises :class:`~tuner.llm.endpoint.UnfitAnswer` for an answer it cannot use:
         that reply is asked again like a server error and never cached, and when every reply
@@ -203,8 +205,10 @@ class LLMClient:
         def accept(raw) -> tuple[str, tuple[int, int], Any]:
             try:
                 content, usage = chat_reply(raw.content, raw.headers.get("content-type", ""))
-            except EmptyOrCutOff:
+            except EmptyOrCutOff as bad:
                 json_now[0] = False
+                if cap and isinstance(bad, CutOff):  # the model's own answer is longer than asked for
+                    raise UnfitAnswer(f"{bad}; at most {max_tokens} tokens were asked for") from None
                 raise
             return content, usage, _refused_by_caller(check, content)
 
@@ -356,6 +360,10 @@ class EmptyOrCutOff(BadReply):
     """A chat reply with no text, or cut off at the length limit (asked again, without JSON mode)."""
 
 
+class CutOff(EmptyOrCutOff):
+    """A chat reply cut off at the length limit (``finish_reason: "length"``)."""
+
+
 def _as_is(content: str) -> str:
     return content
 
@@ -397,8 +405,8 @@ def chat_reply(body: bytes, content_type: str) -> tuple[str, tuple[int, int]]:
     content = message.get("content") if isinstance(message, dict) else None
     if choice.get("finish_reason") == "length":
         length = len(content) if isinstance(content, str) else 0
-        raise EmptyOrCutOff(f"the reply was cut off at the model's length limit (finish_reason 'length', "
-                            f"{length} characters)")
+        raise CutOff(f"the reply was cut off at the model's length limit (finish_reason 'length', "
+                     f"{length} characters)")
     if not isinstance(content, str) or not content.strip():
         refusal = message.get("refusal") if isinstance(message, dict) else None
         why = f" (the model refused: {' '.join(str(refusal).split())[:200]})" if refusal else ""
