@@ -388,7 +388,7 @@ def test_no_quota_is_fatal_but_rate_limiting_is_not():
 # ---------------------------------------------------------------- 5. generate writes nothing until a query is accepted
 
 def good_reply(body) -> str:
-    passage = body["messages"][1]["content"].split("<passage>\n", 1)[1].split("\n</passage>", 1)[0]
+    passage = body["messages"][-1]["content"].split("<passage>\n", 1)[1].split("\n</passage>", 1)[0]
     sentence = next(line for line in passage.splitlines() if len(line) > 40)
     return json.dumps({"question": f"What about {sentence[:30]}?", "references": [{"content": sentence}]})
 

@@ -410,7 +410,7 @@ def test_generate_on_pdfs_then_tune_and_refuse_a_changed_converter(tmp_path, ope
         write_pdf(folder / f"part{i + 1}.pdf", blocks)
 
     def answer(body):  # the stub "LLM" copies the passage's first full sentence as the excerpt
-        passage = body["messages"][1]["content"].split("<passage>\n", 1)[1].split("\n</passage>", 1)[0]
+        passage = body["messages"][-1]["content"].split("<passage>\n", 1)[1].split("\n</passage>", 1)[0]
         sentence = re.findall(r"[A-Z][^.!?\n]{30,}[.!?]", passage)[0]
         return json.dumps({"question": "What does it say about " + " ".join(sentence.split()[1:4]) + "?",
                            "references": [{"content": sentence}]})

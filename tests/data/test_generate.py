@@ -31,7 +31,7 @@ EXAMPLE = ROOT / "examples" / "handbook"
 
 
 def passage_of(body) -> str:
-    user = body["messages"][1]["content"]
+    user = body["messages"][-1]["content"]
     return user.split("<passage>\n", 1)[1].split("\n</passage>", 1)[0]
 
 
@@ -75,8 +75,8 @@ def test_accepted_queries_load_as_an_evaluation_set(openai_server, client, corpu
     assert len(evalset) == 5 and [q.id for q in evalset] == ["g0001", "g0002", "g0003", "g0004", "g0005"]
     requests = openai_server.requests_to("/v1/chat/completions")
     assert requests[0].json_body["response_format"] == {"type": "json_object"}
-    assert "Earlier questions" not in requests[0].json_body["messages"][1]["content"]
-    assert evalset.queries[0].question in requests[1].json_body["messages"][1]["content"]
+    assert "Earlier questions" not in requests[0].json_body["messages"][-1]["content"]
+    assert evalset.queries[0].question in requests[1].json_body["messages"][-1]["content"]
     assert report.prompt_tokens > 0 and report.tokens_per_accepted > 0
 
 
@@ -396,3 +396,22 @@ def test_generation_killed_and_resumed_duplicates_nothing(openai_server, tmp_pat
     assert [r["id"] for r in records] == ["g0001", "g0002", "g0003", "g0004", "g0005"]
     assert len({r["question"] for r in records}) == 5
     assert len(tuner.load_evaluation_set(out, tuner.load_corpus(EXAMPLE))) == 5
+
+
+def test_json_mode_that_gives_nothing_is_asked_again_without_it(openai_server, client, corpus, tmp_path):
+    """A server that enforces JSON mode with a grammar may get nothing but whitespace from a small model
+    (seen with llama.cpp); the same request without JSON mode is read among prose or in a code fence."""
+    good = answer_with(echo_question)
+    openai_server.chat_handler = lambda body: " \n " if "response_format" in body else f"```json\n{good(body)}\n```"
+    report = generate_evaluation_set(corpus, tmp_path / "g.jsonl", 2, client, HashedWordsEmbedder(),
+                                     relevance_threshold=0, duplicate_threshold=1.0)
+    assert (report.accepted, report.attempts) == (2, 2)
+    requests = openai_server.requests_to("/v1/chat/completions")
+    # Each query: once in JSON mode (empty), once without; one user message, the reply capped.
+    assert ["response_format" in r.json_body for r in requests] == [True, False, True, False]
+    assert all([m["role"] for m in r.json_body["messages"]] == ["user"] for r in requests)
+    assert {r.json_body["max_tokens"] for r in requests} == {1500}
+    # The reply read without JSON mode is cached for the request as asked: a second run sends nothing.
+    again = generate_evaluation_set(corpus, tmp_path / "again.jsonl", 2, client, HashedWordsEmbedder(),
+                                    relevance_threshold=0, duplicate_threshold=1.0)
+    assert (again.accepted, again.cached) == (2, 2) and len(openai_server.requests_to("/v1/chat/completions")) == 4

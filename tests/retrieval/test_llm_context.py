@@ -218,9 +218,24 @@ def test_a_study_searches_llm_contexts_records_and_exports_them(llm, tmp_path):
     # One request per distinct chunk text, in the trial that wrote contexts only.
     assert len(chats(llm)) == len({(c.document, c.text) for c in chunks})
     assert done["llm"].attrs["llm_tokens"] > 0 and done["none"].attrs["llm_tokens"] == 0
+    # Which model wrote the contexts (its name, not the endpoint), in the record and the export.
+    assert done["llm"].attrs["llm_models"] == {"context": "stub-llm"} and "llm_models" not in done["none"].attrs
     assert done["llm"].attrs["retrieval"] == "dense + llm"
     assert done["llm"].metrics["tokens_embedded"] > done["none"].metrics["tokens_embedded"]
     out = tmp_path / "best.json"
     assert main(["export", "--storage", spec.storage, "--study", "ctx", "--trial", str(done["llm"].number),
                  "-o", str(out)]) == 0
-    assert json.loads(out.read_text())["config"]["retrieval"]["context"] == "llm"
+    exported = json.loads(out.read_text())
+    assert exported["config"]["retrieval"]["context"] == "llm" and exported["llm_models"] == {"context": "stub-llm"}
+
+
+def test_another_model_writes_its_own_contexts(llm, monkeypatch):
+    """The model is part of the reply cache's key: contexts written by one are never served for another."""
+    corpus, queries = household()
+    first = tuner.evaluate(corpus, queries, embedder=Words(), cache=None, context="llm", **CHUNKING)
+    assert len(chats(llm)) == 4 and first.embedding["llm_model_names"] == {"context": "stub-llm"}
+    monkeypatch.setenv("CHUNKWISE_LLM_MODEL", "other-llm")
+    other = tuner.evaluate(corpus, queries, embedder=Words(), cache=None, context="llm", **CHUNKING)
+    requests = llm.requests_to("/v1/chat/completions")
+    assert len(requests) == 8 and {r.json_body["model"] for r in requests[4:]} == {"other-llm"}
+    assert other.embedding["llm_model_names"] == {"context": "other-llm"}

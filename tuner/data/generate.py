@@ -42,9 +42,11 @@ from ..schema import ParamSpec, check_value
 from .corpus import Corpus
 from .evalset import EvaluationSet, Query, Reference, load_evaluation_set
 
-PROMPT_VERSION = "generate-v1"
+PROMPT_VERSION = "generate-v2"
 MAX_EARLIER_QUESTIONS = 50
-SYSTEM_PROMPT = """You write questions to evaluate a retrieval system over a document collection.
+#: The instructions, at the start of the one user message (no system message: some chat templates
+#: drop it, others refuse it).
+INSTRUCTIONS = """You write questions to evaluate a retrieval system over a document collection.
 You are given a passage of one document. Write ONE question that a user of these documents could
 ask and that this passage answers, and copy the parts of the passage that answer it.
 
@@ -57,6 +59,9 @@ Rules:
 - Do not repeat or rephrase any of the earlier questions listed.
 
 Answer with a JSON object: {"question": "...", "references": [{"content": "..."}]}"""
+
+#: The most tokens a reply may take (a rambling small model is cut off there, and asked again).
+REPLY_TOKENS = 1500
 
 _CODE_FENCE = re.compile(r"```[A-Za-z]*[ \t]*\n?(.*?)```", re.S)
 
@@ -253,13 +258,12 @@ def _attempt(corpus, client, embedder, rng, accepted, question_vectors, passage_
     document_id, start, end = sample_passage(corpus, rng, passage_chars)
     text = corpus.document(document_id).text
     earlier = [q.question for q in accepted[-MAX_EARLIER_QUESTIONS:]]
-    user = f"Passage from {document_id}:\n<passage>\n{text[start:end]}\n</passage>\n"
+    user = f"{INSTRUCTIONS}\n\nPassage from {document_id}:\n<passage>\n{text[start:end]}\n</passage>\n"
     if earlier:
         user += "\nEarlier questions (do not repeat them):\n" + "\n".join(f"- {q}" for q in earlier)
-    question, contents = client.chat([{"role": "system", "content": SYSTEM_PROMPT},
-                                      {"role": "user", "content": user}],
-                                     prompt_version=PROMPT_VERSION, json_mode=True, temperature=0.7,
-                                     parse=generated_reply)
+    question, contents = client.chat([{"role": "user", "content": user}], prompt_version=PROMPT_VERSION,
+                                     json_mode=True, temperature=0.7, parse=generated_reply,
+                                     max_tokens=REPLY_TOKENS)
     if not contents:
         return None, "question without excerpts"
     references = []

@@ -8,11 +8,15 @@ An export is a JSON file::
      "source": {"study": "example/handbook", "trial": 24, "storage": "sqlite:///..."},
      "corpus": {"name": "handbook", "sha256": "..."},
      "evaluation_set": {"queries": 30, "sha256": "..."},
+     "llm_models": {"context": "gpt-4o-mini"},   # only when an LLM wrote chunks or contexts
      "versions": {"chunkwise": "0.1.0", "optuna": "5.0.0", ...},
      "created": "2026-11-21T05:50:00+00:00"}
 
 :func:`load_chunker` rebuilds the chunker: its chunks are identical to those the trial
-scored. A file written by a newer schema version, or a damaged file, is a clear error.
+scored. ``llm_models`` names the model that wrote the trial's LLM-made parts (the ``llm`` and
+``logprob`` chunkers' split points, ``context: llm`` headers): production must use the same
+one to get the same chunks and headers. A file written by a newer schema version, or a damaged
+file, is a clear error.
 """
 
 from __future__ import annotations
@@ -91,7 +95,7 @@ def export_trial(study, record: TrialRecord, storage_display_url: str, path: str
     ``storage_display_url`` is recorded as the trial's source: pass it with the password
     hidden (exports are shared; they never hold a secret).
     """
-    from ..tuning.study.records import exported_metric_attrs
+    from ..tuning.study.records import LLM_MODELS_ATTR, exported_metric_attrs
     from ..tuning.study.settings import StudySettings
 
     settings = StudySettings.of(study)
@@ -109,6 +113,7 @@ def export_trial(study, record: TrialRecord, storage_display_url: str, path: str
         "corpus": {"name": settings.corpus, "path": settings.corpus_path, "sha256": settings.corpus_sha256},
         "evaluation_set": {"path": settings.queries_path, "queries": settings.queries,
                            "sha256": settings.evaluation_set_sha256},
+        **({LLM_MODELS_ATTR: dict(models)} if isinstance(models := record.attrs.get(LLM_MODELS_ATTR), dict) else {}),
         "versions": package_versions(),
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     }

@@ -275,6 +275,7 @@ class _Chunked:
     seconds: float
     units: dict[str, Any]
     llm_tokens: int | None
+    llm_models: dict[str, str]
 
     # What does not depend on the fidelity is found once, however many rungs are measured.
     @cached_property
@@ -334,10 +335,14 @@ class _Chunked:
             llm_usage.prompt_tokens + llm_usage.completion_tokens - llm_before)
         if writer is not None:
             llm_tokens = (llm_tokens or 0) + writer.usage.prompt_tokens + writer.usage.completion_tokens
+        # Which model wrote what (its name only: never the endpoint, which may carry a user name).
+        llm_models = {"chunker": str(splitter.client().model)} if llm_usage is not None else {}
+        if writer is not None:
+            llm_models["context"] = str(writer.model)
         if occurrences is None:
             occurrences = OccurrenceTable.build(evaluation_set, corpus_list)
         return cls(corpus_list, evaluation_set, config, occurrences, chunks, chunk_corpora, indexed, seconds,
-                   units, llm_tokens)
+                   units, llm_tokens, llm_models)
 
     def measure(self, model: Embedder, fraction: float, fidelity: Fidelity, *, index_path: str | None = None,
                 progress: bool = False, on_progress: Callable[[int, int], None] | None = None) -> EvaluationResult:
@@ -431,6 +436,8 @@ class _Chunked:
         embedding["unit_model_seconds"] = self.units["model_seconds"]
         if self.llm_tokens is not None:  # LLM chunkers and contexts: tokens the model read and wrote
             embedding["llm_tokens"] = self.llm_tokens
+        if self.llm_models:  # and the model that wrote them: {"chunker": ..., "context": ...}
+            embedding["llm_model_names"] = dict(self.llm_models)
         return EvaluationResult(config, metrics, scores, chunks, chunk_corpora, query_corpora, ranking,
                                 query_tokens, searched, timings, embedding, notes, repeats, window,
                                 self.indexed, fraction, len(members), first_stage)

@@ -15,7 +15,16 @@ body), an empty ``choices`` list, an empty message, a reply cut off at the model
 limit, or an answer the caller cannot read is asked again, like a server error, then reported
 in one line naming the endpoint and what was wrong (see :func:`tuner.llm.endpoint.usable_reply`).
 Each request waits for its answer as long as an embedding batch of as many tokens would
-(:func:`tuner.llm.endpoint.read_timeout`).
+(:func:`tuner.llm.endpoint.read_timeout`), unless ``$CHUNKWISE_LLM_TIMEOUT_S`` (or ``answer_timeout_s``)
+gives a slow server, such as a CPU llama.cpp server, a fixed time to answer each request.
+
+Replies are kept finite: every chat request to an endpoint other than OpenAI's own carries the
+caller's ``max_tokens``, so a small model that rambles or loops ends at that cap (the answer
+then counts as one the caller cannot use: asked again, then the caller's fallback or one
+error), instead of generating until its context is full. A chat
+asked in JSON mode whose reply comes back empty or cut off is asked again without JSON mode
+(the callers read JSON among prose too): some servers enforce JSON mode with a grammar that a
+small model answers with nothing but whitespace.
 
 Responses are cached by (model, endpoint, prompt version, request) in a SQLite file
 beside the embedding cache, so tuning never pays twice for the same text. Only checked
@@ -32,6 +41,7 @@ import json
 import math
 import os
 import sqlite3
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,6 +66,8 @@ from .endpoint import (
 )
 
 DEFAULT_LLM_MODEL = "gpt-4o-mini"
+#: The environment variable that gives every LLM request a fixed time to answer (seconds).
+TIMEOUT_ENVIRONMENT = "CHUNKWISE_LLM_TIMEOUT_S"
 #: The most bytes of replies the LLM cache keeps (256 MiB); the oldest replies are dropped beyond.
 DEFAULT_CACHE_MAX_BYTES = 256 * 1024 * 1024
 #: How far (characters) an echo may stop short of the prompt's end: servers count the characters
@@ -112,6 +124,9 @@ class LLMClient:
             1,000 prompt tokens, up to this (connecting: at most 5 s).
         cache_path: response cache file (``None``: beside the embedding cache; ``False``: off).
         cache_max_bytes: the most bytes of replies the cache keeps; the oldest go beyond it.
+        answer_timeout_s: seconds every request may take to answer, replacing the rule above (for
+            a slow server: a CPU llama.cpp server takes seconds per 1,000 prompt tokens, minutes
+            for the logprob chunker's echo); default ``$CHUNKWISE_LLM_TIMEOUT_S``, else the rule.
     """
 
     model: str | None = None
@@ -122,9 +137,12 @@ class LLMClient:
     cache_path: str | Path | bool | None = None
     cache_max_bytes: int = DEFAULT_CACHE_MAX_BYTES
     usage: Usage = field(default_factory=Usage)
+    answer_timeout_s: float | None = None
 
     def __post_init__(self) -> None:
         self.model = self.model or os.environ.get("CHUNKWISE_LLM_MODEL") or DEFAULT_LLM_MODEL
+        if self.answer_timeout_s is None and (raw := os.environ.get(TIMEOUT_ENVIRONMENT, "").strip()):
+            self.answer_timeout_s = _seconds(raw, f"${TIMEOUT_ENVIRONMENT}")
         base = self.base_url or os.environ.get("OPENAI_BASE_URL")
         # Without a user and password it may carry: those are sent, never cached or shown.
         self.base_url = split_credentials(base) if base else None
@@ -144,10 +162,25 @@ class LLMClient:
             self._client = make_client(key, self.base_url, max_retries=self.max_retries, timeout_s=self.timeout_s)
         return self._client
 
+    @property
+    def _openai_itself(self) -> bool:
+        return urllib.parse.urlsplit(self.endpoint).hostname == "api.openai.com"
+
+    def _wait_s(self, tokens: int) -> float:
+        """Seconds a request sending ``tokens`` tokens waits for its answer."""
+        return self.answer_timeout_s if self.answer_timeout_s is not None else read_timeout(tokens, self.timeout_s)
+
     def chat(self, messages: list[dict[str, str]], *, prompt_version: str, json_mode: bool = False,
-             temperature: float = 0.0, use_cache: bool = True, parse: Callable[[str], T] | None = None) -> T | str:
+             temperature: float = 0.0, use_cache: bool = True, parse: Callable[[str], T] | None = None,
+             max_tokens: int | None = None) -> T | str:
         """The assistant's reply to ``messages`` (cached unless ``use_cache`` is false), or
         ``parse(reply)`` when ``parse`` is given.
+
+        ``max_tokens`` caps the reply's tokens on every endpoint but OpenAI's own (whose newer
+        models refuse the parameter, and whose models do not ramble on): a reply cut off there is
+        an answer the caller cannot use, asked again like one ``parse`` refuses (a caller with a
+        fallback falls back). A JSON-mode reply that comes back empty or cut off is asked again
+        without JSON mode.
 
         ``parse`` raises :class:`~tuner.llm.endpoint.UnfitAnswer` for an answer it cannot use:
         that reply is asked again like a server error and never cached, and when every reply
@@ -166,15 +199,29 @@ class LLMClient:
                 self.usage.add(_count(hit, "prompt_tokens"), _count(hit, "completion_tokens"), cached=True)
                 return value
 
+        # JSON mode until it gives an empty or cut-off reply; then the same request without it.
+        json_now = [json_mode]
+
         def accept(raw) -> tuple[str, tuple[int, int], Any]:
-            content, usage = chat_reply(raw.content, raw.headers.get("content-type", ""))
+            try:
+                content, usage = chat_reply(raw.content, raw.headers.get("content-type", ""))
+            except EmptyOrCutOff as bad:
+                json_now[0] = False
+                if cap and isinstance(bad, CutOff):  # the model's own answer is longer than asked for
+                    raise UnfitAnswer(f"{bad}; at most {max_tokens} tokens were asked for") from None
+                raise
             return content, usage, _refused_by_caller(check, content)
 
-        timeout = read_timeout(sum(count_tokens(str(m.get("content", ""))) for m in messages), self.timeout_s)
-        extra = {"response_format": {"type": "json_object"}} if json_mode else {}
-        content, usage, value = self._send(lambda: self._openai().chat.completions.with_raw_response.create(
-            model=self.model, messages=messages, temperature=temperature, timeout=request_timeout(timeout), **extra),
-            accept, timeout)
+        timeout = self._wait_s(sum(count_tokens(str(m.get("content", ""))) for m in messages))
+        cap = {"max_tokens": max_tokens} if max_tokens is not None and not self._openai_itself else {}
+
+        def send():
+            extra = {"response_format": {"type": "json_object"}} if json_now[0] else {}
+            return self._openai().chat.completions.with_raw_response.create(
+                model=self.model, messages=messages, temperature=temperature, timeout=request_timeout(timeout),
+                **cap, **extra)
+
+        content, usage, value = self._send(send, accept, timeout)
         self.usage.add(*usage, cached=False)
         if use_cache:
             self._store(key, {"content": content, "prompt_tokens": usage[0], "completion_tokens": usage[1]})
@@ -203,11 +250,11 @@ class LLMClient:
             if not isinstance(logprobs, dict) or "top_logprobs" not in logprobs or logprobs["top_logprobs"] is None:
                 raise make_error(
                     LLMError, f"the endpoint {shown(self.endpoint)} (model {self.model}) returned no logprobs: the "
-                    "logprob chunker needs a completions endpoint that supports echo=True with logprobs (vLLM and "
-                    "llama.cpp servers do; OpenAI's chat models do not)", fatal=True)
+                    "logprob chunker needs a completions endpoint that supports echo=True with logprobs (llama.cpp's "
+                    "server started with logits_all does, vLLM documents it; OpenAI's chat models do not)", fatal=True)
             return echo_logprobs(logprobs, prompt), _usage(payload)[0]
 
-        timeout = read_timeout(count_tokens(prompt), self.timeout_s)
+        timeout = self._wait_s(count_tokens(prompt))
         data, prompt_tokens = self._send(lambda: self._openai().completions.with_raw_response.create(
             model=self.model, prompt=prompt, max_tokens=1, echo=True, logprobs=top, temperature=0.0,
             timeout=request_timeout(timeout)), accept, timeout,
@@ -299,6 +346,24 @@ class LLMClient:
         return state
 
 
+def _seconds(raw: str, where: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise ChunkwiseError(f"{where} must be a number of seconds above 0, not {raw!r}")
+    return value
+
+
+class EmptyOrCutOff(BadReply):
+    """A chat reply with no text, or cut off at the length limit (asked again, without JSON mode)."""
+
+
+class CutOff(EmptyOrCutOff):
+    """A chat reply cut off at the length limit (``finish_reason: "length"``)."""
+
+
 def _as_is(content: str) -> str:
     return content
 
@@ -340,12 +405,12 @@ def chat_reply(body: bytes, content_type: str) -> tuple[str, tuple[int, int]]:
     content = message.get("content") if isinstance(message, dict) else None
     if choice.get("finish_reason") == "length":
         length = len(content) if isinstance(content, str) else 0
-        raise BadReply(f"the reply was cut off at the model's length limit (finish_reason 'length', "
-                       f"{length} characters)")
+        raise CutOff(f"the reply was cut off at the model's length limit (finish_reason 'length', "
+                     f"{length} characters)")
     if not isinstance(content, str) or not content.strip():
         refusal = message.get("refusal") if isinstance(message, dict) else None
         why = f" (the model refused: {' '.join(str(refusal).split())[:200]})" if refusal else ""
-        raise BadReply(f"the reply's message is empty{why}")
+        raise EmptyOrCutOff(f"the reply's message is empty{why}")
     return content, _usage(payload)
 
 

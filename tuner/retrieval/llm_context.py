@@ -96,7 +96,8 @@ def read_context(reply: str) -> str:
 def situate(client: LLMClient, document: Document, chunk: Chunk) -> str:
     """The LLM-written context of ``chunk`` in ``document`` (cached; see the module docstring)."""
     prompt = PROMPT.format(document=document_window(document, chunk), chunk=chunk.text)
-    return client.chat([{"role": "user", "content": prompt}], prompt_version=PROMPT_VERSION, parse=read_context)
+    return client.chat([{"role": "user", "content": prompt}], prompt_version=PROMPT_VERSION, parse=read_context,
+                       max_tokens=2 * MAX_CONTEXT_TOKENS)
 
 
 def estimated_tokens(document_tokens: Sequence[int], size: int, overlap: int = 0) -> int:

@@ -17,6 +17,7 @@ from ..study.records import (
     API_TOKENS_ATTR,
     API_USD_ATTR,
     CONFIG_ATTR,
+    LLM_MODELS_ATTR,
     PRECISION_ATTR,
     SCORE_ATTR,
     VALIDATION_PREFIX,
@@ -86,6 +87,8 @@ def trial_attributes(result, rates: ResolvedRates, weights: Weights, scales: Sca
         PRECISION_ATTR: result.config.embedder.resolved_precision,
         CONFIG_ATTR: json.dumps(result.config.to_dict(), sort_keys=True),
     })
+    if llm_models := result.embedding.get("llm_model_names"):  # which model wrote the LLM-made parts
+        attrs[LLM_MODELS_ATTR] = dict(llm_models)
     if result.first_stage is not None:  # a reranker: the recall of the candidates it read
         first = result.first_stage["recall"][search]
         attrs["first_stage_recall"] = float(first.mean()) if len(first) else 0.0

@@ -84,6 +84,9 @@ PRECISION_ATTR = "embedding_precision"
 PER_QUERY_SYSTEM_ATTR = "chunkwise:per_query"
 
 #: Per-configuration attributes an export copies beside the exported metrics.
+#: The LLM that wrote a trial's LLM-made parts, by part: ``{"chunker": "gpt-4o-mini", "context": ...}``
+#: (the model's name as the endpoint was asked, never the endpoint); absent when none did.
+LLM_MODELS_ATTR = "llm_models"
 EXPORTED_TRIAL_ATTRS = ("first_stage_recall", "chunks", "mean_chunk_tokens", "tokens_embedded",
                         "retrieved_tokens_per_query", "latency_ms", "cost_usd_per_1k_queries", API_TOKENS_ATTR,
                         API_USD_ATTR, "index_build_s", "identical_chunks",

@@ -1,0 +1,192 @@
+"""The LLM features on a real local model: what ``generate`` keeps, and the two LLM chunkers
+beside the recursive one.
+
+    python benchmarks/real_llm.py generate --corpus PATH [--attempts 10]
+    python benchmarks/real_llm.py chunk --document chroma-dev:state_of_the_union [--chunkers llm,logprob]
+
+Each run starts llama.cpp's server with a bundled model (``benchmarks/llm_server.py``; the
+``llm`` extra), with a cold reply cache in a temporary ``CHUNKWISE_CACHE_DIR``, and prints
+``uptime``'s load average beside its table: on a shared machine the seconds say as much about
+the neighbours as about the model.
+
+``generate``: one sampled passage per attempt (seeds 0, 1, ...), asked as ``chunkwise
+generate`` asks it, then a table of what became of the attempts: a reply with a question
+(``parsed``; an attempt none of whose replies, retries included, holds one ends as "no usable
+reply"), every excerpt
+found in the document (``located``), and kept by the duplicate and relevance filters
+(``kept``), with the HTTP requests the server answered (retries included) and seconds per kept
+question. The default corpus is the realdocs benchmark's converted text
+(``benchmarks/realdocs.py build``), where it has been built.
+
+``chunk``: each chunker on one document (a file, or ``chroma-dev:CORPUS``): chunks, their
+cl100k token sizes (p10, median, p90, mean), seconds and requests; for a chroma-dev corpus also
+recall@5 over its questions (MiniLM embeddings, k = 5), and the recursive chunker at the LLM
+chunker's mean size for comparison.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from _common import CHROMA_DEV, require_chroma_dev
+from llm_server import LLMServerFailed, LLMServerUnavailable, LocalLLMServer
+
+HERE = Path(__file__).resolve().parent
+REALDOCS_TEXT = Path.home() / ".cache" / "chunkwise-bench" / "realdocs" / "text"
+ANSWER_TIMEOUT_S = 900
+
+
+def load_average() -> str:
+    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+
+
+def run_generate(server: LocalLLMServer, corpus_path: Path, attempts: int, passage_chars: int) -> str:
+    import tuner
+    from tuner.data.generate import generate_evaluation_set
+    from tuner.embedding import EmbeddingCache
+    from tuner.llm.client import LLMClient, LLMError
+
+    corpus = tuner.load_corpus(corpus_path)
+    embedder = tuner.EmbedderConfig().build(EmbeddingCache())
+    client = LLMClient(model=server.model, base_url=server.base_url, api_key="none", max_retries=2)
+    out = Path(os.environ["CHUNKWISE_CACHE_DIR"]) / "generated.jsonl"
+    rejected: dict[str, int] = {}
+    kept = 0
+    started = time.perf_counter()
+    for seed in range(attempts):
+        try:
+            report = generate_evaluation_set(corpus, out, kept + 1, client, embedder, max_attempts=1, seed=seed,
+                                             passage_chars=passage_chars, echo=lambda line: None)
+        except LLMError as exc:  # no reply to this passage held a question: the CLI stops here
+            reason = "no usable reply" if "gave no usable reply" in str(exc) else str(exc)
+            rejected[reason] = rejected.get(reason, 0) + 1
+            continue
+        kept += report.accepted
+        for reason, count in report.rejected.items():
+            rejected[reason] = rejected.get(reason, 0) + count
+    seconds = time.perf_counter() - started
+    no_question = rejected.get("no usable reply", 0)
+    without = rejected.get("question without excerpts", 0)
+    not_found = rejected.get("reference not in the text", 0)
+    parsed = attempts - no_question
+    located = parsed - without - not_found
+    lines = [f"corpus {corpus_path} ({len(corpus)} documents), model {server.model}, passages of {passage_chars} "
+             "characters",
+             "| attempts | HTTP requests | parsed (a question) | located (every excerpt found) | kept | "
+             "s per attempt | s per kept question |",
+             "|---|---|---|---|---|---|---|",
+             f"| {attempts} | {server.requests('/v1/chat/completions')} | {parsed} | {located} | {kept} | "
+             f"{seconds / attempts:.1f} | {seconds / kept:.1f} |" if kept else
+             f"| {attempts} | {server.requests('/v1/chat/completions')} | {parsed} | {located} | 0 | "
+             f"{seconds / attempts:.1f} | - |",
+             "rejections: " + (", ".join(f"{reason}: {count}" for reason, count in sorted(rejected.items()))
+                               or "none")]
+    if kept:
+        lines.append("kept questions: " + " | ".join(
+            q.question for q in tuner.load_evaluation_set(out, corpus)))
+    return "\n".join(lines)
+
+
+def sizes(chunks) -> str:
+    tokens = np.array([c.token_count for c in chunks], dtype=float)
+    p10, p50, p90 = np.percentile(tokens, [10, 50, 90])
+    return f"{p10:.0f} / {p50:.0f} / {p90:.0f} / {tokens.mean():.0f}"
+
+
+def run_chunk(server: LocalLLMServer, document: str, chunkers: list[str], params: dict[str, dict],
+              data: Path) -> str:
+    import tuner
+    from tuner.data.evalset import EvaluationSet, load_chroma_dataset
+    from tuner.embedding import EmbeddingCache
+    from tuner.text.tokens import count_tokens
+
+    evalset = None
+    if document.startswith("chroma-dev:"):
+        name = document.split(":", 1)[1]
+        require_chroma_dev(data)
+        corpora, every = load_chroma_dataset(data)
+        [corpus] = [c for c in corpora if c.name == name]
+        evalset = EvaluationSet(tuple(q for q in every if q.corpus == name))
+    else:
+        corpus = tuner.load_corpus(document)
+    [doc] = list(corpus)
+    embedder = tuner.EmbedderConfig(precision="fp32").build(EmbeddingCache()) if evalset is not None else None
+    questions = f", {len(evalset)} questions" if evalset is not None else ""
+    lines = [f"document {document}: {count_tokens(doc.text)} cl100k tokens{questions}",
+             "| chunker | chunks | tokens p10 / p50 / p90 / mean | seconds | LLM requests | refused windows | "
+             "recall@5 |", "|---|---|---|---|---|---|---|"]
+
+    def recall(**config) -> str:
+        if evalset is None:
+            return "-"
+        result = tuner.evaluate(corpus, evalset, k=5, embedder=embedder, **config)
+        return f"{result.metrics['overall']['recall']['mean'] * 100:.1f}%"
+
+    for name in chunkers:
+        config = {"model": server.model, "base_url": server.base_url, **params.get(name, {})}
+        chunker = tuner.make_chunker(name, **config)
+        before = server.requests()
+        started = time.perf_counter()
+        chunks = chunker.split(doc)
+        seconds = time.perf_counter() - started
+        asked = server.requests() - before
+        label = f"{name} ({', '.join(f'{k}={v}' for k, v in params.get(name, {}).items()) or 'defaults'})"
+        lines.append(f"| {label} | {len(chunks)} | {sizes(chunks)} | {seconds:.0f} | {asked} | "
+                     f"{getattr(chunker, 'malformed_replies', 0)} | {recall(chunker=name, **config)} |")
+        size = max(10, round(float(np.mean([c.token_count for c in chunks]))))
+        baseline = tuner.make_chunker("recursive", size=size, overlap=0)
+        started = time.perf_counter()
+        plain = baseline.split(doc)
+        lines.append(f"| recursive (size={size}, overlap=0) | {len(plain)} | {sizes(plain)} | "
+                     f"{time.perf_counter() - started:.2f} | 0 | - | "
+                     f"{recall(chunker='recursive', size=size, overlap=0)} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("what", choices=("generate", "chunk"))
+    parser.add_argument("--model", default="smollm2", help="smollm2 or gemma3 (benchmarks/llm_server.py)")
+    parser.add_argument("--corpus", type=Path, default=REALDOCS_TEXT, help="generate: the corpus (realdocs text)")
+    parser.add_argument("--attempts", type=int, default=10, help="generate: passages asked about (10)")
+    parser.add_argument("--passage-chars", type=int, default=4000, help="generate: characters per passage (4000)")
+    parser.add_argument("--document", default="chroma-dev:state_of_the_union",
+                        help="chunk: a file, or chroma-dev:CORPUS (recall@5 over its questions)")
+    parser.add_argument("--chunkers", default="llm,logprob", help="chunk: llm, logprob or both")
+    parser.add_argument("--data", type=Path, default=CHROMA_DEV, help="chunk: the chroma-dev folder")
+    parser.add_argument("--logprob-window", type=int, default=None, help="chunk: the logprob chunker's window_tokens")
+    parser.add_argument("--threads", type=int, help="the server's CPU threads")
+    args = parser.parse_args(argv)
+    chunkers = [c for c in args.chunkers.split(",") if c]
+    if args.what == "generate" and not args.corpus.is_dir():
+        print(f"real_llm: no corpus at {args.corpus} (build realdocs with benchmarks/realdocs.py, or give --corpus)",
+              file=sys.stderr)
+        return 2
+    params = {"logprob": {"window_tokens": args.logprob_window}} if args.logprob_window else {}
+    with tempfile.TemporaryDirectory(prefix="real-llm-") as cache:
+        os.environ.update(CHUNKWISE_CACHE_DIR=cache, OPENAI_API_KEY="none",
+                          CHUNKWISE_LLM_TIMEOUT_S=str(ANSWER_TIMEOUT_S))
+        try:
+            with LocalLLMServer(args.model, logits_all="logprob" in chunkers and args.what == "chunk",
+                                threads=args.threads) as server:
+                print(f"before: {load_average()}", flush=True)
+                table = (run_generate(server, args.corpus, args.attempts, args.passage_chars) if args.what == "generate"
+                         else run_chunk(server, args.document, chunkers, params, args.data))
+                print(table)
+                print(f"after: {load_average()}")
+        except (LLMServerUnavailable, LLMServerFailed) as exc:
+            print(f"real_llm: {exc}", file=sys.stderr)
+            return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
