@@ -149,6 +149,7 @@ def run_chunk(server: LocalLLMServer, document: str, chunkers: list[str], params
         label = f"{name} ({', '.join(f'{k}={v}' for k, v in params.get(name, {}).items()) or 'defaults'})"
         lines.append(f"| {label} | {len(chunks)} | {sizes(chunks)} | {seconds:.0f} | {asked} | "
                      f"{getattr(chunker, 'malformed_replies', 0)} | {recall(chunker=name, **config)} |")
+        print(lines[-1], flush=True)  # a long run killed later keeps what it measured
         size = max(10, round(float(np.mean([c.token_count for c in chunks]))))
         baseline = tuner.make_chunker("recursive", size=size, overlap=0)
         started = time.perf_counter()
