@@ -21,7 +21,8 @@ question. The default corpus is the realdocs benchmark's converted text
 ``chunk``: each chunker on one document (a file, or ``chroma-dev:CORPUS``): chunks, their
 cl100k token sizes (p10, median, p90, mean), seconds and requests; for a chroma-dev corpus also
 recall@5 over its questions (MiniLM embeddings, k = 5), and the recursive chunker at the LLM
-chunker's mean size for comparison.
+chunker's mean size for comparison. The LLM chunkers get one retry here (the CLI's client has
+five): at temperature 0 a small model gives a refused answer again.
 """
 
 from __future__ import annotations
@@ -118,6 +119,13 @@ def run_chunk(server: LocalLLMServer, document: str, chunkers: list[str], params
     else:
         corpus = tuner.load_corpus(document)
     [doc] = list(corpus)
+    # One client for every LLM chunker built here, tuner.evaluate's included, with one retry: at
+    # temperature 0 a small model answers a window the same way again, so more retries only cost time.
+    from tuner.chunkers.llm import _LLMBound
+    from tuner.llm.client import LLMClient
+
+    shared = LLMClient(model=server.model, base_url=server.base_url, api_key="none", max_retries=1)
+    _LLMBound.client = lambda self: shared
     embedder = tuner.EmbedderConfig(precision="fp32").build(EmbeddingCache()) if evalset is not None else None
     questions = f", {len(evalset)} questions" if evalset is not None else ""
     lines = [f"document {document}: {count_tokens(doc.text)} cl100k tokens{questions}",
@@ -141,6 +149,7 @@ def run_chunk(server: LocalLLMServer, document: str, chunkers: list[str], params
         label = f"{name} ({', '.join(f'{k}={v}' for k, v in params.get(name, {}).items()) or 'defaults'})"
         lines.append(f"| {label} | {len(chunks)} | {sizes(chunks)} | {seconds:.0f} | {asked} | "
                      f"{getattr(chunker, 'malformed_replies', 0)} | {recall(chunker=name, **config)} |")
+        print(lines[-1], flush=True)  # a long run killed later keeps what it measured
         size = max(10, round(float(np.mean([c.token_count for c in chunks]))))
         baseline = tuner.make_chunker("recursive", size=size, overlap=0)
         started = time.perf_counter()
