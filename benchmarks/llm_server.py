@@ -125,6 +125,15 @@ def _assembled_gemma() -> Path:
     return target
 
 
+def _die_with_parent() -> None:
+    """In the server's process before it starts (Linux): SIGTERM when the process that started it
+    dies, however it dies (a killed test run or benchmark leaves no server behind)."""
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
 def missing_modules() -> list[str]:
     """The server's modules that are not installed (empty: the extra is there)."""
     return [name for name in SERVER_MODULES if importlib.util.find_spec(name) is None]
@@ -196,7 +205,8 @@ class LocalLLMServer:
             self._log_path = Path(name)
         with open(self._log_path, "ab") as log:
             self._process = subprocess.Popen(self.command(gguf), stdin=subprocess.DEVNULL, stdout=log,
-                                             stderr=subprocess.STDOUT, start_new_session=True)
+                                             stderr=subprocess.STDOUT, start_new_session=True,
+                                             preexec_fn=_die_with_parent if sys.platform == "linux" else None)
         try:
             self._wait_until_ready(timeout_s)
         except BaseException:
