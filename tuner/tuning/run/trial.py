@@ -221,17 +221,15 @@ class TrialObjective:
         embedder = self.embedder(config.embedder)
         # BM25 alone embeds nothing: a smaller index would save nothing, and change its statistics.
         # A baseline is what the recommendation is judged against: always at full fidelity.
-        if not self.settings.fidelity.multi or not config.retrieval.embeds or BASELINE_ATTR in trial.user_attrs:
+        fidelity, proxy = self.settings.fidelity, None
+        if fidelity.proxy is not None and config.retrieval.embeds and BASELINE_ATTR not in trial.user_attrs:
+            proxy = self.proxy_embedder(config.embedder)
+            if proxy is None:  # an embedder without token embeddings: the rungs alone
+                fidelity = replace(fidelity, proxy=None)
+        if not fidelity.multi or not config.retrieval.embeds or BASELINE_ATTR in trial.user_attrs:
             return evaluate(self.corpus, self.evaluation_set, config, embedder=embedder,
                             occurrences=self.occurrences, on_progress=report)
         rung_scores: dict[str, float] = {}
-        fidelity = self.settings.fidelity
-        proxy = self.proxy_embedder(config.embedder) if fidelity.proxy is not None else None
-        if fidelity.proxy is not None and proxy is None and not fidelity.rungs[:-1]:
-            return evaluate(self.corpus, self.evaluation_set, config, embedder=embedder,
-                            occurrences=self.occurrences, on_progress=report)
-        if proxy is None:
-            fidelity = replace(fidelity, proxy=None)  # an embedder without token embeddings: the rungs alone
         for result in evaluate_rungs(self.corpus, self.evaluation_set, config, fidelity, embedder=embedder,
                                      occurrences=self.occurrences, on_progress=report, proxy=proxy):
             if result.proxy is None and result.fidelity >= 1.0:

@@ -178,8 +178,7 @@ class StudySettings:
 
     def compared(self) -> dict[str, Any]:
         """What a resumed run must agree on, as stored (how fast a hosted embedder is asked is not one)."""
-        stored = {field.name: field.metadata["encode"](getattr(self, field.name))
-                  for field in dataclasses.fields(self) if field.metadata["compared"]}
+        stored = {key: value for key, value in self.to_json().items() if key in COMPARED_SETTINGS}
         stored["embedder"] = self.embedder.to_dict(speed=False)
         return stored
 
