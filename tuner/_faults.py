@@ -25,6 +25,9 @@ signal at exactly that moment: with ``CHUNKWISE_HOLD=<point>[:<n>]`` and
 * ``before_storage``: the data is loaded, the study's storage not opened (no database yet);
 * ``before_target``: the study exists (settings stored), its target is not raised yet;
 * ``after_target``: the target is raised and announced, no worker has started;
+* ``creating_trial``: a worker's new trial is written (RUNNING, its owner recorded), and a stop
+  that arrives now waits until the worker has its id;
+* ``sampling``: the trial is written and its id known, the sampler not yet asked;
 * ``after_ask``, ``mid_trial``: as the fault points of those names.
 """
 

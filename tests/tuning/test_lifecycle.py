@@ -423,6 +423,30 @@ def test_ctrl_c_between_creating_a_trial_and_starting_it_leaves_nothing_running(
     assert "waiting up to" not in err  # nothing was left for the grace period to settle
 
 
+@pytest.mark.parametrize("point", ["creating_trial", "sampling"])
+def test_ctrl_c_while_a_trial_is_asked_for_fails_it_as_interrupted(tmp_path, openai_server, point):
+    # The race behind a rare failure of the test above at --jobs 2: a worker stopped while it
+    # was still asking for its trial (the row written, the sampler not done) left the trial
+    # RUNNING, and the run's clean-up failed it as lost. Here the stop lands exactly there:
+    # inside the write (it must wait for the trial's id) and while the sampler prepares it.
+    storage = f"sqlite:///{tmp_path}/life.db"
+    study = write_study(tmp_path, openai_server, storage, trials=3)
+    process = chunkwise(tmp_path, "tune", str(study), hold=point, new_session=True)
+    wait_held(tmp_path, process)
+    os.killpg(process.pid, signal.SIGINT)
+    time.sleep(0.5)  # delivered while held: at "creating_trial" it must wait for the write to end
+    release(tmp_path)
+    code, _, err = finish(process, timeout=120)
+    assert code == 130, err
+    assert "Traceback" not in err
+    trials = load(storage).get_trials()
+    assert not [t.number for t in trials if t.state == TrialState.RUNNING]
+    asked = [t for t in trials if "skipped" not in t.user_attrs]
+    assert len(asked) == 1 and asked[0].state == TrialState.FAIL
+    assert asked[0].user_attrs.get("lost") == "interrupted", asked[0].user_attrs
+    assert "waiting up to" not in err
+
+
 def test_a_busy_machine_never_makes_a_live_worker_look_dead(tmp_path, openai_server):
     # Issue 19: under load, a trial was "reclaimed while it ran (its worker looked dead)". Here
     # the grace period is 1 s and every core is kept busy beside three workers.

@@ -120,6 +120,27 @@ class WorkerStopped(BaseException):
 # --- worker processes -------------------------------------------------------------------------
 #: How long after a stop was swallowed (raised inside a callback) it is sent again.
 REDELIVER_S = 0.05
+#: The stops that arrived inside :func:`deferred_stops` (None: stops are raised where they land).
+_deferred: list[BaseException] | None = None
+
+
+@contextlib.contextmanager
+def deferred_stops() -> Iterator[None]:
+    """Under :func:`stop_handlers`, hold a Ctrl-C or SIGTERM that arrives inside the block and
+    raise it when the block ends: a step that writes a row and returns its handle (a new trial)
+    is never cut between the two, so whoever stops knows what to fail. Elsewhere (another thread,
+    no handlers installed) the block runs as it is."""
+    global _deferred
+    if _deferred is not None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _deferred = []
+    try:
+        yield
+    finally:
+        pending, _deferred = _deferred, None
+        if pending:
+            raise pending[0]
 
 
 @contextlib.contextmanager
@@ -142,9 +163,11 @@ def stop_handlers() -> Iterator[None]:
         if stopping:
             return
         stopping = True
-        if signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        raise WorkerStopped(signal.Signals(signum).name)
+        stop = KeyboardInterrupt() if signum == signal.SIGINT else WorkerStopped(signal.Signals(signum).name)
+        if _deferred is not None:
+            _deferred.append(stop)  # raised when the deferring block ends
+            return
+        raise stop
 
     def on_unraisable(unraisable: Any) -> None:
         nonlocal stopping

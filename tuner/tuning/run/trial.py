@@ -15,6 +15,7 @@ import optuna
 from optuna.exceptions import UpdateFinishedTrialError
 from optuna.trial import FrozenTrial, TrialState
 
+from ..._faults import hold_point
 from ...data.corpus import Corpus
 from ...data.evalset import EvaluationSet
 from ...data.repeats import OccurrenceTable
@@ -43,7 +44,7 @@ from ..study.records import (
 )
 from ..study.settings import StudySettings
 from .ledger import Claim, ClaimResult, Ledger, worker_alive
-from .processes import this_host, worker_process
+from .processes import WorkerStopped, deferred_stops, this_host, worker_process
 from .progress import EmbeddingReport, print_err
 
 
@@ -325,10 +326,33 @@ def ask_owned(study: optuna.Study, worker_id: str) -> optuna.Trial:
     A retry queued as WAITING gets the owner just before it is taken (when two workers race
     for it, the winner writes itself again right after); a new trial is created with its owner
     in the transaction that creates it.
+
+    A Ctrl-C or SIGTERM while the trial is taken waits until its id is known
+    (:func:`~.processes.deferred_stops`); one while the sampler prepares it fails it as
+    interrupted here, as one during the trial does: the stop goes on up, and the trial is not
+    left for the run's clean-up to call lost.
     """
     storage = study._storage
     # What ask() does first: forget this thread's cached trials, so the sampler sees them all.
     study._thread_local.cached_all_trials = None
+    taken: int | None = None
+    try:
+        with deferred_stops():
+            taken = _take_trial(study, worker_id)
+            hold_point("creating_trial")
+        hold_point("sampling")
+        return optuna.Trial(study, taken)  # the sampler's relative parameters are drawn here
+    except (KeyboardInterrupt, WorkerStopped):
+        if taken is not None:
+            with contextlib.suppress(Exception):
+                storage.set_trial_user_attr(taken, LOST_ATTR, INTERRUPTED)
+                storage.set_trial_state_values(taken, TrialState.FAIL)
+        raise
+
+
+def _take_trial(study: optuna.Study, worker_id: str) -> int:
+    """The id of a WAITING trial this worker now runs, or of a new one created with its owner."""
+    storage = study._storage
     for waiting in study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
         try:
             storage.set_trial_user_attr(waiting._trial_id, WORKER_ATTR, worker_id)
@@ -337,9 +361,9 @@ def ask_owned(study: optuna.Study, worker_id: str) -> optuna.Trial:
         except UpdateFinishedTrialError:
             continue
         storage.set_trial_user_attr(waiting._trial_id, WORKER_ATTR, worker_id)
-        return optuna.Trial(study, waiting._trial_id)
+        return waiting._trial_id
     template = FrozenTrial(
         number=0, state=TrialState.RUNNING, value=None, datetime_start=datetime.now(), datetime_complete=None,
         params={}, distributions={}, user_attrs={WORKER_ATTR: worker_id}, system_attrs={}, intermediate_values={},
         trial_id=0)
-    return optuna.Trial(study, storage.create_new_trial(study._study_id, template_trial=template))
+    return storage.create_new_trial(study._study_id, template_trial=template)
