@@ -81,3 +81,69 @@ def test_the_dry_run_prices_the_proxy_pass_once(study):
     spec, *_ = study
     text = format_plan(spec, plan_run(spec))
     assert "a late-chunking proxy rung first: one pass over the corpus per embedder" in text
+
+
+def _objective(spec, folder, questions, cache):
+    from tuner.embedding import EmbeddingCache
+    from tuner.tuning.run.trial import TrialObjective
+    from tuner.tuning.study.settings import StudySettings
+
+    stored = optuna.load_study(study_name="p/words", storage=make_storage(spec.storage, heartbeat_interval=None))
+    corpus = tuner.load_corpus(folder, name="words")
+    objective = TrialObjective(corpus, tuner.load_evaluation_set(questions, corpus), StudySettings.of(stored),
+                               EmbeddingCache(cache))
+    return stored, corpus, objective
+
+
+def test_a_proxy_trial_is_priced_by_its_first_rung_and_the_pass_only_while_it_is_unpaid(study, tmp_path):
+    import statistics
+    from types import SimpleNamespace
+
+    from tuner.text.tokens import count_tokens
+
+    spec, root, folder, questions, _, trials = study
+    stopped = [t for t in trials if t.user_attrs.get("stopped_at_fidelity") == "late"]
+    config = EvaluationConfig.from_dict(json.loads(stopped[0].user_attrs["config"]))
+    first_rung = statistics.median((t.datetime_complete - t.datetime_start).total_seconds() for t in stopped)
+
+    # The study's own cache: every document's token embeddings are there, so only the proxy rung is paid.
+    stored, corpus, objective = _objective(spec, folder, questions, root / "cache.sqlite3")
+    asking = SimpleNamespace(user_attrs={}, study=stored)
+    assert objective.expected_seconds(asking, config) == pytest.approx(first_rung)
+    # A baseline is never scored by the proxy: priced as the study's whole dense evaluations.
+    whole = statistics.median((t.datetime_complete - t.datetime_start).total_seconds()
+                              for t in trials if t.state == TrialState.COMPLETE)
+    baseline = SimpleNamespace(user_attrs={"baseline": "token 800/400"}, study=stored)
+    assert objective.expected_seconds(baseline, config) == pytest.approx(whole)
+
+    # A cache without them: the pass over every document comes first. The model reads 16 tokens,
+    # 2 of them special, so a window holds 14 document tokens and repeats a quarter (3) of the last.
+    *_, cold = _objective(spec, folder, questions, tmp_path / "empty.sqlite3")
+    pass_tokens = sum(count_tokens(doc.text) for doc in corpus) * 14 / (14 - 3)
+    rate = cold._rate(config.embedder)
+    assert cold.expected_seconds(asking, config) == pytest.approx(pass_tokens / rate + first_rung)
+
+
+def test_a_promoted_trial_whose_next_rung_the_budget_cannot_hold_stops_at_the_proxy(tmp_path, monkeypatch):
+    from tuner.tuning.run.trial import TrialObjective
+
+    model = save_sentence_transformer(tmp_path / "model", max_seq_length=16)
+    folder, questions = word_corpus(tmp_path, "words")
+    space = tmp_path / "space.yaml"
+    space.write_text(SPACE, encoding="utf-8")
+    # A full rung priced at an hour, a 10-minute budget: no dense evaluation at full fidelity fits.
+    monkeypatch.setattr(TrialObjective, "cold_seconds", lambda self, config: 3600.0 if config.retrieval.embeds else 0)
+    spec = StudySpec(name="b", corpora=(("words", str(folder)),), queries=str(questions), space=str(space),
+                     embedder=EmbedderConfig("sentence-transformers", str(model), precision="fp32"),
+                     storage=f"sqlite:///{tmp_path}/b.db", trials=5, timeout=600.0,
+                     cache=str(tmp_path / "cache.sqlite3"), validation=0,
+                     fidelity=Fidelity(rungs=(1.0,), reduction=2, proxy="late"))
+    (outcome,) = run_study_spec(spec, progress=False, echo=lambda _: None)
+    trials = optuna.load_study(study_name="b/words", storage=make_storage(spec.storage, heartbeat_interval=None)).trials
+    assert not [t.number for t in trials if t.state == TrialState.COMPLETE]
+    left = [t for t in trials if "not_climbed_for_budget_s" in t.user_attrs]
+    # The first proxy score is the best of its rung so far: that trial at least was promoted.
+    assert left and all(t.state == TrialState.PRUNED and t.user_attrs["stopped_at_fidelity"] == "late"
+                        and t.user_attrs["not_climbed_for_budget_s"] == 3600.0 for t in left)
+    assert [t for t in trials if "out_of_budget" in t.user_attrs]  # the baselines: full fidelity only
+    assert f"{len(left)} of them promoted, but left there for the time budget" in outcome.summary.describe()

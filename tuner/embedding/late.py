@@ -52,7 +52,7 @@ import io
 import json
 import time
 import zipfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -272,6 +272,14 @@ class LateChunkingEmbedder(Embedder):
     def model_key(self) -> str:
         """Names this model's token embeddings in the cache: identity, precision, window, overlap."""
         return hashlib.sha256(json.dumps(self.describe(), sort_keys=True).encode()).hexdigest()[:16]
+
+    def pending_tokens(self, texts: Iterable[str]) -> float:
+        """What the pass over documents ``texts`` still costs, in tokens (:func:`count_tokens`, the
+        calibration's unit): those of the documents whose token embeddings are not cached, times
+        what the windows' overlap repeats (``window / (window - overlap)``)."""
+        cached = set(self.tokens.documents(self.model_key)) if self.tokens is not None else set()
+        missing = sum(count_tokens(text) for text in texts if text_key(text).hex() not in cached)
+        return missing * self.window / (self.window - self.overlap)
 
     def describe(self) -> dict[str, Any]:
         """What :attr:`model_key` stands for (``model.json`` in the cache)."""

@@ -49,8 +49,9 @@ from ..schema import check_settings, invalid, setting
 
 #: Characters per sampling block: about one typical chunk (250-500 tokens) of English prose.
 BLOCK_CHARS = 2000
-#: The proxies a first rung may score with (see :class:`Fidelity`).
-PROXIES = ("late",)
+#: The proxies a first rung may score with, each in words.
+PROXY_LABELS = {"late": "late-chunking"}
+PROXIES = tuple(PROXY_LABELS)
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,23 @@ class Fidelity:
     def multi(self) -> bool:
         """Whether trials start below full fidelity."""
         return len(self.rungs) > 1 or self.proxy is not None
+
+    def describe(self) -> str:
+        """How a trial climbs, in words.
+
+        >>> Fidelity(rungs=(0.05, 1.0), reduction=4, proxy="late").describe()
+        'fidelity: a late-chunking proxy rung, then rungs 0.05, 1 (best 1/4 climb)'
+        >>> FULL.describe()
+        'full fidelity'
+        """
+        if not self.multi:
+            return "full fidelity"
+        steps = [f"a {PROXY_LABELS.get(self.proxy, self.proxy)} proxy rung"] if self.proxy else []
+        if len(self.rungs) > 1:
+            steps.append(f"rungs {', '.join(f'{r:g}' for r in self.rungs)}")
+        else:
+            steps.append("full fidelity")
+        return f"fidelity: {', then '.join(steps)} (best 1/{self.reduction} climb)"
 
     def expected_share(self) -> float:
         """The expected share of a full-fidelity trial's distractor embedding a trial pays, when

@@ -98,16 +98,10 @@ def _process_start(ticks_after_boot: int) -> float | None:
 
 #: Exit status of a worker process stopped by a ChunkwiseError (its message is on stderr).
 EXIT_ERROR = 2
-
-
 #: Exit status of a worker process stopped by a fatal error: the pool stops the others.
 EXIT_FATAL = 3
-
-
+#: Exit status of ``tune`` and ``worker`` stopped by Ctrl-C, and by SIGTERM (128 + signal, as a shell says).
 EXIT_INTERRUPTED = 130
-
-
-#: Exit status of ``tune`` and ``worker`` stopped by SIGTERM (128 + 15, as a shell reports it).
 EXIT_TERMINATED = 143
 
 
@@ -126,10 +120,8 @@ _deferred: list[BaseException] | None = None
 
 @contextlib.contextmanager
 def deferred_stops() -> Iterator[None]:
-    """Under :func:`stop_handlers`, hold a Ctrl-C or SIGTERM that arrives inside the block and
-    raise it when the block ends: a step that writes a row and returns its handle (a new trial)
-    is never cut between the two, so whoever stops knows what to fail. Elsewhere (another thread,
-    no handlers installed) the block runs as it is."""
+    """Under :func:`stop_handlers`, raise a Ctrl-C or SIGTERM that arrives inside the block when it ends:
+    a step that writes a row and returns its id (a new trial) is never cut between the two."""
     global _deferred
     if _deferred is not None or threading.current_thread() is not threading.main_thread():
         yield
@@ -145,15 +137,12 @@ def deferred_stops() -> Iterator[None]:
 
 @contextlib.contextmanager
 def stop_handlers() -> Iterator[None]:
-    """While a run or worker works: SIGTERM raises :class:`WorkerStopped`, and a second
-    SIGINT or SIGTERM during the cleanup of the first is ignored, so an interrupted trial is
-    always recorded as failed. The previous handlers come back afterwards.
+    """While a run or worker works: SIGTERM raises :class:`WorkerStopped`, and a second SIGINT or
+    SIGTERM during the cleanup of the first is ignored, so an interrupted trial is always recorded
+    as failed. The previous handlers come back afterwards.
 
-    A signal handler's exception is raised wherever the main thread happens to be; inside a
-    weakref callback or a ``__del__`` Python cannot propagate it and reports it as
-    "unraisable" (a traceback on stderr) and the stop would be lost. Such a swallowed stop is
-    delivered again, once the interpreter is back in ordinary code."""
-
+    A stop raised inside a weakref callback or a ``__del__`` cannot propagate (Python reports it
+    as "unraisable"): such a swallowed stop is delivered again, back in ordinary code."""
     stopping = False
 
     def on_signal(signum: int, _frame: Any) -> None:
@@ -239,9 +228,8 @@ def _die_with_parent(parent: int) -> None:
 
 
 def _quiet_worker_process() -> None:
-    """A pool's worker prints nothing over its parent's progress bar: the corpus loader's
-    summaries and library warnings were reported once by the parent, which loaded the same
-    corpus (a worker's errors still reach standard error, as its one line)."""
+    """A pool's worker prints nothing over its parent's progress bar: the parent, which loaded the same
+    corpus, reported its summaries and warnings once (a worker's errors still reach stderr)."""
     corpus_log = logging.getLogger("tuner.data.corpus")
     corpus_log.addHandler(logging.NullHandler())
     corpus_log.propagate = False
@@ -251,7 +239,6 @@ def _quiet_worker_process() -> None:
 #: The file descriptor on which a pool's worker hands its error message to the pool (which
 #: prints each distinct message once) instead of printing it beside its siblings' copies.
 ERROR_FD_ENVIRONMENT = "CHUNKWISE_ERROR_FD"
-
 
 #: The longest error message a worker hands over (a pipe holds far more; nothing blocks).
 MAX_ERROR_CHARS = 4000
@@ -277,8 +264,6 @@ class PoolReport:
 
 #: The signal behind a worker process's exit status when it stopped by itself on one.
 _STOPPED_BY = {EXIT_INTERRUPTED: "SIGINT", EXIT_TERMINATED: "SIGTERM"}
-
-
 _WORKER_BOOT = ("import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); "
                 "from tuner.tuning.run.workers import worker_process_main as main; raise SystemExit(main())")
 

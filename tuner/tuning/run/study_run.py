@@ -136,10 +136,9 @@ class StudyRun:
                          f"have stopped before it started). Give {option('n_trials', 'N')} to run N trials")
 
     def _announce(self) -> None:
-        rungs = StudySettings.of(self.study).fidelity.rungs
-        done = f"{self.before.finished} {'finished' if len(rungs) > 1 else 'complete'} trial(s)"
-        workers = self.crew.describe() + (f"; fidelity rungs {', '.join(f'{r:g}' for r in rungs)}"
-                                          if len(rungs) > 1 else "")
+        fidelity = StudySettings.of(self.study).fidelity
+        done = f"{self.before.finished} {'finished' if fidelity.multi else 'complete'} trial(s)"
+        workers = self.crew.describe() + (f"; {fidelity.describe()}" if fidelity.multi else "")
         where = self.storage.display_url
         if self.others:
             self.echo(f"study {self.name}: {done}; {self.others} other process(es) already on it; "

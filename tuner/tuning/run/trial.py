@@ -23,13 +23,14 @@ from ...embedding import Embedder, EmbeddingCache, embedding_provider
 from ...embedding.config import EmbedderConfig, embedder_key, shared_embedder
 from ...evaluation.config import EvaluationConfig
 from ...evaluation.evaluator import EvaluationResult, evaluate, evaluate_rungs
-from ...evaluation.fidelity import promoted
+from ...evaluation.fidelity import FULL, Fidelity, promoted
 from ..scoring.calibration import check_calibration, stored_throughput
 from ..scoring.measures import ResolvedRates, api_usage_attributes, resolve_rates, trial_attributes
-from ..search.cost import kind_of, trial_seconds
+from ..search.cost import kind_of, measured_seconds, median_seconds, rung_seconds, trial_seconds
 from ..study.records import (
     BASELINE_ATTR,
     CHUNKER_ATTR,
+    CLIMB_BUDGET_ATTR,
     CONFIG_ATTR,
     INTERRUPTED,
     K_ATTR,
@@ -87,11 +88,10 @@ class TrialObjective:
     that the sampler optimises.
 
     With multi-fidelity settings (:attr:`StudySettings.fidelity`, see :mod:`tuner.evaluation.fidelity`) the
-    configuration climbs the rungs: after each low-fidelity rung its score is recorded
-    (``rung_scores``) and compared with every other trial's at that rung; a trial that is
-    not promoted raises :class:`StoppedAtRung` (the worker records it PRUNED). Only a trial
-    that reaches full fidelity records metrics and returns values. A ``bm25`` configuration
-    embeds nothing and goes straight to full fidelity.
+    configuration climbs the rungs (:meth:`ladder`): after each low-fidelity rung its score is recorded
+    (``rung_scores``) and compared with every other trial's at that rung; a trial not promoted, or whose
+    next rung the time budget cannot hold, raises :class:`StoppedAtRung` (recorded PRUNED). Only a trial
+    that reaches full fidelity records metrics and returns values.
     """
 
     def __init__(self, corpus: Corpus, evaluation_set: EvaluationSet, settings: StudySettings,
@@ -136,7 +136,7 @@ class TrialObjective:
         config_key = json.dumps(config.to_dict(), sort_keys=True)
         trial.set_user_attr(CONFIG_ATTR, config_key)
         if self.deadline is not None:
-            expected = trial_seconds(trial.study, config.to_dict(), self.cold_seconds(config))
+            expected = self.expected_seconds(trial, config)
             if time.time() + expected > self.deadline:
                 raise OutOfBudget(expected, self.deadline - time.time())
         granted = claim(config_key)
@@ -173,21 +173,50 @@ class TrialObjective:
             for key, value in api_usage_attributes(api_tokens, self.rates_for(config.embedder)).items():
                 trial.set_user_attr(key, value)
 
-    def cold_seconds(self, config: EvaluationConfig) -> float:
-        """The calibrated price of a cold trial of ``config``: the corpus's tokens over the
-        embedder's measured throughput, once for the chunks (unless BM25 alone retrieves them)
-        and once more for a semantic chunker's units; nothing for a BM25 trial.
+    def expected_seconds(self, trial: optuna.Trial, config: EvaluationConfig) -> float:
+        """How long ``trial`` runs before its first decision (the time budget): its first rung when it
+        climbs (each climb is priced again), else all of it; measured on this study when it can be. A
+        proxy rung costs the pass over the documents not cached yet, then about what BM25 does."""
+        fidelity, proxy = self.ladder(trial, config)
+        if not fidelity.multi:
+            return trial_seconds(trial.study, config.to_dict(), self.cold_seconds(config))
+        first = fidelity.proxy or fidelity.rungs[0]
+        measured = median_seconds(rung_seconds(trial.study, kind_of(config.to_dict()), first))
+        if proxy is not None:
+            pending = proxy.pending_tokens(doc.text for doc in self.corpus)
+            rate = self._rate(config.embedder)
+            if pending > 0 or measured is None:  # the pass, then pooling: priced as a BM25 trial
+                bm25 = median_seconds(measured_seconds(trial.study)["bm25"]) or 0.0
+                return pending / rate + bm25 + (measured or 0.0)
+            return measured
+        return measured if measured is not None else fidelity.rungs[0] * self.cold_seconds(config)
 
-        A local model's throughput is this machine's current calibration (re-measured when a
-        trial finds it off), not the figure the study stored when it was created: that one
-        stays, since it models every trial's latency and so its score."""
+    def ladder(self, trial: optuna.Trial, config: EvaluationConfig) -> tuple[Fidelity, Embedder | None]:
+        """The rungs ``trial`` climbs, and its proxy rung's embedder (or None). BM25 embeds nothing (a smaller
+        index would change its statistics); a baseline is the yardstick: both go to full fidelity at once."""
+        fidelity = self.settings.fidelity
+        if not config.retrieval.embeds or BASELINE_ATTR in trial.user_attrs:
+            return FULL, None
+        proxy = self.proxy_embedder(config.embedder) if fidelity.proxy is not None else None
+        if fidelity.proxy is not None and proxy is None:  # an embedder without token embeddings: the rungs alone
+            fidelity = replace(fidelity, proxy=None)
+        return fidelity, proxy
+
+    def cold_seconds(self, config: EvaluationConfig) -> float:
+        """The calibrated price of a cold trial of ``config``: the corpus's tokens over the embedder's
+        throughput, once for the chunks (none for BM25 alone), once more for a semantic chunker's units.
+        A local model's throughput is this machine's current calibration, not the figure the study
+        stored when it was created (that one models every trial's latency, so its score)."""
         passes = int(config.retrieval.embeds) + int(kind_of(config.to_dict()) == "semantic")
         if not passes:
             return 0.0
         if self._corpus_tokens is None:
             self._corpus_tokens = self.corpus.token_count()
-        rate = self._calibrated(config.embedder) or self.rates_for(config.embedder).embed_tokens_per_s or float("inf")
-        return passes * self._corpus_tokens / rate
+        return passes * self._corpus_tokens / self._rate(config.embedder)
+
+    def _rate(self, config: EmbedderConfig) -> float:
+        """The embedder's tokens per second for pricing (infinite when nothing says)."""
+        return self._calibrated(config) or self.rates_for(config).embed_tokens_per_s or float("inf")
 
     def _calibrated(self, config: EmbedderConfig) -> float | None:
         """This machine's calibration of a local model whose rate the study did not set by hand."""
@@ -220,17 +249,12 @@ class TrialObjective:
     def _climb(self, trial: optuna.Trial, config: EvaluationConfig, report: EmbeddingReport) -> EvaluationResult:
         """The full-fidelity result, after the low-fidelity rungs promoted the trial."""
         embedder = self.embedder(config.embedder)
-        # BM25 alone embeds nothing: a smaller index would save nothing, and change its statistics.
-        # A baseline is what the recommendation is judged against: always at full fidelity.
-        fidelity, proxy = self.settings.fidelity, None
-        if fidelity.proxy is not None and config.retrieval.embeds and BASELINE_ATTR not in trial.user_attrs:
-            proxy = self.proxy_embedder(config.embedder)
-            if proxy is None:  # an embedder without token embeddings: the rungs alone
-                fidelity = replace(fidelity, proxy=None)
-        if not fidelity.multi or not config.retrieval.embeds or BASELINE_ATTR in trial.user_attrs:
+        fidelity, proxy = self.ladder(trial, config)
+        if not fidelity.multi:
             return evaluate(self.corpus, self.evaluation_set, config, embedder=embedder,
                             occurrences=self.occurrences, on_progress=report)
         rung_scores: dict[str, float] = {}
+        below = 0.0  # the share of the distractors embedded so far (the cache keeps them for the next rung)
         for result in evaluate_rungs(self.corpus, self.evaluation_set, config, fidelity, embedder=embedder,
                                      occurrences=self.occurrences, on_progress=report, proxy=proxy):
             if result.proxy is None and result.fidelity >= 1.0:
@@ -241,7 +265,17 @@ class TrialObjective:
             key = result.proxy or f"{result.fidelity:g}"
             rung_scores[key] = score
             trial.set_user_attr(RUNG_SCORES_ATTR, dict(rung_scores))
-            if not promoted(score, self._scores_at(trial, key), fidelity.reduction):
+            climbs = promoted(score, self._scores_at(trial, key), fidelity.reduction)
+            if result.proxy is None:
+                below = result.fidelity
+            if climbs and self.deadline is not None:
+                # The next rung embeds the next share of the distractors: not begun when the budget cannot hold it.
+                upper = next(r for r in fidelity.rungs if r > below)
+                needed = (upper - below) * self.cold_seconds(config)
+                if time.time() + needed > self.deadline:
+                    climbs = False
+                    trial.set_user_attr(CLIMB_BUDGET_ATTR, round(needed, 1))
+            if not climbs:
                 for name in (CHUNKER_ATTR, PARAMS_ATTR, K_ATTR):
                     trial.set_user_attr(name, attrs[name])
                 trial.set_user_attr(STOPPED_AT_ATTR, result.proxy or result.fidelity)
@@ -325,12 +359,8 @@ def ask_owned(study: optuna.Study, worker_id: str) -> optuna.Trial:
 
     A retry queued as WAITING gets the owner just before it is taken (when two workers race
     for it, the winner writes itself again right after); a new trial is created with its owner
-    in the transaction that creates it.
-
-    A Ctrl-C or SIGTERM while the trial is taken waits until its id is known
-    (:func:`~.processes.deferred_stops`); one while the sampler prepares it fails it as
-    interrupted here, as one during the trial does: the stop goes on up, and the trial is not
-    left for the run's clean-up to call lost.
+    in the transaction that creates it. A stop while the trial is taken waits for its id
+    (:func:`~.processes.deferred_stops`); one while the sampler prepares it fails it as interrupted.
     """
     storage = study._storage
     # What ask() does first: forget this thread's cached trials, so the sampler sees them all.

@@ -28,7 +28,7 @@ from ...chunkers import chunker_class
 from ...errors import InvalidParameterError
 from ...retrieval import retrieval_method
 from ...retrieval.config import RetrievalConfig
-from ..study.records import CONFIG_ATTR
+from ..study.records import CONFIG_ATTR, STOPPED_AT_ATTR
 
 #: Kinds of trial, by what they embed.
 KINDS = ("bm25", "dense", "semantic")
@@ -67,6 +67,20 @@ def measured_seconds(study: optuna.Study) -> dict[str, list[float]]:
         if not isinstance(key, str) or trial.datetime_start is None or trial.datetime_complete is None:
             continue
         out[kind_of(json.loads(key))].append((trial.datetime_complete - trial.datetime_start).total_seconds())
+    return out
+
+
+def rung_seconds(study: optuna.Study, kind: str, rung: str | float) -> list[float]:
+    """Wall times of the study's trials of ``kind`` that stopped at ``rung`` (a proxy's name or a
+    fraction): what a trial pays before its first decision, when ``rung`` is the first."""
+    out = []
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.PRUNED,)):
+        key = trial.user_attrs.get(CONFIG_ATTR)
+        if (trial.user_attrs.get(STOPPED_AT_ATTR) != rung or not isinstance(key, str)
+                or trial.datetime_start is None or trial.datetime_complete is None
+                or kind_of(json.loads(key)) != kind):
+            continue
+        out.append((trial.datetime_complete - trial.datetime_start).total_seconds())
     return out
 
 

@@ -53,6 +53,8 @@ SKIPPED_ATTR = "skipped"
 RUNG_SCORES_ATTR = "rung_scores"
 #: Set on a trial pruned by successive halving: the fidelity of the last rung it ran.
 STOPPED_AT_ATTR = "stopped_at_fidelity"
+#: Beside ``stopped_at_fidelity``: promoted, but the time budget could not hold the next rung (its price, s).
+CLIMB_BUDGET_ATTR = "not_climbed_for_budget_s"
 #: Set on the trials of the baselines (:mod:`.baselines`): the baseline's name.
 BASELINE_ATTR = "baseline"
 #: Set on a trial pruned, before it claimed a slot, because the time budget could not fit it.
@@ -63,8 +65,7 @@ ERROR_ATTR = "error"
 #: endpoint's outage or rate limiting outlasting the retries, an endpoint that cannot be reached):
 #: the configuration may be evaluated again, and a baseline that failed so is queued again.
 RETRYABLE_ATTR = "retryable"
-#: Set on a failed trial whose worker disappeared (killed, lost) or was interrupted; such a
-#: trial's configuration may be evaluated again.
+#: Set on a failed trial whose worker disappeared or was interrupted (its configuration may run again).
 LOST_ATTR = "lost"
 #: The ``lost`` value of a trial stopped by Ctrl-C or SIGTERM (its worker was stopped, not lost).
 INTERRUPTED = "interrupted"
@@ -103,8 +104,7 @@ def exported_metric_attrs() -> tuple[str, ...]:
 
 
 def encode_per_query(result: Any, k: int | None = None) -> dict[str, Any]:
-    """Every query's scores at ``k``, compact (base64 of little-endian float32, in
-    evaluation-set order), so reports, tie checks and cross-validation never re-evaluate."""
+    """Every query's scores at ``k``, compact (base64 of little-endian float32, in evaluation-set order)."""
     k = result.config.retrieval.k if k is None else k
     per_query = result.scores.at(k)
     return {"k": k, "queries": len(result.ranking),
@@ -113,19 +113,15 @@ def encode_per_query(result: Any, k: int | None = None) -> dict[str, Any]:
 
 
 def decode_per_query(stored: dict[str, Any]) -> dict[str, np.ndarray]:
-    """The arrays :func:`encode_per_query` stored, as float64 (the metrics a trial stored: one
-    recorded before a metric existed has no array for it)."""
+    """The arrays :func:`encode_per_query` stored, as float64 (only those of metrics the trial knew)."""
     return {metric: np.frombuffer(base64.b64decode(stored[metric]), dtype="<f4").astype(np.float64)
             for metric in metric_names() if metric in stored}
 
 
 @dataclass(frozen=True)
 class TrialRecord:
-    """A typed view of one trial of a chunkwise study.
-
-    ``metrics`` holds every numeric attribute the trial recorded (recall, IoU, latency,
-    cost, ...); ``config`` is the evaluated configuration in the shared schema.
-    """
+    """A typed view of one trial of a chunkwise study: ``metrics``, every numeric attribute it recorded
+    (recall, IoU, latency, cost, ...); ``config``, the evaluated configuration in the shared schema."""
 
     number: int
     state: TrialState
@@ -343,11 +339,12 @@ class StudySummary:
     waiting: int
     #: Pruned by successive halving at a low-fidelity rung (among ``pruned``).
     stopped_early: int = 0
-    #: Stopped by Ctrl-C or SIGTERM (recorded FAIL in Optuna, but no failure: counted apart from ``failed``).
+    #: Stopped by Ctrl-C or SIGTERM (FAIL in Optuna, but counted apart from ``failed``).
     interrupted: int = 0
-    #: ``stopped_early`` by the rung that stopped them (``late``: the proxy rung; ``0.05``: a share of
-    #: the distractors), so a summary says how many configurations were seen only at each fidelity.
+    #: ``stopped_early`` by rung (``late``: the proxy; ``0.05``: a share of the distractors).
     stopped_at: dict[str, int] = field(default_factory=dict)
+    #: Among ``stopped_early``: promoted, but left for the time budget.
+    not_climbed: int = 0
 
     def describe(self) -> str:
         """``12 complete, 3 stopped at low fidelity (2 at the late proxy, 1 at 0.05), 1 failed (1 lost
@@ -356,6 +353,8 @@ class StudySummary:
         if self.stopped_early:
             rungs = ", ".join(f"{count} at {'the ' + rung + ' proxy' if not _is_number(rung) else rung}"
                               for rung, count in self.stopped_at.items())
+            if self.not_climbed:
+                rungs += f"; {self.not_climbed} of them promoted, but left there for the time budget"
             parts.append(f"{self.stopped_early} stopped at low fidelity" + (f" ({rungs})" if rungs else ""))
         parts.append(f"{self.failed} failed" + (f" ({self.lost} lost with their worker)" if self.lost else ""))
         if self.interrupted:
@@ -385,6 +384,7 @@ def summarize(study: optuna.Study) -> StudySummary:
         stopped_at=dict(sorted(Counter(f"{r.attrs[STOPPED_AT_ATTR]:g}" if _is_number(r.attrs[STOPPED_AT_ATTR])
                                        else str(r.attrs[STOPPED_AT_ATTR]) for r in all_records
                                        if r.state == TrialState.PRUNED and STOPPED_AT_ATTR in r.attrs).items())),
+        not_climbed=sum(r.state == TrialState.PRUNED and CLIMB_BUDGET_ATTR in r.attrs for r in all_records),
     )
 
 
