@@ -17,6 +17,7 @@ from tuner.data.corpus import Corpus
 from tuner.data.document import Document
 from tuner.data.evalset import EvaluationSet, Query, Reference
 from tuner.embedding.base import Embedder
+from tuner.errors import ChunkwiseError
 from tuner.llm import endpoint
 from tuner.llm.client import LLMClient, LLMError
 from tuner.retrieval.llm_context import PROMPT, REPLY_TOKENS, WINDOW_TOKENS, document_window, situate
@@ -239,3 +240,40 @@ def test_another_model_writes_its_own_contexts(llm, monkeypatch):
     requests = llm.requests_to("/v1/chat/completions")
     assert len(requests) == 8 and {r.json_body["model"] for r in requests[4:]} == {"other-llm"}
     assert other.embedding["llm_model_names"] == {"context": "other-llm"}
+
+
+def test_production_refuses_another_model_than_the_one_that_wrote_the_evaluated_contexts(llm, monkeypatch, tmp_path):
+    """An export records the model that wrote its ``llm`` headers; production (a collection, both
+    adapters) made with another would index otherwise than the evaluation measured."""
+    export = tmp_path / "ctx.json"
+    config = tuner.EvaluationConfig.from_dict({"chunker": {"name": "token", "params": {"size": 96, "overlap": 0}},
+                                               "embedder": {"provider": "openai", "model": "stub-embed",
+                                                            "base_url": llm.base_url},
+                                               "retrieval": {"k": 3, "context": "llm"}})
+    export.write_text(json.dumps({"chunkwise_export": 1, "config": config.to_dict(), "metrics": {},
+                                  "llm_models": {"context": "stub-llm"}}), encoding="utf-8")
+    monkeypatch.setenv("CHUNKWISE_LLM_MODEL", "other-llm")
+    pipeline = tuner.load_chunker(export)
+    for adapter in (pipeline.as_langchain, pipeline.as_llamaindex):
+        with pytest.raises(ChunkwiseError, match="written by the model 'stub-llm' when it was tuned .* now uses "
+                                                 "'other-llm': set CHUNKWISE_LLM_MODEL=stub-llm"):
+            adapter()
+    with pytest.raises(ChunkwiseError, match="'stub-llm' when it was tuned"):
+        tuner.build_collection(export, [EXAMPLE], tmp_path / "db", "docs")
+    assert not llm.requests_to("/v1/chat/completions")  # refused before any header was asked for
+    # The model it was tuned with: served.
+    monkeypatch.setenv("CHUNKWISE_LLM_MODEL", "stub-llm")
+    assert pipeline.as_langchain().context == "llm"
+
+
+def test_an_llm_chunker_is_served_only_by_the_model_that_split_the_evaluated_chunks(llm, monkeypatch, tmp_path):
+    export = tmp_path / "split.json"
+    config = tuner.EvaluationConfig.from_dict({"chunker": {"name": "llm", "params": {}},
+                                               "retrieval": {"k": 3, "method": "bm25"}})
+    export.write_text(json.dumps({"chunkwise_export": 1, "config": config.to_dict(), "metrics": {},
+                                  "llm_models": {"chunker": "stub-llm"}}), encoding="utf-8")
+    monkeypatch.setenv("CHUNKWISE_LLM_MODEL", "other-llm")
+    with pytest.raises(ChunkwiseError, match="chunks were split by the model 'stub-llm' when it was tuned"):
+        tuner.load_chunker(export)
+    monkeypatch.setenv("CHUNKWISE_LLM_MODEL", "stub-llm")
+    assert tuner.load_chunker(export).chunker.name == "llm"

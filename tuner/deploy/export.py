@@ -63,11 +63,16 @@ class ExportedConfig:
     def pipeline(self, cache: EmbeddingCache | None = None) -> TunedPipeline:
         """The tuned pipeline: the chunker exactly as scored (a semantic one bound to the configured
         embedder, with ``cache`` or the default cache), with its retrieval settings and embedder."""
-        return TunedPipeline.from_config(self.config, cache)
+        return TunedPipeline.from_config(self.config, cache, llm_models=self.llm_models)
 
     def chunker(self, cache: EmbeddingCache | None = None) -> Chunker:
         """The chunker alone (see :meth:`pipeline`)."""
         return self.pipeline(cache).chunker
+
+    @property
+    def llm_models(self) -> dict[str, str]:
+        """The models that made the trial's LLM-made parts (``{"chunker": ..., "context": ...}``)."""
+        return {str(role): str(model) for role, model in (self.data.get("llm_models") or {}).items()}
 
 
 def package_versions() -> dict[str, str]:

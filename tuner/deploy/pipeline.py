@@ -24,6 +24,7 @@ from ..chunkers.base import Chunk, Chunker
 from ..data.document import Document
 from ..embedding.cache import EmbeddingCache
 from ..embedding.config import EmbedderConfig
+from ..errors import ChunkwiseError
 from ..evaluation.config import EvaluationConfig
 from ..retrieval.config import RetrievalConfig
 
@@ -44,15 +45,33 @@ class TunedPipeline:
     chunker: Chunker
     retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
     embedder: EmbedderConfig = field(default_factory=EmbedderConfig)
+    #: The models that made the tuned trial's LLM-made parts (an export's ``llm_models``): an LLM
+    #: chunker or ``llm`` context headers made here must come from the same ones.
+    llm_models: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def from_config(cls, config: EvaluationConfig, cache: EmbeddingCache | None = None) -> TunedPipeline:
+    def from_config(cls, config: EvaluationConfig, cache: EmbeddingCache | None = None, *,
+                    llm_models: dict[str, str] | None = None) -> TunedPipeline:
         """The pipeline of a configuration; a semantic chunker is bound to the configured embedder
-        (with ``cache``, or the default embedding cache)."""
+        (with ``cache``, or the default embedding cache); an LLM chunker's model is checked against
+        ``llm_models`` (:func:`check_llm_model`)."""
         chunker = config.chunker.build()
         if chunker.needs_embedder:
             chunker = chunker.bind(config.embedder.build(cache if cache is not None else EmbeddingCache()))
-        return cls(chunker, config.retrieval, config.embedder)
+        if getattr(chunker, "llm_usage", None) is not None:
+            check_llm_model(llm_models or {}, "chunker", str(chunker.client().model))
+        return cls(chunker, config.retrieval, config.embedder, dict(llm_models or {}))
+
+    def context_writer(self, context: str) -> Any:
+        """The LLM client that writes ``llm`` context headers (None for another context), checked
+        against the model that wrote the tuned trial's."""
+        if context != "llm":
+            return None
+        from ..retrieval.llm_context import context_client
+
+        writer = context_client()
+        check_llm_model(self.llm_models, "context", str(writer.model))
+        return writer
 
     @property
     def context(self) -> str:
@@ -83,9 +102,10 @@ class TunedPipeline:
         ``cache``); see :class:`tuner.deploy.integrations.langchain.ChunkwiseTextSplitter`."""
         from .integrations.langchain import ChunkwiseTextSplitter
 
-        return ChunkwiseTextSplitter(self.chunker, context=self.context if context is None else context,
-                                     prepend_context=prepend_context, source_key=source_key,
-                                     late=self.late_embedder(cache))
+        context = self.context if context is None else context
+        return ChunkwiseTextSplitter(self.chunker, context=context, prepend_context=prepend_context,
+                                     source_key=source_key, late=self.late_embedder(cache),
+                                     writer=self.context_writer(context))
 
     def as_llamaindex(self, *, context: str | None = None, cache: EmbeddingCache | None = None,
                       **options: Any) -> Any:
@@ -96,5 +116,26 @@ class TunedPipeline:
         :class:`tuner.deploy.integrations.llamaindex.ChunkwiseNodeParser`."""
         from .integrations.llamaindex import ChunkwiseNodeParser
 
-        return ChunkwiseNodeParser.from_chunker(self.chunker, context=self.context if context is None else context,
-                                                late=self.late_embedder(cache), **options)
+        context = self.context if context is None else context
+        return ChunkwiseNodeParser.from_chunker(self.chunker, context=context, late=self.late_embedder(cache),
+                                                writer=self.context_writer(context), **options)
+
+
+def check_llm_model(recorded: dict[str, str], role: str, model: str) -> None:
+    """Refuse to make a trial's LLM-made parts (``role``: ``chunker`` split points, ``context``
+    headers) with another model than ``recorded`` says made them when the trial was scored:
+    production would chunk, or index, otherwise than the evaluation measured.
+
+    >>> check_llm_model({"context": "gpt-4o-mini"}, "context", "llama3")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    tuner.errors.ChunkwiseError: this configuration's context headers were written by the model 'gpt-4o-mini' ...
+    """
+    expected = recorded.get(role)
+    if expected is None or expected == model:
+        return
+    what = {"chunker": "chunks were split", "context": "context headers were written"}.get(role, f"{role} was made")
+    raise ChunkwiseError(
+        f"this configuration's {what} by the model {expected!r} when it was tuned (llm_models.{role} in the "
+        f"export), but the LLM endpoint now uses {model!r}: set CHUNKWISE_LLM_MODEL={expected} (or the "
+        f"chunker's model) to serve what was measured, or tune again with {model!r}")

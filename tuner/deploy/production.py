@@ -41,6 +41,7 @@ from ..retrieval.config import RetrievalConfig
 from ..retrieval.context import Outline, context_header, with_header
 from ..retrieval.llm_context import context_client
 from .export import ExportedConfig, load_config
+from .pipeline import check_llm_model
 
 #: Prefix of the collection a build writes before it takes the requested name.
 BUILDING_PREFIX = "chunkwise-building-"
@@ -269,7 +270,7 @@ def build_collection(config: str | Path | ExportedConfig, paths: Sequence[str | 
         raise ChunkwiseError("no chunks: the documents hold no text")
     ids = [chunk_id(corpus, c) for corpus, c in chunks]
     _check_unique(ids, paths)
-    headers = _headers(chunks, paths, settings.context)
+    headers = _headers(chunks, paths, settings.context, exported)
     indexed = [with_header(header, c.text) for header, (_, c) in zip(headers, chunks)]
     embedder = None
     if settings.embeds:
@@ -347,17 +348,21 @@ def _late_vectors(embedder: Embedder, chunks: Sequence[tuple[str, Chunk]], paths
     return vectors
 
 
-def _headers(chunks: Sequence[tuple[str, Chunk]], paths: Sequence[str | Path], context: str) -> list[str]:
+def _headers(chunks: Sequence[tuple[str, Chunk]], paths: Sequence[str | Path], context: str,
+             exported: ExportedConfig) -> list[str]:
     """Each chunk's context header (all empty for ``context: none``); the documents' titles and
-    headings come from ``paths``, which the chunks were cut from."""
+    headings come from ``paths``, which the chunks were cut from; an ``llm`` one is written by the
+    model that wrote the evaluated ones (checked before anything is written)."""
     if context == "none":
         return [""] * len(chunks)
+    writer = context_client() if context == "llm" else None  # as the evaluation wrote them (and cached)
+    if writer is not None:
+        check_llm_model(exported.llm_models, "context", str(writer.model))
     outlines: dict[tuple[str, str], Outline] = {}
     for path in paths:
         corpus = load_corpus(path)
         outlines.update({(corpus.name, document.id): Outline(document) for document in corpus})
     headers = []
-    writer = context_client() if context == "llm" else None  # as the evaluation wrote them (and cached)
     for corpus, chunk in chunks:
         outline = outlines.get((corpus, chunk.document))
         if outline is None:

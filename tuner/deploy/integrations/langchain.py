@@ -63,10 +63,12 @@ class ChunkwiseTextSplitter(TextSplitter):
         late: the configuration's late-chunking embedder (``as_langchain`` passes it when the
             configuration asks for late chunking): each chunk's vector is pooled while splitting,
             for :meth:`embeddings`.
+        writer: the LLM client that writes ``llm`` headers (``as_langchain`` passes one checked against
+            the model the configuration was tuned with); default: the endpoint every LLM feature uses.
     """
 
     def __init__(self, chunker: Chunker, *, context: str = "none", prepend_context: bool = False,
-                 source_key: str = "source", late: Embedder | None = None) -> None:
+                 source_key: str = "source", late: Embedder | None = None, writer: Any = None) -> None:
         size = getattr(chunker, "size", 4000)
         super().__init__(chunk_size=size, chunk_overlap=min(getattr(chunker, "overlap", 0), size),
                          add_start_index=True, strip_whitespace=False)
@@ -76,7 +78,7 @@ class ChunkwiseTextSplitter(TextSplitter):
             raise invalid("context", self.context, ", ".join(CONTEXTS))
         self.prepend_context = prepend_context
         self.source_key = source_key
-        self._llm = context_client() if context == "llm" else None
+        self._llm = (writer or context_client()) if context == "llm" else None
         self.late = late
         #: Late-chunked vectors by page content, in the order they were split.
         self._vectors: dict[str, deque[list[float]]] = {}

@@ -54,16 +54,17 @@ class ChunkwiseNodeParser(NodeParser):
 
     @classmethod
     def from_chunker(cls, chunker: Chunker, *, context: str = "none", late: Embedder | None = None,
-                     **kwargs: Any) -> ChunkwiseNodeParser:
+                     writer: Any = None, **kwargs: Any) -> ChunkwiseNodeParser:
         """A parser for ``chunker`` indexing the ``context`` header (``as_llamaindex`` passes the
         configuration's), and with ``late`` (the configuration's late-chunking embedder) setting
-        each node's late-chunked ``embedding``."""
+        each node's late-chunked ``embedding``; ``writer`` writes ``llm`` headers (``as_llamaindex`` passes
+        one checked against the model the configuration was tuned with)."""
         if context not in CONTEXTS:
             raise invalid("context", context, ", ".join(CONTEXTS))
         parser = cls(context=context, **kwargs)
         parser._chunker = chunker
         # ``llm``: the LLM endpoint every LLM feature uses, through its reply cache, as the evaluation asked it.
-        parser._llm = context_client() if context == "llm" else None
+        parser._llm = (writer or context_client()) if context == "llm" else None
         parser._late = late
         return parser
 
