@@ -21,6 +21,7 @@ Sub-commands::
 
     python benchmarks/bigdocs.py build --mb 20 [--root DIR] [--chroma-dev DIR] [--realdocs DIR]
     python benchmarks/bigdocs.py describe [--root DIR]   # documents, characters, tokens, MB, questions
+    python benchmarks/bigdocs.py phases --storage URL    # wall time per phase of a study on it
 
 Files live under ``--root`` (default ``~/.cache/chunkwise-bench/bigdocs``): ``bigdocs/`` (the
 corpus, so that chunkwise names it ``bigdocs``), ``questions.jsonl`` (the evaluation set, document
@@ -344,6 +345,59 @@ def describe(root: Path) -> None:
     print(f"  questions  {count_questions(queries):,} ({queries})")
 
 
+# --- phases -----------------------------------------------------------------------------------------
+
+
+def phase_of(trial) -> str:
+    """Which phase of a multi-fidelity study a finished trial's time belongs to."""
+    import json
+
+    from tuner.tuning.search.cost import kind_of
+
+    attrs = trial.user_attrs
+    config = json.loads(attrs.get("config", "{}"))
+    kind = kind_of(config) if config else "unknown"
+    if "baseline" in attrs:
+        return f"baselines, {kind}"
+    if kind == "bm25":
+        return "bm25 trials"
+    stopped = attrs.get("stopped_at_fidelity")
+    if stopped is not None:
+        return f"{kind} trials stopped at {stopped if isinstance(stopped, str) else format(stopped, 'g')}"
+    if "rung_scores" in attrs:
+        return f"{kind} trials confirmed at full fidelity"
+    return f"{kind} trials, {trial.state.name.lower()}"
+
+
+def phases(storage: str, study_name: str) -> None:
+    """Wall time per phase of a study (trials run one at a time: the phases add up to the run)."""
+    import optuna
+
+    from tuner.tuning.study.storage import make_storage
+
+    study = optuna.load_study(study_name=study_name, storage=make_storage(storage, heartbeat_interval=None))
+    rows: dict[str, list[float]] = {}
+    first_proxy = None
+    ended = [t for t in study.get_trials(deepcopy=False) if t.datetime_start and t.datetime_complete]
+    for trial in sorted(ended, key=lambda t: t.datetime_start):
+        seconds = (trial.datetime_complete - trial.datetime_start).total_seconds()
+        rows.setdefault(phase_of(trial), []).append(seconds)
+        if first_proxy is None and "late" in (trial.user_attrs.get("rung_scores") or {}):
+            first_proxy = (trial.number, seconds)
+    start = min(t.datetime_start for t in ended)
+    end = max(t.datetime_complete for t in ended)
+    print(f"study {study_name}: {len(ended)} trials ended, {(end - start).total_seconds() / 60:.1f} min from the "
+          "first start to the last end")
+    print("| phase | trials | total (min) | median (s) | max (s) |")
+    print("|---|---|---|---|---|")
+    for phase, times in sorted(rows.items()):
+        times.sort()
+        print(f"| {phase} | {len(times)} | {sum(times) / 60:.1f} | {times[len(times) // 2]:.1f} | {times[-1]:.1f} |")
+    if first_proxy is not None:
+        print(f"the pass over the corpus (token embeddings) was paid inside trial {first_proxy[0]}: "
+              f"{first_proxy[1] / 60:.1f} min")
+
+
 # --- main -------------------------------------------------------------------------------------------
 
 
@@ -361,6 +415,9 @@ def main() -> int:
                               help=f"the realdocs benchmark's root (default {realdocs.DEFAULT_ROOT})")
     build_parser.add_argument("--no-validate", action="store_true", help="skip `chunkwise validate` at the end")
     commands.add_parser("describe", parents=[common], help="documents, characters, tokens, MB and questions")
+    phases_parser = commands.add_parser("phases", parents=[common], help="wall time per phase of a study on it")
+    phases_parser.add_argument("--storage", required=True, help="the study's storage URL")
+    phases_parser.add_argument("--study", default=f"{CORPUS}/{CORPUS}", help="the study's name (RUN/CORPUS)")
     args = parser.parse_args()
     root = args.root.expanduser().resolve()
     try:
@@ -369,6 +426,9 @@ def main() -> int:
                 raise BenchError(f"--mb {args.mb}: give a positive number of million characters")
             return build(root, args.mb, args.chroma_dev.expanduser().resolve(),
                          args.realdocs.expanduser().resolve(), not args.no_validate)
+        if args.command == "phases":
+            phases(args.storage, args.study)
+            return 0
         describe(root)
     except BenchError as exc:
         print(f"bigdocs: {exc}", file=sys.stderr)

@@ -255,8 +255,8 @@ def test_production_refuses_another_model_than_the_one_that_wrote_the_evaluated_
     monkeypatch.setenv("CHUNKWISE_LLM_MODEL", "other-llm")
     pipeline = tuner.load_chunker(export)
     for adapter in (pipeline.as_langchain, pipeline.as_llamaindex):
-        with pytest.raises(ChunkwiseError, match="written by the model 'stub-llm' when it was tuned .* now uses "
-                                                 "'other-llm': set CHUNKWISE_LLM_MODEL=stub-llm"):
+        with pytest.raises(ChunkwiseError, match=r"written by the model 'stub-llm' when it was tuned .* now uses "
+                                                 r"'other-llm': set CHUNKWISE_LLM_MODEL=stub-llm"):
             adapter()
     with pytest.raises(ChunkwiseError, match="'stub-llm' when it was tuned"):
         tuner.build_collection(export, [EXAMPLE], tmp_path / "db", "docs")

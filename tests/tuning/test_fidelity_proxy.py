@@ -147,3 +147,26 @@ def test_a_promoted_trial_whose_next_rung_the_budget_cannot_hold_stops_at_the_pr
                         and t.user_attrs["not_climbed_for_budget_s"] == 3600.0 for t in left)
     assert [t for t in trials if "out_of_budget" in t.user_attrs]  # the baselines: full fidelity only
     assert f"{len(left)} of them promoted, but left there for the time budget" in outcome.summary.describe()
+
+
+def test_a_resumed_study_keeps_its_proxy(study, tmp_path):
+    import dataclasses
+    import shutil
+
+    from tuner.errors import StudyError
+
+    spec, root, *_ = study
+    copy = tmp_path / "p.db"
+    shutil.copy(root / "p.db", copy)
+    before = {t.number for t in study[-1]}
+    # `auto` resumes at the study's own rungs: the proxy rung first, on the same token cache.
+    resumed = dataclasses.replace(spec, storage=f"sqlite:///{copy}", trials=4, fidelity="auto")
+    run_study_spec(resumed, progress=False, echo=lambda _: None)
+    storage = make_storage(resumed.storage, heartbeat_interval=None)
+    trials = optuna.load_study(study_name="p/words", storage=storage).trials
+    added = [t for t in trials if t.number not in before and "rung_scores" in t.user_attrs]
+    assert added and all("late" in t.user_attrs["rung_scores"] for t in added)
+    assert len(sorted((root / "cache-late-chunking").rglob("*.npz"))) == 3  # the pass was not paid again
+    # Asking for full fidelity on it is another study: refused, naming the proxy.
+    with pytest.raises(StudyError, match=r"fidelity\.proxy: \"late\" -> \(absent\)"):
+        run_study_spec(dataclasses.replace(resumed, fidelity=Fidelity()), progress=False, echo=lambda _: None)
