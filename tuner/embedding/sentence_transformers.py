@@ -199,7 +199,10 @@ class SentenceTransformerEmbedder(Embedder):
 
     @cached_property
     def dimension(self) -> int:
-        return int(self._model.get_sentence_embedding_dimension())
+        # sentence-transformers 5.4 renamed the method (the old name warns); older releases have only the old one.
+        model = self._model
+        read = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+        return int(read())
 
 
 def choose_device(requested: str | None, precision: str, *, cuda_available: bool) -> str:
