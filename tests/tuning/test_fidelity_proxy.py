@@ -170,3 +170,24 @@ def test_a_resumed_study_keeps_its_proxy(study, tmp_path):
     # Asking for full fidelity on it is another study: refused, naming the proxy.
     with pytest.raises(StudyError, match=r"fidelity\.proxy: \"late\" -> \(absent\)"):
         run_study_spec(dataclasses.replace(resumed, fidelity=Fidelity()), progress=False, echo=lambda _: None)
+
+
+def test_a_configuration_with_a_context_header_skips_the_proxy_and_climbs_the_rungs(tmp_path):
+    # Late chunking pools a chunk from its document alone, so it cannot score a context header: such
+    # a trial goes to the rungs after the proxy (here full fidelity) instead of failing (it did, on 20 MB).
+    model = save_sentence_transformer(tmp_path / "model", max_seq_length=16)
+    folder, questions = word_corpus(tmp_path, "words")
+    space = tmp_path / "space.yaml"
+    space.write_text(SPACE + "retrieval:\n  context: [none, title]\n", encoding="utf-8")
+    spec = StudySpec(name="h", corpora=(("words", str(folder)),), queries=str(questions), space=str(space),
+                     embedder=EmbedderConfig("sentence-transformers", str(model), precision="fp32"),
+                     storage=f"sqlite:///{tmp_path}/h.db", trials=10, cache=str(tmp_path / "cache.sqlite3"),
+                     validation=0, fidelity=Fidelity(rungs=(1.0,), reduction=2, proxy="late"))
+    run_study_spec(spec, progress=False, echo=lambda _: None)
+    trials = optuna.load_study(study_name="h/words", storage=make_storage(spec.storage, heartbeat_interval=None)).trials
+    assert not [t.user_attrs.get("error") for t in trials if t.state == TrialState.FAIL]
+    sampled = [t for t in trials if "baseline" not in t.user_attrs and "config" in t.user_attrs]
+    titled = [t for t in sampled if json.loads(t.user_attrs["config"])["retrieval"].get("context") == "title"]
+    plain = [t for t in sampled if t not in titled]
+    assert titled and all(t.state == TrialState.COMPLETE and "rung_scores" not in t.user_attrs for t in titled)
+    assert plain and all("late" in t.user_attrs["rung_scores"] for t in plain)

@@ -15,7 +15,7 @@ with errors that name the bad key and the allowed values.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..chunkers.config import ChunkerConfig
@@ -49,11 +49,21 @@ class EvaluationConfig:
 
     def __post_init__(self) -> None:
         check_settings(self, "")
-        if self.embedder.late_chunking and self.retrieval.context != "none":
+        if self.embedder.late_chunking and not self.can_chunk_late:
             raise InvalidParameterError(
                 f"embedder.late_chunking=True and retrieval.context={self.retrieval.context!r} do not go together: a "
                 "late-chunked vector is pooled from the document itself, which already gives each chunk its context; "
                 "use retrieval.context='none'")
+
+    def late_twin(self) -> EvaluationConfig:
+        """This configuration with late chunking (what a ``late`` proxy rung scores); an
+        :class:`InvalidParameterError` when late chunking cannot score it (a context header)."""
+        return replace(self, embedder=replace(self.embedder, late_chunking=True))
+
+    @property
+    def can_chunk_late(self) -> bool:
+        """Whether :meth:`late_twin` exists (late chunking reads no context header)."""
+        return self.retrieval.context == "none"
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -253,8 +253,7 @@ def evaluate_rungs(corpora: Corpus | Sequence[Corpus], evaluation_set: Evaluatio
             raise EmbeddingError(f"fidelity {fidelity.proxy!r} scores a first rung with a proxy embedder: pass it")
         # The proxy rung: the same chunks, every one indexed, their vectors pooled from the documents'
         # token embeddings (the pass is paid once per embedder, then cached).
-        late = dataclasses.replace(chunked, config=dataclasses.replace(
-            config, embedder=dataclasses.replace(config.embedder, late_chunking=True)))
+        late = dataclasses.replace(chunked, config=config.late_twin())
         result = late.measure(proxy, 1.0, fidelity, on_progress=on_progress)
         yield dataclasses.replace(result, config=config, proxy=fidelity.proxy)
     for fraction in fidelity.rungs:

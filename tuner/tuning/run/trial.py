@@ -197,8 +197,8 @@ class TrialObjective:
         fidelity = self.settings.fidelity
         if not config.retrieval.embeds or BASELINE_ATTR in trial.user_attrs:
             return FULL, None
-        proxy = self.proxy_embedder(config.embedder) if fidelity.proxy is not None else None
-        if fidelity.proxy is not None and proxy is None:  # an embedder without token embeddings: the rungs alone
+        proxy = self.proxy_embedder(config.embedder) if fidelity.proxy is not None and config.can_chunk_late else None
+        if fidelity.proxy is not None and proxy is None:  # no token embeddings, or a context header: the rungs alone
             fidelity = replace(fidelity, proxy=None)
         return fidelity, proxy
 
