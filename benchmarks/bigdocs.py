@@ -357,6 +357,8 @@ def phase_of(trial) -> str:
     attrs = trial.user_attrs
     config = json.loads(attrs.get("config", "{}"))
     kind = kind_of(config) if config else "unknown"
+    if trial.state.name == "FAIL":  # interrupted or failed: whatever rung it was on
+        return f"{kind} trials, {'interrupted' if attrs.get('lost') == 'interrupted' else 'failed'}"
     if "baseline" in attrs:
         return f"baselines, {kind}"
     if kind == "bm25":
