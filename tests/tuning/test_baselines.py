@@ -352,6 +352,7 @@ def test_the_cold_price_counts_each_embedding_pass():
     fake = SimpleNamespace(_corpus_tokens=None, corpus=SimpleNamespace(token_count=lambda: 1000),
                            rates_for=lambda _: SimpleNamespace(embed_tokens_per_s=100.0),
                            _calibrated=lambda _: None)  # no machine calibration: the study's rate
+    fake._rate = lambda embedder: TrialObjective._rate(fake, embedder)
 
     def price(chunker: dict, method: str) -> float:
         config = EvaluationConfig.from_dict({"chunker": chunker, "retrieval": {"k": 3, "method": method}})

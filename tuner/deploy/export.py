@@ -72,7 +72,9 @@ class ExportedConfig:
     @property
     def llm_models(self) -> dict[str, str]:
         """The models that made the trial's LLM-made parts (``{"chunker": ..., "context": ...}``)."""
-        return {str(role): str(model) for role, model in (self.data.get("llm_models") or {}).items()}
+        from ..tuning.study.records import LLM_MODELS_ATTR  # an export writes them under the trial's name
+
+        return {str(role): str(model) for role, model in (self.data.get(LLM_MODELS_ATTR) or {}).items()}
 
 
 def package_versions() -> dict[str, str]:
