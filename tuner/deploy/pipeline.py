@@ -64,14 +64,8 @@ class TunedPipeline:
 
     def context_writer(self, context: str) -> Any:
         """The LLM client that writes ``llm`` context headers (None for another context), checked
-        against the model that wrote the tuned trial's."""
-        if context != "llm":
-            return None
-        from ..retrieval.llm_context import context_client
-
-        writer = context_client()
-        check_llm_model(self.llm_models, "context", str(writer.model))
-        return writer
+        against the model that wrote the tuned trial's (:func:`context_writer`)."""
+        return context_writer(context, self.llm_models)
 
     @property
     def context(self) -> str:
@@ -119,6 +113,18 @@ class TunedPipeline:
         context = self.context if context is None else context
         return ChunkwiseNodeParser.from_chunker(self.chunker, context=context, late=self.late_embedder(cache),
                                                 writer=self.context_writer(context), **options)
+
+
+def context_writer(context: str, llm_models: dict[str, str]) -> Any:
+    """The LLM client that writes ``context``'s headers when it is ``llm`` (else None): the endpoint
+    every LLM feature uses, refused when its model is not the one ``llm_models`` recorded."""
+    if context != "llm":
+        return None
+    from ..retrieval.llm_context import context_client
+
+    writer = context_client()
+    check_llm_model(llm_models, "context", str(writer.model))
+    return writer
 
 
 def check_llm_model(recorded: dict[str, str], role: str, model: str) -> None:

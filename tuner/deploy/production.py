@@ -39,9 +39,8 @@ from ..errors import ChunkwiseError, option
 from ..retrieval import BM25Index, CollectionIndex, retrieval_method, retrieve
 from ..retrieval.config import RetrievalConfig
 from ..retrieval.context import Outline, context_header, with_header
-from ..retrieval.llm_context import context_client
 from .export import ExportedConfig, load_config
-from .pipeline import check_llm_model
+from .pipeline import context_writer
 
 #: Prefix of the collection a build writes before it takes the requested name.
 BUILDING_PREFIX = "chunkwise-building-"
@@ -355,9 +354,7 @@ def _headers(chunks: Sequence[tuple[str, Chunk]], paths: Sequence[str | Path], c
     model that wrote the evaluated ones (checked before anything is written)."""
     if context == "none":
         return [""] * len(chunks)
-    writer = context_client() if context == "llm" else None  # as the evaluation wrote them (and cached)
-    if writer is not None:
-        check_llm_model(exported.llm_models, "context", str(writer.model))
+    writer = context_writer(context, exported.llm_models)  # as the evaluation wrote them (and cached)
     outlines: dict[tuple[str, str], Outline] = {}
     for path in paths:
         corpus = load_corpus(path)

@@ -63,7 +63,7 @@ import numpy as np
 from .._io.cachedir import cache_dir
 from .._io.files import atomic_writer, private_dir, write_atomically
 from ..errors import EmbeddingError
-from ..text.tokens import count_tokens
+from ..text.tokens import count_span, count_tokens
 from .base import DocumentSource, Embedder, LocatedText
 from .cache import EmbeddingCache, EmbeddingCacheError, text_key
 from .sentence_transformers import SentenceTransformerEmbedder
@@ -274,11 +274,11 @@ class LateChunkingEmbedder(Embedder):
         return hashlib.sha256(json.dumps(self.describe(), sort_keys=True).encode()).hexdigest()[:16]
 
     def pending_tokens(self, texts: Iterable[str]) -> float:
-        """What the pass over documents ``texts`` still costs, in tokens (:func:`count_tokens`, the
-        calibration's unit): those of the documents whose token embeddings are not cached, times
-        what the windows' overlap repeats (``window / (window - overlap)``)."""
+        """What the pass over documents ``texts`` still costs, in cl100k tokens (the calibration's unit,
+        counted as the evaluator counts them): those of the documents whose token embeddings are not
+        cached, times what the windows' overlap repeats (``window / (window - overlap)``)."""
         cached = set(self.tokens.documents(self.model_key)) if self.tokens is not None else set()
-        missing = sum(count_tokens(text) for text in texts if text_key(text).hex() not in cached)
+        missing = sum(count_span(text, 0, len(text)) for text in texts if text_key(text).hex() not in cached)
         return missing * self.window / (self.window - self.overlap)
 
     def describe(self) -> dict[str, Any]:

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import json
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import optuna
-from optuna.trial import TrialState
+from optuna.trial import FrozenTrial, TrialState
 
 from ...chunkers import chunker_class
 from ...errors import InvalidParameterError
@@ -59,29 +59,27 @@ def median_seconds(durations: Sequence[float]) -> float | None:
     return float(statistics.median(durations)) if durations else None
 
 
+def _timed(study: optuna.Study, state: TrialState) -> Iterator[tuple[FrozenTrial, str, float]]:
+    """The study's trials in ``state`` that recorded a configuration: each with its kind and wall time."""
+    for trial in study.get_trials(deepcopy=False, states=(state,)):
+        key = trial.user_attrs.get(CONFIG_ATTR)
+        if isinstance(key, str) and trial.datetime_start is not None and trial.datetime_complete is not None:
+            yield trial, kind_of(json.loads(key)), (trial.datetime_complete - trial.datetime_start).total_seconds()
+
+
 def measured_seconds(study: optuna.Study) -> dict[str, list[float]]:
     """Wall times of the study's complete trials, by kind."""
     out: dict[str, list[float]] = {kind: [] for kind in KINDS}
-    for trial in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-        key = trial.user_attrs.get(CONFIG_ATTR)
-        if not isinstance(key, str) or trial.datetime_start is None or trial.datetime_complete is None:
-            continue
-        out[kind_of(json.loads(key))].append((trial.datetime_complete - trial.datetime_start).total_seconds())
+    for _, kind, seconds in _timed(study, TrialState.COMPLETE):
+        out[kind].append(seconds)
     return out
 
 
 def rung_seconds(study: optuna.Study, kind: str, rung: str | float) -> list[float]:
     """Wall times of the study's trials of ``kind`` that stopped at ``rung`` (a proxy's name or a
     fraction): what a trial pays before its first decision, when ``rung`` is the first."""
-    out = []
-    for trial in study.get_trials(deepcopy=False, states=(TrialState.PRUNED,)):
-        key = trial.user_attrs.get(CONFIG_ATTR)
-        if (trial.user_attrs.get(STOPPED_AT_ATTR) != rung or not isinstance(key, str)
-                or trial.datetime_start is None or trial.datetime_complete is None
-                or kind_of(json.loads(key)) != kind):
-            continue
-        out.append((trial.datetime_complete - trial.datetime_start).total_seconds())
-    return out
+    return [seconds for trial, of_kind, seconds in _timed(study, TrialState.PRUNED)
+            if of_kind == kind and trial.user_attrs.get(STOPPED_AT_ATTR) == rung]
 
 
 def trial_seconds(study: optuna.Study, config: dict[str, Any], cold_seconds: float) -> float:
