@@ -77,6 +77,31 @@ def test_a_chunk_vector_is_the_normalised_mean_of_the_tokens_in_its_span():
     assert tokens.pool([(3, 8)]).dtype == np.float32
 
 
+def test_many_chunks_pooled_at_once_each_get_their_own_mean():
+    pooled = hand_tokens().pool_chunks([[(3, 8)], [(0, 2), (9, 14)], [(5, 6)], [(14, 15)], [(0, 14)]])
+    assert pooled.dtype == np.float32 and pooled.shape == (5, 3)
+    # The hand-computed means above, and all five tokens: mean (4/5, 1, 1).
+    want = [np.array([0, 1, 2]) / np.sqrt(5), unit(np.array([4, 3, 1]) / 3), [0, 0, 1], unit(np.array([1, 1, 1])),
+            unit(np.array([4, 5, 5]) / 5)]
+    assert np.allclose(pooled, want)
+    empty = DocumentTokens(np.zeros((0, 3), dtype=np.float16), np.zeros((0, 2), dtype=np.int64))
+    assert np.array_equal(empty.pool_chunks([[(0, 4)]]), np.zeros((1, 3)))  # a document without tokens
+
+
+def test_the_token_cache_keeps_what_it_read_in_memory_within_its_cap(tmp_path):
+    tokens = hand_tokens()
+    cache = TokenEmbeddingCache(tmp_path, memory_bytes=tokens.nbytes)
+    cache.put("m", "a", tokens, {})
+    (tmp_path / "m" / "a.npz").unlink()
+    assert np.array_equal(cache.get("m", "a").vectors, tokens.vectors)  # from memory
+    cache.put("m", "b", tokens, {})  # over the cap: "a" leaves memory
+    assert cache.get("m", "a") is None and cache.get("m", "b") is not None
+    nothing = TokenEmbeddingCache(tmp_path, memory_bytes=0)
+    nothing.put("m", "c", tokens, {})
+    (tmp_path / "m" / "c.npz").unlink()
+    assert nothing.get("m", "c") is None
+
+
 def test_windows_step_by_window_less_overlap_and_the_last_one_ends_the_document():
     assert window_starts(5, 14, 4) == [0]  # fits in one window
     assert window_starts(14, 14, 4) == [0]
@@ -213,6 +238,30 @@ def test_the_token_cache_is_keyed_by_content_model_and_precision(model_folder, t
     assert other.model_key not in (first.model_key, int8.model_key)
 
 
+def test_sums_and_counts_of_a_chunks_tokens():
+    sums, counts = hand_tokens().sum_chunks([[(3, 8)], [(0, 2), (9, 14)], [(5, 6)]])
+    # "cd ef": (0,2,0) + (0,0,4); "ab" + "gh ij": (1,0,0) + (2,2,0) + (1,1,1); whitespace: "ef" alone.
+    assert sums.tolist() == [[0, 2, 4], [4, 3, 1], [0, 0, 4]] and counts.tolist() == [2, 3, 1]
+
+
+def test_a_proxy_pools_a_context_header_with_its_chunk(model_folder):
+    # Late chunking cannot read a header; the proxy of a configuration with one counts the header's
+    # tokens (the model reading the header alone) in the chunk's mean.
+    late = LateChunkingEmbedder(SentenceTransformerEmbedder(str(model_folder), device="cpu"))
+    corpus, chunks = corpus_of({"a.md": words(20, seed=3)})
+    header = words(3, seed=4)
+    document = late.document_tokens(corpus.document("a.md").text)
+    own = late.document_tokens(header).vectors.astype(np.float32)
+    assert len(own) == 3  # one word piece per word
+    chunk = chunks[1]
+    rows = [i for i, (a, b) in enumerate(document.offsets.tolist()) if a < chunk.end_index and b > chunk.start_index]
+    mean = np.vstack([document.vectors[rows].astype(np.float32), own]).mean(axis=0)
+    with_header, plain = late.embed_chunks(corpus, [chunk, chunk], headers=[header, ""])
+    assert np.allclose(with_header, mean / np.linalg.norm(mean), atol=1e-6)
+    assert np.allclose(plain, late.embed_chunks(corpus, [chunk])[0])  # an empty header: the chunk alone
+    assert not np.allclose(with_header, plain)
+
+
 def test_a_damaged_cache_file_is_read_again(model_folder, tmp_path):
     cache = TokenEmbeddingCache(tmp_path / "tokens")
     corpus, chunks = corpus_of({"a.md": words(20, seed=5)})
@@ -220,7 +269,8 @@ def test_a_damaged_cache_file_is_read_again(model_folder, tmp_path):
     want = model.embed_chunks(corpus, chunks)
     (stored,) = (cache.folder / model.model_key).glob("*.npz")
     stored.write_bytes(stored.read_bytes()[:100])
-    fresh = LateChunkingEmbedder(SentenceTransformerEmbedder(str(model_folder), device="cpu"), tokens=cache)
+    again = TokenEmbeddingCache(cache.folder)  # another process: this one keeps what it wrote in memory
+    fresh = LateChunkingEmbedder(SentenceTransformerEmbedder(str(model_folder), device="cpu"), tokens=again)
     assert np.array_equal(fresh.embed_chunks(corpus, chunks), want)
     assert fresh.stats.computed == 1
 

@@ -353,6 +353,7 @@ def test_the_cold_price_counts_each_embedding_pass():
                            rates_for=lambda _: SimpleNamespace(embed_tokens_per_s=100.0),
                            _calibrated=lambda _: None)  # no machine calibration: the study's rate
     fake._rate = lambda embedder: TrialObjective._rate(fake, embedder)
+    fake.corpus_tokens = lambda: TrialObjective.corpus_tokens(fake)
 
     def price(chunker: dict, method: str) -> float:
         config = EvaluationConfig.from_dict({"chunker": chunker, "retrieval": {"k": 3, "method": method}})

@@ -1,6 +1,7 @@
-"""A late-chunking proxy rung (``fidelity: {proxy: late, ...}``): each trial is first scored with
-vectors pooled from the documents' token embeddings, computed once per embedder; the best
-``1/reduction`` climb to full fidelity, whose results are those of an ordinary evaluation."""
+"""A late-chunking proxy rung (``fidelity: {proxy: late, ...}``): each trial is scored with vectors
+pooled from the documents' token embeddings, computed once per embedder, and stops there; when the
+run's trials are done, the ``confirm`` best by proxy score are evaluated again at full fidelity,
+and those results are an ordinary evaluation's."""
 
 from __future__ import annotations
 
@@ -44,28 +45,36 @@ def study(tmp_path_factory):
     return spec, root, folder, questions, outcome, trials
 
 
-def test_trials_climb_from_the_proxy_rung_and_only_some_reach_full_fidelity(study):
+def test_proxy_trials_stop_at_the_proxy_and_its_best_are_confirmed_at_full_fidelity(study):
     *_, outcome, trials = study
-    rung = [t for t in trials if "rung_scores" in t.user_attrs]
-    assert rung and all(set(t.user_attrs["rung_scores"]) == {"late"} for t in rung)
-    stopped = [t for t in rung if t.state == TrialState.PRUNED]
-    climbed = [t for t in rung if t.state == TrialState.COMPLETE]
-    assert stopped and climbed
-    assert all(t.user_attrs["stopped_at_fidelity"] == "late" for t in stopped)
-    assert all("stopped_at_fidelity" not in t.user_attrs for t in climbed)
-    # The summary says how many configurations were seen only at the proxy.
-    assert outcome.summary.stopped_at == {"late": len(stopped)}
-    assert f"{len(stopped)} stopped at low fidelity ({len(stopped)} at the late proxy)" in outcome.summary.describe()
+    scored = [t for t in trials if "rung_scores" in t.user_attrs]
+    assert len(scored) > 3 and all(set(t.user_attrs["rung_scores"]) == {"late"} for t in scored)
+    assert all(t.state == TrialState.PRUNED and t.user_attrs["stopped_at_fidelity"] == "late" for t in scored)
+    # The three best proxy scores (confirm: 3), each confirmed once, by a trial of the same parameters.
+    best = sorted(scored, key=lambda t: (-t.user_attrs["rung_scores"]["late"], t.number))[:3]
+    confirmations = [t for t in trials if "confirms_trial" in t.user_attrs]
+    assert sorted(t.user_attrs["confirms_trial"] for t in confirmations) == sorted(t.number for t in best)
+    by_number = {t.number: t for t in trials}
+    assert all(t.state == TrialState.COMPLETE and t.params == by_number[t.user_attrs["confirms_trial"]].params
+               for t in confirmations)
+    # They ran after every sampled trial, and the recommendation is a full-fidelity trial.
+    assert min(t.number for t in confirmations) > max(t.number for t in scored)
+    assert by_number[outcome.recommended.number].state == TrialState.COMPLETE
+    # The summary says how many configurations were seen only at the proxy, and how many confirmed.
+    assert outcome.summary.stopped_at == {"late": len(scored)}
+    said = outcome.summary.describe()
+    assert "(3 of them the proxy's best, confirmed)" in said
+    assert f"{len(scored)} stopped at low fidelity ({len(scored)} at the late proxy)" in said
 
 
-def test_a_trial_that_climbed_scores_as_an_ordinary_full_evaluation(study):
+def test_a_confirmation_scores_as_an_ordinary_full_evaluation(study):
     _, _, folder, questions, _, trials = study
-    climbed = next(t for t in trials if t.state == TrialState.COMPLETE and "rung_scores" in t.user_attrs)
-    config = EvaluationConfig.from_dict(json.loads(climbed.user_attrs["config"]))
-    assert not config.embedder.late_chunking  # the full rung embeds each chunk's text, as production does
+    confirmed = next(t for t in trials if "confirms_trial" in t.user_attrs)
+    config = EvaluationConfig.from_dict(json.loads(confirmed.user_attrs["config"]))
+    assert not config.embedder.late_chunking  # full fidelity embeds each chunk's text, as production does
     corpus = tuner.load_corpus(folder)
     result = tuner.evaluate(corpus, tuner.load_evaluation_set(questions, corpus), config, cache=None)
-    assert climbed.user_attrs["recall"] == pytest.approx(result.metrics["overall"]["recall"]["mean"], abs=1e-12)
+    assert confirmed.user_attrs["recall"] == pytest.approx(result.metrics["overall"]["recall"]["mean"], abs=1e-12)
 
 
 def test_the_pass_over_the_corpus_is_paid_once(study):
@@ -81,6 +90,7 @@ def test_the_dry_run_prices_the_proxy_pass_once(study):
     spec, *_ = study
     text = format_plan(spec, plan_run(spec))
     assert "a late-chunking proxy rung first: one pass over the corpus per embedder" in text
+    assert "its best 3 and the dense baselines at full fidelity" in text
 
 
 def _objective(spec, folder, questions, cache):
@@ -124,29 +134,18 @@ def test_a_proxy_trial_is_priced_by_its_first_rung_and_the_pass_only_while_it_is
     assert cold.expected_seconds(asking, config) == pytest.approx(pass_tokens / rate + first_rung)
 
 
-def test_a_promoted_trial_whose_next_rung_the_budget_cannot_hold_stops_at_the_proxy(tmp_path, monkeypatch):
-    from tuner.tuning.run.trial import TrialObjective
+def test_under_a_time_budget_a_sampled_trial_leaves_the_price_of_a_confirmation(study):
+    import statistics
+    from types import SimpleNamespace
 
-    model = save_sentence_transformer(tmp_path / "model", max_seq_length=16)
-    folder, questions = word_corpus(tmp_path, "words")
-    space = tmp_path / "space.yaml"
-    space.write_text(SPACE, encoding="utf-8")
-    # A full rung priced at an hour, a 10-minute budget: no dense evaluation at full fidelity fits.
-    monkeypatch.setattr(TrialObjective, "cold_seconds", lambda self, config: 3600.0 if config.retrieval.embeds else 0)
-    spec = StudySpec(name="b", corpora=(("words", str(folder)),), queries=str(questions), space=str(space),
-                     embedder=EmbedderConfig("sentence-transformers", str(model), precision="fp32"),
-                     storage=f"sqlite:///{tmp_path}/b.db", trials=5, timeout=600.0,
-                     cache=str(tmp_path / "cache.sqlite3"), validation=0,
-                     fidelity=Fidelity(rungs=(1.0,), reduction=2, proxy="late"))
-    (outcome,) = run_study_spec(spec, progress=False, echo=lambda _: None)
-    trials = optuna.load_study(study_name="b/words", storage=make_storage(spec.storage, heartbeat_interval=None)).trials
-    assert not [t.number for t in trials if t.state == TrialState.COMPLETE]
-    left = [t for t in trials if "not_climbed_for_budget_s" in t.user_attrs]
-    # The first proxy score is the best of its rung so far: that trial at least was promoted.
-    assert left and all(t.state == TrialState.PRUNED and t.user_attrs["stopped_at_fidelity"] == "late"
-                        and t.user_attrs["not_climbed_for_budget_s"] == 3600.0 for t in left)
-    assert [t for t in trials if "out_of_budget" in t.user_attrs]  # the baselines: full fidelity only
-    assert f"{len(left)} of them promoted, but left there for the time budget" in outcome.summary.describe()
+    spec, root, folder, questions, _, trials = study
+    stored, _, objective = _objective(spec, folder, questions, root / "cache.sqlite3")
+    dense = [(t.datetime_complete - t.datetime_start).total_seconds() for t in trials
+             if t.state == TrialState.COMPLETE]  # this space retrieves by dense vectors only
+    sampled = SimpleNamespace(user_attrs={}, study=stored)
+    assert objective.confirmation_reserve(sampled) == pytest.approx(statistics.median(dense))
+    for own in ({"baseline": "token 800/400 dense"}, {"confirms_trial": 3}):  # these are what it is kept for
+        assert objective.confirmation_reserve(SimpleNamespace(user_attrs=own, study=stored)) == 0.0
 
 
 def test_a_resumed_study_keeps_its_proxy(study, tmp_path):
@@ -167,27 +166,37 @@ def test_a_resumed_study_keeps_its_proxy(study, tmp_path):
     added = [t for t in trials if t.number not in before and "rung_scores" in t.user_attrs]
     assert added and all("late" in t.user_attrs["rung_scores"] for t in added)
     assert len(sorted((root / "cache-late-chunking").rglob("*.npz"))) == 3  # the pass was not paid again
+    # Its confirmations are of configurations no earlier run confirmed: none is evaluated twice.
+    confirmed = [t.user_attrs["confirms_trial"] for t in trials if "confirms_trial" in t.user_attrs]
+    assert len(confirmed) > 3 and len(confirmed) == len(set(confirmed))
     # Asking for full fidelity on it is another study: refused, naming the proxy.
     with pytest.raises(StudyError, match=r"fidelity\.proxy: \"late\" -> \(absent\)"):
         run_study_spec(dataclasses.replace(resumed, fidelity=Fidelity()), progress=False, echo=lambda _: None)
 
 
-def test_a_configuration_with_a_context_header_skips_the_proxy_and_climbs_the_rungs(tmp_path):
-    # Late chunking pools a chunk from its document alone, so it cannot score a context header: such
-    # a trial goes to the rungs after the proxy (here full fidelity) instead of failing (it did, on 20 MB).
+def test_a_configuration_with_a_context_header_is_scored_by_the_proxy_and_confirmed_with_its_header(tmp_path):
+    # Late chunking pools a chunk from its document alone; the proxy of a configuration with a title
+    # header pools the header's tokens too (it failed at the proxy on 20 MB, then skipped it).
     model = save_sentence_transformer(tmp_path / "model", max_seq_length=16)
     folder, questions = word_corpus(tmp_path, "words")
     space = tmp_path / "space.yaml"
     space.write_text(SPACE + "retrieval:\n  context: [none, title]\n", encoding="utf-8")
     spec = StudySpec(name="h", corpora=(("words", str(folder)),), queries=str(questions), space=str(space),
                      embedder=EmbedderConfig("sentence-transformers", str(model), precision="fp32"),
-                     storage=f"sqlite:///{tmp_path}/h.db", trials=10, cache=str(tmp_path / "cache.sqlite3"),
-                     validation=0, fidelity=Fidelity(rungs=(1.0,), reduction=2, proxy="late"))
+                     storage=f"sqlite:///{tmp_path}/h.db", trials=12, cache=str(tmp_path / "cache.sqlite3"),
+                     validation=0, fidelity=Fidelity(rungs=(1.0,), reduction=2, proxy="late", confirm=12))
     run_study_spec(spec, progress=False, echo=lambda _: None)
     trials = optuna.load_study(study_name="h/words", storage=make_storage(spec.storage, heartbeat_interval=None)).trials
     assert not [t.user_attrs.get("error") for t in trials if t.state == TrialState.FAIL]
-    sampled = [t for t in trials if "baseline" not in t.user_attrs and "config" in t.user_attrs]
+    sampled = [t for t in trials if not {"baseline", "confirms_trial"} & set(t.user_attrs) and "config" in t.user_attrs]
     titled = [t for t in sampled if json.loads(t.user_attrs["config"])["retrieval"].get("context") == "title"]
-    plain = [t for t in sampled if t not in titled]
-    assert titled and all(t.state == TrialState.COMPLETE and "rung_scores" not in t.user_attrs for t in titled)
-    assert plain and all("late" in t.user_attrs["rung_scores"] for t in plain)
+    assert titled and all(t.user_attrs["stopped_at_fidelity"] == "late" for t in sampled)
+    # Each confirmed at full fidelity (confirm: 12), the title header embedded with its chunk's text.
+    corpus = tuner.load_corpus(folder)
+    evalset = tuner.load_evaluation_set(questions, corpus)
+    confirmed = {t.user_attrs["confirms_trial"]: t for t in trials if "confirms_trial" in t.user_attrs}
+    for proxy_trial in titled:
+        full = confirmed[proxy_trial.number]
+        config = EvaluationConfig.from_dict(json.loads(full.user_attrs["config"]))
+        result = tuner.evaluate(corpus, evalset, config, cache=None)
+        assert full.user_attrs["recall"] == pytest.approx(result.metrics["overall"]["recall"]["mean"], abs=1e-12)

@@ -14,9 +14,8 @@ from tuner.embedding.config import EmbedderConfig
 from tuner.reporting.report import write_report
 from tuner.tuning import StudySpec, run_study_spec
 from tuner.tuning.run.ledger import Ledger
-from tuner.tuning.run.progress import format_outcomes
+from tuner.tuning.run.progress import format_outcomes, summarize
 from tuner.tuning.run.runner import resume_advice
-from tuner.tuning.study.records import summarize
 from tuner.tuning.study.storage import make_storage
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -50,8 +50,10 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import time
 import zipfile
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -86,6 +88,10 @@ class DocumentTokens:
     vectors: np.ndarray
     offsets: np.ndarray
 
+    @property
+    def nbytes(self) -> int:
+        return self.vectors.nbytes + self.offsets.nbytes
+
     def rows(self, spans: Sequence[tuple[int, int]]) -> np.ndarray:
         """The tokens of ``spans`` (see the module docstring), in order, each once."""
         return span_rows(self.offsets, spans)
@@ -93,30 +99,59 @@ class DocumentTokens:
     def pool(self, spans: Sequence[tuple[int, int]]) -> np.ndarray:
         """The unit vector of a chunk whose character spans are ``spans``: the mean of its
         tokens' embeddings, L2-normalised (float32)."""
-        rows = self.rows(spans)
-        if len(rows) == 0:
-            return np.zeros(self.vectors.shape[1], dtype=np.float32)
-        mean = self.vectors[rows].astype(np.float32).mean(axis=0)
-        norm = float(np.linalg.norm(mean))
-        return mean / norm if norm > 0 else mean
+        return self.pool_chunks([spans])[0]
+
+    def pool_chunks(self, chunk_spans: Sequence[Sequence[tuple[int, int]]]) -> np.ndarray:
+        """:meth:`pool` for many chunks of this document at once, one row each."""
+        sums, counts = self.sum_chunks(chunk_spans)
+        return unit_rows(sums / np.maximum(counts, 1).astype(np.float32)[:, None])
+
+    def sum_chunks(self, chunk_spans: Sequence[Sequence[tuple[int, int]]]) -> tuple[np.ndarray, np.ndarray]:
+        """Per chunk, the sum of its tokens' embeddings (float32) and how many there are. The
+        document's vectors are converted to float32 once, and a one-span chunk (the usual case) sums
+        a slice of them: the same rows in the same order as gathering them, so the same sum."""
+        sums = np.zeros((len(chunk_spans), self.vectors.shape[1]), dtype=np.float32)
+        counts = np.zeros(len(chunk_spans), dtype=np.int64)
+        if len(self.offsets) == 0 or not chunk_spans:
+            return sums, counts
+        vectors = self.vectors.astype(np.float32)
+        single = [i for i, spans in enumerate(chunk_spans) if len(spans) == 1]
+        if single:
+            bounds = np.array([chunk_spans[i][0] for i in single], dtype=np.int64)
+            firsts, stops = token_runs(self.offsets, bounds[:, 0], bounds[:, 1])
+            for i, first, stop in zip(single, firsts.tolist(), stops.tolist()):
+                sums[i], counts[i] = vectors[first:stop].sum(axis=0), stop - first
+        for i, spans in enumerate(chunk_spans):
+            if len(spans) != 1:
+                rows = self.rows(spans)
+                sums[i], counts[i] = vectors[rows].sum(axis=0), len(rows)
+        return sums, counts
+
+
+def unit_rows(vectors: np.ndarray) -> np.ndarray:
+    """Each row L2-normalised (a zero row stays zero)."""
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return np.divide(vectors, norms, out=vectors, where=norms > 0)
+
+
+def token_runs(offsets: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each character span ``[starts[i], ends[i])``, the run ``[first, stop)`` of the tokens whose
+    offsets overlap it; a span that overlaps none takes the token after it (the last one at the end)."""
+    n = len(offsets)
+    first = np.searchsorted(offsets[:, 1], starts, side="right")  # the first token ending after the span starts
+    stop = np.searchsorted(offsets[:, 0], ends, side="left")  # past the last token starting before it ends
+    empty = stop <= first
+    first = np.where(empty, np.minimum(first, n - 1), first)
+    return first, np.where(empty, first + 1, stop)
 
 
 def span_rows(offsets: np.ndarray, spans: Sequence[tuple[int, int]]) -> np.ndarray:
-    """Indices of the tokens whose ``[start, end)`` offsets overlap any of ``spans``; a span
-    that overlaps none takes the token after it (the last one at the end)."""
-    n = len(offsets)
-    if n == 0:
+    """Indices of the tokens of ``spans`` (each span's :func:`token_runs`), in order, each once."""
+    if len(offsets) == 0:
         return np.zeros(0, dtype=np.int64)
-    starts, ends = offsets[:, 0], offsets[:, 1]
-    picked: list[np.ndarray] = []
-    for start, end in spans:
-        first = int(np.searchsorted(ends, start, side="right"))  # the first token ending after the span starts
-        stop = int(np.searchsorted(starts, end, side="left"))  # past the last token starting before it ends
-        if stop > first:
-            picked.append(np.arange(first, stop))
-        else:
-            picked.append(np.array([min(first, n - 1)]))
-    return np.unique(np.concatenate(picked))
+    bounds = np.asarray(spans, dtype=np.int64).reshape(-1, 2)
+    firsts, stops = token_runs(offsets, bounds[:, 0], bounds[:, 1])
+    return np.unique(np.concatenate([np.arange(a, b) for a, b in zip(firsts.tolist(), stops.tolist())]))
 
 
 def window_starts(tokens: int, window: int, overlap: int) -> list[int]:
@@ -149,16 +184,35 @@ def owning_window(tokens: int, starts: Sequence[int], window: int) -> np.ndarray
 
 class TokenEmbeddingCache:
     """Token embeddings per document on disk (layout in the module docstring); safe across
-    processes (two writers of one document race harmlessly: each file is replaced atomically)."""
+    processes (two writers of one document race harmlessly: each file is replaced atomically).
 
-    def __init__(self, folder: str | Path) -> None:
+    Documents read or written by this process are also kept in memory, least recently used
+    first out, up to ``memory_bytes`` (default a quarter of this machine's memory): a study pools
+    every trial's chunks from the same documents, and reading them back costs more than pooling.
+    """
+
+    def __init__(self, folder: str | Path, *, memory_bytes: int | None = None) -> None:
         self.folder = Path(folder)
+        self.memory_bytes = default_memory_bytes() if memory_bytes is None else memory_bytes
+        self._memory: OrderedDict[tuple[str, str], DocumentTokens] = OrderedDict()
+        self._held = 0
+
+    def _remember(self, key: tuple[str, str], tokens: DocumentTokens) -> DocumentTokens:
+        if key not in self._memory:
+            self._memory[key] = tokens
+            self._held += tokens.nbytes
+        self._memory.move_to_end(key)
+        while self._held > self.memory_bytes and self._memory:
+            self._held -= self._memory.popitem(last=False)[1].nbytes
+        return tokens
 
     def _path(self, model_key: str, document_key: str) -> Path:
         return self.folder / model_key / f"{document_key}.npz"
 
     def get(self, model_key: str, document_key: str) -> DocumentTokens | None:
         """The stored token embeddings, or None (missing, or damaged: computed again)."""
+        if (kept := self._memory.get((model_key, document_key))) is not None:
+            return self._remember((model_key, document_key), kept)
         path = self._path(model_key, document_key)
         try:
             with np.load(path, allow_pickle=False) as stored:
@@ -167,10 +221,13 @@ class TokenEmbeddingCache:
             return None
         except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
             return None
-        if (vectors.ndim != 2 or vectors.dtype != np.float16 or offsets.shape != (len(vectors), 2)
-                or not np.isfinite(vectors).all()):
+        if vectors.ndim != 2 or vectors.dtype != np.float16 or offsets.shape != (len(vectors), 2):
             return None
-        return DocumentTokens(vectors, offsets.astype(np.int64))
+        # Not finite: a float16 whose exponent bits are all set (inf, nan); read as integers, the
+        # check costs a tenth of np.isfinite on float16.
+        if ((vectors.view(np.uint16) & 0x7C00) == 0x7C00).any():
+            return None
+        return self._remember((model_key, document_key), DocumentTokens(vectors, offsets.astype(np.int64)))
 
     def put(self, model_key: str, document_key: str, tokens: DocumentTokens, describe: dict[str, Any]) -> None:
         """Store one document's token embeddings (``describe``: what the model key stands for,
@@ -186,11 +243,21 @@ class TokenEmbeddingCache:
         np.savez(buffer, vectors=tokens.vectors.astype(np.float16), offsets=tokens.offsets.astype(np.int32))
         with atomic_writer(self._path(model_key, document_key), EmbeddingCacheError, binary=True) as out:
             out.write(buffer.getvalue())
+        self._remember((model_key, document_key), DocumentTokens(tokens.vectors.astype(np.float16),
+                                                                 tokens.offsets.astype(np.int64)))
 
     def documents(self, model_key: str) -> list[str]:
         """The document keys stored for a model."""
         folder = self.folder / model_key
         return sorted(p.stem for p in folder.glob("*.npz")) if folder.is_dir() else []
+
+
+def default_memory_bytes() -> int:
+    """A quarter of this machine's physical memory (1 GiB where the system does not say)."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 4
+    except (ValueError, OSError, AttributeError):
+        return 1 << 30
 
 
 def token_cache_for(cache: Any) -> TokenEmbeddingCache | None:
@@ -365,19 +432,32 @@ class LateChunkingEmbedder(Embedder):
         return DocumentTokens(out, offsets)
 
     def embed_chunks(self, documents: DocumentSource, chunks: Sequence[LocatedText],
-                     progress: Callable[[int], None] | None = None) -> np.ndarray:
+                     progress: Callable[[int], None] | None = None, headers: Sequence[str] | None = None) -> np.ndarray:
         """One unit vector per chunk, pooled from its document's token embeddings (each document
-        read once, or served by the cache)."""
+        read once, or served by the cache).
+
+        ``headers`` (one per chunk, empty for none) serve a proxy of a configuration whose chunks are
+        indexed after a context header, which late chunking cannot read: a chunk's mean then also
+        counts its header's tokens, as the model embeds the header alone (cached as a document is)."""
         called = time.perf_counter()
         chunks = list(chunks)
         by_document: dict[str, list[int]] = {}
         for row, chunk in enumerate(chunks):
             by_document.setdefault(chunk.document, []).append(row)
         out = np.zeros((len(chunks), self.dimension), dtype=np.float32)
+        header_sums: dict[str, tuple[np.ndarray, int]] = {}
         for document, rows in by_document.items():
             tokens = self.document_tokens(documents.document(document).text)
-            for row in rows:
-                out[row] = tokens.pool(chunks[row].all_spans)
+            sums, counts = tokens.sum_chunks([chunks[row].all_spans for row in rows])
+            for position, row in enumerate(rows):
+                if headers is not None and headers[row]:
+                    if headers[row] not in header_sums:
+                        own = self.document_tokens(headers[row]).vectors.astype(np.float32)
+                        header_sums[headers[row]] = own.sum(axis=0), len(own)
+                    extra, count = header_sums[headers[row]]
+                    sums[position] += extra
+                    counts[position] += count
+            out[rows] = unit_rows(sums / np.maximum(counts, 1).astype(np.float32)[:, None])
             if progress is not None:
                 progress(len(rows))
         self.stats.texts += len(chunks)

@@ -15,7 +15,7 @@ with errors that name the bad key and the allowed values.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..chunkers.config import ChunkerConfig
@@ -55,14 +55,9 @@ class EvaluationConfig:
                 "late-chunked vector is pooled from the document itself, which already gives each chunk its context; "
                 "use retrieval.context='none'")
 
-    def late_twin(self) -> EvaluationConfig:
-        """This configuration with late chunking (what a ``late`` proxy rung scores); an
-        :class:`InvalidParameterError` when late chunking cannot score it (a context header)."""
-        return replace(self, embedder=replace(self.embedder, late_chunking=True))
-
     @property
     def can_chunk_late(self) -> bool:
-        """Whether :meth:`late_twin` exists (late chunking reads no context header)."""
+        """Whether late chunking can embed it (it reads no context header)."""
         return self.retrieval.context == "none"
 
     def to_dict(self) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from ..embedding.late import LateChunkingEmbedder
 from ..errors import EmbeddingError
 from ..retrieval import BM25Index, make_index, retrieve
 from ..retrieval.config import RetrievalConfig
-from ..retrieval.context import contextualize
+from ..retrieval.context import contextualize, header_of
 from ..retrieval.llm_context import context_client
 from ..text.tokens import count_span, count_tokens_batch
 from .config import EvaluationConfig
@@ -253,9 +253,8 @@ def evaluate_rungs(corpora: Corpus | Sequence[Corpus], evaluation_set: Evaluatio
             raise EmbeddingError(f"fidelity {fidelity.proxy!r} scores a first rung with a proxy embedder: pass it")
         # The proxy rung: the same chunks, every one indexed, their vectors pooled from the documents'
         # token embeddings (the pass is paid once per embedder, then cached).
-        late = dataclasses.replace(chunked, config=config.late_twin())
-        result = late.measure(proxy, 1.0, fidelity, on_progress=on_progress)
-        yield dataclasses.replace(result, config=config, proxy=fidelity.proxy)
+        result = chunked.measure(proxy, 1.0, fidelity, on_progress=on_progress, pooled=True)
+        yield dataclasses.replace(result, proxy=fidelity.proxy)
     for fraction in fidelity.rungs:
         yield chunked.measure(embedder, fraction, fidelity, on_progress=on_progress)
 
@@ -344,9 +343,12 @@ class _Chunked:
                    units, llm_tokens, llm_models)
 
     def measure(self, model: Embedder, fraction: float, fidelity: Fidelity, *, index_path: str | None = None,
-                progress: bool = False, on_progress: Callable[[int, int], None] | None = None) -> EvaluationResult:
+                progress: bool = False, on_progress: Callable[[int, int], None] | None = None,
+                pooled: bool = False) -> EvaluationResult:
         """Embed, index, retrieve and score, indexing every chunk (``fraction`` 1.0) or the
-        reference-holding chunks and ``fraction`` of the distractors (:mod:`tuner.evaluation.fidelity`)."""
+        reference-holding chunks and ``fraction`` of the distractors (:mod:`tuner.evaluation.fidelity`).
+        ``pooled``: a late-chunking proxy's vectors (``model`` is the embedder's late twin), a context
+        header's own tokens pooled with its chunk's."""
         config, chunks, chunk_corpora = self.config, self.chunks, self.chunk_corpora
         started = time.perf_counter()
         timings = {"chunking": self.seconds, "unit_embedding": self.units["seconds"],
@@ -382,9 +384,11 @@ class _Chunked:
                         done[0] += count
                         on_progress(done[0], total)
 
-                if config.embedder.late_chunking:
+                if config.embedder.late_chunking or pooled:
+                    headers = ([header_of(self.indexed[i], chunks[i].text) for i in members]
+                               if config.retrieval.context != "none" else None)
                     chunk_vectors = _late_vectors(model, self.corpora, [chunks[i] for i in members],
-                                                  [chunk_corpora[i] for i in members], update)
+                                                  [chunk_corpora[i] for i in members], update, headers)
                 else:
                     chunk_vectors = model.embed(indexed, progress=update)
                 query_vectors = model.embed(questions, progress=update)
@@ -443,8 +447,9 @@ class _Chunked:
 
 
 def _late_vectors(model: Embedder, corpora: list[Corpus], chunks: list[Chunk], chunk_corpora: list[str],
-                  progress: Callable[[int], None] | None) -> np.ndarray:
-    """Late-chunked vectors of ``chunks`` (see :mod:`tuner.embedding.late`), corpus by corpus."""
+                  progress: Callable[[int], None] | None, headers: list[str] | None = None) -> np.ndarray:
+    """Late-chunked vectors of ``chunks`` (see :mod:`tuner.embedding.late`), corpus by corpus; ``headers``
+    (a proxy's, one per chunk) are pooled with their chunks."""
     if not isinstance(model, LateChunkingEmbedder):
         raise EmbeddingError(f"the configuration asks for late chunking, but the embedder given ({model.identity}) "
                              "embeds texts alone: pass the configuration's embedder (config.embedder.build())")
@@ -453,7 +458,8 @@ def _late_vectors(model: Embedder, corpora: list[Corpus], chunks: list[Chunk], c
     for corpus in corpora:
         rows = np.flatnonzero(labels == corpus.name)
         if len(rows):
-            vectors[rows] = model.embed_chunks(corpus, [chunks[i] for i in rows], progress=progress)
+            vectors[rows] = model.embed_chunks(corpus, [chunks[i] for i in rows], progress=progress,
+                                               headers=None if headers is None else [headers[i] for i in rows])
     return vectors
 
 

@@ -65,8 +65,12 @@ class Fidelity:
         reduction: a trial is promoted when it is in the best ``1/reduction`` of its rung
             (>= 2).
         proxy: ``"late"``: a first rung scored with late-chunking vectors of the study's embedder
-            (one pass over the corpus per embedder, then about what BM25 costs per chunking);
-            its scores are compared only with other trials' proxy scores.
+            (one pass over the corpus per embedder, then about what BM25 costs per chunking).
+            A trial scored by the proxy stops there; when the run's trials are done, the
+            ``confirm`` best of them by proxy score are evaluated again at full fidelity
+            (:mod:`tuner.tuning.search.confirmations`). The rungs serve the configurations the
+            proxy cannot score (a provider without token embeddings).
+        confirm: how many proxy-scored configurations a run confirms at full fidelity (>= 1).
         seed: seeds the distractor sample (the same for every trial of a study).
         block_chars: the sampling block (see the module docstring).
     """
@@ -79,6 +83,8 @@ class Fidelity:
     #: ``"late"`` pools each chunk's vector from its documents' token embeddings, computed once
     #: per embedder (see :mod:`tuner.embedding.late`); None: no proxy rung.
     proxy: str | None = setting(None, str, choices=PROXIES, optional=True)
+    #: Behind a proxy: the best configurations by proxy score that a run confirms at full fidelity.
+    confirm: int = setting(3, int, low=1)
 
     def __post_init__(self) -> None:
         rungs = tuple(self.rungs)
@@ -97,31 +103,38 @@ class Fidelity:
     def describe(self) -> str:
         """How a trial climbs, in words.
 
-        >>> Fidelity(rungs=(0.05, 1.0), reduction=4, proxy="late").describe()
-        'fidelity: a late-chunking proxy rung, then rungs 0.05, 1 (best 1/4 climb)'
+        >>> Fidelity(rungs=(1.0,), proxy="late", confirm=2).describe()
+        'fidelity: a late-chunking proxy first, then its best 2 confirmed at full fidelity'
+        >>> Fidelity(rungs=(0.1, 1.0), reduction=4).describe()
+        'fidelity: rungs 0.1, 1 (best 1/4 climb)'
         >>> FULL.describe()
         'full fidelity'
         """
         if not self.multi:
             return "full fidelity"
-        steps = [f"a {PROXY_LABELS.get(self.proxy, self.proxy)} proxy rung"] if self.proxy else []
-        if len(self.rungs) > 1:
-            steps.append(f"rungs {', '.join(f'{r:g}' for r in self.rungs)}")
-        else:
-            steps.append("full fidelity")
-        return f"fidelity: {', then '.join(steps)} (best 1/{self.reduction} climb)"
+        if self.proxy:
+            said = (f"fidelity: a {PROXY_LABELS.get(self.proxy, self.proxy)} proxy first, then its best "
+                    f"{self.confirm} confirmed at full fidelity")
+            if len(self.rungs) > 1:  # for what the proxy cannot score
+                said += f" (rungs {', '.join(f'{r:g}' for r in self.rungs)} where it cannot score)"
+            return said
+        return f"fidelity: rungs {', '.join(f'{r:g}' for r in self.rungs)} (best 1/{self.reduction} climb)"
 
-    def expected_share(self) -> float:
+    def expected_share(self, trials: int = 1) -> float:
         """The expected share of a full-fidelity trial's distractor embedding a trial pays, when
         ``1/reduction`` of the trials reaching each rung climb to the next one (the chunks that
-        hold references come on top: every rung indexes them).
+        hold references come on top: every rung indexes them). Behind a proxy, a run of
+        ``trials`` trials confirms ``confirm`` of them at full fidelity.
 
         >>> round(Fidelity(rungs=(0.1, 0.3, 1.0), reduction=3).expected_share(), 3)
         0.244
+        >>> Fidelity(proxy="late", confirm=3).expected_share(trials=60)
+        0.05
         """
+        if self.proxy is not None:
+            return min(1.0, self.confirm / max(1, trials))
         share, below = 0.0, 0.0
-        first = 1 if self.proxy is not None else 0  # behind a proxy rung, only the promoted pay the rungs
-        for level, fraction in enumerate(self.rungs, start=first):
+        for level, fraction in enumerate(self.rungs):
             share += (fraction - below) / self.reduction ** level
             below = fraction
         return share
@@ -131,11 +144,12 @@ class Fidelity:
                "block_chars": self.block_chars}
         if self.proxy is not None:  # written only when on: a study stored before proxies reads the same
             out["proxy"] = self.proxy
+            out["confirm"] = self.confirm
         return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Fidelity:
-        allowed = {"rungs", "reduction", "seed", "block_chars", "proxy"}
+        allowed = {"rungs", "reduction", "seed", "block_chars", "proxy", "confirm"}
         unknown = sorted(set(data) - allowed)
         if unknown:
             raise InvalidParameterError(f"fidelity: unknown key(s) {', '.join(unknown)}; allowed: "

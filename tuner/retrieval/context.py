@@ -99,6 +99,15 @@ def with_header(header: str, text: str) -> str:
     return f"{header}{HEADER_SEPARATOR}{text}" if header else text
 
 
+def header_of(indexed: str, text: str) -> str:
+    """The header :func:`with_header` put before ``text`` in ``indexed`` (empty for none).
+
+    >>> header_of(with_header("Guide > Setup", "Run it."), "Run it.")
+    'Guide > Setup'
+    """
+    return indexed[:-len(text) - len(HEADER_SEPARATOR)] if indexed != text else ""
+
+
 def contextualize(chunks: Sequence[Chunk], documents: Iterable[Document], context: str,
                   llm: LLMClient | None = None) -> list[str]:
     """The text to index for each chunk (its own text when ``context`` is ``none``).

@@ -255,6 +255,13 @@ class Ledger:
             conn.execute(TARGETS.update().where(TARGETS.c.study_id == study_id, TARGETS.c.target > target)
                          .values(target=target))
 
+    def raise_target(self, study_id: int, added: int) -> int:
+        """Raise the study's target by ``added`` trials (a run's confirmations); returns the new target."""
+        with self.engine.begin() as conn:
+            target = (self._lock_target(conn, study_id) or 0) + added
+            conn.execute(TARGETS.update().where(TARGETS.c.study_id == study_id).values(target=target))
+        return target
+
     def progress(self, study_id: int) -> Progress:
         with self.engine.connect() as conn:
             target = conn.execute(sa.select(TARGETS.c.target).where(TARGETS.c.study_id == study_id)).scalar()

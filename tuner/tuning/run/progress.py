@@ -6,6 +6,7 @@ import sys
 import textwrap
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -15,7 +16,17 @@ from optuna.trial import FrozenTrial, TrialState
 from ...errors import option
 from ...evaluation.evaluator import TRUNCATION_WARNING
 from ..scoring.selection import StudyRecommendation
-from ..study.records import ERROR_ATTR, SCORE_ATTR, STOPPED_AT_ATTR, StudySummary, TrialRecord
+from ..study.records import (
+    CLIMB_BUDGET_ATTR,
+    CONFIRMS_ATTR,
+    ERROR_ATTR,
+    INTERRUPTED,
+    LOST_ATTR,
+    SCORE_ATTR,
+    STOPPED_AT_ATTR,
+    TrialRecord,
+    records,
+)
 
 
 def print_err(message: str) -> None:
@@ -98,6 +109,15 @@ class ProgressBar:
             with self._lock:
                 self._postfix()
                 self.bar.update(count)
+
+    def extend(self, count: int) -> None:
+        """``count`` more trials to run (the confirmations after a proxy's search)."""
+        if self.total is not None:
+            self.total += count
+        if self.bar is not None and self.bar.total is not None:
+            with self._lock:
+                self.bar.total += count
+                self.bar.refresh()
 
     def _postfix(self) -> None:
         if self.best > float("-inf"):
@@ -257,3 +277,78 @@ def format_outcomes(outcomes: list[CorpusOutcome]) -> str:
             lines.append(f"    highest score: {best.describe()}   [trial {best.number}, score {best.score:.4f}; "
                          f"export it with {option('best', True)}]")
     return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class StudySummary:
+    """How many trials a study holds, by what happened to them."""
+
+    complete: int
+    #: Failed trials, interrupted ones left out: the configuration failed, or its worker was lost.
+    failed: int
+    lost: int  # among ``failed``
+    pruned: int
+    duplicates: int
+    running: int
+    waiting: int
+    #: Pruned by successive halving at a low-fidelity rung (among ``pruned``).
+    stopped_early: int = 0
+    #: Stopped by Ctrl-C or SIGTERM (FAIL in Optuna, but counted apart from ``failed``).
+    interrupted: int = 0
+    #: ``stopped_early`` by rung (``late``: the proxy; ``0.05``: a share of the distractors).
+    stopped_at: dict[str, int] = field(default_factory=dict)
+    #: Among ``stopped_early``: promoted, but left for the time budget.
+    not_climbed: int = 0
+    #: Among ``complete``: a proxy's configurations confirmed at full fidelity.
+    confirmed: int = 0
+
+    def describe(self) -> str:
+        """``12 complete, 3 stopped at low fidelity (2 at the late proxy, 1 at 0.05), 1 failed (1 lost
+        with its worker), 2 interrupted``."""
+        confirmed = f" ({self.confirmed} of them the proxy's best, confirmed)" if self.confirmed else ""
+        parts = [f"{self.complete} complete{confirmed}"]
+        if self.stopped_early:
+            rungs = ", ".join(f"{count} at {'the ' + rung + ' proxy' if not _is_number(rung) else rung}"
+                              for rung, count in self.stopped_at.items())
+            if self.not_climbed:
+                rungs += f"; {self.not_climbed} of them promoted, but left there for the time budget"
+            parts.append(f"{self.stopped_early} stopped at low fidelity" + (f" ({rungs})" if rungs else ""))
+        parts.append(f"{self.failed} failed" + (f" ({self.lost} lost with their worker)" if self.lost else ""))
+        if self.interrupted:
+            parts.append(f"{self.interrupted} interrupted by Ctrl-C or SIGTERM")
+        return ", ".join(parts)
+
+
+def summarize(study: optuna.Study) -> StudySummary:
+    """Count a study's trials (``lost``: failed because their worker disappeared; ``interrupted``:
+    stopped by Ctrl-C or SIGTERM, counted apart from ``failed``)."""
+    all_records = records(study)
+
+    def count(state: TrialState) -> int:
+        return sum(r.state == state for r in all_records)
+
+    return StudySummary(
+        complete=sum(r.evaluated for r in all_records),
+        failed=sum(r.state == TrialState.FAIL and r.attrs.get(LOST_ATTR) != INTERRUPTED for r in all_records),
+        lost=sum(r.state == TrialState.FAIL and r.lost and r.attrs.get(LOST_ATTR) != INTERRUPTED
+                 for r in all_records),
+        pruned=count(TrialState.PRUNED),
+        duplicates=sum(r.duplicate_of is not None for r in all_records),
+        running=count(TrialState.RUNNING),
+        waiting=count(TrialState.WAITING),
+        stopped_early=sum(r.state == TrialState.PRUNED and STOPPED_AT_ATTR in r.attrs for r in all_records),
+        interrupted=sum(r.state == TrialState.FAIL and r.attrs.get(LOST_ATTR) == INTERRUPTED for r in all_records),
+        stopped_at=dict(sorted(Counter(f"{r.attrs[STOPPED_AT_ATTR]:g}" if _is_number(r.attrs[STOPPED_AT_ATTR])
+                                       else str(r.attrs[STOPPED_AT_ATTR]) for r in all_records
+                                       if r.state == TrialState.PRUNED and STOPPED_AT_ATTR in r.attrs).items())),
+        not_climbed=sum(r.state == TrialState.PRUNED and CLIMB_BUDGET_ATTR in r.attrs for r in all_records),
+        confirmed=sum(r.evaluated and CONFIRMS_ATTR in r.attrs for r in all_records),
+    )
+
+
+def _is_number(value: object) -> bool:
+    try:
+        float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return False
+    return True

@@ -26,6 +26,7 @@ from ...errors import ChunkwiseError, StudyError, option
 from ...evaluation.registry import label as metric_label
 from ..scoring.selection import recommend_for_study
 from ..search.baselines import queue_baselines, unqueue_baselines
+from ..search.confirmations import queue_confirmations
 from ..study import defaults
 from ..study.dashboard import save_pareto_plot
 from ..study.records import (
@@ -34,13 +35,12 @@ from ..study.records import (
     TARGET_ATTR,
     WORKER_ATTR,
     best_trial,
-    summarize,
 )
 from ..study.settings import StudySettings
 from ..study.storage import StudyStorage, storage_errors
 from .ledger import Ledger
 from .processes import PoolReport, WorkerPool, new_worker_id
-from .progress import CorpusOutcome, ProgressBar, format_duration
+from .progress import CorpusOutcome, ProgressBar, format_duration, summarize
 from .trial import reclaim, retry_interrupted
 from .workers import WAIT_POLL_S, Heartbeat, WorkerOptions, run_worker
 
@@ -93,6 +93,8 @@ class StudyRun:
         self.reclaimed: list[int] = []
         self.pool = PoolReport()
         self.exhausted = False
+        #: The proxy trials whose configurations this run confirmed at full fidelity.
+        self.confirming: list[int] = []
         self._heartbeat: Heartbeat | None = None
 
     # --- join ------------------------------------------------------------------------------
@@ -162,33 +164,47 @@ class StudyRun:
         return self.ledger.progress(self.study_id).finished
 
     def work(self, show_progress: bool = True) -> None:
-        """Run the workers until the study holds its target (or the budget, or the space, ends)."""
+        """Run the workers until the study holds its target (or the budget, or the space, ends); behind
+        a proxy, then run the confirmations the sampled trials call for (:mod:`..search.confirmations`)."""
         total = None if self.added >= defaults.UNBOUNDED_TRIALS else max(0, self.target - self.before.finished)
         best = self.best_before
         bar = ProgressBar(show_progress, total, self.name, self.before.finished,
                           None if best is None else best.score, self.crew.deadline)
-        crew = self.crew
         try:
-            with storage_errors(crew.storage):
-                options = crew.workers_for(self.name)
-                if crew.backend == "dask":
-                    from .dask_cluster import run_on_cluster
-
-                    self.pool, reports = run_on_cluster(options, crew.scheduler, on_poll=lambda: self._poll(bar))
-                    self.reclaimed += [number for report in reports for number in report.reclaimed]
-                    self.exhausted = any(report.stopped == "exhausted" for report in reports)
-                elif crew.jobs == 1:
-                    report = run_worker(options[0], on_trial=bar.on_trial)
-                    self.reclaimed += report.reclaimed
-                    self.exhausted = report.stopped == "exhausted"
-                else:
-                    self.pool = WorkerPool(
-                        options, echo=bar.write, on_poll=lambda: self._poll(bar),
-                        on_lost=lambda pid: retry_interrupted(self.study, pid, defaults.MAX_RETRY),
-                    ).run(lambda: self.progress() < self.target and crew.time_left())
+            with storage_errors(self.crew.storage):
+                self._run_workers(bar)
+                fidelity = StudySettings.of(self.study).fidelity
+                if fidelity.proxy is not None and not self.pool.errors:
+                    self.confirming = queue_confirmations(self.study, fidelity.confirm)
+                    if self.confirming:
+                        self.target = self.ledger.raise_target(self.study_id, len(self.confirming))
+                        self.study.set_user_attr(TARGET_ATTR, self.target)
+                        self.echo(f"confirming at full fidelity the best {len(self.confirming)} by the proxy: "
+                                  f"trial(s) {', '.join(str(number) for number in self.confirming)}")
+                        bar.extend(len(self.confirming))
+                        self._run_workers(bar)
                 self._final_reclaim()
         finally:
             bar.close()
+
+    def _run_workers(self, bar: ProgressBar) -> None:
+        crew = self.crew
+        options = crew.workers_for(self.name)
+        if crew.backend == "dask":
+            from .dask_cluster import run_on_cluster
+
+            self.pool, reports = run_on_cluster(options, crew.scheduler, on_poll=lambda: self._poll(bar))
+            self.reclaimed += [number for report in reports for number in report.reclaimed]
+            self.exhausted = any(report.stopped == "exhausted" for report in reports)
+        elif crew.jobs == 1:
+            report = run_worker(options[0], on_trial=bar.on_trial)
+            self.reclaimed += report.reclaimed
+            self.exhausted = report.stopped == "exhausted"
+        else:
+            self.pool = WorkerPool(
+                options, echo=bar.write, on_poll=lambda: self._poll(bar),
+                on_lost=lambda pid: retry_interrupted(self.study, pid, defaults.MAX_RETRY),
+            ).run(lambda: self.progress() < self.target and crew.time_left())
 
     def _poll(self, bar: ProgressBar) -> None:
         with contextlib.suppress(Exception):  # a transient lock while workers write: poll again next time

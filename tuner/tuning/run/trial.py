@@ -26,12 +26,14 @@ from ...evaluation.evaluator import EvaluationResult, evaluate, evaluate_rungs
 from ...evaluation.fidelity import FULL, Fidelity, promoted
 from ..scoring.calibration import check_calibration, stored_throughput
 from ..scoring.measures import ResolvedRates, api_usage_attributes, resolve_rates, trial_attributes
+from ..search.confirmations import scores_at_rung
 from ..search.cost import kind_of, measured_seconds, median_seconds, rung_seconds, trial_seconds
 from ..study.records import (
     BASELINE_ATTR,
     CHUNKER_ATTR,
     CLIMB_BUDGET_ATTR,
     CONFIG_ATTR,
+    CONFIRMS_ATTR,
     INTERRUPTED,
     K_ATTR,
     LOST_ATTR,
@@ -62,12 +64,11 @@ class TargetReached(Exception):
 
 
 class StoppedAtRung(Exception):
-    """Successive halving stopped the trial after a low-fidelity rung (``fidelity``)."""
+    """The trial stopped after a low-fidelity rung (``rung``: a proxy's name or a fraction)."""
 
-    def __init__(self, fidelity: float, score: float) -> None:
-        super().__init__(f"not promoted past fidelity {fidelity:g} (score {score:.4f})")
-        self.fidelity = fidelity
-        self.score = score
+    def __init__(self, rung: str, score: float) -> None:
+        super().__init__(f"stopped at rung {rung} (score {score:.4f})")
+        self.rung, self.score = rung, score
 
 
 class OutOfBudget(Exception):
@@ -87,11 +88,10 @@ class TrialObjective:
     objectives, :attr:`StudySettings.pareto`); the weighted score is the ``score`` user attribute
     that the sampler optimises.
 
-    With multi-fidelity settings (:attr:`StudySettings.fidelity`, see :mod:`tuner.evaluation.fidelity`) the
-    configuration climbs the rungs (:meth:`ladder`): after each low-fidelity rung its score is recorded
-    (``rung_scores``) and compared with every other trial's at that rung; a trial not promoted, or whose
-    next rung the time budget cannot hold, raises :class:`StoppedAtRung` (recorded PRUNED). Only a trial
-    that reaches full fidelity records metrics and returns values.
+    With multi-fidelity settings (:attr:`StudySettings.fidelity`) the configuration climbs the rungs
+    (:meth:`ladder`): after each low-fidelity rung its score is recorded (``rung_scores``); a proxy's trial,
+    one not promoted, or one whose next rung the budget cannot hold raises :class:`StoppedAtRung`
+    (PRUNED). Only a trial that reaches full fidelity records metrics and returns values.
     """
 
     def __init__(self, corpus: Corpus, evaluation_set: EvaluationSet, settings: StudySettings,
@@ -136,10 +136,11 @@ class TrialObjective:
         config_key = json.dumps(config.to_dict(), sort_keys=True)
         trial.set_user_attr(CONFIG_ATTR, config_key)
         if self.deadline is not None:
-            expected = self.expected_seconds(trial, config)
+            expected = self.expected_seconds(trial, config) + self.confirmation_reserve(trial)
             if time.time() + expected > self.deadline:
                 raise OutOfBudget(expected, self.deadline - time.time())
-        granted = claim(config_key)
+        # A confirmation holds a claim of its own: the proxy trial it confirms holds the configuration's.
+        granted = claim(config_key + ("\x1ffull" if CONFIRMS_ATTR in trial.user_attrs else ""))
         if granted.outcome == Claim.DUPLICATE:
             raise ConfigurationTaken(granted.holder)
         if granted.outcome == Claim.FULL:
@@ -191,14 +192,23 @@ class TrialObjective:
             return measured
         return measured if measured is not None else fidelity.rungs[0] * self.cold_seconds(config)
 
+    def confirmation_reserve(self, trial: optuna.Trial) -> float:
+        """Behind a proxy, what a sampled trial leaves of the time budget for the run's confirmations:
+        the price of one full-fidelity dense trial (:mod:`~..search.confirmations`)."""
+        if self.settings.fidelity.proxy is None or {BASELINE_ATTR, CONFIRMS_ATTR} & set(trial.user_attrs):
+            return 0.0
+        measured = median_seconds(measured_seconds(trial.study)["dense"])
+        return measured if measured is not None else self.corpus_tokens() / self._rate(self.settings.embedder)
+
     def ladder(self, trial: optuna.Trial, config: EvaluationConfig) -> tuple[Fidelity, Embedder | None]:
         """The rungs ``trial`` climbs, and its proxy rung's embedder (or None). BM25 embeds nothing (a smaller
-        index would change its statistics); a baseline is the yardstick: both go to full fidelity at once."""
+        index would change its statistics); a baseline is the yardstick and a confirmation is asked for at
+        full fidelity: these go to full fidelity at once."""
         fidelity = self.settings.fidelity
-        if not config.retrieval.embeds or BASELINE_ATTR in trial.user_attrs:
+        if not config.retrieval.embeds or {BASELINE_ATTR, CONFIRMS_ATTR} & set(trial.user_attrs):
             return FULL, None
-        proxy = self.proxy_embedder(config.embedder) if fidelity.proxy is not None and config.can_chunk_late else None
-        if fidelity.proxy is not None and proxy is None:  # no token embeddings, or a context header: the rungs alone
+        proxy = self.proxy_embedder(config.embedder) if fidelity.proxy is not None else None
+        if fidelity.proxy is not None and proxy is None:  # no token embeddings: the rungs alone
             fidelity = replace(fidelity, proxy=None)
         return fidelity, proxy
 
@@ -208,11 +218,12 @@ class TrialObjective:
         A local model's throughput is this machine's current calibration, not the figure the study
         stored when it was created (that one models every trial's latency, so its score)."""
         passes = int(config.retrieval.embeds) + int(kind_of(config.to_dict()) == "semantic")
-        if not passes:
-            return 0.0
+        return passes * self.corpus_tokens() / self._rate(config.embedder) if passes else 0.0
+
+    def corpus_tokens(self) -> int:
         if self._corpus_tokens is None:
             self._corpus_tokens = self.corpus.token_count()
-        return passes * self._corpus_tokens / self._rate(config.embedder)
+        return self._corpus_tokens
 
     def _rate(self, config: EmbedderConfig) -> float:
         """The embedder's tokens per second for pricing (infinite when nothing says)."""
@@ -254,7 +265,6 @@ class TrialObjective:
             return evaluate(self.corpus, self.evaluation_set, config, embedder=embedder,
                             occurrences=self.occurrences, on_progress=report)
         rung_scores: dict[str, float] = {}
-        below = 0.0  # the share of the distractors embedded so far (the cache keeps them for the next rung)
         for result in evaluate_rungs(self.corpus, self.evaluation_set, config, fidelity, embedder=embedder,
                                      occurrences=self.occurrences, on_progress=report, proxy=proxy):
             if result.proxy is None and result.fidelity >= 1.0:
@@ -265,13 +275,13 @@ class TrialObjective:
             key = result.proxy or f"{result.fidelity:g}"
             rung_scores[key] = score
             trial.set_user_attr(RUNG_SCORES_ATTR, dict(rung_scores))
-            climbs = promoted(score, self._scores_at(trial, key), fidelity.reduction)
-            if result.proxy is None:
-                below = result.fidelity
+            # A proxy's trial stops there: the run confirms the best of them at full fidelity afterwards.
+            climbs = result.proxy is None and promoted(score, scores_at_rung(trial.study, key), fidelity.reduction)
             if climbs and self.deadline is not None:
-                # The next rung embeds the next share of the distractors: not begun when the budget cannot hold it.
-                upper = next(r for r in fidelity.rungs if r > below)
-                needed = (upper - below) * self.cold_seconds(config)
+                # The next rung embeds the next share of the distractors (the cache keeps this rung's):
+                # not begun when the budget cannot hold it.
+                upper = next(r for r in fidelity.rungs if r > result.fidelity)
+                needed = (upper - result.fidelity) * self.cold_seconds(config)
                 if time.time() + needed > self.deadline:
                     climbs = False
                     trial.set_user_attr(CLIMB_BUDGET_ATTR, round(needed, 1))
@@ -279,18 +289,8 @@ class TrialObjective:
                 for name in (CHUNKER_ATTR, PARAMS_ATTR, K_ATTR):
                     trial.set_user_attr(name, attrs[name])
                 trial.set_user_attr(STOPPED_AT_ATTR, result.proxy or result.fidelity)
-                raise StoppedAtRung(result.fidelity, score)
+                raise StoppedAtRung(key, score)
         raise AssertionError("the last rung is full fidelity")  # pragma: no cover - Fidelity checks it
-
-    @staticmethod
-    def _scores_at(trial: optuna.Trial, rung: str) -> list[float]:
-        """Every score recorded at ``rung`` by the study's trials (this one's included): complete,
-        pruned and still running ones, not failed ones (their worker was lost mid-rung, or the
-        configuration failed)."""
-        trials = trial.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED,
-                                                                TrialState.RUNNING))
-        return [float(t.user_attrs[RUNG_SCORES_ATTR][rung]) for t in trials
-                if rung in (t.user_attrs.get(RUNG_SCORES_ATTR) or {})]
 
 
 def retry_trial(study: optuna.Study, trial: FrozenTrial, max_retry: int) -> bool:
@@ -301,7 +301,7 @@ def retry_trial(study: optuna.Study, trial: FrozenTrial, max_retry: int) -> bool
         return False
     study.add_trial(optuna.trial.create_trial(
         state=TrialState.WAITING, params=trial.params, distributions=trial.distributions,
-        user_attrs={key: trial.user_attrs[key] for key in (BASELINE_ATTR,) if key in trial.user_attrs},
+        user_attrs={key: trial.user_attrs[key] for key in (BASELINE_ATTR, CONFIRMS_ATTR) if key in trial.user_attrs},
         system_attrs={"failed_trial": trial.system_attrs.get("failed_trial", trial.number),
                       "retry_history": history}))
     return True

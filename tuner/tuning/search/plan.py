@@ -7,7 +7,9 @@ from the embedder's calibrated throughput and ``--jobs``, and the API cost for a
 embedder, at the configured model's list price (``rates.embed_usd_per_mtok`` overrides). The
 estimate is an upper bound: every trial is priced cold, while trials that share chunks reuse
 the embedding cache. With fidelity rungs, a trial is priced at the expected share
-of the distractors successive halving lets it embed (:meth:`Fidelity.expected_share`).
+of the distractors successive halving lets it embed (:meth:`Fidelity.expected_share`). Behind a
+proxy, its pass over the corpus is priced once, each dense trial as a BM25 one, and the
+confirmations and dense baselines as full evaluations.
 Trials with LLM-written context headers (``context: llm``) are priced in LLM tokens too, at the
 reader's rate (``rates.reader_usd_per_mtok``): per chunk, the document or its window, the chunk,
 the prompt and a reply (:func:`tuner.retrieval.llm_context.estimated_tokens`).
@@ -32,6 +34,7 @@ from ..scoring.measures import resolve_rates
 from ..study.opening import load_study_data
 from ..study.settings import resolve_fidelity
 from ..study.spec import StudySpec
+from .baselines import baseline_points
 from .cost import KINDS, trial_kind
 from .space import SearchSpace
 
@@ -75,6 +78,10 @@ class CorpusPlan:
     #: A proxy rung's proxy (``late``) and its pass over the corpus, paid once per embedder.
     proxy: str | None = None
     proxy_seconds: float = 0.0
+    #: Behind a proxy: the configurations it confirms, and the full-fidelity evaluations (those and
+    #: the dense baselines) in seconds.
+    confirm: int = 0
+    full_seconds: float = 0.0
 
 
 def kind_shares(sampled: list[tuple[str, float, tuple[int, int] | None]]) -> dict[str, tuple[float, float]]:
@@ -136,11 +143,18 @@ def plan_run(spec: StudySpec) -> list[CorpusPlan]:
     for corpus in data.corpora:
         tokens = corpus.token_count()
         fidelity = resolve_fidelity(spec.fidelity, corpus)
-        share = fidelity.expected_share()
+        share = fidelity.expected_share(spec.trials_to_add)
         per_trial = tokens * factor
         seconds = per_trial / rates.embed_tokens_per_s
         kind_seconds = {kind: max(MIN_TRIAL_S, tokens * kind_factor * share / rates.embed_tokens_per_s)
                         for kind, (_, kind_factor) in shares.items()}
+        full_s = 0.0
+        if fidelity.proxy is not None and shares["dense"][0]:
+            # A proxy's trial pools its vectors (about a BM25 trial); its best and the dense baselines
+            # are evaluated at full fidelity, each a cold embedding of the corpus's chunks.
+            kind_seconds["dense"] = MIN_TRIAL_S
+            dense_baselines = sum(name.endswith(" dense") for name, _ in baseline_points(data.space))
+            full_s = (fidelity.confirm + dense_baselines) * tokens * shares["dense"][1] / rates.embed_tokens_per_s
         mean_s = sum(kind_share * kind_seconds[kind] for kind, (kind_share, _) in shares.items())
         trials = spec.trials_to_add
         if spec.timeout is not None:  # as many as fit in the corpus's share of the budget (run.budget_share)
@@ -157,12 +171,14 @@ def plan_run(spec: StudySpec) -> list[CorpusPlan]:
                    "reader_usd_per_mtok": rates.reader_usd_per_mtok}
         # A proxy rung reads every document once per embedder (the late-chunking pass), then scores
         # each chunking from the cached token embeddings at about BM25's cost.
-        proxy_s = tokens / rates.embed_tokens_per_s if fidelity.proxy is not None and shares.get("dense") else 0.0
+        proxy_s = tokens / rates.embed_tokens_per_s if fidelity.proxy is not None and shares["dense"][0] else 0.0
         plans.append(CorpusPlan(corpus.name, len(corpus), tokens, len(data.evaluation_sets[corpus.name]), trials,
-                                per_trial, seconds, trials * mean_s / jobs + proxy_s, api, fidelity.rungs, share,
+                                per_trial, seconds, (trials * mean_s + full_s) / jobs + proxy_s, api, fidelity.rungs,
+                                share,
                                 {kind: kind_share for kind, (kind_share, _) in shares.items()}, kind_seconds,
                                 rates.embed_usd_per_mtok if api is not None else None, jobs, **llm,
-                                priced_at=priced_at, proxy=fidelity.proxy, proxy_seconds=proxy_s))
+                                priced_at=priced_at, proxy=fidelity.proxy, proxy_seconds=proxy_s,
+                                confirm=fidelity.confirm, full_seconds=full_s))
     return plans
 
 
@@ -227,8 +243,10 @@ def format_plan(spec: StudySpec, plans: list[CorpusPlan]) -> str:
                   f"{format_duration(p.seconds_per_cold_trial)}"]
         if p.proxy is not None:
             lines.append(f"    a {p.proxy}-chunking proxy rung first: one pass over the corpus per embedder, about "
-                         f"{format_duration(p.proxy_seconds)}; then each chunking costs about what BM25 does")
-        if len(p.rungs) > 1 or p.proxy is not None:
+                         f"{format_duration(p.proxy_seconds)}; then each chunking costs about what BM25 does; its "
+                         f"best {p.confirm} and the dense baselines at full fidelity: about "
+                         f"{format_duration(p.full_seconds)}")
+        if len(p.rungs) > 1:
             lines.append(f"    fidelity rungs {', '.join(f'{r:g}' for r in p.rungs)}: a trial embeds about "
                          f"{p.fidelity_share:.0%} of that on average, plus the chunks holding references")
         if p.kinds:

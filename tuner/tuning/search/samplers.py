@@ -23,7 +23,10 @@ random: a converged search spends its remaining trials exploring instead of stal
 
 A trial that successive halving stopped at a low-fidelity rung (:mod:`tuner.evaluation.fidelity`) is
 shown to TPE as a pruned trial with its rung scores as intermediate values, so TPE ranks it
-below every complete trial and above those stopped at an earlier rung.
+below every complete trial and above those stopped at an earlier rung. A trial scored by a proxy
+(:mod:`.confirmations`) is shown as complete with its proxy score: the proxy stands for the full
+evaluation during the search, and ranking every proxy trial below every BM25 trial would steer
+the search away from dense retrieval.
 
 A study's constraints (a context budget) reach TPE as Optuna's trial constraints
 (``Trial.set_constraint``, which replaced the sampler's ``constraints_func`` in Optuna 5): TPE
@@ -45,6 +48,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from ...evaluation.fidelity import PROXIES
 from ..study.records import DUPLICATE_ATTR, RUNG_SCORES_ATTR, SCORE_ATTR, SKIPPED_ATTR
+from .confirmations import proxy_score
 
 
 class _ScoreView:
@@ -65,9 +69,14 @@ class _ScoreView:
     def _get_trials(self, deepcopy: bool = True, states: Container[TrialState] | None = None,
                     use_cache: bool = False) -> list[FrozenTrial]:
         # Duplicates and skipped trials carry no information: the configuration's own trial counts.
-        trials = self._study._get_trials(deepcopy=False, states=states, use_cache=use_cache)
-        return [_as_scored(t) for t in trials if DUPLICATE_ATTR not in t.user_attrs and SKIPPED_ATTR not in t.user_attrs
-                and (t.state != TrialState.COMPLETE or SCORE_ATTR in t.user_attrs)]
+        # A proxy's trials are stored PRUNED and shown COMPLETE: read both, filter once they are shown.
+        wanted = None if states is None else set(states)
+        read = None if wanted is None else wanted | ({TrialState.PRUNED} if TrialState.COMPLETE in wanted else set())
+        trials = self._study._get_trials(deepcopy=False, states=read, use_cache=use_cache)
+        shown = [_as_scored(t) for t in trials
+                 if DUPLICATE_ATTR not in t.user_attrs and SKIPPED_ATTR not in t.user_attrs
+                 and (t.state != TrialState.COMPLETE or SCORE_ATTR in t.user_attrs)]
+        return shown if wanted is None else [t for t in shown if t.state in wanted]
 
     def get_trials(self, deepcopy: bool = True, states: Container[TrialState] | None = None) -> list[FrozenTrial]:
         return self._get_trials(deepcopy=deepcopy, states=states)
@@ -82,6 +91,10 @@ def _rung_order(rung: str) -> float:
 
 
 def _as_scored(trial: FrozenTrial) -> FrozenTrial:
+    if (score := proxy_score(trial)) is not None:
+        scored = copy.copy(trial)
+        scored.state, scored.values, scored.intermediate_values = TrialState.COMPLETE, [score], {}
+        return scored
     if trial.state == TrialState.PRUNED and trial.user_attrs.get(RUNG_SCORES_ATTR):
         # Stopped at a low-fidelity rung: TPE ranks pruned trials by their last step, then its
         # value, as it does for a single-objective study's pruned trials (rung index = step).

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import base64
 import json
-from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -55,6 +54,8 @@ RUNG_SCORES_ATTR = "rung_scores"
 STOPPED_AT_ATTR = "stopped_at_fidelity"
 #: Beside ``stopped_at_fidelity``: promoted, but the time budget could not hold the next rung (its price, s).
 CLIMB_BUDGET_ATTR = "not_climbed_for_budget_s"
+#: Set on a trial that evaluates a proxy-scored configuration again at full fidelity: that trial's number.
+CONFIRMS_ATTR = "confirms_trial"
 #: Set on the trials of the baselines (:mod:`.baselines`): the baseline's name.
 BASELINE_ATTR = "baseline"
 #: Set on a trial pruned, before it claimed a slot, because the time budget could not fit it.
@@ -323,76 +324,5 @@ def select_trial(study: optuna.Study, number: int | None = None) -> TrialRecord:
                 break
             return record
     raise StudyError(f"study {study.study_name!r} has no complete trial {number}")
-
-
-@dataclass(frozen=True)
-class StudySummary:
-    """How many trials a study holds, by what happened to them."""
-
-    complete: int
-    #: Failed trials, interrupted ones left out: the configuration failed, or its worker was lost.
-    failed: int
-    lost: int  # among ``failed``
-    pruned: int
-    duplicates: int
-    running: int
-    waiting: int
-    #: Pruned by successive halving at a low-fidelity rung (among ``pruned``).
-    stopped_early: int = 0
-    #: Stopped by Ctrl-C or SIGTERM (FAIL in Optuna, but counted apart from ``failed``).
-    interrupted: int = 0
-    #: ``stopped_early`` by rung (``late``: the proxy; ``0.05``: a share of the distractors).
-    stopped_at: dict[str, int] = field(default_factory=dict)
-    #: Among ``stopped_early``: promoted, but left for the time budget.
-    not_climbed: int = 0
-
-    def describe(self) -> str:
-        """``12 complete, 3 stopped at low fidelity (2 at the late proxy, 1 at 0.05), 1 failed (1 lost
-        with its worker), 2 interrupted``."""
-        parts = [f"{self.complete} complete"]
-        if self.stopped_early:
-            rungs = ", ".join(f"{count} at {'the ' + rung + ' proxy' if not _is_number(rung) else rung}"
-                              for rung, count in self.stopped_at.items())
-            if self.not_climbed:
-                rungs += f"; {self.not_climbed} of them promoted, but left there for the time budget"
-            parts.append(f"{self.stopped_early} stopped at low fidelity" + (f" ({rungs})" if rungs else ""))
-        parts.append(f"{self.failed} failed" + (f" ({self.lost} lost with their worker)" if self.lost else ""))
-        if self.interrupted:
-            parts.append(f"{self.interrupted} interrupted by Ctrl-C or SIGTERM")
-        return ", ".join(parts)
-
-
-def summarize(study: optuna.Study) -> StudySummary:
-    """Count a study's trials (``lost``: failed because their worker disappeared; ``interrupted``:
-    stopped by Ctrl-C or SIGTERM, counted apart from ``failed``)."""
-    all_records = records(study)
-
-    def count(state: TrialState) -> int:
-        return sum(r.state == state for r in all_records)
-
-    return StudySummary(
-        complete=sum(r.evaluated for r in all_records),
-        failed=sum(r.state == TrialState.FAIL and r.attrs.get(LOST_ATTR) != INTERRUPTED for r in all_records),
-        lost=sum(r.state == TrialState.FAIL and r.lost and r.attrs.get(LOST_ATTR) != INTERRUPTED
-                 for r in all_records),
-        pruned=count(TrialState.PRUNED),
-        duplicates=sum(r.duplicate_of is not None for r in all_records),
-        running=count(TrialState.RUNNING),
-        waiting=count(TrialState.WAITING),
-        stopped_early=sum(r.state == TrialState.PRUNED and STOPPED_AT_ATTR in r.attrs for r in all_records),
-        interrupted=sum(r.state == TrialState.FAIL and r.attrs.get(LOST_ATTR) == INTERRUPTED for r in all_records),
-        stopped_at=dict(sorted(Counter(f"{r.attrs[STOPPED_AT_ATTR]:g}" if _is_number(r.attrs[STOPPED_AT_ATTR])
-                                       else str(r.attrs[STOPPED_AT_ATTR]) for r in all_records
-                                       if r.state == TrialState.PRUNED and STOPPED_AT_ATTR in r.attrs).items())),
-        not_climbed=sum(r.state == TrialState.PRUNED and CLIMB_BUDGET_ATTR in r.attrs for r in all_records),
-    )
-
-
-def _is_number(value: object) -> bool:
-    try:
-        float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return False
-    return True
 
 

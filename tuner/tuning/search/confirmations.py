@@ -1,0 +1,71 @@
+"""Full-fidelity confirmations: a proxy screens the search, full fidelity decides.
+
+With a proxy rung (``fidelity: {proxy: late}``, see :mod:`tuner.evaluation.fidelity`), a sampled
+trial that the proxy can score is scored by it alone and stops there: PRUNED, with
+``stopped_at_fidelity: "late"`` and its proxy score in ``rung_scores``. The sampler sees that
+score as the trial's value (:mod:`.samplers`), so the search costs about a BM25 trial per
+configuration once the proxy's pass is paid.
+
+When a run's sampled trials are done (its target reached, or its time budget spent less the
+price of a confirmation, which the trials keep in reserve), it confirms: the ``fidelity.confirm``
+best configurations by proxy score that no trial has evaluated at full fidelity yet are queued
+again (``enqueue_trial``, the same parameters, :data:`~..study.records.CONFIRMS_ATTR` set to the
+proxy trial's number) and run at full fidelity, as baselines are: counted toward the target,
+resumable, on the Pareto front. Only full-fidelity trials (the baselines, BM25 trials, configurations
+the proxy cannot score once they climbed their rungs, and confirmations) are ever recommended, so
+the recommendation and every member of its tie set were measured at full fidelity before the
+summary speaks; the summary counts the configurations seen only at the proxy.
+
+A confirmation interrupted or lost with its worker is retried like any trial; one skipped
+because the run ended first is queued again by the next run's confirmations.
+"""
+
+from __future__ import annotations
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from ...evaluation.fidelity import PROXIES
+from ..study.records import CONFIG_ATTR, CONFIRMS_ATTR, RUNG_SCORES_ATTR, STOPPED_AT_ATTR
+from .baselines import settles
+
+
+def proxy_score(trial: FrozenTrial) -> float | None:
+    """The score of a trial that stopped at a proxy rung (None for any other trial)."""
+    rung = trial.user_attrs.get(STOPPED_AT_ATTR)
+    if trial.state != TrialState.PRUNED or rung not in PROXIES:
+        return None
+    return float((trial.user_attrs.get(RUNG_SCORES_ATTR) or {})[rung])
+
+
+def scores_at_rung(study: optuna.Study, rung: str) -> list[float]:
+    """Every score recorded at ``rung`` (a proxy's name or a fraction) by the study's trials: complete,
+    pruned and still running ones, not failed ones (their worker was lost mid-rung, or the
+    configuration failed)."""
+    trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING))
+    return [float(t.user_attrs[RUNG_SCORES_ATTR][rung]) for t in trials
+            if rung in (t.user_attrs.get(RUNG_SCORES_ATTR) or {})]
+
+
+def candidates(study: optuna.Study, count: int) -> list[FrozenTrial]:
+    """The ``count`` best proxy-scored trials (ties: the earlier trial) whose configuration no trial
+    has evaluated at full fidelity, is evaluating or is queued to."""
+    trials = study.get_trials(deepcopy=False)
+    by_number = {t.number: t for t in trials}
+    at_full = {t.user_attrs.get(CONFIG_ATTR) for t in trials if t.state == TrialState.COMPLETE}
+    confirmed = {t.user_attrs[CONFIRMS_ATTR] for t in trials
+                 if CONFIRMS_ATTR in t.user_attrs and settles(t, by_number)}
+    scored = [(score, t) for t in trials if (score := proxy_score(t)) is not None
+              and t.number not in confirmed and t.user_attrs.get(CONFIG_ATTR) not in at_full]
+    scored.sort(key=lambda pair: (-pair[0], pair[1].number))
+    return [t for _, t in scored[:count]]
+
+
+def queue_confirmations(study: optuna.Study, count: int) -> list[int]:
+    """Queue a full-fidelity confirmation of each of :func:`candidates`; returns the numbers of the
+    proxy trials they confirm, best first."""
+    queued = []
+    for trial in candidates(study, count):
+        study.enqueue_trial(trial.params, user_attrs={CONFIRMS_ATTR: trial.number})
+        queued.append(trial.number)
+    return queued
