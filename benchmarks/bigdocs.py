@@ -361,13 +361,15 @@ def phase_of(trial) -> str:
         return f"{kind} trials, {'interrupted' if attrs.get('lost') == 'interrupted' else 'failed'}"
     if "baseline" in attrs:
         return f"baselines, {kind}"
+    if "confirms_trial" in attrs:
+        return f"{kind} trials confirmed at full fidelity (a proxy's best)"
     if kind == "bm25":
         return "bm25 trials"
     stopped = attrs.get("stopped_at_fidelity")
     if stopped is not None:
         return f"{kind} trials stopped at {stopped if isinstance(stopped, str) else format(stopped, 'g')}"
     if "rung_scores" in attrs:
-        return f"{kind} trials confirmed at full fidelity"
+        return f"{kind} trials promoted to full fidelity"
     return f"{kind} trials, {trial.state.name.lower()}"
 
 
