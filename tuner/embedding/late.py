@@ -243,8 +243,9 @@ class TokenEmbeddingCache:
         np.savez(buffer, vectors=tokens.vectors.astype(np.float16), offsets=tokens.offsets.astype(np.int32))
         with atomic_writer(self._path(model_key, document_key), EmbeddingCacheError, binary=True) as out:
             out.write(buffer.getvalue())
-        self._remember((model_key, document_key), DocumentTokens(tokens.vectors.astype(np.float16),
-                                                                 tokens.offsets.astype(np.int64)))
+        # What was just computed is kept as it is (float16 already): no second copy of a long document.
+        self._remember((model_key, document_key), DocumentTokens(tokens.vectors.astype(np.float16, copy=False),
+                                                                 tokens.offsets.astype(np.int64, copy=False)))
 
     def documents(self, model_key: str) -> list[str]:
         """The document keys stored for a model."""
