@@ -473,7 +473,7 @@ def matching_references(match: list[str]) -> list[tuple[str, dict]]:
 
 
 def run(root: Path, budgets: list[str], n_trials: list[int] | None, space: str, jobs: int, seed: int,
-        keep: Path | None, match: list[str]) -> None:
+        keep: Path | None, match: list[str], options: list[str] = ()) -> None:
     raw, queries = require_raw(root), require_queries(root)
     has_timeout = tune_has_timeout()
     if not has_timeout and n_trials is None:
@@ -493,7 +493,8 @@ def run(root: Path, budgets: list[str], n_trials: list[int] | None, space: str, 
         bound = (["--timeout", str(seconds)] if has_timeout and n_trials is None
                  else ["--n-trials", str(n_trials[min(number, len(n_trials) - 1)])])
         command = ["tune", "--name", name, "--corpus", f"{CORPUS}={raw}", "--queries", str(queries),
-                   "--space", space, "--storage", storage, "--jobs", str(jobs), "--seed", str(seed), *bound]
+                   "--space", space, "--storage", storage, "--jobs", str(jobs), "--seed", str(seed), *bound,
+                   *(item for option in options for item in ("--set", option))]
         print(f"\n== budget {budget}: chunkwise {' '.join(command)}  (cold cache {work / 'cache'})", file=sys.stderr)
         started = time.perf_counter()
         tuned = tuner_command(*command, env=env)
@@ -552,6 +553,8 @@ def main() -> int:
     run_parser.add_argument("--budgets", default="10m,30m,60m", help="comma-separated durations (10m,30m,60m)")
     run_parser.add_argument("--n-trials", help="trials per budget (N or N,N,...) instead of --timeout")
     run_parser.add_argument("--space", default="default", help="search space passed to tune (default)")
+    run_parser.add_argument("--set", action="append", default=[], metavar="OPTION=VALUE",
+                            help="a study option passed to tune's --set, e.g. fidelity='{proxy: late}' (repeatable)")
     run_parser.add_argument("--jobs", type=int, default=1)
     run_parser.add_argument("--seed", type=int, default=0)
     run_parser.add_argument("--keep", type=Path, help="keep each budget's study, cache and results under this folder")
@@ -575,7 +578,7 @@ def main() -> int:
                 trials = None if args.n_trials is None else [int(n) for n in args.n_trials.split(",")]
             except ValueError:
                 raise BenchError(f"--n-trials: {args.n_trials!r} is not N or N,N,...") from None
-            run(root, budgets, trials, args.space, args.jobs, args.seed, args.keep, args.match)
+            run(root, budgets, trials, args.space, args.jobs, args.seed, args.keep, args.match, args.set)
     except BenchError as exc:
         print(f"realdocs: {exc}", file=sys.stderr)
         return 2

@@ -139,10 +139,12 @@ class TuningRun:
         return sorted((TrialRecord.from_trial(t) for t in self.study(corpus).best_trials), key=lambda r: r.number)
 
     def export(self, path: str | Path, corpus: str | None = None, *, trial: int | None = None,
-               best: bool = False) -> ExportedTrial:
+               best: bool = False, point: dict[str, Any] | None = None) -> ExportedTrial:
         """Write the recommended trial of ``corpus`` (or ``trial``, or with ``best`` the highest score) to
-        ``path``, ready for :func:`tuner.load_chunker`."""
-        return export_run_trial(self.name, path, corpus=corpus, trial=trial, best=best, storage=self.storage)
+        ``path``, ready for :func:`tuner.load_chunker`; ``point`` (e.g. ``{"k": 3}``) exports another point
+        of the trial's inner loop."""
+        return export_run_trial(self.name, path, corpus=corpus, trial=trial, best=best, storage=self.storage,
+                                point=point)
 
     def report(self, folder: str | Path = "report", **options: Any) -> Path:
         """Write the run's report (plots and ``report.md``) into ``folder``; returns the markdown file.

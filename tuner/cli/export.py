@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from .._io.files import is_stdout
+from ..errors import InvalidParameterError
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -21,16 +22,28 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                         help="trial number (default: the recommended one, the cheapest configuration statistically "
                              "tied with the best)")
     export.add_argument("--best", action="store_true", help="the highest-scoring trial instead of the recommended one")
+    export.add_argument("--point", metavar="SETTING=VALUE,...",
+                        help="the trial at another point of its inner loop (search spaces with inner_loop: true), "
+                             "e.g. k=3 or k=3,fusion=weighted,alpha=0.7; settings left out are the trial's own")
     export.add_argument("--storage", metavar="URL", help="SQLAlchemy URL (default: sqlite:///studies/NAME.db)")
     export.add_argument("-o", "--output", required=True, metavar="FILE", help="where to write the JSON")
     export.set_defaults(handler=run)
+
+
+def parse_point(text: str) -> dict[str, str]:
+    """``k=3,alpha=0.7`` as ``{"k": "3", "alpha": "0.7"}`` (the library reads the values)."""
+    pairs = [item.partition("=") for item in text.split(",") if item.strip()]
+    if not pairs or any(not sep or not name.strip() for name, sep, _ in pairs):
+        raise InvalidParameterError(f"--point {text!r}: give SETTING=VALUE pairs separated by commas, e.g. k=3 "
+                                    "or k=3,fusion=weighted,alpha=0.7")
+    return {name.strip(): value.strip() for name, _, value in pairs}
 
 
 def run(args: argparse.Namespace) -> int:
     from ..deploy.export import export_run_trial
 
     exported = export_run_trial(args.study, args.output, corpus=args.corpus, trial=args.trial, best=args.best,
-                                storage=args.storage)
+                                storage=args.storage, point=None if args.point is None else parse_point(args.point))
     print(f"wrote {args.output}: trial {exported.record.number} of {exported.study} ({exported.why}), "
           f"{exported.record.describe()}, score {exported.record.score:.4f}",
           file=sys.stderr if is_stdout(args.output) else sys.stdout)

@@ -37,7 +37,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     add_filter_arguments(tune)
     tune.add_argument("--space", metavar="FILE|NAME",
                       help="search space: a YAML file, or a bundled space by name (default, quick, semantic, llm, "
-                           "structure, default-grid); default: default")
+                           "structure, default-grid, default-inner); default: default")
     tune.add_argument("--embedder", metavar="PROVIDER[:MODEL]", help="embedder for every trial")
     tune.add_argument("--base-url", help="OpenAI-compatible endpoint for --embedder openai")
     add_precision_argument(tune)

@@ -130,10 +130,13 @@ def export_trial(study, record: TrialRecord, storage_display_url: str, path: str
 
 
 def export_run_trial(run: str, path: str | Path, *, corpus: str | None = None, trial: int | None = None,
-                     best: bool = False, storage: str | None = None) -> ExportedTrial:
+                     best: bool = False, storage: str | None = None,
+                     point: dict[str, Any] | None = None) -> ExportedTrial:
     """Export a trial of run ``run``'s study for ``corpus``: by default the recommended one
     (the cheapest configuration statistically tied with the best, see
-    :mod:`tuner.tuning.scoring.selection`), with ``best`` the highest-scoring one, or trial ``trial``.
+    :mod:`tuner.tuning.scoring.selection`), with ``best`` the highest-scoring one, or trial ``trial``;
+    with ``point`` (e.g. ``{"k": 3}``), that trial at another point of its inner loop
+    (:meth:`~tuner.tuning.study.records.TrialRecord.at_point`).
 
     ``run`` may be ``RUN`` or ``RUN/CORPUS``; ``storage`` defaults to ``sqlite:///studies/RUN.db``.
     """
@@ -157,6 +160,9 @@ def export_run_trial(run: str, path: str | Path, *, corpus: str | None = None, t
             record = select_trial(study, trial)
             why = "chosen" if trial is not None else "best"
             selection = {"chosen": why}
+        if point is not None:
+            record = record.at_point(point)
+            selection["point"] = {**record.config["retrieval"]}
     data = export_trial(study, record, study_storage.display_url, path, selection)
     return ExportedTrial(study.study_name, record, data, why)
 

@@ -93,10 +93,30 @@ class EvaluationResult:
     first_stage: dict[str, Any] | None = None
     #: The proxy that scored this result (a first rung: see :class:`~tuner.evaluation.fidelity.Fidelity`), or None.
     proxy: str | None = None
+    #: The same chunks and vectors ranked by the other retrievals asked for (``variants`` of
+    #: :func:`evaluate_rungs`: an inner loop's fusions), each a result of its own.
+    variants: tuple[EvaluationResult, ...] = field(default=(), repr=False)
 
     def metrics_at(self, k: int) -> dict[str, Any]:
         """The metric summary at another cut-off ``k`` (up to the searched one)."""
         return summarise(self.scores.at(k), self.query_corpora)
+
+    def cut(self, k: int) -> EvaluationResult:
+        """This result at a smaller cut-off ``k``: the first ``k`` chunks of the same ranking, as an
+        evaluation at ``k`` would have retrieved them (a reranker's candidates aside, which stay)."""
+        if not 1 <= k <= self.config.retrieval.k:
+            raise ValueError(f"k={k} is outside 1..{self.config.retrieval.k}, the cut-offs this result ranked")
+        config = dataclasses.replace(self.config, retrieval=dataclasses.replace(self.config.retrieval, k=k))
+        notes = [note for note in self.notes if not note.startswith("k=")]
+        if note := _short_index_note(k, self._chunks_per_index()):
+            notes.insert(0, note)
+        return dataclasses.replace(self, config=config, metrics=self.metrics_at(k), ranking=self.ranking[:, :k],
+                                   notes=notes, variants=())
+
+    def _chunks_per_index(self) -> dict[str, int]:
+        if self.config.retrieval.scope == "pooled":
+            return {"": len(self.chunks)}
+        return {name: self.chunk_corpora.count(name) for name in dict.fromkeys(self.query_corpora)}
 
     @property
     def chunk_stats(self) -> dict[str, float]:
@@ -233,14 +253,16 @@ def evaluate(corpora: Corpus | Sequence[Corpus], evaluation_set: EvaluationSet,
 def evaluate_rungs(corpora: Corpus | Sequence[Corpus], evaluation_set: EvaluationSet, config: EvaluationConfig,
                    fidelity: Fidelity, *, embedder: Embedder, occurrences: OccurrenceTable | None = None,
                    on_progress: Callable[[int, int], None] | None = None,
-                   proxy: Embedder | None = None) -> Iterator[EvaluationResult]:
+                   proxy: Embedder | None = None,
+                   variants: Sequence[RetrievalConfig] = ()) -> Iterator[EvaluationResult]:
     """Score ``config`` at each of ``fidelity``'s rungs in turn, chunking only once.
 
     Yields one :class:`EvaluationResult` per rung (its ``fidelity`` says which); stop
     iterating to stop climbing. A rung embeds only the chunks the one before did not (the
     samples are nested and the embedder's cache keeps the rest). With ``fidelity.proxy``, the first
     result is the proxy rung's (its ``proxy`` names it), scored with ``proxy``, the embedder's
-    late-chunking twin (:func:`tuner.embedding.late.late_chunking_embedder`)::
+    late-chunking twin (:func:`tuner.embedding.late.late_chunking_embedder`). ``variants``: other retrievals
+    of the same method and context to rank from the same vectors at each rung (each result's ``variants``)::
 
         for result in evaluate_rungs(corpus, evalset, config, Fidelity(rungs=(0.1, 1.0)), embedder=model):
             if not good_enough(result):
@@ -253,10 +275,11 @@ def evaluate_rungs(corpora: Corpus | Sequence[Corpus], evaluation_set: Evaluatio
             raise EmbeddingError(f"fidelity {fidelity.proxy!r} scores a first rung with a proxy embedder: pass it")
         # The proxy rung: the same chunks, every one indexed, their vectors pooled from the documents'
         # token embeddings (the pass is paid once per embedder, then cached).
-        result = chunked.measure(proxy, 1.0, fidelity, on_progress=on_progress, pooled=True)
-        yield dataclasses.replace(result, proxy=fidelity.proxy)
+        result = chunked.measure(proxy, 1.0, fidelity, on_progress=on_progress, pooled=True, variants=variants)
+        yield dataclasses.replace(result, proxy=fidelity.proxy,
+                                  variants=tuple(dataclasses.replace(v, proxy=fidelity.proxy) for v in result.variants))
     for fraction in fidelity.rungs:
-        yield chunked.measure(embedder, fraction, fidelity, on_progress=on_progress)
+        yield chunked.measure(embedder, fraction, fidelity, on_progress=on_progress, variants=variants)
 
 
 @dataclass
@@ -344,11 +367,12 @@ class _Chunked:
 
     def measure(self, model: Embedder, fraction: float, fidelity: Fidelity, *, index_path: str | None = None,
                 progress: bool = False, on_progress: Callable[[int, int], None] | None = None,
-                pooled: bool = False) -> EvaluationResult:
+                pooled: bool = False, variants: Sequence[RetrievalConfig] = ()) -> EvaluationResult:
         """Embed, index, retrieve and score, indexing every chunk (``fraction`` 1.0) or the
         reference-holding chunks and ``fraction`` of the distractors (:mod:`tuner.evaluation.fidelity`).
         ``pooled``: a late-chunking proxy's vectors (``model`` is the embedder's late twin), a context
-        header's own tokens pooled with its chunk's."""
+        header's own tokens pooled with its chunk's. ``variants``: other retrievals of the same method and
+        context, ranked from the same indexes (the result's ``variants``)."""
         config, chunks, chunk_corpora = self.config, self.chunks, self.chunk_corpora
         started = time.perf_counter()
         timings = {"chunking": self.seconds, "unit_embedding": self.units["seconds"],
@@ -395,34 +419,19 @@ class _Chunked:
         timings["embedding"] = time.perf_counter() - t
 
         t = time.perf_counter()
-        local, local_first = _rank(config.retrieval, chunk_vectors, [chunk_corpora[i] for i in members],
-                                   query_vectors, [q.corpus for q in queries], index_path, indexed, questions,
-                                   [chunks[i].text for i in members])
-        ranking = np.where(local >= 0, members[np.maximum(local, 0)], -1)
+        retrievals = [config.retrieval, *variants]
+        ranked = _rank(retrievals, chunk_vectors, [chunk_corpora[i] for i in members], query_vectors,
+                       [q.corpus for q in queries], index_path, indexed, questions, [chunks[i].text for i in members])
         timings["retrieval"] = time.perf_counter() - t
 
-        t = time.perf_counter()
-        scores = score(references, intervals, ranking, space.size, document_starts=space.document_starts,
-                       chunk_tokens=[c.token_count for c in chunks])
-        query_corpora = [q.corpus for q in queries]
-        metrics = summarise(scores.at(config.retrieval.k), query_corpora)
-        first_stage = None
-        if local_first is not None:  # a reranker: the recall of the candidates it was given
-            first_ranking = np.where(local_first >= 0, members[np.maximum(local_first, 0)], -1)
-            first_scores = score(references, intervals, first_ranking, space.size)
-            first_stage = {"candidates": config.retrieval.depth,
-                           "recall": first_scores.recall[:, config.retrieval.depth - 1]}
-        timings["scoring"] += time.perf_counter() - t
-        timings["total"] = self.seconds + time.perf_counter() - started
-
         # Searched chunks, tokens and notes describe the full index, the one production builds.
+        query_corpora = [q.corpus for q in queries]
         if config.retrieval.scope == "pooled":
             searched = float(len(chunks))
-            per_corpus = {"": len(chunks)}
         else:
             per_corpus = {name: chunk_corpora.count(name) for name in dict.fromkeys(query_corpora)}
             searched = float(np.mean([per_corpus[name] for name in query_corpora]))
-        notes = [note] if (note := _short_index_note(config.retrieval.k, per_corpus)) else []
+        notes = []
         window = embedder_window(model, indexed) if config.retrieval.embeds else {}
         if note := window_note(window, config.embedder.model):
             notes.append(note)
@@ -441,9 +450,26 @@ class _Chunked:
             embedding["llm_tokens"] = self.llm_tokens
         if self.llm_models:  # and the model that wrote them: {"chunker": ..., "context": ...}
             embedding["llm_model_names"] = dict(self.llm_models)
-        return EvaluationResult(config, metrics, scores, chunks, chunk_corpora, query_corpora, ranking,
-                                query_tokens, searched, timings, embedding, notes, repeats, window,
-                                self.indexed, fraction, len(members), first_stage)
+
+        results = []
+        for retrieval, (local, local_first) in zip(retrievals, ranked):
+            t = time.perf_counter()
+            ranking = np.where(local >= 0, members[np.maximum(local, 0)], -1)
+            scores = score(references, intervals, ranking, space.size, document_starts=space.document_starts,
+                           chunk_tokens=[c.token_count for c in chunks])
+            first_stage = None
+            if local_first is not None:  # a reranker: the recall of the candidates it was given
+                first_ranking = np.where(local_first >= 0, members[np.maximum(local_first, 0)], -1)
+                first_scores = score(references, intervals, first_ranking, space.size)
+                first_stage = {"candidates": retrieval.depth, "recall": first_scores.recall[:, retrieval.depth - 1]}
+            spent = {**timings, "scoring": timings["scoring"] + time.perf_counter() - t}
+            spent["total"] = self.seconds + time.perf_counter() - started
+            result = EvaluationResult(dataclasses.replace(config, retrieval=retrieval), {}, scores, chunks,
+                                      chunk_corpora, query_corpora, ranking, query_tokens, searched, spent,
+                                      dict(embedding), list(notes), repeats, window, self.indexed, fraction,
+                                      len(members), first_stage)
+            results.append(result.cut(retrieval.k))  # its metrics, and a note when an index is short of k
+        return dataclasses.replace(results[0], variants=tuple(results[1:]))
 
 
 def _late_vectors(model: Embedder, corpora: list[Corpus], chunks: list[Chunk], chunk_corpora: list[str],
@@ -509,42 +535,60 @@ def _merge_config(config, chunker, chunker_params, k, unit, scope, index, embedd
                             unit if unit is not None else base.unit, copies if copies is not None else base.copies)
 
 
-def _rank(retrieval: RetrievalConfig, chunk_vectors: np.ndarray | None, chunk_corpora: list[str],
+def _rank(retrievals: Sequence[RetrievalConfig], chunk_vectors: np.ndarray | None, chunk_corpora: list[str],
           query_vectors: np.ndarray | None, query_corpora: list[str], index_path: str | None,
           indexed_texts: Sequence[str] = (), questions: Sequence[str] = (),
-          chunk_texts: Sequence[str] = ()) -> tuple[np.ndarray, np.ndarray | None]:
-    """Top-k chunk indices per query (numbering the chunks given), pooled or per corpus, ranked
-    by :func:`tuner.retrieval.retrieve` (the function production queries call too); with a
-    reranker, also the first stage's candidates (else None). The reranker reads ``chunk_texts``
-    (the chunks' own texts, as a production collection stores them)."""
-    k = retrieval.k
+          chunk_texts: Sequence[str] = ()) -> list[tuple[np.ndarray, np.ndarray | None]]:
+    """Per retrieval (one method and context, e.g. an inner loop's fusions), the top-k chunk indices
+    per query (numbering the chunks given), pooled or per corpus, ranked by
+    :func:`tuner.retrieval.retrieve` (the function production queries call too); with a reranker, also
+    the first stage's candidates (else None). The indexes are built, and each searched to a depth,
+    once for all of them. The reranker reads ``chunk_texts`` (the chunks' own texts, as a production
+    collection stores them)."""
+    head = retrievals[0]
     texts = list(indexed_texts)
-    first = np.full((len(query_corpora), retrieval.depth), -1, dtype=np.int64) if retrieval.rerank else None
-    if retrieval.scope == "pooled":
+    rankings = [np.full((len(query_corpora), r.k), -1, dtype=np.int64) for r in retrievals]
+    firsts = [np.full((len(query_corpora), r.depth), -1, dtype=np.int64) if r.rerank else None for r in retrievals]
+    if head.scope == "pooled":
         groups = [(np.arange(len(chunk_corpora)), np.arange(len(query_corpora)), None)]
     else:
         chunk_labels, query_labels = np.asarray(chunk_corpora), np.asarray(query_corpora)
         groups = [(np.flatnonzero(chunk_labels == corpus), np.flatnonzero(query_labels == corpus),
                    f"chunkwise-{corpus}" if index_path else None) for corpus in dict.fromkeys(query_corpora)]
-    ranking = np.full((len(query_corpora), k), -1, dtype=np.int64)
     for members, asking, collection in groups:
-        dense = (make_index(chunk_vectors[members], retrieval.index, path=index_path, collection=collection)
-                 if retrieval.embeds else None)
-        lexical = BM25Index([texts[i] for i in members]) if retrieval.lexical else None
+        dense = (make_index(chunk_vectors[members], head.index, path=index_path, collection=collection)
+                 if head.embeds else None)
+        lexical = BM25Index([texts[i] for i in members]) if head.lexical else None
         try:
-            ranked = retrieve(retrieval, dense=dense, lexical=lexical,
-                              query_vectors=None if query_vectors is None else query_vectors[asking],
-                              questions=[questions[i] for i in asking],
-                              texts=lambda rows, members=members: [chunk_texts[members[r]] for r in rows])
+            searched_dense, searched_lexical = _Searched(dense), _Searched(lexical)
+            for retrieval, ranking, first in zip(retrievals, rankings, firsts):
+                ranked = retrieve(retrieval, dense=None if dense is None else searched_dense,
+                                  lexical=None if lexical is None else searched_lexical,
+                                  query_vectors=None if query_vectors is None else query_vectors[asking],
+                                  questions=[questions[i] for i in asking],
+                                  texts=lambda rows, members=members: [chunk_texts[members[r]] for r in rows])
+                local = ranked.rows
+                ranking[asking] = np.where(local >= 0, members[np.maximum(local, 0)], -1)
+                if first is not None and ranked.first_stage is not None:
+                    candidates = ranked.first_stage.rows
+                    first[asking] = np.where(candidates >= 0, members[np.maximum(candidates, 0)], -1)
         finally:
             if dense is not None:
                 dense.close()
-        local = ranked.rows
-        ranking[asking] = np.where(local >= 0, members[np.maximum(local, 0)], -1)
-        if first is not None and ranked.first_stage is not None:
-            candidates = ranked.first_stage.rows
-            first[asking] = np.where(candidates >= 0, members[np.maximum(candidates, 0)], -1)
-    return ranking, first
+    return list(zip(rankings, firsts))
+
+
+class _Searched:
+    """An index whose searches are kept by depth: the retrievals :func:`_rank` ranks together ask
+    the same questions, so each depth is searched once."""
+
+    def __init__(self, index: Any) -> None:
+        self.index, self.kept = index, {}
+
+    def search_scored(self, queries: Any, k: int) -> Any:
+        if k not in self.kept:
+            self.kept[k] = self.index.search_scored(queries, k)
+        return self.kept[k]
 
 
 def _stats_snapshot(model: Embedder) -> tuple[int, int, int, int, float, float]:

@@ -22,9 +22,10 @@ from ...data.repeats import OccurrenceTable
 from ...embedding import Embedder, EmbeddingCache, embedding_provider
 from ...embedding.config import EmbedderConfig, embedder_key, shared_embedder
 from ...evaluation.config import EvaluationConfig
-from ...evaluation.evaluator import EvaluationResult, evaluate, evaluate_rungs
+from ...evaluation.evaluator import EvaluationResult, evaluate_rungs
 from ...evaluation.fidelity import FULL, Fidelity, promoted
 from ..scoring.calibration import check_calibration, stored_throughput
+from ..scoring.inner import best_point
 from ..scoring.measures import ResolvedRates, api_usage_attributes, resolve_rates, trial_attributes
 from ..search.confirmations import scores_at_rung
 from ..search.cost import kind_of, measured_seconds, median_seconds, rung_seconds, trial_seconds
@@ -34,6 +35,7 @@ from ..study.records import (
     CLIMB_BUDGET_ATTR,
     CONFIG_ATTR,
     CONFIRMS_ATTR,
+    INNER_POINTS_ATTR,
     INTERRUPTED,
     K_ATTR,
     LOST_ATTR,
@@ -82,27 +84,21 @@ class OutOfBudget(Exception):
 class TrialObjective:
     """Score the configuration a trial samples; record every metric as user attributes.
 
-    Calling it with a trial and a ``claim`` function samples a configuration, claims it
-    (raising :class:`ConfigurationTaken` or :class:`TargetReached` without evaluating
-    anything), evaluates it and returns the metrics of the study's Pareto axes (its Optuna
-    objectives, :attr:`StudySettings.pareto`); the weighted score is the ``score`` user attribute
-    that the sampler optimises.
-
-    With multi-fidelity settings (:attr:`StudySettings.fidelity`) the configuration climbs the rungs
-    (:meth:`ladder`): after each low-fidelity rung its score is recorded (``rung_scores``); a proxy's trial,
-    one not promoted, or one whose next rung the budget cannot hold raises :class:`StoppedAtRung`
-    (PRUNED). Only a trial that reaches full fidelity records metrics and returns values.
+    Calling it with a trial and a ``claim`` function samples a configuration, claims it (raising
+    :class:`ConfigurationTaken` or :class:`TargetReached` without evaluating anything), evaluates it and
+    returns the metrics of the study's Pareto axes (:attr:`StudySettings.pareto`); the weighted score is
+    the ``score`` user attribute that the sampler optimises. With multi-fidelity settings the
+    configuration climbs the rungs (:meth:`ladder`), each rung's score recorded (``rung_scores``); a
+    proxy's trial, one not promoted, or one whose next rung the budget cannot hold raises
+    :class:`StoppedAtRung` (PRUNED). With an inner loop, what it records is its best point
+    (:mod:`..scoring.inner`).
     """
 
     def __init__(self, corpus: Corpus, evaluation_set: EvaluationSet, settings: StudySettings,
                  cache: EmbeddingCache | None, deadline: float | None = None) -> None:
-        self.corpus = corpus
-        #: ``time.time()`` by which the run's time budget ends (None: no budget).
-        self.deadline = deadline
+        self.corpus, self.evaluation_set, self.settings, self.cache = corpus, evaluation_set, settings, cache
+        self.deadline = deadline  # time.time() by which the run's time budget ends (None: no budget)
         self._corpus_tokens: int | None = None
-        self.evaluation_set = evaluation_set
-        self.settings = settings
-        self.cache = cache
         # Found once per worker: every trial scores repeated references against the same copies.
         self.occurrences = OccurrenceTable.build(evaluation_set, [corpus])
         self.search = np.array([q.id not in settings.held_out for q in evaluation_set], dtype=bool)
@@ -125,9 +121,9 @@ class TrialObjective:
         return self.resolved_rates[key]
 
     def sample(self, trial: optuna.Trial) -> EvaluationConfig:
-        space = self.settings.space
-        chunker, k, embedder_config = space.sample(trial)
-        retrieval = space.sample_retrieval(trial, k)  # dense, no context, for a space without retrieval
+        space, inner = self.settings.space, self._inner(trial)
+        chunker, k, embedder_config = space.sample(trial, inner)
+        retrieval = space.sample_retrieval(trial, k, inner)  # dense, no context, for a space without retrieval
         return EvaluationConfig(chunker, embedder_config or self.settings.embedder, retrieval, self.settings.unit,
                                 self.settings.copies)
 
@@ -156,14 +152,14 @@ class TrialObjective:
             self._follow_the_machine(trial.number, config, embedder, read, model_seconds)
             raise
         self._follow_the_machine(trial.number, config, embedder, read, model_seconds)
-        attrs = self._attributes(result)
+        result, attrs = self._scored(trial, result)
         if not config.embedder.local:
             attrs.update(api_usage_attributes(embedder.stats.api_tokens - api_tokens, self.rates_for(config.embedder)))
         for key, value in attrs.items():
             trial.set_user_attr(key, value)
         trial.storage.set_trial_system_attr(trial._trial_id, PER_QUERY_SYSTEM_ATTR, encode_per_query(result))
-        # Optuna's trial constraints: TPE ranks an infeasible trial below the feasible ones, and
-        # study.best_trials (the dashboard's Pareto front) leaves it out; chunkwise never recommends it.
+        # Optuna's trial constraints: TPE ranks an infeasible trial below the feasible ones, the dashboard's
+        # Pareto front (study.best_trials) leaves it out, and chunkwise never recommends it.
         for name, violation in self.settings.constraints.violations(attrs).items():
             trial.set_constraint(name, violation)
         return tuple(float(attrs[axis]) for axis in self.settings.pareto)
@@ -185,10 +181,9 @@ class TrialObjective:
         measured = median_seconds(rung_seconds(trial.study, kind_of(config.to_dict()), first))
         if proxy is not None:
             pending = proxy.pending_tokens(doc.text for doc in self.corpus)
-            rate = self._rate(config.embedder)
             if pending > 0 or measured is None:  # the pass, then pooling: priced as a BM25 trial
                 bm25 = median_seconds(measured_seconds(trial.study)["bm25"]) or 0.0
-                return pending / rate + bm25 + (measured or 0.0)
+                return pending / self._rate(config.embedder) + bm25 + (measured or 0.0)
             return measured
         return measured if measured is not None else fidelity.rungs[0] * self.cold_seconds(config)
 
@@ -248,28 +243,35 @@ class TrialObjective:
             if (said := check_calibration(embedder, tokens, seconds)) is not None:
                 print_err(f"trial {number}: {said}")
 
+    def _inner(self, trial: optuna.Trial) -> bool:
+        """Whether ``trial`` scores the query-time settings in an inner loop (a baseline is what it names)."""
+        return self.settings.space.inner_loop and BASELINE_ATTR not in trial.user_attrs
+
+    def _scored(self, trial: optuna.Trial, result: EvaluationResult) -> tuple[EvaluationResult, dict[str, Any]]:
+        """What the trial records of ``result`` and its attributes: in an inner loop, its best point."""
+        if not self._inner(trial):
+            return result, self._attributes(result)
+        best, attrs, points = best_point(result, self.settings.space.inner_ks(), self._attributes)
+        trial.set_user_attr(INNER_POINTS_ATTR, points)
+        return best, attrs
+
     def _attributes(self, result: EvaluationResult) -> dict[str, Any]:
         config = result.config
-        attrs = trial_attributes(result, self.rates_for(config.embedder), self.settings.weights, self.settings.scales,
-                                 search=self.search)
-        attrs[CHUNKER_ATTR] = config.chunker.name
-        attrs[PARAMS_ATTR] = config.chunker.params
-        attrs[K_ATTR] = config.retrieval.k
-        return attrs
+        return {**trial_attributes(result, self.rates_for(config.embedder), self.settings.weights,
+                                   self.settings.scales, search=self.search),
+                CHUNKER_ATTR: config.chunker.name, PARAMS_ATTR: config.chunker.params, K_ATTR: config.retrieval.k}
 
     def _climb(self, trial: optuna.Trial, config: EvaluationConfig, report: EmbeddingReport) -> EvaluationResult:
         """The full-fidelity result, after the low-fidelity rungs promoted the trial."""
-        embedder = self.embedder(config.embedder)
         fidelity, proxy = self.ladder(trial, config)
-        if not fidelity.multi:
-            return evaluate(self.corpus, self.evaluation_set, config, embedder=embedder,
-                            occurrences=self.occurrences, on_progress=report)
+        variants = self.settings.space.inner_points(config.retrieval)[1:] if self._inner(trial) else ()
         rung_scores: dict[str, float] = {}
-        for result in evaluate_rungs(self.corpus, self.evaluation_set, config, fidelity, embedder=embedder,
-                                     occurrences=self.occurrences, on_progress=report, proxy=proxy):
+        for result in evaluate_rungs(self.corpus, self.evaluation_set, config, fidelity,
+                                     embedder=self.embedder(config.embedder), occurrences=self.occurrences,
+                                     on_progress=report, proxy=proxy, variants=variants):
             if result.proxy is None and result.fidelity >= 1.0:
                 return result
-            attrs = self._attributes(result)
+            result, attrs = self._scored(trial, result)
             score = attrs[SCORE_ATTR]
             # A proxy's scores are compared with other trials' proxy scores only: its own rung.
             key = result.proxy or f"{result.fidelity:g}"
@@ -312,10 +314,7 @@ def reclaim(study: optuna.Study, ledger: Ledger, study_id: int, grace_period: fl
     running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
     if not running:
         return []
-    workers = ledger.workers(study_id)
-    now = time.time()
-    storage = ledger.storage
-    reclaimed = []
+    workers, now, storage, reclaimed = ledger.workers(study_id), time.time(), ledger.storage, []
     for trial in running:
         owner = trial.user_attrs.get(WORKER_ATTR)
         if owner is not None:

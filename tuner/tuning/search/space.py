@@ -43,6 +43,8 @@ class SearchSpace:
         source: where it was read from (for messages).
         retrieval: domains of the retrieval settings (``method``, ``fusion``, ``alpha``,
             ``rrf_k``, ``context``); empty: dense retrieval without context, as before.
+        inner_loop: ``k`` and the fusion settings are scored inside each trial (:meth:`inner_points`),
+            not sampled.
     """
 
     chunkers: dict[str, dict[str, Domain]]
@@ -52,6 +54,7 @@ class SearchSpace:
     _embedder_labels: tuple[str, ...] = field(default=(), repr=False)
     kinds: dict[str, str] = field(default_factory=dict)
     retrieval: dict[str, Domain] = field(default_factory=dict)
+    inner_loop: bool = False
 
     def kind(self, label: str) -> str:
         return self.kinds.get(label, label)
@@ -68,6 +71,8 @@ class SearchSpace:
             out["embedders"] = [e.to_dict() for e in self.embedders]
         if self.retrieval:  # absent from spaces without one, so their stored form is unchanged
             out["retrieval"] = {key: domain.to_dict() for key, domain in self.retrieval.items()}
+        if self.inner_loop:
+            out["inner_loop"] = True
         return out
 
     def largest(self, parameter: str = "size") -> float | None:
@@ -85,8 +90,9 @@ class SearchSpace:
                 values.append(domain.high)
         return max(values, default=None)
 
-    def sample(self, trial: optuna.Trial) -> tuple[ChunkerConfig, int, EmbedderConfig | None]:
-        """Sample one configuration, define-by-run: the chunker first, then its parameters."""
+    def sample(self, trial: optuna.Trial, inner: bool = False) -> tuple[ChunkerConfig, int, EmbedderConfig | None]:
+        """Sample one configuration, define-by-run: the chunker first, then its parameters. ``inner``
+        (an inner loop's trial) samples no ``k``: it is the largest, the trial scores every smaller one."""
         name = trial.suggest_categorical("chunker", list(self.chunkers))
         params: dict[str, Any] = {}
         for param, domain in self.chunkers[name].items():
@@ -95,7 +101,7 @@ class SearchSpace:
                 params[param] = fraction_value(share, params[domain.of])
             else:
                 params[param] = domain.suggest(trial, f"{name}.{param}")
-        k = int(self.k.suggest(trial, "k"))
+        k = max(self.inner_ks()) if inner else int(self.k.suggest(trial, "k"))
         name = self.kind(name)
         embedder = None
         if len(self.embedders) > 1:
@@ -105,23 +111,49 @@ class SearchSpace:
             embedder = self.embedders[0]
         return ChunkerConfig(name, params).resolved(), k, embedder
 
-    def sample_retrieval(self, trial: optuna.Trial, k: int) -> RetrievalConfig:
+    def sample_retrieval(self, trial: optuna.Trial, k: int, inner: bool = False) -> RetrievalConfig:
         """Sample the retrieval settings (after :meth:`sample`), define-by-run: the method, then
-        a hybrid's fusion and that fusion's parameter only, then the context."""
+        a hybrid's fusion and that fusion's parameter only (not for an ``inner`` loop's trial, which
+        scores them all: :meth:`inner_points`), then the context."""
         def pick(key: str, default: Any) -> Any:
             domain = self.retrieval.get(key)
             return default if domain is None else domain.suggest(trial, RETRIEVAL_PARAMS[key])
 
         method = pick("method", "dense")
         fused: dict[str, Any] = {}
-        if "fusion" in retrieval_method(method).options:
+        if "fusion" in retrieval_method(method).options and not inner:
             fusion = fused["fusion"] = pick("fusion", DEFAULT_FUSION)
             fused[FUSION_PARAMETERS[fusion]] = pick(FUSION_PARAMETERS[fusion], None)
         context = pick("context", "none")
         stage: dict[str, Any] = {}
         if (model := pick("rerank", NO_RERANK)) != NO_RERANK:
             stage = {"rerank": model, "candidates": pick("candidates", DEFAULT_CANDIDATES)}
-        return RetrievalConfig(k=k, method=method, context=context, **fused, **stage)
+        retrieval = RetrievalConfig(k=k, method=method, context=context, **fused, **stage)
+        return self.inner_points(retrieval)[0] if inner else retrieval  # the first point, of those in the space
+
+    def inner_ks(self) -> list[int]:
+        """Every ``k`` the space allows, smallest first (an inner loop scores each)."""
+        if self.k.type == "int":
+            return list(range(int(self.k.low), int(self.k.high) + 1, int(self.k.step or 1)))
+        return sorted(int(value) for value in self.k.grid_values(f"{self.source}: k"))
+
+    def inner_points(self, retrieval: RetrievalConfig) -> list[RetrievalConfig]:
+        """The retrievals an inner loop's trial scores from one ranking per question: ``retrieval``
+        (the trial's method and context at the largest ``k``) with each fusion the space allows and each
+        value of its parameter; ``retrieval`` alone for a method without fusion."""
+        if "fusion" not in retrieval_method(retrieval.method).options:
+            return [retrieval]
+
+        def values(key: str, default: Any) -> list[Any]:
+            domain = self.retrieval.get(key)
+            return [default] if domain is None else domain.grid_values(f"{self.source}: retrieval.{key}")
+
+        return [dataclasses.replace(retrieval, fusion=fusion,
+                                    **{name: (value if name == parameter else None)
+                                       for name in FUSION_PARAMETERS.values()})
+                for fusion in values("fusion", DEFAULT_FUSION)
+                for parameter in (FUSION_PARAMETERS[fusion],)
+                for value in values(parameter, FUSION_DEFAULTS[parameter])]
 
     def _retrieval_points(self) -> list[dict[str, Any]]:
         """Every combination of the retrieval settings as Optuna parameters, conditional as
@@ -136,7 +168,7 @@ class SearchSpace:
         points = []
         for method_param, method in options("method", "dense"):
             branches: list[dict[str, Any]] = [{}]
-            if "fusion" in retrieval_method(method).options:
+            if "fusion" in retrieval_method(method).options and not self.inner_loop:
                 branches = [{**fusion_param, **value_param}
                             for fusion_param, fusion in options("fusion", DEFAULT_FUSION)
                             for value_param, _ in options(FUSION_PARAMETERS[fusion], None)]
@@ -214,7 +246,8 @@ class SearchSpace:
             axes = [(f"{name}.{p}_fraction" if d.type == "fraction" else f"{name}.{p}",
                      d.grid_values(f"{self.source}: chunkers.{name}.{p}"))
                     for p, d in domains.items() if not d.is_constant]
-            axes.append(("k", self.k.grid_values(f"{self.source}: k")))
+            if not self.inner_loop:  # an inner loop's trial scores every k
+                axes.append(("k", self.k.grid_values(f"{self.source}: k")))
             if len(self.embedders) > 1:
                 axes.append(("embedder", list(self._embedder_labels)))
             for values in itertools.product(*(v for _, v in axes)):

@@ -52,6 +52,12 @@ An optional ``retrieval`` mapping searches the retriever around the chunks (see
 It is sampled after ``k`` and the embedder, define-by-run as well: Optuna sees ``retrieval``
 (the method), ``fusion`` only for a hybrid, ``alpha`` only for weighted fusion, ``rrf_k`` only
 for rrf, then ``context``, ``rerank``, and ``candidates`` only with a reranker.
+
+``inner_loop: true`` scores the query-time parameters inside each trial instead of sampling them
+(:mod:`tuner.tuning.scoring.inner`): a trial samples the chunking, embedder, method and context, ranks
+once per question, and scores every ``k`` and every fusion with each of its values (so ``alpha`` and
+``rrf_k`` need a ``step`` or ``choices``). The reranker's ``candidates`` stay sampled: each costs a
+cross-encoder pass.
 """
 
 from __future__ import annotations
@@ -118,10 +124,10 @@ def parse_search_space(data: Any, source: str = "<space>") -> SearchSpace:
     """Validate a search space given as a mapping (the YAML's content)."""
     if not isinstance(data, dict):
         raise SearchSpaceError(f"{source}: a search space must be a mapping with 'chunkers' and 'k'")
-    unknown = sorted(set(data) - {"chunkers", "k", "embedders", "retrieval"})
+    unknown = sorted(set(data) - {"chunkers", "k", "embedders", "retrieval", "inner_loop"})
     if unknown:
         raise SearchSpaceError(f"{source}: unknown key(s) {', '.join(unknown)}; allowed: chunkers, k, embedders, "
-                               "retrieval")
+                               "retrieval, inner_loop")
     chunkers = data.get("chunkers")
     if not isinstance(chunkers, dict) or not chunkers:
         raise SearchSpaceError(f"{source}: 'chunkers' must map chunker names to their parameters; "
@@ -154,7 +160,15 @@ def parse_search_space(data: Any, source: str = "<space>") -> SearchSpace:
         raise SearchSpaceError(f"{source}: an embedder with late_chunking cannot take a context header "
                                f"(retrieval.context allows {', '.join(map(str, contexts))}): its chunk vectors are "
                                "pooled from the document itself; search late chunking with context none")
-    return SearchSpace(parsed, k, embedders, source, labels, kinds, retrieval)
+    inner_loop = data.get("inner_loop", False)
+    if not isinstance(inner_loop, bool):
+        raise SearchSpaceError(f"{source}: inner_loop must be true or false, not {inner_loop!r}")
+    if inner_loop:
+        for key in ("fusion", *FUSION_PARAMETERS.values()):
+            if key in retrieval and not retrieval[key].is_constant:
+                # Every value is scored inside each trial: the values must be a finite list.
+                retrieval[key].grid_values(f"{source}: retrieval.{key} (inner_loop scores each of its values)")
+    return SearchSpace(parsed, k, embedders, source, labels, kinds, retrieval, inner_loop)
 
 
 def _parse_retrieval(raw: Any, source: str) -> dict[str, Domain]:

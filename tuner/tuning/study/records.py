@@ -12,6 +12,7 @@ trial measured).
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -56,6 +57,10 @@ STOPPED_AT_ATTR = "stopped_at_fidelity"
 CLIMB_BUDGET_ATTR = "not_climbed_for_budget_s"
 #: Set on a trial that evaluates a proxy-scored configuration again at full fidelity: that trial's number.
 CONFIRMS_ATTR = "confirms_trial"
+#: With an inner loop (:mod:`..scoring.inner`): every point the trial scored, its query-time settings and metrics.
+INNER_POINTS_ATTR = "inner_points"
+#: The settings that name a point of an inner loop, and how a value given as text reads.
+POINT_SETTINGS: dict[str, type] = {"k": int, "fusion": str, "alpha": float, "rrf_k": int}
 #: Set on the trials of the baselines (:mod:`.baselines`): the baseline's name.
 BASELINE_ATTR = "baseline"
 #: Set on a trial pruned, before it claimed a slot, because the time budget could not fit it.
@@ -180,6 +185,48 @@ class TrialRecord:
         """Every query's metrics at the trial's ``k``, in evaluation-set order (None for trials
         recorded before chunkwise stored them; without the metrics added since for older ones)."""
         return None if self.stored_per_query is None else decode_per_query(self.stored_per_query)
+
+    def at_point(self, wanted: dict[str, Any]) -> TrialRecord:
+        """This trial at another point of its inner loop (:mod:`tuner.tuning.scoring.inner`): ``wanted``
+        names it (``{"k": 3}``, ``{"k": "3", "fusion": "weighted", "alpha": "0.7"}``); a setting left out is
+        the trial's own (a fusion given without its parameter takes none of the trial's)."""
+        from ...retrieval.config import RetrievalConfig
+
+        points = self.attrs.get(INNER_POINTS_ATTR)
+        if not points or self.config is None:
+            raise StudyError(f"trial {self.number} scored no inner loop: its one point is its own configuration")
+        unknown = sorted(set(wanted) - set(POINT_SETTINGS))
+        if unknown:
+            raise StudyError(f"unknown point setting(s) {', '.join(unknown)}; a point is named by "
+                             f"{', '.join(POINT_SETTINGS)}")
+        try:
+            given = {name: POINT_SETTINGS[name](value) for name, value in wanted.items()}
+        except ValueError as exc:
+            raise StudyError(f"point {wanted}: {exc}") from None
+        own = {name: value for name, value in self.config["retrieval"].items() if name in POINT_SETTINGS}
+        if "fusion" in given:
+            own = {"k": own["k"]}
+        target = {**own, **given}
+
+        def same(point: dict[str, Any]) -> bool:
+            return all(name in point and (abs(point[name] - value) < 1e-9 if isinstance(value, float)
+                                          else point[name] == value) for name, value in target.items())
+
+        match = next((point for point in points if same(point)
+                      and set(point) & set(POINT_SETTINGS) == set(target)), None)
+        if match is None:
+            seen = {name: sorted({point[name] for point in points if name in point}) for name in POINT_SETTINGS}
+            allowed = "; ".join(f"{name} {', '.join(map(str, values))}" for name, values in seen.items() if values)
+            raise StudyError(f"trial {self.number} scored no point {target} (its points: {allowed})")
+        retrieval = {**{name: value for name, value in self.config["retrieval"].items() if name not in POINT_SETTINGS},
+                     **{name: match[name] for name in POINT_SETTINGS if name in match}}
+        config = {**self.config, "retrieval": retrieval}
+        metrics = {name: value for name, value in match.items() if name not in POINT_SETTINGS}
+        config_key = json.dumps(config, sort_keys=True)
+        return dataclasses.replace(self, k=match["k"], score=match[SCORE_ATTR], metrics=metrics, config=config,
+                                   config_key=config_key, stored_per_query=None,
+                                   attrs={**self.attrs, **metrics, K_ATTR: match["k"], CONFIG_ATTR: config_key,
+                                          "retrieval": RetrievalConfig.from_dict(retrieval).describe()})
 
     @property
     def validation_score(self) -> float | None:

@@ -1,0 +1,54 @@
+"""The inner loop: a trial's query-time settings scored from one ranking per question.
+
+With ``inner_loop: true`` in the search space (:mod:`..search.space_file`), a trial samples what costs
+an embedding (the chunking, the embedder, the retrieval method, the context header) and ranks each
+question once at the largest ``k`` the space allows, once per fusion for a hybrid, from the same indexes
+(:func:`~tuner.evaluation.evaluator.evaluate_rungs`' ``variants``). Every ``k`` with every fusion and
+each of its values is a *point* of the trial, scored as its own evaluation would score it: the first
+``k`` chunks of a ranking are what a retrieval at ``k`` returns (:meth:`EvaluationResult.cut
+<tuner.evaluation.evaluator.EvaluationResult.cut>`).
+
+The trial is its best point by score: that point's configuration, metrics and per-query scores are what
+the trial records, what the sampler learns from, and what the Pareto front, the tie gate and the
+recommendation read, so the sampler spends its evaluations on what needs an embedding. Every point is
+kept in the trial's ``inner_points`` attribute, its settings beside its exported metrics, and
+``chunkwise export --trial N --point k=3,alpha=0.7`` writes any of them
+(:meth:`~..study.records.TrialRecord.at_point`). A baseline is never looped: it is the configuration
+it names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ...evaluation.evaluator import EvaluationResult
+from ...retrieval.config import RetrievalConfig
+from ..study.records import POINT_SETTINGS, SCORE_ATTR, exported_metric_attrs
+
+
+def point_settings(retrieval: RetrievalConfig) -> dict[str, Any]:
+    """``{"k": 3, "fusion": "weighted", "alpha": 0.7}``: what names a point of ``retrieval``'s trial."""
+    return {name: getattr(retrieval, name) for name in POINT_SETTINGS if getattr(retrieval, name) is not None}
+
+
+def best_point(result: EvaluationResult, ks: Sequence[int],
+               attributes: Callable[[EvaluationResult], dict[str, Any]]) -> tuple[EvaluationResult, dict[str, Any],
+                                                                                  list[dict[str, Any]]]:
+    """Score every point of ``result`` (each of its rankings, its ``variants`` included, cut at each of
+    ``ks``) with ``attributes`` (a trial's attributes of a result). Returns the best point by score (on a
+    tie, the first: the smaller ``k``), its attributes, and every point's settings and exported metrics."""
+    exported = exported_metric_attrs()
+    best: tuple[EvaluationResult, dict[str, Any]] | None = None
+    points = []
+    for ranking in (result, *result.variants):
+        for k in ks:
+            point = ranking.cut(k)
+            attrs = attributes(point)
+            points.append({**point_settings(point.config.retrieval),
+                           **{name: attrs[name] for name in exported if name in attrs}})
+            if best is None or attrs[SCORE_ATTR] > best[1][SCORE_ATTR]:
+                best = (point, attrs)
+    if best is None:
+        raise ValueError("an inner loop needs at least one k")
+    return best[0], best[1], points
