@@ -82,6 +82,11 @@ def test_a_trial_samples_no_query_time_setting_and_scores_every_point(study):
             assert points == HYBRID_POINTS
         else:
             assert points == {(1, None, None), (2, None, None), (3, None, None)}
+    # The summary counts the points: 15 per hybrid trial, 3 per BM25 trial.
+    outcome = study[3]
+    expected = sum(15 if t.params["retrieval"] == "hybrid" else 3 for t in sampled)
+    assert outcome.summary.points == expected
+    assert f"; {expected:,} query-time points scored in their inner loops" in outcome.summary.describe()
     # A baseline is the configuration it names: sampled k, no inner loop.
     baselines = [t for t in trials if "baseline" in t.user_attrs and t.state == TrialState.COMPLETE]
     assert baselines and all("k" in t.params and "inner_points" not in t.user_attrs for t in baselines)

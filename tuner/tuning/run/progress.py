@@ -20,6 +20,7 @@ from ..study.records import (
     CLIMB_BUDGET_ATTR,
     CONFIRMS_ATTR,
     ERROR_ATTR,
+    INNER_POINTS_ATTR,
     INTERRUPTED,
     LOST_ATTR,
     SCORE_ATTR,
@@ -301,6 +302,8 @@ class StudySummary:
     not_climbed: int = 0
     #: Among ``complete``: a proxy's configurations confirmed at full fidelity.
     confirmed: int = 0
+    #: Query-time points (a ``k``, a fusion) the trials scored in their inner loops (:mod:`..scoring.inner`).
+    points: int = 0
 
     def describe(self) -> str:
         """``12 complete, 3 stopped at low fidelity (2 at the late proxy, 1 at 0.05), 1 failed (1 lost
@@ -316,7 +319,8 @@ class StudySummary:
         parts.append(f"{self.failed} failed" + (f" ({self.lost} lost with their worker)" if self.lost else ""))
         if self.interrupted:
             parts.append(f"{self.interrupted} interrupted by Ctrl-C or SIGTERM")
-        return ", ".join(parts)
+        inner = f"; {self.points:,} query-time points scored in their inner loops" if self.points else ""
+        return ", ".join(parts) + inner
 
 
 def summarize(study: optuna.Study) -> StudySummary:
@@ -343,6 +347,8 @@ def summarize(study: optuna.Study) -> StudySummary:
                                        if r.state == TrialState.PRUNED and STOPPED_AT_ATTR in r.attrs).items())),
         not_climbed=sum(r.state == TrialState.PRUNED and CLIMB_BUDGET_ATTR in r.attrs for r in all_records),
         confirmed=sum(r.evaluated and CONFIRMS_ATTR in r.attrs for r in all_records),
+        points=sum(len(r.attrs.get(INNER_POINTS_ATTR) or ()) for r in all_records
+                   if r.evaluated or STOPPED_AT_ATTR in r.attrs),
     )
 
 
