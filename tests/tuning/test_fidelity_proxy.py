@@ -134,16 +134,25 @@ def test_a_proxy_trial_is_priced_by_its_first_rung_and_the_pass_only_while_it_is
     assert cold.expected_seconds(asking, config) == pytest.approx(pass_tokens / rate + first_rung)
 
 
-def test_under_a_time_budget_a_sampled_trial_leaves_the_price_of_a_confirmation(study):
+def test_under_a_time_budget_a_sampled_trial_leaves_the_price_of_its_confirmations(study):
     import statistics
     from types import SimpleNamespace
 
     spec, root, folder, questions, _, trials = study
     stored, _, objective = _objective(spec, folder, questions, root / "cache.sqlite3")
-    dense = [(t.datetime_complete - t.datetime_start).total_seconds() for t in trials
-             if t.state == TrialState.COMPLETE]  # this space retrieves by dense vectors only
+    config = EvaluationConfig.from_dict(json.loads(next(t for t in trials if "confirms_trial" in t.user_attrs)
+                                                   .user_attrs["config"]))
+    # A confirmation embeds a chunking no trial embedded: it costs what the trials that embedded their
+    # chunks took (this space retrieves by dense vectors only; a trial that found its vectors cached
+    # would not count).
+    cold = [(t.datetime_complete - t.datetime_start).total_seconds() for t in trials
+            if t.state == TrialState.COMPLETE and t.user_attrs["cache_hit_rate"] < 0.5]
+    assert cold
+    confirming = SimpleNamespace(user_attrs={"confirms_trial": 3}, study=stored)
+    assert objective.expected_seconds(confirming, config) == pytest.approx(statistics.median(cold))
+    # Each sampled trial keeps the price of the run's confirm (3) confirmations in reserve.
     sampled = SimpleNamespace(user_attrs={}, study=stored)
-    assert objective.confirmation_reserve(sampled) == pytest.approx(statistics.median(dense))
+    assert objective.confirmation_reserve(sampled) == pytest.approx(3 * statistics.median(cold))
     for own in ({"baseline": "token 800/400 dense"}, {"confirms_trial": 3}):  # these are what it is kept for
         assert objective.confirmation_reserve(SimpleNamespace(user_attrs=own, study=stored)) == 0.0
 

@@ -28,7 +28,7 @@ from ..scoring.calibration import check_calibration, stored_throughput
 from ..scoring.inner import best_point
 from ..scoring.measures import ResolvedRates, api_usage_attributes, resolve_rates, trial_attributes
 from ..search.confirmations import scores_at_rung
-from ..search.cost import kind_of, measured_seconds, median_seconds, rung_seconds, trial_seconds
+from ..search.cost import cold_trial_seconds, kind_of, measured_seconds, median_seconds, rung_seconds, trial_seconds
 from ..study.records import (
     BASELINE_ATTR,
     CHUNKER_ATTR,
@@ -174,6 +174,8 @@ class TrialObjective:
         """How long ``trial`` runs before its first decision (the time budget): its first rung when it
         climbs (each climb is priced again), else all of it; measured on this study when it can be. A
         proxy rung costs the pass over the documents not cached yet, then about what BM25 does."""
+        if CONFIRMS_ATTR in trial.user_attrs:  # a chunking no trial has embedded: a cold trial
+            return self.confirmation_seconds(trial)
         fidelity, proxy = self.ladder(trial, config)
         if not fidelity.multi:
             return trial_seconds(trial.study, config.to_dict(), self.cold_seconds(config))
@@ -188,17 +190,19 @@ class TrialObjective:
         return measured if measured is not None else fidelity.rungs[0] * self.cold_seconds(config)
 
     def confirmation_reserve(self, trial: optuna.Trial) -> float:
-        """Behind a proxy, what a sampled trial leaves of the time budget for the run's confirmations:
-        the price of one full-fidelity dense trial (:mod:`~..search.confirmations`)."""
+        """Behind a proxy, what a sampled trial leaves of the time budget for the run's confirmations
+        (:mod:`~..search.confirmations`): ``fidelity.confirm`` cold dense trials."""
         if self.settings.fidelity.proxy is None or {BASELINE_ATTR, CONFIRMS_ATTR} & set(trial.user_attrs):
             return 0.0
-        measured = median_seconds(measured_seconds(trial.study)["dense"])
-        return measured if measured is not None else self.corpus_tokens() / self._rate(self.settings.embedder)
+        return self.settings.fidelity.confirm * self.confirmation_seconds(trial)
+
+    def confirmation_seconds(self, trial: optuna.Trial) -> float:
+        """A dense trial that embeds all its chunks (a header's tokens aside): see :func:`cold_trial_seconds`."""
+        return cold_trial_seconds(trial.study, self.corpus_tokens() / self._rate(self.settings.embedder))
 
     def ladder(self, trial: optuna.Trial, config: EvaluationConfig) -> tuple[Fidelity, Embedder | None]:
-        """The rungs ``trial`` climbs, and its proxy rung's embedder (or None). BM25 embeds nothing (a smaller
-        index would change its statistics); a baseline is the yardstick and a confirmation is asked for at
-        full fidelity: these go to full fidelity at once."""
+        """The rungs ``trial`` climbs, and its proxy rung's embedder (or None). BM25 (a smaller index would change
+        its statistics), a baseline (the yardstick) and a confirmation go to full fidelity at once."""
         fidelity = self.settings.fidelity
         if not config.retrieval.embeds or {BASELINE_ATTR, CONFIRMS_ATTR} & set(trial.user_attrs):
             return FULL, None
@@ -232,9 +236,8 @@ class TrialObjective:
 
     def _follow_the_machine(self, number: int, config: EvaluationConfig, embedder: Embedder, tokens_before: int,
                             seconds_before: float) -> None:
-        """Re-measure the calibration when this trial's own throughput (the tokens the model read,
-        truncated texts counted up to its window, and its seconds since the counts ``*_before``)
-        disagrees with it (:func:`~tuner.tuning.scoring.objective.check_calibration`)."""
+        """Re-measure the calibration when this trial's own throughput (tokens the model read, truncated texts up
+        to its window, and seconds, since ``*_before``) disagrees with it (:func:`.check_calibration`)."""
         if self._calibrated(config.embedder) is None:
             return
         tokens = embedder.stats.read_tokens - tokens_before
@@ -335,9 +338,8 @@ def reclaim(study: optuna.Study, ledger: Ledger, study_id: int, grace_period: fl
 
 
 def retry_interrupted(study: optuna.Study, pid: int, max_retry: int) -> list[int]:
-    """Queue again the trials that worker process ``pid`` of this host failed as interrupted:
-    a worker that a signal stopped alone, while its run went on, was lost, and its trial is
-    retried like a killed worker's. Returns their numbers."""
+    """Queue again the trials that worker process ``pid`` of this host failed as interrupted (a worker a signal
+    stopped alone, while its run went on, was lost: retried like a killed worker's). Returns their numbers."""
     trials = study.get_trials(deepcopy=False)
     retried = {number for t in trials for number in t.system_attrs.get("retry_history", [])}
     queued = []
@@ -351,10 +353,9 @@ def retry_interrupted(study: optuna.Study, pid: int, max_retry: int) -> list[int
 
 
 def ask_owned(study: optuna.Study, worker_id: str) -> optuna.Trial:
-    """``study.ask()``, with the trial's owner recorded before it is RUNNING: no moment exists
-    at which the trial runs without an owner, so Ctrl-C or a kill at any point leaves a trial
-    whose worker is known (and reclaimed at once when that worker is gone), and no delay,
-    however long, makes a live worker's new trial look orphaned.
+    """``study.ask()``, with the trial's owner recorded before it is RUNNING: no moment exists at which the
+    trial runs without an owner, so Ctrl-C or a kill at any point leaves a trial whose worker is known
+    (reclaimed at once when that worker is gone), and no delay makes a live worker's new trial look orphaned.
 
     A retry queued as WAITING gets the owner just before it is taken (when two workers race
     for it, the winner writes itself again right after); a new trial is created with its owner

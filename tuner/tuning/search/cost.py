@@ -75,6 +75,19 @@ def measured_seconds(study: optuna.Study) -> dict[str, list[float]]:
     return out
 
 
+#: A complete trial that found fewer of its vectors than this in the cache embedded its chunks: a cold trial.
+COLD_HIT_RATE = 0.5
+
+
+def cold_trial_seconds(study: optuna.Study, cold_seconds: float) -> float:
+    """What a dense trial of a chunking no trial has embedded pays (a proxy's confirmation): the median
+    of the study's complete dense trials that embedded their chunks (few cache hits; a hybrid baseline
+    that reuses its dense twin's vectors takes seconds and does not count), else ``cold_seconds``."""
+    measured = median_seconds([seconds for trial, kind, seconds in _timed(study, TrialState.COMPLETE) if kind == "dense"
+                               and float(trial.user_attrs.get("cache_hit_rate", 0.0)) < COLD_HIT_RATE])
+    return cold_seconds if measured is None else measured
+
+
 def rung_seconds(study: optuna.Study, kind: str, rung: str | float) -> list[float]:
     """Wall times of the study's trials of ``kind`` that stopped at ``rung`` (a proxy's name or a
     fraction): what a trial pays before its first decision, when ``rung`` is the first."""
