@@ -135,24 +135,28 @@ def test_a_proxy_trial_is_priced_by_its_first_rung_and_the_pass_only_while_it_is
 
 
 def test_under_a_time_budget_a_sampled_trial_leaves_the_price_of_its_confirmations(study):
-    import statistics
     from types import SimpleNamespace
 
     spec, root, folder, questions, _, trials = study
     stored, _, objective = _objective(spec, folder, questions, root / "cache.sqlite3")
-    config = EvaluationConfig.from_dict(json.loads(next(t for t in trials if "confirms_trial" in t.user_attrs)
-                                                   .user_attrs["config"]))
-    # A confirmation embeds a chunking no trial embedded: it costs what the trials that embedded their
-    # chunks took (this space retrieves by dense vectors only; a trial that found its vectors cached
-    # would not count).
-    cold = [(t.datetime_complete - t.datetime_start).total_seconds() for t in trials
-            if t.state == TrialState.COMPLETE and t.user_attrs["cache_hit_rate"] < 0.5]
-    assert cold
-    confirming = SimpleNamespace(user_attrs={"confirms_trial": 3}, study=stored)
-    assert objective.expected_seconds(confirming, config) == pytest.approx(statistics.median(cold))
-    # Each sampled trial keeps the price of the run's confirm (3) confirmations in reserve.
+    rate = objective._rate(objective.settings.embedder)
+    by_number = {t.number: t for t in trials}
+    # A confirmation is priced by the tokens its proxy trial counted (chunks with overlaps, and the questions).
+    confirmation = next(t for t in trials if "confirms_trial" in t.user_attrs)
+    proxy = by_number[confirmation.user_attrs["confirms_trial"]]
+    assert proxy.user_attrs["tokens_embedded"] > 0
+    config = EvaluationConfig.from_dict(json.loads(confirmation.user_attrs["config"]))
+    asking = SimpleNamespace(user_attrs={"confirms_trial": proxy.number}, study=stored)
+    assert objective.expected_seconds(asking, config) == pytest.approx(proxy.user_attrs["tokens_embedded"] / rate)
+    # A sampled trial keeps in reserve the price of the confirm (3) best proxy trials not yet confirmed.
+    confirmed = {t.user_attrs["confirms_trial"] for t in trials if "confirms_trial" in t.user_attrs}
+    unconfirmed = sorted((t for t in trials if t.user_attrs.get("stopped_at_fidelity") == "late"
+                          and t.number not in confirmed),
+                         key=lambda t: (-t.user_attrs["rung_scores"]["late"], t.number))
+    assert len(unconfirmed) >= 3
+    expected = sum(t.user_attrs["tokens_embedded"] for t in unconfirmed[:3]) / rate
     sampled = SimpleNamespace(user_attrs={}, study=stored)
-    assert objective.confirmation_reserve(sampled) == pytest.approx(3 * statistics.median(cold))
+    assert objective.confirmation_reserve(sampled) == pytest.approx(expected)
     for own in ({"baseline": "token 800/400 dense"}, {"confirms_trial": 3}):  # these are what it is kept for
         assert objective.confirmation_reserve(SimpleNamespace(user_attrs=own, study=stored)) == 0.0
 

@@ -27,7 +27,7 @@ from ...evaluation.fidelity import FULL, Fidelity, promoted
 from ..scoring.calibration import check_calibration, stored_throughput
 from ..scoring.inner import best_point
 from ..scoring.measures import ResolvedRates, api_usage_attributes, resolve_rates, trial_attributes
-from ..search.confirmations import scores_at_rung
+from ..search.confirmations import confirmed_trial, reserve_seconds, scores_at_rung
 from ..search.cost import cold_trial_seconds, kind_of, measured_seconds, median_seconds, rung_seconds, trial_seconds
 from ..study.records import (
     BASELINE_ATTR,
@@ -44,6 +44,7 @@ from ..study.records import (
     RUNG_SCORES_ATTR,
     SCORE_ATTR,
     STOPPED_AT_ATTR,
+    TOKENS_EMBEDDED_ATTR,
     WORKER_ATTR,
     encode_per_query,
 )
@@ -85,13 +86,12 @@ class TrialObjective:
     """Score the configuration a trial samples; record every metric as user attributes.
 
     Calling it with a trial and a ``claim`` function samples a configuration, claims it (raising
-    :class:`ConfigurationTaken` or :class:`TargetReached` without evaluating anything), evaluates it and
-    returns the metrics of the study's Pareto axes (:attr:`StudySettings.pareto`); the weighted score is
-    the ``score`` user attribute that the sampler optimises. With multi-fidelity settings the
-    configuration climbs the rungs (:meth:`ladder`), each rung's score recorded (``rung_scores``); a
-    proxy's trial, one not promoted, or one whose next rung the budget cannot hold raises
-    :class:`StoppedAtRung` (PRUNED). With an inner loop, what it records is its best point
-    (:mod:`..scoring.inner`).
+    :class:`ConfigurationTaken` or :class:`TargetReached` without evaluating anything), evaluates it and returns
+    the metrics of the study's Pareto axes (:attr:`StudySettings.pareto`); the weighted score is the ``score``
+    user attribute that the sampler optimises. With multi-fidelity settings the configuration climbs the rungs
+    (:meth:`ladder`), each rung's score recorded (``rung_scores``); a proxy's trial, one not promoted, or one
+    whose next rung the budget cannot hold raises :class:`StoppedAtRung` (PRUNED). With an inner loop, what it
+    records is its best point (:mod:`..scoring.inner`).
     """
 
     def __init__(self, corpus: Corpus, evaluation_set: EvaluationSet, settings: StudySettings,
@@ -175,7 +175,7 @@ class TrialObjective:
         climbs (each climb is priced again), else all of it; measured on this study when it can be. A
         proxy rung costs the pass over the documents not cached yet, then about what BM25 does."""
         if CONFIRMS_ATTR in trial.user_attrs:  # a chunking no trial has embedded: a cold trial
-            return self.confirmation_seconds(trial)
+            return self.confirmation_seconds(trial.study, confirmed_trial(trial.study, trial))
         fidelity, proxy = self.ladder(trial, config)
         if not fidelity.multi:
             return trial_seconds(trial.study, config.to_dict(), self.cold_seconds(config))
@@ -191,14 +191,18 @@ class TrialObjective:
 
     def confirmation_reserve(self, trial: optuna.Trial) -> float:
         """Behind a proxy, what a sampled trial leaves of the time budget for the run's confirmations
-        (:mod:`~..search.confirmations`): ``fidelity.confirm`` cold dense trials."""
+        (:func:`~..search.confirmations.reserve_seconds`)."""
         if self.settings.fidelity.proxy is None or {BASELINE_ATTR, CONFIRMS_ATTR} & set(trial.user_attrs):
             return 0.0
-        return self.settings.fidelity.confirm * self.confirmation_seconds(trial)
+        return reserve_seconds(trial.study, self.settings.fidelity.confirm,
+                               lambda proxy: self.confirmation_seconds(trial.study, proxy))
 
-    def confirmation_seconds(self, trial: optuna.Trial) -> float:
-        """A dense trial that embeds all its chunks (a header's tokens aside): see :func:`cold_trial_seconds`."""
-        return cold_trial_seconds(trial.study, self.corpus_tokens() / self._rate(self.settings.embedder))
+    def confirmation_seconds(self, study: optuna.Study, proxy: FrozenTrial | None) -> float:
+        """A full evaluation of ``proxy``'s configuration: the tokens its proxy rung counted (headers and
+        overlaps included) at the calibrated rate; without them, a cold dense trial (:func:`cold_trial_seconds`)."""
+        tokens = None if proxy is None else proxy.user_attrs.get(TOKENS_EMBEDDED_ATTR)
+        rate = self._rate(self.settings.embedder)
+        return tokens / rate if tokens else cold_trial_seconds(study, self.corpus_tokens() / rate)
 
     def ladder(self, trial: optuna.Trial, config: EvaluationConfig) -> tuple[Fidelity, Embedder | None]:
         """The rungs ``trial`` climbs, and its proxy rung's embedder (or None). BM25 (a smaller index would change
@@ -212,10 +216,10 @@ class TrialObjective:
         return fidelity, proxy
 
     def cold_seconds(self, config: EvaluationConfig) -> float:
-        """The calibrated price of a cold trial of ``config``: the corpus's tokens over the embedder's
-        throughput, once for the chunks (none for BM25 alone), once more for a semantic chunker's units.
-        A local model's throughput is this machine's current calibration, not the figure the study
-        stored when it was created (that one models every trial's latency, so its score)."""
+        """The calibrated price of a cold trial of ``config``: the corpus's tokens over the embedder's throughput,
+        once for the chunks (none for BM25 alone), once more for a semantic chunker's units. A local model's
+        throughput is this machine's current calibration, not the figure the study stored when it was created
+        (that one models every trial's latency, so its score)."""
         passes = int(config.retrieval.embeds) + int(kind_of(config.to_dict()) == "semantic")
         return passes * self.corpus_tokens() / self._rate(config.embedder) if passes else 0.0
 
@@ -291,7 +295,7 @@ class TrialObjective:
                     climbs = False
                     trial.set_user_attr(CLIMB_BUDGET_ATTR, round(needed, 1))
             if not climbs:
-                for name in (CHUNKER_ATTR, PARAMS_ATTR, K_ATTR):
+                for name in (CHUNKER_ATTR, PARAMS_ATTR, K_ATTR, TOKENS_EMBEDDED_ATTR):
                     trial.set_user_attr(name, attrs[name])
                 trial.set_user_attr(STOPPED_AT_ATTR, result.proxy or result.fidelity)
                 raise StoppedAtRung(key, score)
@@ -299,8 +303,7 @@ class TrialObjective:
 
 
 def retry_trial(study: optuna.Study, trial: FrozenTrial, max_retry: int) -> bool:
-    """Queue a WAITING copy of a lost trial (same parameters), as Optuna's
-    ``RetryHeartbeatStaleTrialCallback`` would, but without the lost trial's attributes."""
+    """Queue a WAITING copy of a lost trial (same parameters), as Optuna's ``RetryHeartbeatStaleTrialCallback``."""
     history = [*trial.system_attrs.get("retry_history", []), trial.number]
     if len(history) > max_retry or not trial.params:
         return False
@@ -320,11 +323,8 @@ def reclaim(study: optuna.Study, ledger: Ledger, study_id: int, grace_period: fl
     workers, now, storage, reclaimed = ledger.workers(study_id), time.time(), ledger.storage, []
     for trial in running:
         owner = trial.user_attrs.get(WORKER_ATTR)
-        if owner is not None:
-            gone = not worker_alive(workers.get(owner), grace_period, now)
-        else:
-            gone = trial.datetime_start is None or now - trial.datetime_start.timestamp() > grace_period
-        if not gone:
+        if (worker_alive(workers.get(owner), grace_period, now) if owner is not None else
+                trial.datetime_start is not None and now - trial.datetime_start.timestamp() <= grace_period):
             continue
         try:
             storage.set_trial_user_attr(trial._trial_id, LOST_ATTR, "its worker stopped before the trial ended")
@@ -357,10 +357,10 @@ def ask_owned(study: optuna.Study, worker_id: str) -> optuna.Trial:
     trial runs without an owner, so Ctrl-C or a kill at any point leaves a trial whose worker is known
     (reclaimed at once when that worker is gone), and no delay makes a live worker's new trial look orphaned.
 
-    A retry queued as WAITING gets the owner just before it is taken (when two workers race
-    for it, the winner writes itself again right after); a new trial is created with its owner
-    in the transaction that creates it. A stop while the trial is taken waits for its id
-    (:func:`~.processes.deferred_stops`); one while the sampler prepares it fails it as interrupted.
+    A retry queued as WAITING gets the owner just before it is taken (when two workers race for it, the winner
+    writes itself again right after); a new trial is created with its owner in the transaction that creates it.
+    A stop while the trial is taken waits for its id (:func:`~.processes.deferred_stops`); one while the
+    sampler prepares it fails it as interrupted.
     """
     storage = study._storage
     # What ask() does first: forget this thread's cached trials, so the sampler sees them all.

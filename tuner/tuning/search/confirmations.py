@@ -22,6 +22,9 @@ because the run ended first is queued again by the next run's confirmations.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
@@ -59,6 +62,19 @@ def candidates(study: optuna.Study, count: int) -> list[FrozenTrial]:
               and t.number not in confirmed and t.user_attrs.get(CONFIG_ATTR) not in at_full]
     scored.sort(key=lambda pair: (-pair[0], pair[1].number))
     return [t for _, t in scored[:count]]
+
+
+def reserve_seconds(study: optuna.Study, count: int, price: Callable[[FrozenTrial | None], float]) -> float:
+    """How long the run's ``count`` confirmations will take: ``price`` of each of :func:`candidates` (the
+    proxy trials they would confirm now), and ``price(None)`` for each candidate still missing."""
+    best = candidates(study, count)
+    return sum(price(trial) for trial in best) + (count - len(best)) * price(None)
+
+
+def confirmed_trial(study: optuna.Study, confirmation: Any) -> FrozenTrial | None:
+    """The proxy trial that trial ``confirmation`` confirms (None for any other trial)."""
+    number = confirmation.user_attrs.get(CONFIRMS_ATTR)
+    return next((t for t in study.get_trials(deepcopy=False) if t.number == number), None)
 
 
 def queue_confirmations(study: optuna.Study, count: int) -> list[int]:

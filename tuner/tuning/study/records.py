@@ -94,7 +94,10 @@ PER_QUERY_SYSTEM_ATTR = "chunkwise:per_query"
 #: The LLM that wrote a trial's LLM-made parts, by part: ``{"chunker": "gpt-4o-mini", "context": ...}``
 #: (the model's name as the endpoint was asked, never the endpoint); absent when none did.
 LLM_MODELS_ATTR = "llm_models"
-EXPORTED_TRIAL_ATTRS = ("first_stage_recall", "chunks", "mean_chunk_tokens", "tokens_embedded",
+#: cl100k tokens a full evaluation embeds (chunks with their headers, and the questions); a proxy's trial records
+#: it too, and a time budget prices its confirmation by it.
+TOKENS_EMBEDDED_ATTR = "tokens_embedded"
+EXPORTED_TRIAL_ATTRS = ("first_stage_recall", "chunks", "mean_chunk_tokens", TOKENS_EMBEDDED_ATTR,
                         "retrieved_tokens_per_query", "latency_ms", "cost_usd_per_1k_queries", API_TOKENS_ATTR,
                         API_USD_ATTR, "index_build_s", "identical_chunks",
                         VALIDATION_PREFIX + SCORE_ATTR, VALIDATION_PREFIX + "recall", VALIDATION_PREFIX + "iou",
