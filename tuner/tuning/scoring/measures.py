@@ -20,6 +20,7 @@ from ..study.records import (
     LLM_MODELS_ATTR,
     PRECISION_ATTR,
     SCORE_ATTR,
+    TOKENS_EMBEDDED_ATTR,
     VALIDATION_PREFIX,
 )
 from .calibration import calibrated_throughput
@@ -74,7 +75,7 @@ def trial_attributes(result, rates: ResolvedRates, weights: Weights, scales: Sca
         "truncated_chunks": result.window.get("truncated_chunks", 0.0),
         "unread_text": result.window.get("unread_text", 0.0),
         "mean_chunk_tokens": float(token_counts[:-1].mean()) if result.chunks else 0.0,
-        "tokens_embedded": index_tokens + round(query_tokens * n_queries),
+        TOKENS_EMBEDDED_ATTR: index_tokens + round(query_tokens * n_queries),
         "retrieved_tokens_per_query": retrieved_tokens,
         "latency_ms": latency * 1000,
         "cost_usd_per_1k_queries": cost,
