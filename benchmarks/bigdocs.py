@@ -362,6 +362,8 @@ def phase_of(trial) -> str:
     if "baseline" in attrs:
         return f"baselines, {kind}"
     if "confirms_trial" in attrs:
+        if "out_of_budget" in attrs:  # pruned before it began: the time budget could not hold it
+            return f"{kind} confirmations left out for the time budget"
         return f"{kind} trials confirmed at full fidelity (a proxy's best)"
     if kind == "bm25":
         return "bm25 trials"
