@@ -114,7 +114,8 @@ def test_a_proxy_trial_is_priced_by_its_first_rung_and_the_pass_only_while_it_is
     spec, root, folder, questions, _, trials = study
     stopped = [t for t in trials if t.user_attrs.get("stopped_at_fidelity") == "late"]
     config = EvaluationConfig.from_dict(json.loads(stopped[0].user_attrs["config"]))
-    first_rung = statistics.median((t.datetime_complete - t.datetime_start).total_seconds() for t in stopped)
+    # The first proxy trial paid the pass over the documents: the others say what one more chunking costs.
+    first_rung = statistics.median((t.datetime_complete - t.datetime_start).total_seconds() for t in stopped[1:])
 
     # The study's own cache: every document's token embeddings are there, so only the proxy rung is paid.
     stored, corpus, objective = _objective(spec, folder, questions, root / "cache.sqlite3")
