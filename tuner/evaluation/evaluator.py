@@ -452,11 +452,12 @@ class _Chunked:
             embedding["llm_model_names"] = dict(self.llm_models)
 
         results = []
+        chunk_tokens = [c.token_count for c in chunks]  # the same for every retrieval
         for retrieval, (local, local_first) in zip(retrievals, ranked):
             t = time.perf_counter()
             ranking = np.where(local >= 0, members[np.maximum(local, 0)], -1)
             scores = score(references, intervals, ranking, space.size, document_starts=space.document_starts,
-                           chunk_tokens=[c.token_count for c in chunks])
+                           chunk_tokens=chunk_tokens)
             first_stage = None
             if local_first is not None:  # a reranker: the recall of the candidates it was given
                 first_ranking = np.where(local_first >= 0, members[np.maximum(local_first, 0)], -1)
