@@ -96,6 +96,9 @@ class EvaluationResult:
     #: The same chunks and vectors ranked by the other retrievals asked for (``variants`` of
     #: :func:`evaluate_rungs`: an inner loop's fusions), each a result of its own.
     variants: tuple[EvaluationResult, ...] = field(default=(), repr=False)
+    #: What :attr:`chunk_stats` and :attr:`chunk_token_counts` computed from ``chunks``, shared with
+    #: every :meth:`cut` (the same chunks): an inner loop scores 150 cuts of one result.
+    _chunk_memo: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def metrics_at(self, k: int) -> dict[str, Any]:
         """The metric summary at another cut-off ``k`` (up to the searched one)."""
@@ -111,7 +114,7 @@ class EvaluationResult:
         if note := _short_index_note(k, self._chunks_per_index()):
             notes.insert(0, note)
         return dataclasses.replace(self, config=config, metrics=self.metrics_at(k), ranking=self.ranking[:, :k],
-                                   notes=notes, variants=())
+                                   notes=notes, variants=(), _chunk_memo=self._chunk_memo)
 
     def _chunks_per_index(self) -> dict[str, int]:
         if self.config.retrieval.scope == "pooled":
@@ -119,14 +122,25 @@ class EvaluationResult:
         return {name: self.chunk_corpora.count(name) for name in dict.fromkeys(self.query_corpora)}
 
     @property
+    def chunk_token_counts(self) -> np.ndarray:
+        """Each chunk's token count (read-only)."""
+        if "token_counts" not in self._chunk_memo:
+            counts = np.array([c.token_count for c in self.chunks], dtype=np.float64)
+            counts.flags.writeable = False
+            self._chunk_memo["token_counts"] = counts
+        return self._chunk_memo["token_counts"]
+
+    @property
     def chunk_stats(self) -> dict[str, float]:
-        counts = np.array([c.token_count for c in self.chunks], dtype=np.float64)
-        return {
-            "chunks": len(self.chunks),
-            "mean_chunk_tokens": float(counts.mean()) if len(counts) else 0.0,
-            "max_chunk_tokens": int(counts.max()) if len(counts) else 0,
-            "identical_chunks": identical_chunks(self.chunks),
-        }
+        if "stats" not in self._chunk_memo:
+            counts = self.chunk_token_counts
+            self._chunk_memo["stats"] = {
+                "chunks": len(self.chunks),
+                "mean_chunk_tokens": float(counts.mean()) if len(counts) else 0.0,
+                "max_chunk_tokens": int(counts.max()) if len(counts) else 0,
+                "identical_chunks": identical_chunks(self.chunks),
+            }
+        return dict(self._chunk_memo["stats"])
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (no per-query arrays, no chunk texts)."""
@@ -453,6 +467,7 @@ class _Chunked:
 
         results = []
         chunk_tokens = [c.token_count for c in chunks]  # the same for every retrieval
+        chunk_memo: dict[str, Any] = {}  # one set of chunks for every retrieval ranked
         for retrieval, (local, local_first) in zip(retrievals, ranked):
             t = time.perf_counter()
             ranking = np.where(local >= 0, members[np.maximum(local, 0)], -1)
@@ -468,7 +483,7 @@ class _Chunked:
             result = EvaluationResult(dataclasses.replace(config, retrieval=retrieval), {}, scores, chunks,
                                       chunk_corpora, query_corpora, ranking, query_tokens, searched, spent,
                                       dict(embedding), list(notes), repeats, window, self.indexed, fraction,
-                                      len(members), first_stage)
+                                      len(members), first_stage, _chunk_memo=chunk_memo)
             results.append(result.cut(retrieval.k))  # its metrics, and a note when an index is short of k
         return dataclasses.replace(results[0], variants=tuple(results[1:]))
 

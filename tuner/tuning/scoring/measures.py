@@ -49,7 +49,7 @@ def trial_attributes(result, rates: ResolvedRates, weights: Weights, scales: Sca
     per_query = result.scores.at(k)
     n_queries = len(result.ranking)
     search = np.ones(n_queries, dtype=bool) if search is None else np.asarray(search, dtype=bool)
-    token_counts = np.array([c.token_count for c in result.chunks] + [0], dtype=np.float64)
+    token_counts = result.chunk_token_counts
     context = per_query["context_tokens"][search]
     retrieved_tokens = float(context.mean()) if len(context) else 0.0
     retrieval = result.config.retrieval
@@ -74,7 +74,7 @@ def trial_attributes(result, rates: ResolvedRates, weights: Weights, scales: Sca
         "identical_chunks": result.chunk_stats["identical_chunks"],
         "truncated_chunks": result.window.get("truncated_chunks", 0.0),
         "unread_text": result.window.get("unread_text", 0.0),
-        "mean_chunk_tokens": float(token_counts[:-1].mean()) if result.chunks else 0.0,
+        "mean_chunk_tokens": float(token_counts.mean()) if result.chunks else 0.0,
         TOKENS_EMBEDDED_ATTR: index_tokens + round(query_tokens * n_queries),
         "retrieved_tokens_per_query": retrieved_tokens,
         "latency_ms": latency * 1000,
