@@ -1,7 +1,7 @@
 """The LLM features on a real local model: what ``generate`` keeps, and the two LLM chunkers
 beside the recursive one.
 
-    python benchmarks/real_llm.py generate --corpus PATH [--attempts 10]
+    python benchmarks/real_llm.py generate --corpus PATH [--attempts 10] [--excerpts sampled] [--keep FILE]
     python benchmarks/real_llm.py chunk --document chroma-dev:state_of_the_union [--chunkers llm,logprob]
 
 Each run starts llama.cpp's server with a bundled model (``benchmarks/llm_server.py``; the
@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -49,13 +50,14 @@ def load_average() -> str:
     return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
 
 
-def run_generate(server: LocalLLMServer, corpus_path: Path, attempts: int, passage_chars: int) -> str:
+def run_generate(server: LocalLLMServer, corpus_path: Path, attempts: int, passage_chars: int, excerpts: str,
+                 keep: Path | None, name: str | None = None) -> str:
     import tuner
     from tuner.data.generate import generate_evaluation_set
     from tuner.embedding import EmbeddingCache
     from tuner.llm.client import LLMClient, LLMError
 
-    corpus = tuner.load_corpus(corpus_path)
+    corpus = tuner.load_corpus(corpus_path, name=name)
     embedder = tuner.EmbedderConfig().build(EmbeddingCache())
     client = LLMClient(model=server.model, base_url=server.base_url, api_key="none", max_retries=2)
     out = Path(os.environ["CHUNKWISE_CACHE_DIR"]) / "generated.jsonl"
@@ -65,7 +67,7 @@ def run_generate(server: LocalLLMServer, corpus_path: Path, attempts: int, passa
     for seed in range(attempts):
         try:
             report = generate_evaluation_set(corpus, out, kept + 1, client, embedder, max_attempts=1, seed=seed,
-                                             passage_chars=passage_chars, echo=lambda line: None)
+                                             passage_chars=passage_chars, excerpts=excerpts, echo=lambda line: None)
         except LLMError as exc:  # no reply to this passage held a question: the CLI stops here
             reason = "no usable reply" if "gave no usable reply" in str(exc) else str(exc)
             rejected[reason] = rejected.get(reason, 0) + 1
@@ -77,10 +79,10 @@ def run_generate(server: LocalLLMServer, corpus_path: Path, attempts: int, passa
     no_question = rejected.get("no usable reply", 0)
     without = rejected.get("question without excerpts", 0)
     not_found = rejected.get("reference not in the text", 0)
-    parsed = attempts - no_question
+    parsed = attempts - no_question - rejected.get("no sentence to ask about", 0)
     located = parsed - without - not_found
     lines = [f"corpus {corpus_path} ({len(corpus)} documents), model {server.model}, passages of {passage_chars} "
-             "characters",
+             f"characters, excerpts picked by the {excerpts if excerpts == 'model' else 'sampler'}",
              "| attempts | HTTP requests | parsed (a question) | located (every excerpt found) | kept | "
              "s per attempt | s per kept question |",
              "|---|---|---|---|---|---|---|",
@@ -91,8 +93,12 @@ def run_generate(server: LocalLLMServer, corpus_path: Path, attempts: int, passa
              "rejections: " + (", ".join(f"{reason}: {count}" for reason, count in sorted(rejected.items()))
                                or "none")]
     if kept:
-        lines.append("kept questions: " + " | ".join(
-            q.question for q in tuner.load_evaluation_set(out, corpus)))
+        lines.append("kept questions, each with its excerpts (for a hand check):")
+        lines += [f"- {q.id} {q.question}  <=  " + " / ".join(" ".join(r.content.split()) for r in q.references)
+                  for q in tuner.load_evaluation_set(out, corpus)]
+        if keep is not None:
+            shutil.copyfile(out, keep)
+            lines.append(f"kept questions written to {keep}")
     return "\n".join(lines)
 
 
@@ -167,6 +173,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--corpus", type=Path, default=REALDOCS_TEXT, help="generate: the corpus (realdocs text)")
     parser.add_argument("--attempts", type=int, default=10, help="generate: passages asked about (10)")
     parser.add_argument("--passage-chars", type=int, default=4000, help="generate: characters per passage (4000)")
+    parser.add_argument("--excerpts", choices=("model", "sampled"), default="model",
+                        help="generate: who picks the excerpts (chunkwise generate --excerpts)")
+    parser.add_argument("--name", help="generate: the corpus name (default: the folder's; realdocs for its raw/)")
+    parser.add_argument("--keep", type=Path, help="generate: copy the kept questions (JSONL) to this file")
     parser.add_argument("--document", default="chroma-dev:state_of_the_union",
                         help="chunk: a file, or chroma-dev:CORPUS (recall@5 over its questions)")
     parser.add_argument("--chunkers", default="llm,logprob", help="chunk: llm, logprob or both")
@@ -187,7 +197,8 @@ def main(argv: list[str] | None = None) -> int:
             with LocalLLMServer(args.model, logits_all="logprob" in chunkers and args.what == "chunk",
                                 threads=args.threads) as server:
                 print(f"before: {load_average()}", flush=True)
-                table = (run_generate(server, args.corpus, args.attempts, args.passage_chars) if args.what == "generate"
+                table = (run_generate(server, args.corpus, args.attempts, args.passage_chars, args.excerpts,
+                                      args.keep, args.name) if args.what == "generate"
                          else run_chunk(server, args.document, chunkers, params, args.data))
                 print(table)
                 print(f"after: {load_average()}")

@@ -473,8 +473,10 @@ def matching_references(match: list[str]) -> list[tuple[str, dict]]:
 
 
 def run(root: Path, budgets: list[str], n_trials: list[int] | None, space: str, jobs: int, seed: int,
-        keep: Path | None, match: list[str], options: list[str] = ()) -> None:
+        keep: Path | None, match: list[str], options: list[str] = (), tune_queries: Path | None = None) -> None:
     raw, queries = require_raw(root), require_queries(root)
+    if tune_queries is not None and not tune_queries.is_file():
+        raise BenchError(f"--tune-queries {tune_queries}: no such file")
     has_timeout = tune_has_timeout()
     if not has_timeout and n_trials is None:
         raise BenchError("this chunkwise's `tune` has no --timeout (issue 17): pass --n-trials N[,N...] "
@@ -492,7 +494,7 @@ def run(root: Path, budgets: list[str], n_trials: list[int] | None, space: str, 
         name, storage = f"realdocs-{budget}", f"sqlite:///{work / 'study.db'}"
         bound = (["--timeout", str(seconds)] if has_timeout and n_trials is None
                  else ["--n-trials", str(n_trials[min(number, len(n_trials) - 1)])])
-        command = ["tune", "--name", name, "--corpus", f"{CORPUS}={raw}", "--queries", str(queries),
+        command = ["tune", "--name", name, "--corpus", f"{CORPUS}={raw}", "--queries", str(tune_queries or queries),
                    "--space", space, "--storage", storage, "--jobs", str(jobs), "--seed", str(seed), *bound,
                    *(item for option in options for item in ("--set", option))]
         print(f"\n== budget {budget}: chunkwise {' '.join(command)}  (cold cache {work / 'cache'})", file=sys.stderr)
@@ -558,6 +560,9 @@ def main() -> int:
     run_parser.add_argument("--jobs", type=int, default=1)
     run_parser.add_argument("--seed", type=int, default=0)
     run_parser.add_argument("--keep", type=Path, help="keep each budget's study, cache and results under this folder")
+    run_parser.add_argument("--tune-queries", type=Path,
+                            help="tune on these questions (e.g. generated ones) instead of the hand-written ones, "
+                                 "and score every configuration on the hand-written ones it never saw")
     run_parser.add_argument("--match", action="append", default=[],
                             help="score only the fixed reference configurations whose label contains this text "
                                  "(repeatable; default: all of them)")
@@ -578,7 +583,8 @@ def main() -> int:
                 trials = None if args.n_trials is None else [int(n) for n in args.n_trials.split(",")]
             except ValueError:
                 raise BenchError(f"--n-trials: {args.n_trials!r} is not N or N,N,...") from None
-            run(root, budgets, trials, args.space, args.jobs, args.seed, args.keep, args.match, args.set)
+            run(root, budgets, trials, args.space, args.jobs, args.seed, args.keep, args.match, args.set,
+                args.tune_queries)
     except BenchError as exc:
         print(f"realdocs: {exc}", file=sys.stderr)
         return 2

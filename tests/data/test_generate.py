@@ -415,3 +415,66 @@ def test_json_mode_that_gives_nothing_is_asked_again_without_it(openai_server, c
     again = generate_evaluation_set(corpus, tmp_path / "again.jsonl", 2, client, HashedWordsEmbedder(),
                                     relevance_threshold=0, duplicate_threshold=1.0)
     assert (again.accepted, again.cached) == (2, 2) and len(openai_server.requests_to("/v1/chat/completions")) == 4
+
+
+def excerpt_of(body) -> str:
+    user = body["messages"][-1]["content"]
+    return user.split("<excerpt>\n", 1)[1].split("\n</excerpt>", 1)[0]
+
+
+def test_sampled_excerpts_become_exact_references_and_plain_questions(openai_server, tmp_path, capsys, monkeypatch):
+    """``--excerpts sampled``: the excerpt shown to the model is the reference, at its exact offsets inside
+    the passage shown; the model's plain-text question is read with its label and quotes taken off."""
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    openai_server.chat_handler = lambda body: (
+        f'Question: "In the {len(openai_server.requests_to("/v1/chat/completions"))}th case, what holds?"\n'
+        "I hope this helps.")
+    out = tmp_path / "g.jsonl"
+    assert main(["generate", str(EXAMPLE), "-o", str(out), "--n", "3", "--base-url", openai_server.base_url,
+                 "--model", "stub-llm", "--excerpts", "sampled", "--relevance-threshold", "-1",
+                 "--duplicate-threshold", "1"]) == 0
+    assert "3 queries (3 new from 3 requests; rejected: none)" in capsys.readouterr().out
+    corpus = tuner.load_corpus(EXAMPLE)
+    requests = openai_server.requests_to("/v1/chat/completions")
+    assert len(requests) == 3 and all("response_format" not in r.json_body for r in requests)
+    for i, (line, request) in enumerate(zip(out.read_text().splitlines(), requests), start=1):
+        query = json.loads(line)
+        assert query["question"] == f"In the {i}th case, what holds?"
+        [reference] = query["references"]
+        shown, passage = excerpt_of(request.json_body), passage_of(request.json_body)
+        text = corpus.document(reference["document"]).text
+        assert reference["content"] == shown == text[reference["start_index"]:reference["end_index"]]
+        assert shown in passage and len(re.findall(r"[A-Za-z]{2,}", shown)) >= 8
+    assert len(tuner.load_evaluation_set(out, corpus)) == 3  # validates every offset
+
+
+def test_a_sampled_excerpt_repeated_as_a_question_is_rejected_and_a_reply_without_one_asked_again(
+        openai_server, client, corpus, tmp_path):
+    replies = iter(["Sure! Here is a good one for you.",  # no question: asked again
+                    None,  # the excerpt itself, given a question mark
+                    "1. **Question:** What does the handbook recommend here?"])
+    openai_server.chat_handler = lambda body: next(replies) or excerpt_of(body).rstrip(".") + "?"
+    report = generate_evaluation_set(corpus, tmp_path / "g.jsonl", 1, client, HashedWordsEmbedder(), max_attempts=2,
+                                     excerpts="sampled", relevance_threshold=-1.0, duplicate_threshold=1.0)
+    assert (report.accepted, report.attempts, report.rejected) == (1, 2, {"question repeats its excerpt": 1})
+    assert len(openai_server.requests_to("/v1/chat/completions")) == 3
+    [line] = (tmp_path / "g.jsonl").read_text().splitlines()
+    assert json.loads(line)["question"] == "What does the handbook recommend here?"
+
+
+def test_a_sampled_excerpt_is_a_sentence_worth_a_question_at_exact_offsets():
+    from random import Random
+
+    from tuner.data.generate import sample_excerpt
+
+    text = ("# Scheduling jobs\n\n```\nrun --every 5m job.sh\n```\n\n"
+            "Jobs run in order. The scheduler starts each job at most once per window, in submission order.\n\n"
+            "| a | b |\n")
+    long_sentence = "The scheduler starts each job at most once per window, in submission order."
+    start = text.index(long_sentence)
+    for seed in range(5):  # the heading, the code, the short sentence and the table row never qualify
+        assert sample_excerpt(text, (0, len(text)), Random(seed)) == (start, start + len(long_sentence))
+    assert sample_excerpt(text, (0, start), Random(0)) is None
+    # a short sentence is joined by the next one, when both fit
+    joined = "Jobs retry twice on any failure of their own making. Then they stop."
+    assert sample_excerpt(joined, (0, len(joined)), Random(0)) == (0, len(joined))

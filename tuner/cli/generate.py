@@ -38,6 +38,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     generate.add_argument("--price-in", type=float, default=0.15, help="$ per million prompt tokens (0.15)")
     generate.add_argument("--price-out", type=float, default=0.60, help="$ per million completion tokens (0.60)")
     generate.add_argument("--seed", type=int, default=0, help="passage sampling seed (0)")
+    generate.add_argument("--excerpts", choices=("model", "sampled"), default="model",
+                          help="who picks the excerpt a question is about: the model, which copies it (Chroma's "
+                               "pipeline; default), or chunkwise, which samples a sentence and asks the model only "
+                               "for its question (for small local models)")
     generate.add_argument("--calibrate", action="store_true",
                           help="print the similarity distributions of the output's queries instead of generating")
     generate.set_defaults(handler=run)
@@ -66,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
         corpus, args.output, args.n, client, embedder, passage_chars=args.passage_chars,
         duplicate_threshold=args.duplicate_threshold, relevance_threshold=args.relevance_threshold, seed=args.seed,
         max_attempts=args.max_attempts, price_in=args.price_in, price_out=args.price_out, progress=True,
+        excerpts=args.excerpts,
         echo=lambda line: print(line, file=sys.stderr))
     rejected = ", ".join(f"{reason}: {count}" for reason, count in report.rejected.most_common()) or "none"
     print(f"{args.output}: {report.already + report.accepted} queries ({report.accepted} new from "

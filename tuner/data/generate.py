@@ -14,6 +14,12 @@ one (cosine of question embeddings above ``duplicate_threshold``) is dropped, an
 query whose least similar excerpt is below ``relevance_threshold``. Every rejection is
 counted by reason.
 
+With ``excerpts="sampled"`` the roles turn around, for models too small to copy excerpts or to
+write JSON: chunkwise picks the excerpt (one or two sentences of the passage, at exact offsets),
+shows it inside its passage, and asks for one question that it answers, in plain text
+(:func:`sampled_question`). Nothing is left to locate; the same filters apply, and a question
+that only repeats its excerpt is rejected.
+
 The output is chunkwise JSONL, appended as queries are accepted, so a run can stop at any
 time (even killed) and the same command continues toward ``n``. The file is created with the
 first accepted query, never before (a run that fails at its first request leaves no empty
@@ -39,6 +45,7 @@ from ..errors import ChunkwiseError, option
 from ..llm.client import LLMClient
 from ..llm.endpoint import UnfitAnswer
 from ..schema import ParamSpec, check_value
+from ..text.sentences import split_sentences
 from .corpus import Corpus
 from .evalset import EvaluationSet, Query, Reference, load_evaluation_set
 
@@ -59,6 +66,29 @@ Rules:
 - Do not repeat or rephrase any of the earlier questions listed.
 
 Answer with a JSON object: {"question": "...", "references": [{"content": "..."}]}"""
+
+#: How the excerpts that answer a question are chosen: by the model (Chroma's pipeline), or
+#: sampled by chunkwise and the model asked only for the question.
+EXCERPT_SOURCES = ("model", "sampled")
+SAMPLED_PROMPT_VERSION = "generate-sampled-v1"
+SAMPLED_INSTRUCTIONS = """You write questions to evaluate a retrieval system over a document collection.
+You are given a passage of one document and an excerpt of that passage. Write ONE question that a
+user of these documents could ask and that the excerpt answers.
+
+Rules:
+- The question is specific: the excerpt gives its answer.
+- Ask about one thing only.
+- Ask as a user who has not read the excerpt would: do not copy its sentences.
+- Do not repeat or rephrase any of the earlier questions listed.
+
+Answer with the question alone, on one line."""
+#: A sampled excerpt: a sentence of at least this many words, joined by the next one while shorter
+#: than ``_SHORT_EXCERPT`` characters, and never longer than ``_LONG_EXCERPT``.
+_EXCERPT_WORDS = 8
+_SHORT_EXCERPT = 120
+_LONG_EXCERPT = 600
+#: The longest question :func:`sampled_question` accepts, in characters.
+_LONGEST_QUESTION = 300
 
 #: The most tokens a reply may take (a rambling small model is cut off there, and asked again).
 REPLY_TOKENS = 1500
@@ -140,14 +170,17 @@ def generate_evaluation_set(corpus: Corpus, output: str | Path, n: int, client: 
                             passage_chars: int = 4000, duplicate_threshold: float = 0.9,
                             relevance_threshold: float = 0.3, seed: int = 0, max_attempts: int | None = None,
                             price_in: float = 0.15, price_out: float = 0.60, progress: bool = False,
-                            echo=print) -> GenerationReport:
+                            excerpts: str = "model", echo=print) -> GenerationReport:
     """Generate (or continue generating) ``n`` accepted queries into ``output``.
 
     Args:
         price_in, price_out: $ per million prompt and completion tokens, for the cost estimate.
         max_attempts: requests at most (default ``5 * n``).
+        excerpts: ``"model"`` (the model copies the excerpts that answer its question) or
+            ``"sampled"`` (chunkwise picks the excerpt and asks only for a question; see the module).
     """
     check_value(ParamSpec(int, low=1), n, option("n"))
+    check_value(ParamSpec(str, choices=EXCERPT_SOURCES), excerpts, option("excerpts"))
     output = Path(output)
     _check_output(output)
     accepted: list[Query] = list(load_evaluation_set(output, corpus)) if output.is_file() and \
@@ -167,7 +200,7 @@ def generate_evaluation_set(corpus: Corpus, output: str | Path, n: int, client: 
         while len(accepted) < n and report.attempts < limit:
             report.attempts += 1
             query, reason = _attempt(corpus, client, embedder, rng, accepted, question_vectors, passage_chars,
-                                     duplicate_threshold, relevance_threshold)
+                                     duplicate_threshold, relevance_threshold, excerpts)
             if query is None:
                 report.rejected[reason] += 1
                 continue
@@ -254,24 +287,14 @@ class _AppendOnly:
 
 
 def _attempt(corpus, client, embedder, rng, accepted, question_vectors, passage_chars, duplicate_threshold,
-             relevance_threshold) -> tuple[Query | None, str]:
+             relevance_threshold, excerpts="model") -> tuple[Query | None, str]:
     document_id, start, end = sample_passage(corpus, rng, passage_chars)
     text = corpus.document(document_id).text
     earlier = [q.question for q in accepted[-MAX_EARLIER_QUESTIONS:]]
-    user = f"{INSTRUCTIONS}\n\nPassage from {document_id}:\n<passage>\n{text[start:end]}\n</passage>\n"
-    if earlier:
-        user += "\nEarlier questions (do not repeat them):\n" + "\n".join(f"- {q}" for q in earlier)
-    question, contents = client.chat([{"role": "user", "content": user}], prompt_version=PROMPT_VERSION,
-                                     json_mode=True, temperature=0.7, parse=generated_reply,
-                                     max_tokens=REPLY_TOKENS)
-    if not contents:
-        return None, "question without excerpts"
-    references = []
-    for content in contents:
-        found = locate(text, content, (start, end))
-        if found is None:
-            return None, "reference not in the text"
-        references.append(Reference(document_id, found[0], found[1], text[found[0] : found[1]]))
+    asked = _ask_about_sampled_excerpt if excerpts == "sampled" else _ask_for_question_and_excerpts
+    question, references, reason = asked(client, rng, document_id, text, (start, end), _earlier_list(earlier))
+    if question is None:
+        return None, reason
     vectors = embedder.embed([question] + [r.content for r in references])
     if question_vectors and float(np.max(np.stack(question_vectors) @ vectors[0])) > duplicate_threshold:
         return None, "near-duplicate question"
@@ -280,6 +303,101 @@ def _attempt(corpus, client, embedder, rng, accepted, question_vectors, passage_
     question_vectors.append(vectors[0])
     query_id = f"g{len(accepted) + 1:04d}"
     return Query(query_id, question, corpus.name, tuple(references)), ""
+
+
+def _earlier_list(earlier: list[str]) -> str:
+    return "\nEarlier questions (do not repeat them):\n" + "\n".join(f"- {q}" for q in earlier) if earlier else ""
+
+
+def _ask_for_question_and_excerpts(client, rng, document_id, text, window, earlier):
+    """Chroma's request: a question and the excerpts that answer it, copied by the model and located here."""
+    start, end = window
+    user = f"{INSTRUCTIONS}\n\nPassage from {document_id}:\n<passage>\n{text[start:end]}\n</passage>\n{earlier}"
+    question, contents = client.chat([{"role": "user", "content": user}], prompt_version=PROMPT_VERSION,
+                                     json_mode=True, temperature=0.7, parse=generated_reply,
+                                     max_tokens=REPLY_TOKENS)
+    if not contents:
+        return None, [], "question without excerpts"
+    references = []
+    for content in contents:
+        found = locate(text, content, window)
+        if found is None:
+            return None, [], "reference not in the text"
+        references.append(Reference(document_id, found[0], found[1], text[found[0] : found[1]]))
+    return question, references, ""
+
+
+def _ask_about_sampled_excerpt(client, rng, document_id, text, window, earlier):
+    """An excerpt picked here (:func:`sample_excerpt`), and the model asked only for its question."""
+    span = sample_excerpt(text, window, rng)
+    if span is None:
+        return None, [], "no sentence to ask about"
+    excerpt = text[span[0] : span[1]]
+    user = (f"{SAMPLED_INSTRUCTIONS}\n\nPassage from {document_id}:\n<passage>\n{text[window[0] : window[1]]}\n"
+            f"</passage>\n\nExcerpt:\n<excerpt>\n{excerpt}\n</excerpt>\n{earlier}")
+    question = client.chat([{"role": "user", "content": user}], prompt_version=SAMPLED_PROMPT_VERSION,
+                           temperature=0.7, parse=sampled_question, max_tokens=REPLY_TOKENS)
+    if _repeats(question, excerpt):
+        return None, [], "question repeats its excerpt"
+    return question, [Reference(document_id, span[0], span[1], excerpt)], ""
+
+
+def _repeats(question: str, excerpt: str) -> bool:
+    """Whether ``question`` is its excerpt's words in a row (a sentence given a question mark)."""
+    asked, said = (" ".join(re.findall(r"\w+", text.lower())) for text in (question, excerpt))
+    return bool(asked) and f" {asked} " in f" {said} "
+
+
+def sample_excerpt(text: str, window: tuple[int, int], rng: random.Random) -> tuple[int, int] | None:
+    """Exact (start, end) offsets of one or two sentences inside ``window`` worth a question: a
+    sentence of at least eight words (a heading, a code line or a table row rarely is), joined by
+    the next one while shorter than 120 characters, never past 600; None when the passage has none.
+
+    >>> text = "Intro. The scheduler runs each job at most once per window, in submission order. Done."
+    >>> start, end = sample_excerpt(text, (0, len(text)), random.Random(0))
+    >>> text[start:end]
+    'The scheduler runs each job at most once per window, in submission order. Done.'
+    """
+    start, end = window
+    spans = [(start + a, start + b) for a, b in split_sentences(text[start:end])]
+    candidates = [i for i, (a, b) in enumerate(spans)
+                  if b - a <= _LONG_EXCERPT and len(re.findall(r"[A-Za-z]{2,}", text[a:b])) >= _EXCERPT_WORDS]
+    if not candidates:
+        return None
+    first = rng.choice(candidates)
+    a, b = spans[first]
+    if b - a < _SHORT_EXCERPT and first + 1 < len(spans):
+        after_start, after_end = spans[first + 1]
+        # the next sentence of the same paragraph (not a table row or the next block), if the two fit
+        if (after_end - a <= _LONG_EXCERPT and "\n\n" not in text[b:after_start]
+                and len(re.findall(r"[A-Za-z]{2,}", text[after_start:after_end])) >= 3):
+            b = after_end
+    return a, b
+
+
+def sampled_question(reply: str) -> str:
+    """The question in a model's plain-text reply: its first line that asks something, with labels,
+    list marks, quotes and emphasis taken off (a JSON object's ``question`` counts too); an
+    :class:`~tuner.llm.endpoint.UnfitAnswer` when no line ends its question with "?".
+
+    >>> sampled_question('Question: "How often does the scheduler run a job?"')
+    'How often does the scheduler run a job?'
+    >>> sampled_question('{"question": "Why?"}')
+    'Why?'
+    """
+    data = _json_object(reply)
+    if data is not None and isinstance(data.get("question"), str) and data["question"].strip().endswith("?"):
+        return data["question"].strip()
+    for line in reply.splitlines():
+        line = re.sub(r"^\s*(?:[-*•]|\d{1,2}[.)])?\s*(?:\*\*)?\s*(?:question|q)\s*:\s*(?:\*\*)?", "", line,
+                      flags=re.I)
+        line = line.strip().strip("*_`\"'“”‘’ ").strip()
+        if "?" in line:
+            question = line[: line.index("?") + 1].strip().strip("*_`\"'“”‘’ ").strip()
+            if 10 <= len(question) <= _LONGEST_QUESTION:
+                return question
+    start = " ".join(reply[:60].split())
+    raise UnfitAnswer(f"the reply holds no question ending with '?' (it starts {start!r})")
 
 
 def generated_reply(reply: str) -> tuple[str, list[str]]:
