@@ -467,7 +467,8 @@ def test_a_sampled_excerpt_is_a_sentence_worth_a_question_at_exact_offsets():
 
     from tuner.data.generate import sample_excerpt
 
-    text = ("# Scheduling jobs\n\n```\nrun --every 5m job.sh\n```\n\n"
+    text = ("# Scheduling jobs\n\n```\nrun --every 5m job.sh  # runs the job every five minutes, in the background\n"
+            "```\n\n"
             "Jobs run in order. The scheduler starts each job at most once per window, in submission order.\n\n"
             "| a | b |\n")
     long_sentence = "The scheduler starts each job at most once per window, in submission order."

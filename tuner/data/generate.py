@@ -361,7 +361,8 @@ def sample_excerpt(text: str, window: tuple[int, int], rng: random.Random) -> tu
     start, end = window
     spans = [(start + a, start + b) for a, b in split_sentences(text[start:end])]
     candidates = [i for i, (a, b) in enumerate(spans)
-                  if b - a <= _LONG_EXCERPT and len(re.findall(r"[A-Za-z]{2,}", text[a:b])) >= _EXCERPT_WORDS]
+                  if b - a <= _LONG_EXCERPT and not text.startswith(("```", "~~~"), a)
+                  and len(re.findall(r"[A-Za-z]{2,}", text[a:b])) >= _EXCERPT_WORDS]
     if not candidates:
         return None
     first = rng.choice(candidates)
