@@ -383,6 +383,8 @@ def sampled_question(reply: str) -> str:
 
     >>> sampled_question('Question: "How often does the scheduler run a job?"')
     'How often does the scheduler run a job?'
+    >>> sampled_question('- What does write.table write?')
+    'What does write.table write?'
     >>> sampled_question('{"question": "Why?"}')
     'Why?'
     """
@@ -390,8 +392,8 @@ def sampled_question(reply: str) -> str:
     if data is not None and isinstance(data.get("question"), str) and data["question"].strip().endswith("?"):
         return data["question"].strip()
     for line in reply.splitlines():
-        line = re.sub(r"^\s*(?:[-*•]|\d{1,2}[.)])?\s*(?:\*\*)?\s*(?:question|q)\s*:\s*(?:\*\*)?", "", line,
-                      flags=re.I)
+        line = re.sub(r"^\s*(?:[-*•]|\d{1,2}[.)])\s+", "", line)  # a list mark
+        line = re.sub(r"^(?:\*\*)?\s*(?:question|q)\s*:\s*(?:\*\*)?", "", line, flags=re.I)  # a label
         line = line.strip().strip("*_`\"'“”‘’ ").strip()
         if "?" in line:
             question = line[: line.index("?") + 1].strip().strip("*_`\"'“”‘’ ").strip()
