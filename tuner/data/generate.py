@@ -350,13 +350,14 @@ def _repeats(question: str, excerpt: str) -> bool:
 
 def sample_excerpt(text: str, window: tuple[int, int], rng: random.Random) -> tuple[int, int] | None:
     """Exact (start, end) offsets of one or two sentences inside ``window`` worth a question: a
-    sentence of at least eight words (a heading, a code line or a table row rarely is), joined by
-    the next one while shorter than 120 characters, never past 600; None when the passage has none.
+    sentence of at least eight words (a heading, a code line or a table row rarely is; a fenced code
+    block never counts), joined by the next sentence of its paragraph while shorter than 120
+    characters, never past 600; None when the passage has none.
 
-    >>> text = "Intro. The scheduler runs each job at most once per window, in submission order. Done."
+    >>> text = "Intro. The scheduler runs each job at most once per window, in submission order. Then it waits."
     >>> start, end = sample_excerpt(text, (0, len(text)), random.Random(0))
     >>> text[start:end]
-    'The scheduler runs each job at most once per window, in submission order. Done.'
+    'The scheduler runs each job at most once per window, in submission order. Then it waits.'
     """
     start, end = window
     spans = [(start + a, start + b) for a, b in split_sentences(text[start:end])]
