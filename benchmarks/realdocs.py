@@ -442,12 +442,13 @@ def tune_has_timeout() -> bool:
 
 
 def study_trials(storage: str) -> tuple[list[tuple[str, dict]], dict | None]:
-    """The study's baseline trials (enqueued ones, or flagged ``baseline``) and its resolved rates."""
+    """The study's baseline trials (enqueued ones, or flagged ``baseline``; confirmations labelled as such)
+    and its resolved rates."""
     from dataclasses import asdict
 
     import optuna
 
-    from tuner.tuning.study.records import CONFIG_ATTR
+    from tuner.tuning.study.records import CONFIG_ATTR, CONFIRMS_ATTR
     from tuner.tuning.study.settings import StudySettings
 
     baselines, rates = [], None
@@ -462,7 +463,9 @@ def study_trials(storage: str) -> tuple[list[tuple[str, dict]], dict | None]:
             flagged = any("baseline" in key and value for key, value in trial.user_attrs.items())
             enqueued = "fixed_params" in trial.system_attrs
             if (flagged or enqueued) and CONFIG_ATTR in trial.user_attrs and trial.state.name == "COMPLETE":
-                baselines.append((f"baseline #{trial.number}", json.loads(trial.user_attrs[CONFIG_ATTR])))
+                # a confirmation of a proxy's best is enqueued too, but it is no baseline
+                role = "confirmation" if CONFIRMS_ATTR in trial.user_attrs else "baseline"
+                baselines.append((f"{role} #{trial.number}", json.loads(trial.user_attrs[CONFIG_ATTR])))
     return baselines, rates
 
 
