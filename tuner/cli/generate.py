@@ -41,7 +41,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     generate.add_argument("--excerpts", choices=("model", "sampled"), default="model",
                           help="who picks the excerpt a question is about: the model, which copies it (Chroma's "
                                "pipeline; default), or chunkwise, which samples a sentence and asks the model only "
-                               "for its question (for small local models)")
+                               "for its question (for local models that write a sensible question but not JSON or "
+                               "exact copies)")
     generate.add_argument("--calibrate", action="store_true",
                           help="print the similarity distributions of the output's queries instead of generating")
     generate.set_defaults(handler=run)

@@ -14,8 +14,8 @@ one (cosine of question embeddings above ``duplicate_threshold``) is dropped, an
 query whose least similar excerpt is below ``relevance_threshold``. Every rejection is
 counted by reason.
 
-With ``excerpts="sampled"`` the roles turn around, for models too small to copy excerpts or to
-write JSON: chunkwise picks the excerpt (one or two sentences of the passage, at exact offsets),
+With ``excerpts="sampled"`` the roles turn around, for models that write a sensible question but
+not JSON or exact copies: chunkwise picks the excerpt (one or two sentences of the passage, at exact offsets),
 shows it inside its passage, and asks for one question that it answers, in plain text
 (:func:`sampled_question`). Nothing is left to locate; the same filters apply, and a question
 that only repeats its excerpt is rejected.
