@@ -3,6 +3,7 @@ beside the recursive one.
 
     python benchmarks/real_llm.py generate --corpus PATH [--attempts 10] [--excerpts sampled] [--keep FILE]
     python benchmarks/real_llm.py chunk --document chroma-dev:state_of_the_union [--chunkers llm,logprob]
+    python benchmarks/real_llm.py chunk --document realdocs:flask/patterns/fileuploads.html
 
 Each run starts llama.cpp's server with a bundled model (``benchmarks/llm_server.py``; the
 ``llm`` extra), with a cold reply cache in a temporary ``CHUNKWISE_CACHE_DIR``, and prints
@@ -19,7 +20,7 @@ question. The default corpus is the realdocs benchmark's converted text
 (``benchmarks/realdocs.py build``), where it has been built.
 
 ``chunk``: each chunker on one document (a file, or ``chroma-dev:CORPUS``): chunks, their
-cl100k token sizes (p10, median, p90, mean), seconds and requests; for a chroma-dev corpus also
+cl100k token sizes (p10, median, p90, mean), seconds and requests; for a chroma-dev corpus or a realdocs document also
 recall@5 over its questions (MiniLM embeddings, k = 5), and the recursive chunker at the LLM
 chunker's mean size for comparison. The LLM chunkers get one retry here (the CLI's client has
 five): at temperature 0 a small model gives a refused answer again.
@@ -122,6 +123,17 @@ def run_chunk(server: LocalLLMServer, document: str, chunkers: list[str], params
         corpora, every = load_chroma_dataset(data)
         [corpus] = [c for c in corpora if c.name == name]
         evalset = EvaluationSet(tuple(q for q in every if q.corpus == name))
+    elif document.startswith("realdocs:"):  # one document of the realdocs benchmark, with its questions
+        from tuner.data.corpus import Corpus
+
+        wanted = document.split(":", 1)[1]
+        every_document = tuner.load_corpus(REALDOCS_TEXT.parent / "raw", name="realdocs")
+        if wanted not in every_document:
+            raise SystemExit(f"real_llm: no document {wanted!r} in the realdocs benchmark")
+        corpus = Corpus("realdocs", [every_document.document(wanted)])
+        queries = tuner.load_evaluation_set(REALDOCS_TEXT.parent / "questions.jsonl", every_document)
+        evalset = EvaluationSet(tuple(q for q in queries
+                                      if all(r.document == wanted for r in q.references)))
     else:
         corpus = tuner.load_corpus(document)
     [doc] = list(corpus)
@@ -178,7 +190,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--name", help="generate: the corpus name (default: the folder's; realdocs for its raw/)")
     parser.add_argument("--keep", type=Path, help="generate: copy the kept questions (JSONL) to this file")
     parser.add_argument("--document", default="chroma-dev:state_of_the_union",
-                        help="chunk: a file, or chroma-dev:CORPUS (recall@5 over its questions)")
+                        help="chunk: a file, chroma-dev:CORPUS or realdocs:DOCUMENT (these two: recall@5 over "
+                             "its questions)")
     parser.add_argument("--chunkers", default="llm,logprob", help="chunk: llm, logprob or both")
     parser.add_argument("--data", type=Path, default=CHROMA_DEV, help="chunk: the chroma-dev folder")
     parser.add_argument("--logprob-window", type=int, default=None, help="chunk: the logprob chunker's window_tokens")
