@@ -23,7 +23,9 @@ seeded random orders of ``trials`` grid points, promoted rung by rung by the pro
 successive-halving rule (:func:`tuner.evaluation.fidelity.promoted`, one worker), the
 recommendation among the trials that reached full fidelity must lie in the tie set of the
 same trials all evaluated at full fidelity (the full-fidelity study of those trials) in at
-least 95% of the orders. The tie sets come from one bootstrap draw, and on 60 trials the
+least 95% of the orders. :func:`judge_confirmed` judges the product's proxy design the same
+way: every trial stops at the proxy, and only the proxy's best ``confirm`` are evaluated at
+full fidelity and recommended from. The tie sets come from one bootstrap draw, and on 60 trials the
 verdict moves by several points with that draw's seed, so ``seeds`` repeats the judgement
 (orders and bootstrap) with each seed and the verdict takes the lowest share.
 
@@ -230,6 +232,39 @@ def judge_fidelity(full: Scores, low: Mapping[float, Mapping[str, float]], rungs
                          trials, simulations, cheapness, confidence, top, work)
         shares.append(hits / simulations)
     return FidelityVerdict(min(shares), tuple(shares), simulations, min(trials, len(names)), float(np.mean(work)))
+
+
+def judge_confirmed(full: Scores, proxy: Mapping[str, float], confirm: int, *, trials: int = 60,
+                    simulations: int = MIN_SIMULATIONS, seed: int = 0, cheapness: Cheapness | None = None,
+                    confidence: float = CONFIDENCE, samples: int = BOOTSTRAP_SAMPLES,
+                    top: int | None = TOP_CANDIDATES) -> FidelityVerdict:
+    """Judge ``fidelity: {proxy: ..., confirm: N}`` (the module docstring): over ``simulations``
+    seeded random orders of ``trials`` grid configurations, the ``confirm`` best by ``proxy``
+    score (ties broken by name) are the only full-fidelity trials; the share of orders whose
+    tie gate over them recommends a member of the tie set of all ``trials`` at full fidelity.
+    No baseline is counted, so the bar is met by the proxy's ranking alone. The work is the
+    share of trials evaluated at full fidelity (the proxy's own cost left out).
+
+    >>> full = {"a": [1, 1, 1, 0], "b": [0, 0, 1, 0], "c": [0, 0, 0, 0]}
+    >>> judge_confirmed(full, {"a": 0.9, "b": 0.8, "c": 0.1}, 1, trials=3).in_ties
+    1.0
+    >>> judge_confirmed(full, {"a": 0.1, "b": 0.8, "c": 0.9}, 1, trials=3).in_ties
+    0.0
+    """
+    if simulations < MIN_SIMULATIONS:
+        raise ValueError(f"simulations={simulations} is too few; at least {MIN_SIMULATIONS}")
+    if confirm < 1:
+        raise ValueError(f"confirm={confirm} must be at least 1")
+    names = _names(full, proxy)
+    grid, rng = _Grid(full, names, samples, seed), random.Random(seed)
+    hits = 0
+    for _ in range(simulations):
+        chosen = rng.sample(range(len(names)), min(trials, len(names)))
+        confirmed = sorted(chosen, key=lambda i: (-proxy[names[i]], names[i]))[:confirm]
+        reference = grid.gate(chosen, cheapness, confidence, top)
+        hits += grid.gate(confirmed, cheapness, confidence, top).recommended in reference.tied
+    share, studied = hits / simulations, min(trials, len(names))
+    return FidelityVerdict(share, (share,), simulations, studied, min(confirm, studied) / studied)
 
 
 def _simulate(grid: _Grid, names: list[str], low: Mapping[float, Mapping[str, float]], rungs: Sequence[float],

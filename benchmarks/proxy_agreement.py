@@ -9,9 +9,14 @@ does, and what does one more configuration cost with each?
 * *late*: late chunking (``tuner/embedding/late.py``): MiniLM reads each document once, in
   overlapping windows (*the proxy pass*), and a configuration's chunk vectors are pooled from
   those token embeddings; questions are embedded once (cached), as a study does;
+* *late-bf16*: the late path with the pass at bf16 (``torch.autocast``), measured only where the
+  CPU computes bf16 natively (the pass is the proxy's whole model cost; questions stay fp32);
 * *static*: a model2vec static model distilled from the same MiniLM (``tuner/embedding/static.py``;
   *the proxy pass* is the distillation, once per model, kept in the cache folder), chunks and
   questions embedded by it.
+
+``--realdocs ROOT`` adds the realdocs benchmark (``benchmarks/realdocs.py fetch``/``build``: its
+60 documents under ``ROOT/raw`` and 68 questions) as a fourth corpus.
 
 **Reported** per corpus and proxy: Spearman's rank correlation of the proxy's mean recall with
 the full path's over the grid, whether the full path's best configuration is in the proxy's top
@@ -22,17 +27,20 @@ else runs on it).
 
 **The decision bar** (``--judge``): per corpus and proxy, with per-question recall as the score,
 ``benchmarks/decision_bar.py``'s :func:`decision_bar` (the proxy *instead of* the full model: is
-its recommendation in the full path's tie set and the other way round?) and
+its recommendation in the full path's tie set and the other way round?),
 :func:`judge_fidelity` with the proxy as a first rung (a study that screens every trial with the
 proxy and climbs to full fidelity by successive halving; the rung's work is the proxy's
-per-configuration time over the full path's).
+per-configuration time over the full path's), and :func:`judge_confirmed` for the product's own
+design, ``fidelity: {proxy: ..., confirm: N}`` (every trial stops at the proxy; the proxy's best N
+are evaluated at full fidelity and only they are recommended from), for N = 1 and 3.
 
-``--quick`` scores 6 configurations (minutes on two cores, the static model's first
-distillation included); the default grid is 59 (token and recursive, sizes 100-1000 by 100,
-overlap 0 and a quarter; sentence windows of 1-10 sentences, overlap 0 and 1).
+``--grid quick`` (or ``--quick``) scores 6 configurations (minutes on two cores, the static
+model's first distillation included); the default grid, ``full``, is 59 (token and recursive,
+sizes 100-1000 by 100, overlap 0 and a quarter; sentence windows of 1-10 sentences, overlap 0
+and 1); ``half`` is every other size and window of it, 29 (for a larger corpus such as realdocs).
 
     python benchmarks/proxy_agreement.py --quick [--data DIR]
-    python benchmarks/proxy_agreement.py [--out FILE] [--judge]
+    python benchmarks/proxy_agreement.py [--out FILE] [--judge] [--realdocs ROOT] [--corpora NAME ...]
     python benchmarks/proxy_agreement.py --tables FILE [--judge]   # report again from --out
 """
 
@@ -51,7 +59,10 @@ from typing import Any
 
 from _common import CHROMA_DEV, ROOT, require_chroma_dev
 
-PROXIES = ("late", "static")
+#: Every proxy path, in the tables' order (``late-bf16`` only where the CPU computes bf16 natively).
+PROXIES = ("late", "late-bf16", "static")
+#: Configurations each simulated ``confirm`` study evaluates at full fidelity.
+CONFIRMS = (1, 3)
 K = 5
 #: Share of the grid a proxy's top must hold the full path's best in.
 TOP_SHARE = 0.1
@@ -60,14 +71,19 @@ QUICK = (("token", {"size": 128, "overlap": 0}), ("token", {"size": 256, "overla
          ("sentence", {"sentences": 4, "overlap": 0}), ("sentence", {"sentences": 8, "overlap": 2}))
 
 
-def grid(quick: bool) -> list[tuple[str, dict[str, int]]]:
-    if quick:
+GRIDS = ("quick", "half", "full")
+
+
+def grid(name: str) -> list[tuple[str, dict[str, int]]]:
+    """The configurations of grid ``name`` (:data:`GRIDS`; see the module docstring)."""
+    if name == "quick":
         return list(QUICK)
+    step = {"full": 1, "half": 2}[name]
     out: list[tuple[str, dict[str, int]]] = []
-    for name in ("token", "recursive"):
-        for size in range(100, 1001, 100):
-            out += [(name, {"size": size, "overlap": overlap}) for overlap in (0, size // 4)]
-    for sentences in range(1, 11):
+    for chunker in ("token", "recursive"):
+        for size in range(100, 1001, 100 * step):
+            out += [(chunker, {"size": size, "overlap": overlap}) for overlap in (0, size // 4)]
+    for sentences in range(1, 11, step):
         out += [("sentence", {"sentences": sentences, "overlap": overlap}) for overlap in (0, 1) if overlap < sentences]
     return out
 
@@ -76,44 +92,63 @@ def label(name: str, params: dict[str, int]) -> str:
     return f"{name} " + "/".join(str(v) for v in params.values())
 
 
+def load_corpora(args: argparse.Namespace) -> list[tuple[Any, Any]]:
+    """(corpus, evaluation set) of each chroma-dev corpus asked for, then realdocs if given."""
+    import tuner
+    from tuner.data.evalset import load_chroma_dataset
+
+    out = []
+    corpora, _ = load_chroma_dataset(args.data)
+    for corpus in corpora:
+        if not args.corpora or corpus.name in args.corpora:
+            out.append((corpus, tuner.load_evaluation_set(args.data / "questions.csv", corpus,
+                                                          ignore_other_corpora=True)))
+    if args.realdocs and (not args.corpora or "realdocs" in args.corpora):
+        corpus = tuner.load_corpus(args.realdocs / "raw", name="realdocs")
+        out.append((corpus, tuner.load_evaluation_set(args.realdocs / "questions.jsonl", corpus)))
+    return out
+
+
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     """``{"corpora": {corpus: {path: {config: {"recall", "per_question", "seconds"}}}}, "pass": {...}}``."""
     import tuner
     from tuner.chunkers.config import ChunkerConfig
-    from tuner.data.evalset import load_chroma_dataset
     from tuner.embedding import EmbedderConfig, EmbeddingCache, SentenceTransformerEmbedder, StaticEmbedder
     from tuner.embedding.late import LateChunkingEmbedder, TokenEmbeddingCache
+    from tuner.embedding.sentence_transformers import cpu_supports_bf16
     from tuner.evaluation.config import EvaluationConfig
     from tuner.retrieval.config import RetrievalConfig
     from tuner.text.tokens import count_tokens
 
-    corpora, _ = load_chroma_dataset(args.data)
     work = Path(tempfile.mkdtemp(prefix="chunkwise-proxy-"))
     full = SentenceTransformerEmbedder(precision="fp32")
     full._embed(["warm up"])  # the model loads before anything is timed
-    base = SentenceTransformerEmbedder(precision="fp32", cache=EmbeddingCache(work / "questions.sqlite3"))
-    late = LateChunkingEmbedder(base, tokens=TokenEmbeddingCache(work / "tokens"))
-    late.document_tokens("warm up")
+    questions = EmbeddingCache(work / "questions.sqlite3")
+    embedders: dict[str, tuple[Any, Any]] = {"full": (full, EmbedderConfig(precision="fp32"))}
+    lates = {"late": "fp32", "late-bf16": "bf16"} if cpu_supports_bf16() else {"late": "fp32"}
+    for path, precision in lates.items():
+        # The whole proxy runs at its precision: the pass over the documents and the questions.
+        base = SentenceTransformerEmbedder(precision=precision, cache=questions)
+        late = LateChunkingEmbedder(base, tokens=TokenEmbeddingCache(work / f"tokens-{precision}"))
+        late.document_tokens("warm up")
+        embedders[path] = (late, EmbedderConfig(precision="fp32", late_chunking=True))
     static = StaticEmbedder(folder=args.static_folder) if args.static_folder else StaticEmbedder()
     passes: dict[str, Any] = {}
     started = time.perf_counter()
     static._embed(["warm up"])  # distils the model unless it was kept
     passes["static"] = {"seconds": time.perf_counter() - started, "distilled": static.path.name}
-    embedders = {"full": (full, EmbedderConfig(precision="fp32")),
-                 "late": (late, EmbedderConfig(precision="fp32", late_chunking=True)),
-                 "static": (static, EmbedderConfig(precision="fp32"))}
-    out: dict[str, Any] = {"corpora": {}, "pass": passes, "grid": "quick" if args.quick else "full"}
-    for corpus in corpora:
-        if args.corpora and corpus.name not in args.corpora:
-            continue
-        evalset = tuner.load_evaluation_set(args.data / "questions.csv", corpus, ignore_other_corpora=True)
-        started = time.perf_counter()
-        for document in corpus:
-            late.document_tokens(document.text)
-        passes.setdefault("late", {})[corpus.name] = {"seconds": time.perf_counter() - started,
-                                                      "tokens": sum(count_tokens(d.text) for d in corpus)}
+    embedders["static"] = (static, EmbedderConfig(precision="fp32"))
+    out: dict[str, Any] = {"corpora": {}, "pass": passes, "grid": args.grid}
+    for corpus, evalset in load_corpora(args):
+        for path in lates:
+            late = embedders[path][0]
+            started = time.perf_counter()
+            for document in corpus:
+                late.document_tokens(document.text)
+            passes.setdefault(path, {})[corpus.name] = {"seconds": time.perf_counter() - started,
+                                                        "tokens": sum(count_tokens(d.text) for d in corpus)}
         table = out["corpora"][corpus.name] = {path: {} for path in embedders}
-        for name, params in grid(args.quick):
+        for name, params in grid(args.grid):
             for path, (model, embedder) in embedders.items():
                 config = EvaluationConfig(ChunkerConfig(name, params).resolved(), embedder, RetrievalConfig(k=K))
                 started = time.perf_counter()
@@ -159,30 +194,37 @@ def report(tables: dict[str, Any]) -> None:
           "| full best / proxy best | mean / max abs recall diff (points) |")
     print("|---|---|---|---|---|---|---|")
     for corpus, paths in tables["corpora"].items():
-        for proxy in PROXIES:
+        for proxy in proxies(paths):
             said = agreement(paths["full"], paths[proxy])
             print(f"| {corpus} | {proxy} | {said['configurations']} | {said['spearman']:.3f} "
                   f"| {'yes' if said['best_in_top'] else 'no'} (rank {said['rank']}, top {said['top']}) "
                   f"| {said['full_best']} / {said['proxy_best']} "
                   f"| {said['mean_diff']:.1f} / {said['max_diff']:.1f} |")
-    print("\n| corpus | proxy pass | full s / configuration | late s / configuration | static s / configuration |")
-    print("|---|---|---|---|---|")
+    print("\n| corpus | path | the pass over the corpus | s / configuration (median) |")
+    print("|---|---|---|---|")
     passes = tables["pass"]
     for corpus, paths in tables["corpora"].items():
-        late = passes.get("late", {}).get(corpus, {})
         median = {p: statistics.median(v["seconds"] for v in paths[p].values()) for p in paths}
-        print(f"| {corpus} | late {late.get('seconds', float('nan')):.1f} s ({late.get('tokens', 0):,} tokens) "
-              f"| {median['full']:.2f} | {median['late']:.2f} ({median['full'] / median['late']:.0f}x less) "
-              f"| {median['static']:.2f} ({median['full'] / median['static']:.0f}x less) |")
+        for path in paths:
+            done = passes.get(path, {}).get(corpus, {})
+            pass_s = f"{done['seconds']:.1f} s ({done['tokens']:,} tokens)" if done else ""
+            less = f" ({median['full'] / median[path]:.0f}x less)" if path != "full" else ""
+            print(f"| {corpus} | {path} | {pass_s} | {median[path]:.2f}{less} |")
     static = passes.get("static", {})
     print(f"\nstatic proxy pass (distillation, once per model, kept in the cache folder; near 0 when kept): "
           f"{static.get('seconds', float('nan')):.1f} s")
 
 
+def proxies(paths: dict[str, Any]) -> list[str]:
+    """The proxy paths a corpus's table holds, in :data:`PROXIES`' order."""
+    return [proxy for proxy in PROXIES if proxy in paths]
+
+
 def judge(tables: dict[str, Any], trials: int, simulations: int) -> None:
-    """The decision bar: each proxy instead of the full model, and as a screening rung."""
+    """The decision bar: each proxy instead of the full model, as a screening rung, and as the
+    product's ``fidelity: {proxy: ..., confirm: N}``."""
     from decision_bar import decision_bar as bar
-    from decision_bar import judge_fidelity
+    from decision_bar import judge_confirmed, judge_fidelity
 
     print("\nDecision bar on per-question recall: the proxy instead of the full model (recommendation in the "
           "other's tie set both ways; mean |diff| < 0.1 x median CI half-width), and the proxy as a first rung "
@@ -194,7 +236,7 @@ def judge(tables: dict[str, Any], trials: int, simulations: int) -> None:
     for corpus, paths in tables["corpora"].items():
         full = {n: v["per_question"] for n, v in paths["full"].items()}
         full_seconds = statistics.median(v["seconds"] for v in paths["full"].values())
-        for proxy in PROXIES:
+        for proxy in proxies(paths):
             scores = {n: v["per_question"] for n, v in paths[proxy].items()}
             verdict = bar(full, scores)
             share = min(max(statistics.median(v["seconds"] for v in paths[proxy].values()) / full_seconds, 0.001), 0.99)
@@ -207,13 +249,32 @@ def judge(tables: dict[str, Any], trials: int, simulations: int) -> None:
                   f"| {'PASS' if verdict.passed else 'FAIL'} "
                   f"| {'PASS' if rung.passed else 'FAIL'}: {rung.in_ties:.1%} of {rung.simulations:,} orders of "
                   f"{rung.trials}, work {rung.work:.2f} (rung {share:.3f}) |")
+    print(f"\nThe product's design, `fidelity: {{proxy: P, confirm: N}}`: every one of {trials} trials (a random "
+          f"order of the grid, {simulations:,} orders) stops at the proxy, the proxy's best N are evaluated at full "
+          "fidelity and the tie gate recommends among them only (no baseline counted); the bar: the recommendation "
+          "lies in the tie set of the same trials all at full fidelity in >= 95% of the orders\n")
+    print("| corpus | proxy | " + " | ".join(f"confirm {n}" for n in CONFIRMS) + " |")
+    print("|---|---|" + "---|" * len(CONFIRMS))
+    for corpus, paths in tables["corpora"].items():
+        full = {n: v["per_question"] for n, v in paths["full"].items()}
+        for proxy in proxies(paths):
+            means = {n: v["recall"] for n, v in paths[proxy].items()}
+            cells = []
+            for confirm in CONFIRMS:
+                said = judge_confirmed(full, means, confirm, trials=trials, simulations=simulations)
+                cells.append(f"{'PASS' if said.passed else 'FAIL'} {said.in_ties:.1%}")
+            print(f"| {corpus} | {proxy} | " + " | ".join(cells) + " |")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=CHROMA_DEV)
-    parser.add_argument("--quick", action="store_true", help="6 configurations instead of 59")
-    parser.add_argument("--corpora", nargs="+", help="only these chroma-dev corpora (default: all three)")
+    parser.add_argument("--grid", choices=GRIDS, default="full", help="configurations: 6, 29 or 59 (default: full)")
+    parser.add_argument("--quick", dest="grid", action="store_const", const="quick", help="the same as --grid quick")
+    parser.add_argument("--corpora", nargs="+",
+                        help="only these corpora (default: the three of chroma-dev, and realdocs with --realdocs)")
+    parser.add_argument("--realdocs", type=Path, metavar="ROOT",
+                        help="add the realdocs benchmark (its ROOT/raw and ROOT/questions.jsonl) as a corpus")
     parser.add_argument("--static-folder", type=Path, help="where distilled static models are kept "
                         "(default: static-models in the cache folder)")
     parser.add_argument("--out", type=Path, help="write the measured tables as JSON")

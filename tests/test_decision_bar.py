@@ -122,3 +122,19 @@ def test_criterion_1_in_simulated_studies(bar):
     # A study keeps its recommendation only when it holds neither swapped configuration:
     # C(18, 10) / C(20, 10) = 43758 / 184756 = 0.237 of the 10-trial studies.
     assert bar.studies_kept(scores, fast, trials=10) == pytest.approx(43758 / 184756, abs=0.04)
+
+
+def test_confirming_the_proxys_best_keeps_the_recommendation_when_the_best_is_confirmed(bar):
+    full = grid()
+    means = {k: float(v.mean()) for k, v in full.items()}
+    assert bar.judge_confirmed(full, means, 1, trials=10).in_ties == 1.0
+    swapped = dict(means)
+    swapped["c00"], swapped["c01"] = means["c01"], means["c00"]  # the proxy puts the best second
+    # Confirming one misses exactly when a study holds both c00 and c01:
+    # C(18, 8) / C(20, 10) = 43758 / 184756 = 0.237 of the 10-trial studies.
+    one = bar.judge_confirmed(full, swapped, 1, trials=10)
+    assert one.in_ties == pytest.approx(1 - 43758 / 184756, abs=0.04) and not one.passed
+    three = bar.judge_confirmed(full, swapped, 3, trials=10)
+    assert three.in_ties == 1.0 and three.passed and three.work == pytest.approx(0.3)
+    with pytest.raises(ValueError, match="at least 1000"):
+        bar.judge_confirmed(full, means, 1, simulations=10)

@@ -41,7 +41,10 @@ def test_a_tie_with_the_best_counts_for_it(bench):
 
 
 def test_the_quick_grid_is_small_and_the_full_grid_covers_three_chunkers(bench):
-    assert len(bench.grid(quick=True)) == 6
-    full = bench.grid(quick=False)
+    assert len(bench.grid("quick")) == 6
+    # half: sizes 100, 300, 500, 700, 900 x overlap 0 and a quarter x 2 chunkers; windows 1, 3, 5, 7, 9
+    # sentences, overlap 0 and (from 3 on) 1.
+    assert len(bench.grid("half")) == 20 + 9
+    full = bench.grid("full")
     assert len(full) == 59 and {name for name, _ in full} == {"token", "recursive", "sentence"}
     assert all(p["overlap"] < p.get("size", p.get("sentences")) for _, p in full)
