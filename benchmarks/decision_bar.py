@@ -23,11 +23,12 @@ seeded random orders of ``trials`` grid points, promoted rung by rung by the pro
 successive-halving rule (:func:`tuner.evaluation.fidelity.promoted`, one worker), the
 recommendation among the trials that reached full fidelity must lie in the tie set of the
 same trials all evaluated at full fidelity (the full-fidelity study of those trials) in at
-least 95% of the orders. :func:`judge_confirmed` judges the product's proxy design the same
-way: every trial stops at the proxy, and only the proxy's best ``confirm`` are evaluated at
-full fidelity and recommended from. The tie sets come from one bootstrap draw, and on 60 trials the
+least 95% of the orders. The tie sets come from one bootstrap draw, and on 60 trials the
 verdict moves by several points with that draw's seed, so ``seeds`` repeats the judgement
 (orders and bootstrap) with each seed and the verdict takes the lowest share.
+:func:`judge_confirmed` judges the product's proxy design, ``fidelity: {proxy: ..., confirm: N}``,
+the same way: every trial stops at the proxy, and only the proxy's best ``confirm`` are
+evaluated at full fidelity and recommended from.
 
 Both bootstraps reuse the product's own functions (:func:`~tuner.tuning.scoring.comparisons.bootstrap_scores`
 with the recall weight only, so a candidate's score is the plain mean of its per-question

@@ -10,7 +10,8 @@ does, and what does one more configuration cost with each?
   overlapping windows (*the proxy pass*), and a configuration's chunk vectors are pooled from
   those token embeddings; questions are embedded once (cached), as a study does;
 * *late-bf16*: the late path with the pass at bf16 (``torch.autocast``), measured only where the
-  CPU computes bf16 natively (the pass is the proxy's whole model cost; questions stay fp32);
+  CPU computes bf16 natively (the pass is the proxy's whole model cost; its questions are
+  embedded at bf16 too, as the whole proxy runs at one precision);
 * *static*: a model2vec static model distilled from the same MiniLM (``tuner/embedding/static.py``;
   *the proxy pass* is the distillation, once per model, kept in the cache folder), chunks and
   questions embedded by it.
@@ -131,7 +132,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         base = SentenceTransformerEmbedder(precision=precision, cache=questions)
         late = LateChunkingEmbedder(base, tokens=TokenEmbeddingCache(work / f"tokens-{precision}"))
         late.document_tokens("warm up")
-        embedders[path] = (late, EmbedderConfig(precision="fp32", late_chunking=True))
+        embedders[path] = (late, EmbedderConfig(precision=precision, late_chunking=True))
     static = StaticEmbedder(folder=args.static_folder) if args.static_folder else StaticEmbedder()
     passes: dict[str, Any] = {}
     started = time.perf_counter()
