@@ -28,7 +28,8 @@ signal at exactly that moment: with ``CHUNKWISE_HOLD=<point>[:<n>]`` and
 * ``creating_trial``: a worker's new trial is written (RUNNING, its owner recorded), and a stop
   that arrives now waits until the worker has its id;
 * ``sampling``: the trial is written and its id known, the sampler not yet asked;
-* ``after_ask``, ``mid_trial``: as the fault points of those names.
+* ``after_ask``, ``mid_trial``: as the fault points of those names;
+* ``answering``: ``chunkwise dashboard`` is answering a request.
 """
 
 from __future__ import annotations

@@ -115,6 +115,43 @@ def test_dashboard_command_serves_until_stopped(tuned):
         process.wait(timeout=30)
 
 
+def test_dashboard_stopped_while_it_answers_a_request_ends_at_once(tmp_path):
+    # wsgiref prints an exception raised inside a request and serves on, so SIGTERM landing while the
+    # dashboard answers must reach a thread that is not answering. Held mid-answer, then stopped.
+    storage = f"sqlite:///{tmp_path}/held.db"
+    optuna.create_study(study_name="held", storage=storage)
+    port, release = _free_port(), tmp_path / "release"
+    process = subprocess.Popen([sys.executable, "-m", "tuner", "dashboard", "--storage", storage, "--port", str(port)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, "CHUNKWISE_HOLD": "answering", "CHUNKWISE_HOLD_FILE": str(release)})
+    asking = threading.Thread(target=lambda: _retry_json(f"http://127.0.0.1:{port}/api/meta"), daemon=True)
+    try:
+        asking.start()
+        deadline = time.monotonic() + 60
+        while not Path(f"{release}.reached").exists():
+            assert process.poll() is None and time.monotonic() < deadline, "the dashboard never answered"
+            time.sleep(0.05)
+        process.send_signal(signal.SIGTERM)
+        time.sleep(0.5)  # the signal lands while the request is held
+        release.touch()
+        _, err = process.communicate(timeout=30)
+    finally:
+        process.kill()
+    assert process.returncode == 128 + signal.SIGTERM, err
+    assert err.strip().splitlines()[-1] == "chunkwise: stopped by SIGTERM"
+    assert "Traceback" not in err
+
+
+def _retry_json(url: str) -> None:
+    """GET ``url`` until the server listens (the answer itself is not checked)."""
+    for _ in range(300):
+        try:
+            get_json(url)
+            return
+        except OSError:
+            time.sleep(0.2)
+
+
 def _serve_dashboard(storage: str) -> tuple[subprocess.Popen, str]:
     """``chunkwise dashboard`` on a free port of 127.0.0.1, once it answers: the process and its URL."""
     port = _free_port()

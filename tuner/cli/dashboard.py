@@ -25,7 +25,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..tuning.study.dashboard import label_objectives
+    from ..tuning.study.dashboard import label_objectives, serve_dashboard
     from ..tuning.study.storage import absolute_url, check_port_free, make_storage, only_local_storage
 
     url = absolute_url(args.storage) if args.storage else only_local_storage()
@@ -33,11 +33,9 @@ def run(args: argparse.Namespace) -> int:
     storage = make_storage(url)
     if said := label_objectives(storage, storage.display_url):
         print_err(said)
-    import optuna_dashboard
-
     print_err(f"optuna-dashboard on {storage.display_url}: http://{args.host}:{args.port}/ (Ctrl-C to stop)")
     try:
-        optuna_dashboard.run_server(storage, host=args.host, port=args.port)
+        serve_dashboard(storage, args.host, args.port)
     except OSError as exc:
         raise ChunkwiseError(f"cannot serve on {args.host}:{args.port}: {exc.strerror}") from None
     except KeyboardInterrupt:

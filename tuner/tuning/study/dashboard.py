@@ -29,7 +29,7 @@ import optuna
 import sqlalchemy as sa
 from optuna.storages import RDBStorage
 
-from ..._faults import fault_point
+from ..._faults import fault_point, hold_point
 from ...errors import ChunkwiseError, InvalidParameterError
 from ...evaluation.registry import label as metric_label
 from ...evaluation.registry import metric
@@ -291,3 +291,37 @@ def _common_prefix(attrs: dict[str, Any]) -> str:
         raise ChunkwiseError(f"this optuna-dashboard stores a plot under keys chunkwise does not know "
                              f"({', '.join(sorted(attrs)[:2])}, ...): the study's Pareto plot was not written")
     return prefixes.pop()
+
+
+def serve_dashboard(storage: RDBStorage, host: str, port: int) -> None:
+    """Serve optuna-dashboard on ``storage`` at ``host:port`` until Ctrl-C or SIGTERM.
+
+    The server answers in a thread of its own while the main thread waits: wsgiref answers an
+    exception raised while it handles a request (a signal arriving mid-answer raises there when the
+    main thread serves) by printing it and serving on, so a stop could be lost. Here it always
+    reaches the waiting main thread, and the server shuts down before the exception goes on.
+    """
+    import threading
+    from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+    import optuna_dashboard
+
+    class Handler(WSGIRequestHandler):
+        def address_string(self) -> str:  # no reverse DNS lookup per request
+            return str(self.client_address[0])
+
+    app = optuna_dashboard.wsgi(storage)
+
+    def answer(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        hold_point("answering")
+        return app(environ, start_response)
+
+    server = make_server(host, port, answer, handler_class=Handler)
+    serving = threading.Thread(target=server.serve_forever, name="optuna-dashboard", daemon=True)
+    serving.start()
+    try:
+        while serving.is_alive():
+            serving.join(0.5)
+    finally:
+        server.shutdown()
+        server.server_close()
