@@ -4,6 +4,7 @@ beside the recursive one.
     python benchmarks/real_llm.py generate --corpus PATH [--attempts 10] [--excerpts sampled] [--keep FILE]
     python benchmarks/real_llm.py chunk --document chroma-dev:state_of_the_union [--chunkers llm,logprob]
     python benchmarks/real_llm.py chunk --document realdocs:flask/patterns/fileuploads.html
+    python benchmarks/real_llm.py context [--max-document-tokens 12000] [--size 400]
 
 Each run starts llama.cpp's server with a bundled model (``benchmarks/llm_server.py``; the
 ``llm`` extra), with a cold reply cache in a temporary ``CHUNKWISE_CACHE_DIR``, and prints
@@ -24,6 +25,17 @@ cl100k token sizes (p10, median, p90, mean), seconds and requests; for a chroma-
 recall@5 over its questions (MiniLM embeddings, k = 5), and the recursive chunker at the LLM
 chunker's mean size for comparison. The LLM chunkers get one retry here (the CLI's client has
 five): at temperature 0 a small model gives a refused answer again.
+
+``context``: contextual retrieval (``context: llm``) against the title header on the realdocs
+benchmark's questions. A CPU server writes a context in seconds, so the corpus is the documents
+the questions cite that hold at most ``--max-document-tokens`` cl100k tokens each, and the
+questions are those whose every excerpt lies in them (the documents say which). Each of the
+contexts ``none``, ``title`` and ``llm`` is scored with the recursive chunker at ``--size``
+tokens, dense (MiniLM) and BM25, recall@5 and recall@20; then what the contexts cost: LLM
+requests and tokens (the model's own count, and the dry run's estimate in cl100k tokens) per
+1M document tokens, the price at the study's default reader rate, and this server's seconds.
+A context the model would not write (every retry refused, empty or too long; a study would
+fail the trial) is indexed here without a header, and counted.
 """
 
 from __future__ import annotations
@@ -178,9 +190,91 @@ def run_chunk(server: LocalLLMServer, document: str, chunkers: list[str], params
     return "\n".join(lines)
 
 
+def question_subset(max_document_tokens: int):
+    """The realdocs documents the questions cite, each at most ``max_document_tokens`` long, and
+    the questions whose every excerpt lies in them."""
+    import tuner
+    from tuner.data.corpus import Corpus
+    from tuner.data.evalset import EvaluationSet
+    from tuner.text.tokens import count_tokens
+
+    every_document = tuner.load_corpus(REALDOCS_TEXT.parent / "raw", name="realdocs")
+    queries = tuner.load_evaluation_set(REALDOCS_TEXT.parent / "questions.jsonl", every_document)
+    cited = sorted({r.document for q in queries for r in q.references})
+    kept = [d for d in cited if count_tokens(every_document.document(d).text) <= max_document_tokens]
+    corpus = Corpus("realdocs", [every_document.document(d) for d in kept])
+    evalset = EvaluationSet(tuple(q for q in queries if all(r.document in kept for r in q.references)))
+    return corpus, evalset, len(queries)
+
+
+def run_context(server: LocalLLMServer, max_document_tokens: int, size: int) -> str:
+    import tuner
+    import tuner.evaluation.evaluator as evaluator
+    from tuner.embedding import EmbeddingCache
+    from tuner.llm.client import LLMClient, UnfitAnswerError
+    from tuner.retrieval.llm_context import estimated_tokens
+    from tuner.text.tokens import count_tokens
+    from tuner.tuning.scoring.objective import Rates
+
+    class Writer(LLMClient):
+        """The shared context writer: counts its answers, prints progress, and indexes a chunk
+        whose context the model would not write without a header (the benchmark goes on)."""
+
+        def __post_init__(self) -> None:
+            super().__post_init__()
+            self.answered, self.unusable, self.started = 0, 0, time.perf_counter()
+
+        def chat(self, messages, **options):
+            try:
+                return super().chat(messages, **options)
+            except UnfitAnswerError:
+                self.unusable += 1
+                return ""
+            finally:
+                self.answered += 1
+                if self.answered % 10 == 0:
+                    print(f"  {self.answered} contexts, {time.perf_counter() - self.started:.0f} s", flush=True)
+
+    corpus, evalset, every = question_subset(max_document_tokens)
+    writer = Writer(model=server.model, base_url=server.base_url, api_key="none", max_retries=1)
+    evaluator.context_client = lambda: writer
+    embedder = tuner.EmbedderConfig(precision="fp32").build(EmbeddingCache())
+    document_tokens = [count_tokens(d.text) for d in corpus]
+    total = sum(document_tokens)
+    lines = [f"realdocs: {len(corpus)} of the documents the questions cite (each at most {max_document_tokens:,} "
+             f"tokens), {total:,} cl100k tokens; {len(evalset)} of the {every} questions; recursive {size}/0",
+             "| context | method | recall@5 | recall@20 | seconds (first k) |", "|---|---|---|---|---|"]
+    for context in ("none", "title", "llm"):
+        for method in ("dense", "bm25"):
+            recalls, seconds = [], []
+            for k in (5, 20):
+                started = time.perf_counter()
+                result = tuner.evaluate(corpus, evalset, chunker="recursive", size=size, overlap=0, k=k,
+                                        method=method, context=context, embedder=embedder)
+                recalls.append(f"{result.metrics['overall']['recall']['mean'] * 100:.1f}%")
+                seconds.append(time.perf_counter() - started)
+            lines.append(f"| {context} | {method} | {recalls[0]} | {recalls[1]} | {seconds[0]:.0f} |")
+            print(lines[-1], flush=True)
+    usage, writing = writer.usage, time.perf_counter() - writer.started
+    sent = usage.sent_prompt_tokens + usage.sent_completion_tokens
+    estimate = estimated_tokens(document_tokens, size)
+    per_million = 1e6 / total
+    rate = Rates().reader_usd_per_mtok
+    lines += [f"contexts: {writer.answered} asked, {writer.unusable} unusable (indexed without a header), "
+              f"{server.requests('/v1/chat/completions')} HTTP requests",
+              f"LLM tokens sent: {usage.sent_prompt_tokens:,} prompt + {usage.sent_completion_tokens:,} completion "
+              f"({server.model}'s count) = {sent * per_million:,.0f} per 1M document tokens; the dry run's "
+              f"estimate {estimate * per_million:,.0f} (cl100k)",
+              f"price per 1M document tokens at the default reader rate (${rate:g} per 1M LLM tokens): "
+              f"${sent * per_million * rate / 1e6:.2f} (the dry run: ${estimate * per_million * rate / 1e6:.2f})",
+              f"this server: {writing:.0f} s from the first context to the end of the table (contexts cached after "
+              f"the first llm row)"]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("what", choices=("generate", "chunk"))
+    parser.add_argument("what", choices=("generate", "chunk", "context"))
     parser.add_argument("--model", default="smollm2", help="smollm2 or gemma3 (benchmarks/llm_server.py)")
     parser.add_argument("--corpus", type=Path, default=REALDOCS_TEXT, help="generate: the corpus (realdocs text)")
     parser.add_argument("--attempts", type=int, default=10, help="generate: passages asked about (10)")
@@ -196,10 +290,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=CHROMA_DEV, help="chunk: the chroma-dev folder")
     parser.add_argument("--logprob-window", type=int, default=None, help="chunk: the logprob chunker's window_tokens")
     parser.add_argument("--threads", type=int, help="the server's CPU threads")
+    parser.add_argument("--max-document-tokens", type=int, default=12000,
+                        help="context: the longest realdocs document kept (cl100k tokens; 12000)")
+    parser.add_argument("--size", type=int, default=400, help="context: the recursive chunker's size (400)")
     args = parser.parse_args(argv)
     chunkers = [c for c in args.chunkers.split(",") if c]
     if args.what == "generate" and not args.corpus.is_dir():
         print(f"real_llm: no corpus at {args.corpus} (build realdocs with benchmarks/realdocs.py, or give --corpus)",
+              file=sys.stderr)
+        return 2
+    if args.what == "context" and not (REALDOCS_TEXT.parent / "questions.jsonl").is_file():
+        print(f"real_llm: no realdocs benchmark at {REALDOCS_TEXT.parent} (build it with benchmarks/realdocs.py)",
               file=sys.stderr)
         return 2
     params = {"logprob": {"window_tokens": args.logprob_window}} if args.logprob_window else {}
@@ -210,9 +311,13 @@ def main(argv: list[str] | None = None) -> int:
             with LocalLLMServer(args.model, logits_all="logprob" in chunkers and args.what == "chunk",
                                 threads=args.threads) as server:
                 print(f"before: {load_average()}", flush=True)
-                table = (run_generate(server, args.corpus, args.attempts, args.passage_chars, args.excerpts,
-                                      args.keep, args.name) if args.what == "generate"
-                         else run_chunk(server, args.document, chunkers, params, args.data))
+                if args.what == "generate":
+                    table = run_generate(server, args.corpus, args.attempts, args.passage_chars, args.excerpts,
+                                         args.keep, args.name)
+                elif args.what == "context":
+                    table = run_context(server, args.max_document_tokens, args.size)
+                else:
+                    table = run_chunk(server, args.document, chunkers, params, args.data)
                 print(table)
                 print(f"after: {load_average()}")
         except (LLMServerUnavailable, LLMServerFailed) as exc:
