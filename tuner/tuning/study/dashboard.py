@@ -301,8 +301,9 @@ def serve_dashboard(storage: RDBStorage, host: str, port: int) -> None:
     main thread serves) by printing it and serving on, so a stop could be lost. Here it always
     reaches the waiting main thread, and the server shuts down before the exception goes on.
     """
+    import socket
     import threading
-    from wsgiref.simple_server import WSGIRequestHandler, make_server
+    from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
     import optuna_dashboard
 
@@ -310,13 +311,16 @@ def serve_dashboard(storage: RDBStorage, host: str, port: int) -> None:
         def address_string(self) -> str:  # no reverse DNS lookup per request
             return str(self.client_address[0])
 
+    class Server(WSGIServer):  # an IPv6 address (``::1``) needs an IPv6 socket
+        address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+
     app = optuna_dashboard.wsgi(storage)
 
     def answer(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         hold_point("answering")
         return app(environ, start_response)
 
-    server = make_server(host, port, answer, handler_class=Handler)
+    server = make_server(host, port, answer, server_class=Server, handler_class=Handler)
     serving = threading.Thread(target=server.serve_forever, name="optuna-dashboard", daemon=True)
     serving.start()
     try:
