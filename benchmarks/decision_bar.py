@@ -155,6 +155,11 @@ class _Grid:
         return TieGate(self.names[order[0]], self.names[min(tied, key=key)], tuple(self.names[i] for i in tied))
 
 
+def _check_simulations(simulations: int) -> None:
+    if simulations < MIN_SIMULATIONS:
+        raise ValueError(f"simulations={simulations} is too few; at least {MIN_SIMULATIONS}")
+
+
 def _names(reference: Scores, other: Mapping[str, object]) -> list[str]:
     if set(reference) != set(other):
         missing = sorted(set(reference) ^ set(other))[:5]
@@ -220,8 +225,7 @@ def judge_fidelity(full: Scores, low: Mapping[float, Mapping[str, float]], rungs
     is in the top ``1/reduction`` of the scores seen at its rung so far). Each of ``seeds``
     draws its own orders and bootstrap; the verdict takes the lowest share.
     """
-    if simulations < MIN_SIMULATIONS:
-        raise ValueError(f"simulations={simulations} is too few; at least {MIN_SIMULATIONS}")
+    _check_simulations(simulations)
     if not rungs or rungs[-1] != 1.0 or list(rungs) != sorted(rungs):
         raise ValueError(f"rungs={tuple(rungs)} must rise to 1.0")
     names = sorted(full)
@@ -252,8 +256,7 @@ def judge_confirmed(full: Scores, proxy: Mapping[str, float], confirm: int, *, t
     >>> judge_confirmed(full, {"a": 0.1, "b": 0.8, "c": 0.9}, 1, trials=3).in_ties
     0.0
     """
-    if simulations < MIN_SIMULATIONS:
-        raise ValueError(f"simulations={simulations} is too few; at least {MIN_SIMULATIONS}")
+    _check_simulations(simulations)
     if confirm < 1:
         raise ValueError(f"confirm={confirm} must be at least 1")
     names = _names(full, proxy)

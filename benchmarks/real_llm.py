@@ -136,16 +136,11 @@ def run_chunk(server: LocalLLMServer, document: str, chunkers: list[str], params
         [corpus] = [c for c in corpora if c.name == name]
         evalset = EvaluationSet(tuple(q for q in every if q.corpus == name))
     elif document.startswith("realdocs:"):  # one document of the realdocs benchmark, with its questions
-        from tuner.data.corpus import Corpus
-
         wanted = document.split(":", 1)[1]
-        every_document = tuner.load_corpus(REALDOCS_TEXT.parent / "raw", name="realdocs")
+        every_document, queries = load_realdocs()
         if wanted not in every_document:
             raise SystemExit(f"real_llm: no document {wanted!r} in the realdocs benchmark")
-        corpus = Corpus("realdocs", [every_document.document(wanted)])
-        queries = tuner.load_evaluation_set(REALDOCS_TEXT.parent / "questions.jsonl", every_document)
-        evalset = EvaluationSet(tuple(q for q in queries
-                                      if all(r.document == wanted for r in q.references)))
+        corpus, evalset = realdocs_subset(every_document, queries, [wanted])
     else:
         corpus = tuner.load_corpus(document)
     [doc] = list(corpus)
@@ -190,21 +185,32 @@ def run_chunk(server: LocalLLMServer, document: str, chunkers: list[str], params
     return "\n".join(lines)
 
 
-def question_subset(max_document_tokens: int):
-    """The realdocs documents the questions cite, each at most ``max_document_tokens`` long, and
-    the questions whose every excerpt lies in them."""
+def load_realdocs():
+    """The realdocs benchmark's corpus (its ``raw/`` documents) and its hand-written questions."""
     import tuner
-    from tuner.data.corpus import Corpus
-    from tuner.data.evalset import EvaluationSet
-    from tuner.text.tokens import count_tokens
 
     every_document = tuner.load_corpus(REALDOCS_TEXT.parent / "raw", name="realdocs")
-    queries = tuner.load_evaluation_set(REALDOCS_TEXT.parent / "questions.jsonl", every_document)
+    return every_document, tuner.load_evaluation_set(REALDOCS_TEXT.parent / "questions.jsonl", every_document)
+
+
+def realdocs_subset(every_document, queries, kept: list[str]):
+    """The realdocs documents ``kept``, as one corpus, and the questions whose every excerpt lies in them."""
+    from tuner.data.corpus import Corpus
+    from tuner.data.evalset import EvaluationSet
+
+    corpus = Corpus("realdocs", [every_document.document(d) for d in kept])
+    return corpus, EvaluationSet(tuple(q for q in queries if all(r.document in kept for r in q.references)))
+
+
+def question_subset(max_document_tokens: int):
+    """The realdocs documents the questions cite, each at most ``max_document_tokens`` long, the
+    questions whose every excerpt lies in them, and how many questions the benchmark has."""
+    from tuner.text.tokens import count_tokens
+
+    every_document, queries = load_realdocs()
     cited = sorted({r.document for q in queries for r in q.references})
     kept = [d for d in cited if count_tokens(every_document.document(d).text) <= max_document_tokens]
-    corpus = Corpus("realdocs", [every_document.document(d) for d in kept])
-    evalset = EvaluationSet(tuple(q for q in queries if all(r.document in kept for r in q.references)))
-    return corpus, evalset, len(queries)
+    return *realdocs_subset(every_document, queries, kept), len(queries)
 
 
 def run_context(server: LocalLLMServer, max_document_tokens: int, size: int) -> str:
