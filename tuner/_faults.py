@@ -9,6 +9,8 @@ itself the ``n``-th time (default: first) it passes ``point``. The points:
   it commits.
 * ``mid_plot``: inside the transaction that replaces a study's dashboard plot, its old plot
   deleted and the new one written, before it commits.
+* ``writing_tokens``: a document's token embeddings written whole to their temporary file in the
+  late-chunking cache, before it replaces the document's file.
 
 With ``CHUNKWISE_FAULT_TOKEN=<file>`` as well, only the first process to get there fires
 (it creates the file): one worker of a pool dies, the others and its replacement go on.

@@ -6,7 +6,12 @@ embeddings come from running its transformer directly on each window."""
 from __future__ import annotations
 
 import json
+import os
 import random
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +21,9 @@ from tuner.chunkers import Chunk, make_chunker
 from tuner.data.corpus import Corpus
 from tuner.data.document import Document
 from tuner.embedding import EmbedderConfig, EmbeddingCache, SentenceTransformerEmbedder
+from tuner.embedding.cache import text_key
 from tuner.embedding.late import (
+    STALE_TEMP_S,
     DocumentTokens,
     LateChunkingEmbedder,
     TokenEmbeddingCache,
@@ -273,6 +280,56 @@ def test_a_damaged_cache_file_is_read_again(model_folder, tmp_path):
     fresh = LateChunkingEmbedder(SentenceTransformerEmbedder(str(model_folder), device="cpu"), tokens=again)
     assert np.array_equal(fresh.embed_chunks(corpus, chunks), want)
     assert fresh.stats.computed == 1
+
+
+def test_a_cache_file_under_another_documents_name_is_computed_again(model_folder, tmp_path):
+    # Issue 29, item 3: a's file copied over b's name served a's vectors for b (the proxy's scores
+    # changed with no message). A file holds the keys it was written under and proves it on read.
+    cache = TokenEmbeddingCache(tmp_path / "tokens")
+    texts = {"a.md": words(30, seed=6), "b.md": words(30, seed=7)}
+    corpus, chunks = corpus_of(texts)
+
+    def late(tokens: TokenEmbeddingCache) -> LateChunkingEmbedder:
+        return LateChunkingEmbedder(SentenceTransformerEmbedder(str(model_folder), device="cpu"), tokens=tokens)
+
+    want = late(cache).embed_chunks(corpus, chunks)
+    model_key = late(cache).model_key
+    a_file, b_file = (cache.folder / model_key / f"{text_key(texts[name]).hex()}.npz" for name in ("a.md", "b.md"))
+    b_file.write_bytes(a_file.read_bytes())
+    fresh = late(TokenEmbeddingCache(cache.folder))  # another process: nothing in memory
+    assert np.array_equal(fresh.embed_chunks(corpus, chunks), want)
+    assert fresh.stats.computed == 1  # b again; a's own file is a's
+    assert TokenEmbeddingCache(cache.folder).get(model_key, b_file.stem) is not None  # b's file is b's again
+    assert TokenEmbeddingCache(cache.folder).get("another-model", b_file.stem) is None
+
+    # A file without the keys (an older chunkwise wrote it) is computed again too.
+    vectors = np.zeros((2, 3), dtype=np.float16)
+    np.savez(b_file, vectors=vectors, offsets=np.zeros((2, 2), dtype=np.int32))
+    assert TokenEmbeddingCache(cache.folder).get(model_key, b_file.stem) is None
+
+
+def test_a_writer_killed_mid_write_leaves_a_temporary_file_that_a_later_cache_removes(tmp_path):
+    # Issue 29, item 3: a SIGKILL while a document's file was written left its temporary file (as
+    # large as the document's vectors) for good.
+    folder = tmp_path / "tokens"
+    write = ("import sys, numpy as np; from tuner.embedding.late import DocumentTokens, TokenEmbeddingCache; "
+             "TokenEmbeddingCache(sys.argv[1]).put('m', 'd', DocumentTokens(np.ones((1000, 384), dtype=np.float16), "
+             "np.zeros((1000, 2), dtype=np.int64)), {})")
+    killed = subprocess.run([sys.executable, "-c", write, str(folder)], capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "CHUNKWISE_FAULT": "writing_tokens"})
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    (left,) = (folder / "m").glob(".d.npz.*.tmp")
+    assert left.stat().st_size > 1000 * 384 * 2 and not (folder / "m" / "d.npz").exists()
+
+    young = folder / "m" / ".e.npz.0123abcd.tmp"  # another process writing now: kept
+    young.write_bytes(b"partial")
+    assert TokenEmbeddingCache(folder).get("m", "d") is None
+    assert left.exists() and young.exists()  # not old enough to be sure its writer is gone
+
+    old = time.time() - STALE_TEMP_S - 60
+    os.utime(left, (old, old))
+    assert TokenEmbeddingCache(folder).documents("m") == []
+    assert sorted(p.name for p in (folder / "m").iterdir()) == sorted(["model.json", young.name])
 
 
 def test_token_embeddings_live_beside_the_embedding_cache(tmp_path, monkeypatch):

@@ -35,7 +35,11 @@ atomically and privately (0600 in a 0700 folder). The model key is the sha256 of
 identity (its folder's fingerprint), precision, window and overlap, so another model, precision
 or window never reads these vectors, and a changed document has a new hash: only its own entry
 is computed again. ``model.json`` in each model folder says which model it is. A damaged file
-reads as missing and is computed again.
+reads as missing and is computed again, and so does a file that does not prove it is the one asked
+for: each file also holds ``document`` and ``model``, the keys it was written under, compared on
+read (a file copied or renamed over another document's name would otherwise serve that
+document's vectors). A temporary file a killed writer left behind is removed by the next cache
+that opens the folder, once it is :data:`STALE_TEMP_S` old.
 
 **What a model needs.** Token embeddings with character offsets and a mean-pooling sentence
 embedding: a sentence-transformers model whose modules are a Transformer, a mean Pooling and
@@ -62,6 +66,7 @@ from typing import Any
 
 import numpy as np
 
+from .._faults import fault_point
 from .._io.cachedir import cache_dir
 from .._io.files import atomic_writer, private_dir, write_atomically
 from ..errors import EmbeddingError
@@ -78,6 +83,9 @@ FORMAT = 1
 FOLDER = "late-chunking"
 #: Windows per transformer call (all of one document's: a document's batches never mix with another's).
 WINDOWS_PER_CALL = 32
+#: Age (seconds) after which a temporary file in a model folder is a killed writer's leftover: a
+#: live writer replaces its file within seconds of creating it (one document's vectors, written at once).
+STALE_TEMP_S = 3600
 
 
 @dataclass(frozen=True)
@@ -196,6 +204,7 @@ class TokenEmbeddingCache:
         self.memory_bytes = default_memory_bytes() if memory_bytes is None else memory_bytes
         self._memory: OrderedDict[tuple[str, str], DocumentTokens] = OrderedDict()
         self._held = 0
+        self._swept: set[str] = set()
 
     def _remember(self, key: tuple[str, str], tokens: DocumentTokens) -> DocumentTokens:
         if key not in self._memory:
@@ -209,13 +218,33 @@ class TokenEmbeddingCache:
     def _path(self, model_key: str, document_key: str) -> Path:
         return self.folder / model_key / f"{document_key}.npz"
 
+    def _sweep(self, model_key: str) -> None:
+        """Once per model folder and cache: remove the temporary files that writers killed mid-write
+        left (``.<key>.npz.<random>.tmp``, see :func:`~tuner._io.files.atomic_writer`), each as large as
+        the document's vectors and never replaced by anyone. Only those older than :data:`STALE_TEMP_S`:
+        a younger one may be another process's write in progress."""
+        if model_key in self._swept:
+            return
+        self._swept.add(model_key)
+        cutoff = time.time() - STALE_TEMP_S
+        for leftover in (self.folder / model_key).glob(".*.npz.*.tmp"):
+            try:
+                if leftover.lstat().st_mtime < cutoff:
+                    leftover.unlink()
+            except OSError:
+                continue  # gone meanwhile (another cache swept it), or not ours to remove
+
     def get(self, model_key: str, document_key: str) -> DocumentTokens | None:
         """The stored token embeddings, or None (missing, or damaged: computed again)."""
         if (kept := self._memory.get((model_key, document_key))) is not None:
             return self._remember((model_key, document_key), kept)
+        self._sweep(model_key)
         path = self._path(model_key, document_key)
         try:
             with np.load(path, allow_pickle=False) as stored:
+                # The keys the file was written under (absent in a file of an older chunkwise: computed again).
+                if str(stored["document"]) != document_key or str(stored["model"]) != model_key:
+                    return None
                 vectors, offsets = stored["vectors"], stored["offsets"]
         except FileNotFoundError:
             return None
@@ -237,18 +266,23 @@ class TokenEmbeddingCache:
         except OSError as exc:
             raise EmbeddingCacheError(f"cannot use the token-embedding cache {self.folder}: "
                                       f"{exc.strerror or exc}") from None
+        self._sweep(model_key)
         if not (folder / "model.json").exists():
             write_atomically(folder / "model.json", json.dumps(describe, indent=2) + "\n", EmbeddingCacheError)
         buffer = io.BytesIO()
-        np.savez(buffer, vectors=tokens.vectors.astype(np.float16), offsets=tokens.offsets.astype(np.int32))
+        np.savez(buffer, vectors=tokens.vectors.astype(np.float16), offsets=tokens.offsets.astype(np.int32),
+                 document=np.array(document_key), model=np.array(model_key))
         with atomic_writer(self._path(model_key, document_key), EmbeddingCacheError, binary=True) as out:
             out.write(buffer.getvalue())
+            out.flush()  # the whole file in its temporary name, as a writer killed now leaves it
+            fault_point("writing_tokens")
         # What was just computed is kept as it is (float16 already): no second copy of a long document.
         self._remember((model_key, document_key), DocumentTokens(tokens.vectors.astype(np.float16, copy=False),
                                                                  tokens.offsets.astype(np.int64, copy=False)))
 
     def documents(self, model_key: str) -> list[str]:
         """The document keys stored for a model."""
+        self._sweep(model_key)
         folder = self.folder / model_key
         return sorted(p.stem for p in folder.glob("*.npz")) if folder.is_dir() else []
 
