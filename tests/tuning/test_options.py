@@ -118,3 +118,40 @@ def test_a_bad_value_names_its_option_and_file(tmp_path):
         load_study_file(study_file)
     with pytest.raises(StudyError, match=r"rates.reader_usd_per_mtok=-1 is invalid"):
         spec_for(CORPUS, QUERIES, rates={"reader_usd_per_mtok": -1})
+
+
+def _tune(argv: list[str], capsys) -> tuple[int, str, str]:
+    """``chunkwise tune ARGV`` in this process: its status, standard output and error."""
+    from tuner.cli import main
+
+    status = main(["tune", *argv])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+@pytest.fixture
+def _dry_run_here(tmp_path, monkeypatch):
+    # A hosted embedder is priced from its list price: a dry run embeds and calibrates nothing.
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    monkeypatch.chdir(tmp_path)
+
+
+def test_set_corpora_is_read_like_a_study_files_corpora(tmp_path, capsys, _dry_run_here):
+    dry = ["--queries", QUERIES, "--space", "quick", "--embedder", "openai:text-embedding-3-small", "--dry-run"]
+    status, out, err = _tune(["--name", "x", "--set", f"corpora={{handbook: {CORPUS}}}", *dry], capsys)
+    assert status == 0, err
+    assert "handbook: 5 document(s)" in out
+    # --corpus wins over --set corpora (the set one does not exist), as every flag wins over --set.
+    status, out, err = _tune(["--name", "x", "--corpus", f"handbook={CORPUS}",
+                              "--set", f"corpora={{elsewhere: {tmp_path / 'missing'}}}", *dry], capsys)
+    assert status == 0, err
+    assert "handbook: 5 document(s)" in out and "elsewhere" not in out + err
+    # --set corpora replaces a study file's corpora (its own does not exist).
+    study_file = tmp_path / "s.yaml"
+    study_file.write_text(f"name: s\ncorpora: {{gone: {tmp_path / 'missing'}}}\nqueries: {QUERIES}\nspace: quick\n",
+                          encoding="utf-8")
+    status, out, err = _tune([str(study_file), "--set", f"corpora={{handbook: {CORPUS}}}", *dry[4:]], capsys)
+    assert status == 0, err
+    assert "handbook: 5 document(s)" in out and "gone" not in out + err
+    assert not (tmp_path / "studies").exists()  # a dry run stores nothing
+

@@ -113,7 +113,9 @@ def run(args: argparse.Namespace) -> int:
                  timeout=args.timeout, backend=args.backend, scheduler=args.scheduler, pareto=args.pareto)
     options = parse_set_options(args.options) | {key: value for key, value in flags.items()
                                                   if value is not None and value is not False}
-    spec = build_spec(args.study_file, corpora=args.corpus, embedder_name=args.embedder, base_url=args.base_url,
+    if args.corpus:  # --corpus wins over --set corpora=..., as every flag wins over --set
+        options["corpora"] = args.corpus
+    spec = build_spec(args.study_file, embedder_name=args.embedder, base_url=args.base_url,
                       precision=args.precision, max_context_tokens=args.max_context_tokens, **options)
     quiet_optuna()
     if args.recalibrate:

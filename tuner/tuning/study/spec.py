@@ -164,16 +164,17 @@ class StudySpec:
         return replace(self, **read_options({k: v for k, v in options.items() if v is not None}, where))
 
 
-def build_spec(study_file: str | Path | None = None, *, corpora: list[str] | None = None,
+def build_spec(study_file: str | Path | None = None, *, corpora: list[str] | Mapping[str, str] | None = None,
                embedder_name: str | None = None, base_url: str | None = None, precision: str | None = None,
                max_context_tokens: float | None = None, **options: Any) -> StudySpec:
     """A run's spec from a study file and/or command-line values (given values win).
 
     ``options`` are :class:`StudySpec`'s fields, read as :func:`read_options` reads them (``None``:
     not given); besides them, ``corpora`` are ``[NAME=]PATH`` strings (see
-    :func:`tuner.data.corpus.parse_corpus_spec`); ``embedder_name`` (``"PROVIDER[:MODEL]"``),
-    ``base_url`` and ``precision`` change the embedder that ``options`` or the file give; and
-    ``max_context_tokens`` sets the context budget constraint. Without a study file, ``name``,
+    :func:`tuner.data.corpus.parse_corpus_spec`) or a study file's mapping of names to paths;
+    ``embedder_name`` (``"PROVIDER[:MODEL]"``), ``base_url`` and ``precision`` change the embedder
+    that ``options`` or the file give; and ``max_context_tokens`` sets the context budget
+    constraint. Without a study file, ``name``,
     ``corpora`` and ``queries`` are required and the space defaults to the bundled ``default``.
     """
     given = {key: value for key, value in options.items() if value is not None and value is not False}
