@@ -205,3 +205,43 @@ def test_a_metric_that_cannot_become_a_utility_is_refused():
             register_metric(declared)
     with pytest.raises(ValueError, match="already registered"):
         register_metric(Metric("recall", "recall"))
+
+
+#: Extension modules that fail while they are imported, each with what its one line must say.
+FAILING_PLUGINS = {
+    "raises_runtime": ("raise RuntimeError('the licence server is down')\n",
+                       "RuntimeError: the licence server is down"),
+    "bad_syntax": ("def broken(:\n    pass\n", "SyntaxError: "),
+    "raises_type": ("len(3)\n", "TypeError: object of type 'int' has no len()"),
+    "takes_token": ("from tuner.chunkers import Chunker, register\n\n\n@register\nclass Mine(Chunker):\n"
+                    "    name = 'token'\n\n    def split(self, document):\n        return []\n",
+                    "a chunker named 'token' is already registered"),
+    "takes_recall": ("from tuner.evaluation import Metric, register_metric\n\n"
+                     "register_metric(Metric('recall', 'my recall'))\n",
+                     "a metric named 'recall' is already registered"),
+    "exits": ("import sys\n\nsys.exit(3)\n", "it called sys.exit(3)"),
+}
+
+
+@pytest.mark.parametrize("module", sorted(FAILING_PLUGINS))
+def test_an_extension_that_fails_to_import_is_one_line_naming_it(tmp_path, module):
+    """Whatever an extension named in CHUNKWISE_PLUGINS does wrong while it is imported (raises,
+    registers a name already taken, exits), every command stops with one line that names the
+    module and what it did, and status 2: never a traceback, never a silent exit."""
+    import os
+    import subprocess
+    import sys
+
+    source, says = FAILING_PLUGINS[module]
+    (tmp_path / f"{module}.py").write_text(source, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
+           "CHUNKWISE_PLUGINS": module}
+    console_script = Path(sys.executable).with_name("chunkwise")
+    for command in ([sys.executable, "-m", "tuner", "chunkers"], [str(console_script), "chunkers"]):
+        done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+        assert done.returncode == 2, (command, done.stdout, done.stderr)
+        assert "Traceback" not in done.stderr and done.stdout == ""
+        (line,) = done.stderr.strip().splitlines()
+        assert line.startswith(f"chunkwise: error: cannot import the chunkwise extension {module!r} "
+                               "(CHUNKWISE_PLUGINS): "), line
+        assert says in line, line

@@ -40,8 +40,9 @@ def import_modules(package: str, path: Iterable[str], *, registers_nothing: Iter
 
 def load_plugins() -> None:
     """Import, once per process, the extensions installed as entry points and those named in
-    ``CHUNKWISE_PLUGINS``; a module that cannot be imported is a :class:`ChunkwiseError` naming it
-    (raised again at the next registry read)."""
+    ``CHUNKWISE_PLUGINS``; a module that cannot be imported (missing, raising as it runs, registering
+    a name already taken, calling ``sys.exit``) is a :class:`ChunkwiseError` naming it (raised again
+    at the next registry read)."""
     global _loaded
     if _loaded:
         return
@@ -65,5 +66,36 @@ def _load_all() -> None:
 def _load(module: str, where: str) -> None:
     try:
         importlib.import_module(module)
-    except ImportError as exc:
-        raise ChunkwiseError(f"cannot import the chunkwise extension {module!r} ({where}): {exc}") from None
+    except BaseException as exc:
+        if _stops_the_command(exc):
+            raise
+        raise ChunkwiseError(f"cannot import the chunkwise extension {module!r} ({where}): {_failure(exc)}") from None
+
+
+def _stops_the_command(exc: BaseException) -> bool:
+    """Whether ``exc`` is the user stopping the command while a module imports (Ctrl-C, or the
+    SIGTERM that chunkwise's own handlers raise as a ``BaseException``), not the module failing:
+    that ends the command as it would anywhere else."""
+    if isinstance(exc, (KeyboardInterrupt, GeneratorExit)):
+        return True
+    # chunkwise's SIGTERM exceptions live in ``tuner`` (or ``__main__`` under ``python -m tuner``).
+    ours = type(exc).__module__.split(".")[0] in ("tuner", "__main__")
+    return ours and not isinstance(exc, (Exception, SystemExit))
+
+
+#: The most of a module's own message that the one line repeats.
+FAILURE_CHARS = 300
+
+
+def _failure(exc: BaseException) -> str:
+    """What went wrong in a module's import, in one line: the exception's type and the first line
+    of its message (a name registered twice, a syntax error and its line), or the status it
+    called ``sys.exit`` with, which would otherwise end every command silently."""
+    if isinstance(exc, SystemExit):
+        return f"it called sys.exit({exc.code!r}) while being imported"
+    if isinstance(exc, ImportError):  # its message names what is missing
+        text = str(exc)
+    else:
+        text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    line = (text.strip().splitlines() or [type(exc).__name__])[0]
+    return line if len(line) <= FAILURE_CHARS else line[: FAILURE_CHARS - 3] + "..."
