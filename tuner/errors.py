@@ -46,6 +46,25 @@ class EmbeddingError(ChunkwiseError):
     """An embedding provider could not be loaded or reached."""
 
 
+#: The most of a given value that a message repeats (see :func:`shown`).
+SHOWN_CHARS = 80
+
+
+def shown(value: Any, limit: int = SHOWN_CHARS) -> str:
+    """``repr(value)`` for a message, shortened to ``limit`` characters: a message names what was
+    given without echoing a whole file's worth of it back.
+
+    >>> shown("handbook"), shown("x" * 100, 12)
+    ("'handbook'", "'xxxxxxxx...")
+    """
+    return clip(repr(value), limit)
+
+
+def clip(text: str, limit: int = SHOWN_CHARS) -> str:
+    """``text`` shortened to ``limit`` characters, its end replaced by ``...`` when cut."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 # --- how messages name options -----------------------------------------------------------------
 #: The command line's spelling of each option while a command runs (see :func:`options_named`);
 #: None when the library is called from Python.

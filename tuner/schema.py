@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import InvalidParameterError
+from .errors import InvalidParameterError, shown
 
 
 @dataclass(frozen=True)
@@ -209,7 +209,7 @@ def invalid(name: str, value: Any, allowed: str, error: type[Exception] = Invali
     >>> str(invalid("size", 0, "an integer >= 1", owner="token"))
     'token: size=0 is invalid; allowed: an integer >= 1'
     """
-    return error(f"{owner}: " * bool(owner) + f"{name}={value!r} is invalid; allowed: {allowed}")
+    return error(f"{owner}: " * bool(owner) + f"{name}={shown(value)} is invalid; allowed: {allowed}")
 
 
 def setting_spec(cls: type, name: str) -> ParamSpec:

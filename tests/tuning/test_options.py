@@ -4,6 +4,7 @@ command line accept the same options, read the same way, with the same defaults.
 from __future__ import annotations
 
 import dataclasses
+import time
 from pathlib import Path
 
 import pytest
@@ -155,3 +156,39 @@ def test_set_corpora_is_read_like_a_study_files_corpora(tmp_path, capsys, _dry_r
     assert "handbook: 5 document(s)" in out and "gone" not in out + err
     assert not (tmp_path / "studies").exists()  # a dry run stores nothing
 
+
+def _one_line_error(status: int, err: str) -> str:
+    assert status == 2
+    assert "Traceback" not in err
+    (line,) = err.strip().splitlines()
+    assert line.startswith("chunkwise: error: ")
+    return line
+
+
+def test_set_bounds_what_it_parses_and_what_it_echoes(tmp_path, capsys, _dry_run_here):
+    base = ["--corpus", f"handbook={CORPUS}", "--queries", QUERIES, "--space", "quick", "--dry-run"]
+
+    # 5,000 nested brackets: refused at the nesting limit, not by Python's recursion.
+    line = _one_line_error(*_tune([*base, "--name", "x", "--set", "include=" + "[" * 5000 + "]" * 5000], capsys)[::2])
+    assert line.startswith("chunkwise: error: --set include:") and "nested more than" in line
+    assert len(line) < 300
+
+    # An alias bomb: nine levels of nine aliases stand for 9**9 values in a few hundred characters.
+    levels = ['a0: &a0 ["*.md", "*.md", "*.md", "*.md", "*.md", "*.md", "*.md", "*.md", "*.md"]']
+    levels += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 10)]
+    for depth in (5, 9):
+        bomb = "{" + ", ".join(levels[:depth + 1]) + "}"
+        started = time.monotonic()
+        line = _one_line_error(*_tune([*base, "--name", "x", "--set", f"include={bomb}"], capsys)[::2])
+        assert time.monotonic() - started < 10
+        assert line.startswith("chunkwise: error: --set include:") and "aliases are expanded" in line
+        assert len(line) < 300
+
+    # A value far too long is refused by its length, and not echoed back.
+    line = _one_line_error(*_tune([*base, "--set", "name=" + "n" * 100_000], capsys)[::2])
+    assert line.startswith("chunkwise: error: --set name:") and "100,000 characters" in line
+    assert len(line) < 300
+    # Within the length, an invalid name is named with the start of it only.
+    line = _one_line_error(*_tune([*base, "--set", "name=" + "n/" * 4000], capsys)[::2])
+    assert "run name 'n/n/n/" in line and "..." in line and len(line) < 300
+    assert not (tmp_path / "studies").exists()

@@ -56,9 +56,85 @@ def why_missing(path: str | Path) -> str:
     return "does not exist"
 
 
+#: How deep YAML may nest (counting what its aliases stand for): far beyond any study file or
+#: search space, and far below what would exhaust Python's recursion in the parser or a reader.
+MAX_YAML_DEPTH = 64
+#: How many values a YAML document may hold once its aliases are expanded: an "alias bomb"
+#: (each level an anchor of ten aliases to the last) is a few lines that stand for billions.
+MAX_YAML_NODES = 100_000
+
+
+class YAMLTooLargeError(yaml.MarkedYAMLError):
+    """A YAML document nested too deep, or too large once its aliases are expanded."""
+
+
 class UniqueKeyLoader(yaml.SafeLoader):
     """YAML's safe loader, refusing a mapping that repeats a key (PyYAML would keep the last
-    value silently: ``trials: 2`` then ``trials: 3`` would mean 3)."""
+    value silently: ``trials: 2`` then ``trials: 3`` would mean 3), and a document nested deeper
+    than ``max_depth`` or holding more than ``max_nodes`` values with its aliases expanded (see
+    :data:`MAX_YAML_DEPTH`, :data:`MAX_YAML_NODES`): refused while it is read, before anything
+    walks it."""
+
+    max_depth = MAX_YAML_DEPTH
+    max_nodes = MAX_YAML_NODES
+
+    def __init__(self, stream: Any) -> None:
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+        # The composer recurses once per level: refused at the limit, not at Python's.
+        self._depth += 1
+        try:
+            if self._depth > self.max_depth:
+                raise YAMLTooLargeError(None, None, f"nested more than {self.max_depth} levels deep",
+                                        self.peek_event().start_mark)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def get_single_node(self) -> yaml.Node | None:
+        node = super().get_single_node()
+        if node is not None:
+            self._measure(node, 1, {}, set())
+        return node
+
+    def _measure(self, node: yaml.Node, depth: int, measured: dict[int, tuple[int, int]],
+                 open_nodes: set[int]) -> tuple[int, int]:
+        """The values and levels ``node`` stands for with its aliases expanded (an alias is the
+        node it names, composed once and shared): each node is measured once, so an alias bomb
+        is refused in time proportional to its text."""
+        key = id(node)
+        if key in measured:
+            size, height = measured[key]
+        else:
+            if key in open_nodes:
+                raise YAMLTooLargeError(None, None, "an alias refers to a value that contains it", node.start_mark)
+            if depth > self.max_depth:
+                raise YAMLTooLargeError(None, None, f"nested more than {self.max_depth} levels deep "
+                                        "(counting what its aliases stand for)", node.start_mark)
+            open_nodes.add(key)
+            if isinstance(node, yaml.MappingNode):
+                children = [child for pair in node.value for child in pair]
+            elif isinstance(node, yaml.SequenceNode):
+                children = node.value
+            else:
+                children = []
+            size, height = 1, 1
+            for child in children:
+                child_size, child_height = self._measure(child, depth + 1, measured, open_nodes)
+                size, height = size + child_size, max(height, child_height + 1)
+                if size > self.max_nodes:
+                    break
+            open_nodes.discard(key)
+            measured[key] = size, height
+        if size > self.max_nodes:
+            raise YAMLTooLargeError(None, None, f"holds more than {self.max_nodes:,} values once its aliases are "
+                                    "expanded", node.start_mark)
+        if depth + height - 1 > self.max_depth:
+            raise YAMLTooLargeError(None, None, f"nested more than {self.max_depth} levels deep (counting what "
+                                    "its aliases stand for)", node.start_mark)
+        return size, height
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
         seen: dict[Any, int] = {}
@@ -77,9 +153,14 @@ class UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
-def load_yaml(text: str) -> Any:
-    """Parse YAML (or JSON) text with :class:`UniqueKeyLoader`: every YAML chunkwise reads."""
-    return yaml.load(text, Loader=UniqueKeyLoader)  # a SafeLoader: no arbitrary objects
+def load_yaml(text: str, *, max_nodes: int = MAX_YAML_NODES) -> Any:
+    """Parse YAML (or JSON) text with :class:`UniqueKeyLoader`: every YAML chunkwise reads.
+    ``max_nodes`` bounds the values it may hold with its aliases expanded (a command-line value
+    asks for fewer than a file); beyond it, or nested too deep, :class:`YAMLTooLargeError`."""
+    if max_nodes == UniqueKeyLoader.max_nodes:
+        return yaml.load(text, Loader=UniqueKeyLoader)  # a SafeLoader: no arbitrary objects
+    loader = type("BoundedLoader", (UniqueKeyLoader,), {"max_nodes": max_nodes})
+    return yaml.load(text, Loader=loader)
 
 
 def read_yaml(path: str | Path, what: str, error: type[ChunkwiseError] = ChunkwiseError) -> Any:

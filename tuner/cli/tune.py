@@ -82,9 +82,18 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     tune.set_defaults(handler=run)
 
 
+#: The longest value ``--set`` reads (a study file's longest option is a few hundred characters).
+MAX_SET_CHARS = 10_000
+#: The most values one ``--set`` value may hold once its YAML aliases are expanded.
+MAX_SET_VALUES = 10_000
+
+
 def parse_set_options(given: list[str]) -> dict[str, Any]:
-    """``--set OPTION=VALUE`` pairs, each value read as YAML (a study file's spelling)."""
+    """``--set OPTION=VALUE`` pairs, each value read as YAML (a study file's spelling), within
+    :data:`MAX_SET_CHARS` and :data:`MAX_SET_VALUES`; a message repeats at most the start of what
+    was given."""
     from .._io.files import load_yaml
+    from ..errors import clip, shown
     from ..tuning.study.spec import study_options
 
     options: dict[str, Any] = {}
@@ -92,12 +101,17 @@ def parse_set_options(given: list[str]) -> dict[str, Any]:
         key, sep, text = item.partition("=")
         key = key.strip().replace("-", "_")
         if not sep or key not in study_options():
-            raise ChunkwiseError(f"--set {item!r}: expected OPTION=VALUE with OPTION one of "
+            raise ChunkwiseError(f"--set {shown(item)}: expected OPTION=VALUE with OPTION one of "
                                  f"{', '.join(study_options())}")
+        if len(text) > MAX_SET_CHARS:
+            raise ChunkwiseError(f"--set {key}: the value has {len(text):,} characters, more than the "
+                                 f"{MAX_SET_CHARS:,} --set reads; write it in a study file")
         try:
-            options[key] = load_yaml(text)
+            options[key] = load_yaml(text, max_nodes=MAX_SET_VALUES)
         except yaml.YAMLError as exc:
-            raise ChunkwiseError(f"--set {item!r}: the value is not valid YAML ({exc.__class__.__name__})") from None
+            problem = " ".join(str(getattr(exc, "problem", None) or type(exc).__name__).split())
+            raise ChunkwiseError(f"--set {key}: the value {shown(text)} is not valid YAML "
+                                 f"({clip(problem)})") from None
     return options
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import optuna
 
-from ...errors import StudyError, option
+from ...errors import StudyError, option, shown
 from .records import (
     SETTINGS_ATTR,
 )
@@ -44,7 +44,7 @@ def check_name(value: Any, what: str) -> str:
     'handbook-v2'
     """
     if not isinstance(value, str) or not _SAFE_NAME.fullmatch(value):
-        raise StudyError(f"{what} {value!r} is invalid; allowed: 1-100 letters, digits, '.', '_' or '-', "
+        raise StudyError(f"{what} {shown(value)} is invalid; allowed: 1-100 letters, digits, '.', '_' or '-', "
                          "starting with a letter or digit")
     return value
 

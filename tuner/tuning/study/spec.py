@@ -49,7 +49,7 @@ from ..._io.files import read_yaml
 from ..._io.secrets import has_credentials, without_credentials
 from ...data.corpus import default_corpus_name, parse_corpus_spec
 from ...embedding.config import EmbedderConfig
-from ...errors import InvalidParameterError, StudyError, option
+from ...errors import InvalidParameterError, StudyError, option, shown
 from ...evaluation.config import COPIES
 from ...evaluation.fidelity import Fidelity, parse_fidelity
 from ...evaluation.metrics import UNITS
@@ -218,10 +218,10 @@ def parse_duration(value: Any, where: str) -> float:
     negative = (isinstance(value, str) and value.strip().startswith("-")
                 and _DURATION.fullmatch(value.strip()[1:]) is not None) or (seconds is not None and seconds < 0)
     if negative:
-        raise StudyError(f"{where}={value!r} is a negative duration: a time budget must be above 0, such as 45m, "
+        raise StudyError(f"{where}={shown(value)} is a negative duration: a time budget must be above 0, such as 45m, "
                          "2h, 90s or a number of seconds")
     if seconds is None or not seconds > 0:
-        raise StudyError(f"{where}={value!r} is invalid; allowed: a duration above 0 such as 45m, 2h, 90s or "
+        raise StudyError(f"{where}={shown(value)} is invalid; allowed: a duration above 0 such as 45m, 2h, 90s or "
                          "a number of seconds")
     return seconds
 
@@ -236,9 +236,9 @@ def _read_corpora(value: Any, where: str) -> tuple[tuple[str, str], ...]:
     elif isinstance(value, (list, tuple)):
         pairs = [item if isinstance(item, tuple) else parse_corpus_spec(str(item)) for item in value]
     else:
-        raise StudyError(f"{where} must map corpus names to paths, got {value!r}")
+        raise StudyError(f"{where} must map corpus names to paths, got {shown(value)}")
     if not all(isinstance(path, (str, Path)) for _, path in pairs):
-        raise StudyError(f"{where} must map corpus names to paths, got {value!r}")
+        raise StudyError(f"{where} must map corpus names to paths, got {shown(value)}")
     return tuple((name, str(path)) for name, path in pairs)
 
 
@@ -268,7 +268,7 @@ def _read_pareto(value: Any, where: str) -> tuple[str, ...]:
 def _read_flag(value: Any, where: str) -> bool:
     """A yes/no option: true or false, nothing else."""
     if not isinstance(value, bool):
-        raise StudyError(f"{where} must be true or false, got {value!r}")
+        raise StudyError(f"{where} must be true or false, got {shown(value)}")
     return value
 
 
@@ -278,13 +278,13 @@ def _read_patterns(value: Any, where: str) -> tuple[str, ...]:
         return ()
     values = [value] if isinstance(value, str) else value
     if not isinstance(values, (list, tuple)) or not all(isinstance(v, str) and v for v in values):
-        raise StudyError(f"{where} must be a glob pattern or a list of them, got {value!r}")
+        raise StudyError(f"{where} must be a glob pattern or a list of them, got {shown(value)}")
     return tuple(values)
 
 
 def _read_path(value: Any, where: str) -> str:
     if not isinstance(value, (str, Path)):
-        raise StudyError(f"{where} must be a path, got {value!r}")
+        raise StudyError(f"{where} must be a path, got {shown(value)}")
     return str(value)
 
 
