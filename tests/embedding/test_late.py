@@ -269,6 +269,55 @@ def test_a_proxy_pools_a_context_header_with_its_chunk(model_folder):
     assert not np.allclose(with_header, plain)
 
 
+def test_limits_keep_each_chunks_first_tokens():
+    tokens = hand_tokens()
+    # All five tokens, the first two read: mean of (1,0,0) and (0,2,0) is (1/2, 1, 0).
+    assert np.allclose(tokens.pool_chunks([[(0, 14)]], limits=2), [unit(np.array([0.5, 1, 0]))])
+    # Per chunk: "cd ef gh" keeps "cd" alone; "ab" + "gh ij" (two spans) keeps "ab" and "gh" (document order).
+    sums, counts = tokens.sum_chunks([[(3, 11)], [(0, 2), (9, 14)], [(3, 5)]], limits=[1, 2, 0])
+    assert sums.tolist() == [[0, 2, 0], [3, 2, 0], [0, 0, 0]] and counts.tolist() == [1, 2, 0]
+    # A limit past the chunk's end changes nothing.
+    assert np.array_equal(tokens.pool_chunks([[(3, 8)]], limits=99), tokens.pool_chunks([[(3, 8)]]))
+
+
+def test_a_proxy_pools_what_the_model_reads_of_a_chunk_longer_than_its_window(model_folder):
+    # Issue 30, item 1: the model reads the first 14 word pieces of a chunk embedded alone; the proxy
+    # pools those 14 tokens and no more. Late chunking itself (the configuration) pools all of them.
+    text = words(40, seed=8)  # 40 one-piece words: windows at 0, 10, 20, 26
+    late = LateChunkingEmbedder(SentenceTransformerEmbedder(str(model_folder), device="cpu"), overlap=4)
+    want, offsets = expected_token_vectors(model_folder, text, WINDOW, 4)
+    start, end = int(offsets[5][0]), int(offsets[30][1])  # tokens 5 to 30: 26 tokens, 12 past the window
+    chunk = Chunk("d.md", start, end, text[start:end], 26)
+    corpus = Corpus("c", [Document("d.md", text)])
+    (proxy,) = late.embed_chunks(corpus, [chunk], as_read=True)
+    assert np.allclose(proxy, unit(want[5:19].mean(axis=0)), atol=2e-3)
+    (whole,) = late.embed_chunks(corpus, [chunk])
+    assert np.allclose(whole, unit(want[5:31].mean(axis=0)), atol=2e-3)
+    assert not np.allclose(proxy, whole, atol=1e-2)
+    # A chunk inside the window reads whole either way.
+    short = Chunk("d.md", int(offsets[5][0]), int(offsets[10][1]), text[int(offsets[5][0]):int(offsets[10][1])], 6)
+    assert np.array_equal(late.embed_chunks(corpus, [short], as_read=True), late.embed_chunks(corpus, [short]))
+
+
+def test_a_proxys_header_is_read_first_and_counts_inside_the_window(model_folder):
+    text = words(40, seed=9)
+    late = LateChunkingEmbedder(SentenceTransformerEmbedder(str(model_folder), device="cpu"), overlap=4)
+    want, offsets = expected_token_vectors(model_folder, text, WINDOW, 4)
+    start, end = int(offsets[5][0]), int(offsets[30][1])
+    chunk = Chunk("d.md", start, end, text[start:end], 26)
+    corpus = Corpus("c", [Document("d.md", text)])
+    header = words(4, seed=10)  # 4 word pieces: the model reads them, then 10 of the chunk's
+    own, _ = expected_token_vectors(model_folder, header, WINDOW, 4)
+    assert len(own) == 4
+    (vector,) = late.embed_chunks(corpus, [chunk], headers=[header], as_read=True)
+    assert np.allclose(vector, unit(np.vstack([own, want[5:15]]).mean(axis=0)), atol=2e-3)
+    # A header as long as the window or longer leaves no room for the chunk: its first 14 tokens alone.
+    long_header = words(20, seed=11)
+    own, _ = expected_token_vectors(model_folder, long_header, WINDOW, 4)
+    (vector,) = late.embed_chunks(corpus, [chunk], headers=[long_header], as_read=True)
+    assert np.allclose(vector, unit(own[:14].mean(axis=0)), atol=2e-3)
+
+
 def test_a_damaged_cache_file_is_read_again(model_folder, tmp_path):
     cache = TokenEmbeddingCache(tmp_path / "tokens")
     corpus, chunks = corpus_of({"a.md": words(20, seed=5)})

@@ -12,7 +12,7 @@ import tuner.embedding.static as static
 from tuner.embedding import StaticEmbedder
 from tuner.errors import EmbeddingError
 
-from fakes import save_sentence_transformer
+from fakes import SENTENCE_MODEL_WORDS, save_sentence_transformer
 
 
 @pytest.fixture(scope="module")
@@ -55,14 +55,35 @@ def test_a_static_model_is_distilled_offline_once_per_source_model(source, tmp_p
         other.embed(texts)
 
 
-def test_a_static_model_reads_a_whole_text(source, tmp_path, offline):
-    """No input window: a word past 600 tokens still moves the vector (the transformer reads 16)."""
+def test_a_static_model_reads_what_its_teacher_reads(source, tmp_path, offline):
+    """The teacher reads 14 word pieces of a text (max_seq_length 16 less [CLS] and [SEP]); the static
+    proxy pools those and no more: a chunk of 30 one-piece words is the mean of its first 14 words'
+    static vectors, computed here from the distilled model's embedding matrix."""
     model = StaticEmbedder(str(source), folder=tmp_path / "static")
-    assert model.max_input_tokens is None
-    base = " ".join(["the apple is red"] * 150)  # 600 word pieces
-    first, longer = model.embed([base, base + " river boat water stone"])
-    assert not np.allclose(first, longer)
-    assert model.unread_characters([base]).tolist() == [0]
+    assert model.max_input_tokens == 16 and model.window == 14
+    vocabulary = [w for w in SENTENCE_MODEL_WORDS if w.isalpha()]
+    words = [vocabulary[i % len(vocabulary)] for i in range(30)]
+    text = " ".join(words)
+    assert len(model.source._tokenizer.encode(text, add_special_tokens=False).ids) == 30  # one piece a word
+    static = model._model
+    assert static.token_mapping is None and static.weights is None  # a word's vector is its row
+    rows = [static.embedding[static.tokenize([word])[0][0]].astype(np.float64) for word in words]
+    mean = np.mean(rows[:14], axis=0)
+    (vector,) = model.embed([text])
+    assert np.allclose(vector, mean / np.linalg.norm(mean), atol=2e-3)  # float16 vectors
+    # What lies past the window moves nothing; the whole text's mean is another vector.
+    (changed,) = model.embed([" ".join(words[:14] + ["river"] * 16)])
+    assert np.allclose(changed, vector, atol=1e-6)
+    whole = np.mean(rows, axis=0)
+    assert not np.allclose(vector, whole / np.linalg.norm(whole), atol=2e-2)
+    # A header is the start of the text the teacher reads: 4 header words leave 10 of the chunk's.
+    header = ["river", "boat", "water", "stone"]
+    (headed,) = model.embed([" ".join(header) + "\n\n" + text])
+    own = [static.embedding[static.tokenize([word])[0][0]].astype(np.float64) for word in header]
+    mean = np.mean(own + rows[:10], axis=0)
+    assert np.allclose(headed, mean / np.linalg.norm(mean), atol=2e-3)
+    assert model.unread_characters([text]).tolist() == [len(text) - len(" ".join(words[:14]))]
+    assert model.identity.endswith(":reads14")  # vectors of another window are another cache identity
 
 
 def test_a_missing_source_model_is_a_clear_error(tmp_path):

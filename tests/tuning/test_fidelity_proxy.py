@@ -14,7 +14,7 @@ from optuna.trial import TrialState
 import tuner
 from tuner.embedding.config import EmbedderConfig
 from tuner.evaluation.config import EvaluationConfig
-from tuner.evaluation.fidelity import Fidelity
+from tuner.evaluation.fidelity import PROXY_VERSION, Fidelity
 from tuner.tuning import StudySpec, run_study_spec
 from tuner.tuning.study.storage import make_storage
 
@@ -172,6 +172,8 @@ def test_a_resumed_study_keeps_its_proxy(study, tmp_path):
     copy = tmp_path / "p.db"
     shutil.copy(root / "p.db", copy)
     before = {t.number for t in study[-1]}
+    kept = {t.number: (t.state, t.user_attrs.get("recall"), t.user_attrs.get("rung_scores")) for t in study[-1]
+            if "confirms_trial" in t.user_attrs or "rung_scores" in t.user_attrs}
     # `auto` resumes at the study's own rungs: the proxy rung first, on the same token cache.
     resumed = dataclasses.replace(spec, storage=f"sqlite:///{copy}", trials=4, fidelity="auto")
     run_study_spec(resumed, progress=False, echo=lambda _: None)
@@ -183,9 +185,39 @@ def test_a_resumed_study_keeps_its_proxy(study, tmp_path):
     # Its confirmations are of configurations no earlier run confirmed: none is evaluated twice.
     confirmed = [t.user_attrs["confirms_trial"] for t in trials if "confirms_trial" in t.user_attrs]
     assert len(confirmed) > 3 and len(confirmed) == len(set(confirmed))
+    # The first run's proxy scores and confirmations are kept as they were, at the proxy version it stored.
+    by_number = {t.number: t for t in trials}
+    assert {n: (by_number[n].state, by_number[n].user_attrs.get("recall"), by_number[n].user_attrs.get("rung_scores"))
+            for n in kept} == kept
+    stored = optuna.load_study(study_name="p/words", storage=storage).user_attrs["settings"]["fidelity"]
+    assert stored["proxy"] == "late" and stored["proxy_version"] == PROXY_VERSION == 2
     # Asking for full fidelity on it is another study: refused, naming the proxy.
     with pytest.raises(StudyError, match=r"fidelity\.proxy: \"late\" -> \(absent\)"):
         run_study_spec(dataclasses.replace(resumed, fidelity=Fidelity()), progress=False, echo=lambda _: None)
+
+
+def test_a_study_whose_proxy_pooled_every_token_is_not_resumed_with_the_proxy_that_reads_the_window(study, tmp_path):
+    # Issue 30, item 1: a study stored before the proxy pooled only what the model reads (no proxy_version)
+    # holds proxy scores that rank large chunkings otherwise; new proxy scores must not join them.
+    import dataclasses
+    import shutil
+
+    from tuner.errors import StudyError
+
+    spec, root, *_ = study
+    copy = tmp_path / "old.db"
+    shutil.copy(root / "p.db", copy)
+    storage = make_storage(f"sqlite:///{copy}", heartbeat_interval=None)
+    old = optuna.load_study(study_name="p/words", storage=storage)
+    settings = old.user_attrs["settings"]
+    settings["fidelity"].pop("proxy_version")
+    old.set_user_attr("settings", settings)
+    with pytest.raises(StudyError, match=r"fidelity\.proxy_version: 1 -> 2"):
+        run_study_spec(dataclasses.replace(spec, storage=f"sqlite:///{copy}", trials=2), progress=False,
+                       echo=lambda _: None)
+    # A study without a proxy stores no version, as before.
+    assert "proxy_version" not in Fidelity(rungs=(0.1, 1.0)).to_dict()
+    assert Fidelity.from_stored(Fidelity(proxy="late").to_dict()).proxy_version == PROXY_VERSION
 
 
 def test_a_configuration_with_a_context_header_is_scored_by_the_proxy_and_confirmed_with_its_header(tmp_path):

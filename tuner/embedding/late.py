@@ -28,6 +28,15 @@ the token after it (the last token at the document's end). Token embeddings are 
 float16 (what the cache stores) and pooled in float32, cached or not, so a cached and a fresh
 pass give the same chunk vectors.
 
+**As a proxy** (``embed_chunks(..., as_read=True)``, the first rung of a study behind
+``fidelity: {proxy: late}``), a chunk's vector stands for the vector the model gives the chunk
+embedded alone, and the model reads only the first :attr:`~.sentence_transformers.SentenceTransformerEmbedder.window`
+word pieces of a text (254 for all-MiniLM-L6-v2) and drops the rest. So the proxy pools only
+those: the chunk's first ``window`` tokens in document order, after its context header's, which
+the model reads first (a header's tokens count against the window). Late chunking itself, the
+configuration, pools every token of its chunk: its vectors do not come from the model reading the
+chunk alone.
+
 **The cache** (:class:`TokenEmbeddingCache`): one file per document,
 ``<folder>/<model key>/<sha256 of the document's text>.npz`` holding ``vectors`` (float16,
 one row per token) and ``offsets`` (int32 character ``[start, end)`` per token), written
@@ -109,29 +118,41 @@ class DocumentTokens:
         tokens' embeddings, L2-normalised (float32)."""
         return self.pool_chunks([spans])[0]
 
-    def pool_chunks(self, chunk_spans: Sequence[Sequence[tuple[int, int]]]) -> np.ndarray:
-        """:meth:`pool` for many chunks of this document at once, one row each."""
-        sums, counts = self.sum_chunks(chunk_spans)
+    def pool_chunks(self, chunk_spans: Sequence[Sequence[tuple[int, int]]],
+                    limits: Sequence[int] | int | None = None) -> np.ndarray:
+        """:meth:`pool` for many chunks of this document at once, one row each (``limits``: see
+        :meth:`sum_chunks`)."""
+        sums, counts = self.sum_chunks(chunk_spans, limits)
         return unit_rows(sums / np.maximum(counts, 1).astype(np.float32)[:, None])
 
-    def sum_chunks(self, chunk_spans: Sequence[Sequence[tuple[int, int]]]) -> tuple[np.ndarray, np.ndarray]:
-        """Per chunk, the sum of its tokens' embeddings (float32) and how many there are. The
-        document's vectors are converted to float32 once, and a one-span chunk (the usual case) sums
-        a slice of them: the same rows in the same order as gathering them, so the same sum."""
+    def sum_chunks(self, chunk_spans: Sequence[Sequence[tuple[int, int]]],
+                   limits: Sequence[int] | int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Per chunk, the sum of its tokens' embeddings (float32) and how many there are; with
+        ``limits`` (one per chunk, or one for all), of its first ``limit`` tokens only, in document
+        order (what a model that reads that many word pieces reads of it). The document's vectors
+        are converted to float32 once, and a one-span chunk (the usual case) sums a slice of them:
+        the same rows in the same order as gathering them, so the same sum."""
         sums = np.zeros((len(chunk_spans), self.vectors.shape[1]), dtype=np.float32)
         counts = np.zeros(len(chunk_spans), dtype=np.int64)
         if len(self.offsets) == 0 or not chunk_spans:
             return sums, counts
+        if limits is None:
+            cap = [len(self.offsets)] * len(chunk_spans)
+        elif isinstance(limits, (int, np.integer)):
+            cap = [max(0, int(limits))] * len(chunk_spans)
+        else:
+            cap = [max(0, int(limit)) for limit in limits]
         vectors = self.vectors.astype(np.float32)
         single = [i for i, spans in enumerate(chunk_spans) if len(spans) == 1]
         if single:
             bounds = np.array([chunk_spans[i][0] for i in single], dtype=np.int64)
             firsts, stops = token_runs(self.offsets, bounds[:, 0], bounds[:, 1])
             for i, first, stop in zip(single, firsts.tolist(), stops.tolist()):
+                stop = min(stop, first + cap[i])
                 sums[i], counts[i] = vectors[first:stop].sum(axis=0), stop - first
         for i, spans in enumerate(chunk_spans):
             if len(spans) != 1:
-                rows = self.rows(spans)
+                rows = self.rows(spans)[:cap[i]]
                 sums[i], counts[i] = vectors[rows].sum(axis=0), len(rows)
         return sums, counts
 
@@ -326,6 +347,9 @@ class LateChunkingEmbedder(Embedder):
         self.base = base
         self.tokens = tokens
         self.stats = base.stats  # one set of counters: questions and documents alike are the model's work
+        #: Of ``stats.computed_tokens``: the documents' tokens this embedder read for their token embeddings
+        #: (the pass over a corpus; a proxy's headers and questions are the rest).
+        self.pass_tokens = 0
         self._overlap = overlap
 
     @property
@@ -338,27 +362,17 @@ class LateChunkingEmbedder(Embedder):
         return self.base.max_input_tokens
 
     @cached_property
-    def _specials(self) -> tuple[list[int], list[int]]:
-        """The special tokens the model's tokenizer puts before and after a text."""
-        probe = self.base._tokenizer.encode("a", add_special_tokens=True)
-        mask, ids = probe.special_tokens_mask, probe.ids
-        if 0 not in mask:
-            raise EmbeddingError(f"cannot find the text among the special tokens of {self.base.path}'s tokenizer")
-        first, last = mask.index(0), len(mask) - mask[::-1].index(0)
-        return list(ids[:first]), list(ids[last:])
-
-    @cached_property
     def window(self) -> int:
-        """Document tokens per window: the model's input window less its special tokens."""
-        limit = self.base.max_input_tokens
-        if limit is None:
+        """Document tokens per window, and the most of a chunk a proxy pools: what the model reads of
+        a text (:attr:`~.sentence_transformers.SentenceTransformerEmbedder.window`, its input window less
+        its special tokens)."""
+        room = self.base.window
+        if room is None:
             raise EmbeddingError(f"late chunking needs the model's input window (max_seq_length in "
                                  f"{self.base.path / 'sentence_bert_config.json'})")
-        prefix, suffix = self._specials
-        room = limit - len(prefix) - len(suffix)
         if room < 2:
-            raise EmbeddingError(f"the input window of {self.base.path} ({limit} tokens) is too small for late "
-                                 "chunking")
+            raise EmbeddingError(f"the input window of {self.base.path} ({self.base.max_input_tokens} tokens) is "
+                                 "too small for late chunking")
         return room
 
     @cached_property
@@ -448,7 +462,7 @@ class LateChunkingEmbedder(Embedder):
         starts = window_starts(len(ids), self.window, self.overlap)
         owner = owning_window(len(ids), starts, self.window)
         length = min(self.window, len(ids))
-        prefix, suffix = self._specials
+        prefix, suffix = self.base.special_tokens
         rows = np.stack([np.concatenate([prefix, ids[s:s + length], suffix]) for s in starts])
         out = np.zeros((len(ids), dimension), dtype=np.float16)
         device = self.base.device
@@ -467,13 +481,16 @@ class LateChunkingEmbedder(Embedder):
         return DocumentTokens(out, offsets)
 
     def embed_chunks(self, documents: DocumentSource, chunks: Sequence[LocatedText],
-                     progress: Callable[[int], None] | None = None, headers: Sequence[str] | None = None) -> np.ndarray:
+                     progress: Callable[[int], None] | None = None, headers: Sequence[str] | None = None,
+                     as_read: bool = False) -> np.ndarray:
         """One unit vector per chunk, pooled from its document's token embeddings (each document
         read once, or served by the cache).
 
         ``headers`` (one per chunk, empty for none) serve a proxy of a configuration whose chunks are
         indexed after a context header, which late chunking cannot read: a chunk's mean then also
-        counts its header's tokens, as the model embeds the header alone (cached as a document is)."""
+        counts its header's tokens, as the model embeds the header alone (cached as a document is).
+        ``as_read`` (a proxy's): only the tokens the model reads of the chunk embedded alone, its
+        header's first and then the chunk's, :attr:`window` in all (see the module docstring)."""
         called = time.perf_counter()
         chunks = list(chunks)
         by_document: dict[str, list[int]] = {}
@@ -481,15 +498,25 @@ class LateChunkingEmbedder(Embedder):
             by_document.setdefault(chunk.document, []).append(row)
         out = np.zeros((len(chunks), self.dimension), dtype=np.float32)
         header_sums: dict[str, tuple[np.ndarray, int]] = {}
+        window = self.window if as_read else None
+
+        def header_sum(header: str) -> tuple[np.ndarray, int]:
+            if header not in header_sums:
+                own = self.document_tokens(header).vectors.astype(np.float32)[:window]
+                header_sums[header] = own.sum(axis=0), len(own)
+            return header_sums[header]
+
         for document, rows in by_document.items():
+            before = self.stats.computed_tokens
             tokens = self.document_tokens(documents.document(document).text)
-            sums, counts = tokens.sum_chunks([chunks[row].all_spans for row in rows])
-            for position, row in enumerate(rows):
-                if headers is not None and headers[row]:
-                    if headers[row] not in header_sums:
-                        own = self.document_tokens(headers[row]).vectors.astype(np.float32)
-                        header_sums[headers[row]] = own.sum(axis=0), len(own)
-                    extra, count = header_sums[headers[row]]
+            self.pass_tokens += self.stats.computed_tokens - before
+            given = [headers[row] if headers is not None else "" for row in rows]
+            limits = None if window is None else [window - header_sum(header)[1] if header else window
+                                                  for header in given]
+            sums, counts = tokens.sum_chunks([chunks[row].all_spans for row in rows], limits)
+            for position, header in enumerate(given):
+                if header:
+                    extra, count = header_sum(header)
                     sums[position] += extra
                     counts[position] += count
             out[rows] = unit_rows(sums / np.maximum(counts, 1).astype(np.float32)[:, None])

@@ -148,6 +148,29 @@ class SentenceTransformerEmbedder(Embedder):
         return None
 
     @cached_property
+    def special_tokens(self) -> tuple[list[int], list[int]]:
+        """The ids of the special tokens the model's tokenizer puts before and after a text
+        (``[CLS]`` and ``[SEP]``)."""
+        probe = self._tokenizer.encode("a", add_special_tokens=True)
+        mask, ids = probe.special_tokens_mask, probe.ids
+        if 0 not in mask:
+            raise EmbeddingError(f"cannot find the text among the special tokens of {self.path}'s tokenizer")
+        first, last = mask.index(0), len(mask) - mask[::-1].index(0)
+        return list(ids[:first]), list(ids[last:])
+
+    @cached_property
+    def window(self) -> int | None:
+        """How many word pieces of a text the model reads, in its own tokenizer: its ``max_seq_length``
+        less its special tokens (254 for all-MiniLM-L6-v2); None when the folder does not say. Declared
+        here once: what the model reads of a text (:meth:`unread_characters`), the windows of late
+        chunking and what a proxy pools (:mod:`.late`, :mod:`.static`) all follow it."""
+        limit = self.max_input_tokens
+        if limit is None:
+            return None
+        prefix, suffix = self.special_tokens
+        return limit - len(prefix) - len(suffix)
+
+    @cached_property
     def _tokenizer(self):
         """The model's own tokenizer, from its ``tokenizer.json`` (the light ``tokenizers``
         package: a warm evaluation, which never loads the model, stays fast)."""
@@ -162,19 +185,18 @@ class SentenceTransformerEmbedder(Embedder):
         return tokenizer
 
     def unread_characters(self, texts) -> np.ndarray:
-        """Characters past the model's window, by its own tokenizer: the text after the last
-        token that fits beside [CLS] and [SEP]. Only the tokenizer loads, not the model, and a
-        text of n characters has at most n + 2 tokens, so shorter ones are not tokenised."""
+        """Characters past the model's :attr:`window`, by its own tokenizer: the text after the
+        last word piece that fits beside the special tokens. Only the tokenizer loads, not the model,
+        and a text of n characters has at most n word pieces, so shorter ones are not tokenised."""
         texts = list(texts)
         out = np.zeros(len(texts), dtype=np.int64)
-        limit = self.max_input_tokens
-        if limit is None:
+        room = self.window
+        if room is None:
             return out
-        long = [i for i, t in enumerate(texts) if len(t) + 2 > limit]
+        long = [i for i, t in enumerate(texts) if len(t) > room]
         if not long:
             return out
         encoded = self._tokenizer.encode_batch([texts[i] for i in long], add_special_tokens=False)
-        room = limit - 2  # [CLS] and [SEP]
         for i, encoding in zip(long, encoded):
             if len(encoding.offsets) > room:
                 out[i] = len(texts[i]) - encoding.offsets[room - 1][1]

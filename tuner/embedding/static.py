@@ -3,13 +3,18 @@
 model2vec (Tulkens and van Dongen, 2024) passes every word piece of the model's vocabulary
 through the transformer once, reduces the vectors by PCA and weighs them (SIF); a text's vector
 is then the mean of its word pieces' static vectors, no transformer at all: thousands of texts
-per second on a CPU, so any chunking of a corpus is embedded in seconds. It reads a whole text
-(no input window), where the transformer truncates at its ``max_seq_length``; it ranks chunks
-roughly as its teacher does (a proxy to screen configurations, not a production embedder).
+per second on a CPU, so any chunking of a corpus is embedded in seconds. It ranks chunks roughly
+as its teacher does (a proxy to screen configurations, not a production embedder), so it reads
+what its teacher reads: a text's first
+:attr:`~.sentence_transformers.SentenceTransformerEmbedder.window` word pieces in the teacher's
+own tokenizer (254 for all-MiniLM-L6-v2; a context header first, as it is the start of the text),
+the rest cut off before the static model sees it. Pooling a long chunk's every word piece would
+score text the teacher never reads, and over-rate large chunkings exactly where the teacher is blind.
 
 The distilled model is made once per source model and kept in the cache folder
 (``<cache folder>/static-models/<key>/``, a model2vec folder; the key is the sha256 of the
-source's identity, the PCA dimensions and model2vec's version). It is distilled from the local
+source's identity, the PCA dimensions and model2vec's version; the window it reads is part of
+the cache identity of its vectors, not of the distilled model). It is distilled from the local
 model folder only: the transformer and its tokenizer are loaded with ``local_files_only``, and
 nothing is downloaded. A distillation is written to a temporary folder and renamed into place,
 so a reader never sees half a model.
@@ -115,8 +120,6 @@ class StaticEmbedder(Embedder):
         cache: an embedding cache (default none: encoding is faster than a cache lookup).
     """
 
-    max_input_tokens = None  # a static model reads the whole text
-
     def __init__(self, model: str = DEFAULT_MODEL, *, folder: str | Path | None = None, pca_dims: int = PCA_DIMS,
                  cache: EmbeddingCache | None = None, batch_size: int = BATCH_SIZE) -> None:
         super().__init__(cache=cache, batch_size=batch_size)
@@ -125,13 +128,38 @@ class StaticEmbedder(Embedder):
         self.pca_dims = pca_dims
 
     @cached_property
-    def identity(self) -> str:
+    def distilled_identity(self) -> str:
+        """What the distilled model is: model2vec's version, the PCA dimensions, the source model."""
         return f"model2vec-{_model2vec_version()}:pca{self.pca_dims}:{self.source.identity}"
+
+    @cached_property
+    def identity(self) -> str:
+        """The distilled model and the window it reads (a vector of a long text depends on both)."""
+        return f"{self.distilled_identity}:reads{self.window}"
+
+    @property
+    def max_input_tokens(self) -> int | None:  # type: ignore[override]
+        """The source model's: the static model reads what its teacher reads."""
+        return self.source.max_input_tokens
+
+    @cached_property
+    def window(self) -> int | None:
+        """Word pieces of a text the static model reads (its source's window; None: the whole text)."""
+        return self.source.window
+
+    def unread_characters(self, texts) -> np.ndarray:
+        """What the source model leaves unread of each text, and so the static model too."""
+        return self.source.unread_characters(texts)
+
+    def read_part(self, texts: list[str]) -> list[str]:
+        """Each text up to the end of its last word piece in the source model's window."""
+        unread = self.unread_characters(texts)
+        return [text[:len(text) - int(cut)] if cut else text for text, cut in zip(texts, unread)]
 
     @cached_property
     def path(self) -> Path:
         """The distilled model's folder (distilled on first use)."""
-        key = hashlib.sha256(self.identity.encode()).hexdigest()[:16]
+        key = hashlib.sha256(self.distilled_identity.encode()).hexdigest()[:16]
         target = self.folder / key
         if not (target / "config.json").is_file():
             distill_static(self.source.path, target, pca_dims=self.pca_dims)
@@ -148,8 +176,8 @@ class StaticEmbedder(Embedder):
                                  "distil it again") from None
 
     def _embed(self, texts: list[str]) -> np.ndarray:
-        vectors = self._model.encode(texts, max_length=None, batch_size=self.batch_size, show_progress_bar=False,
-                                     use_multiprocessing=False)
+        vectors = self._model.encode(self.read_part(texts), max_length=None, batch_size=self.batch_size,
+                                     show_progress_bar=False, use_multiprocessing=False)
         return np.asarray(vectors, dtype=np.float32)
 
     @cached_property

@@ -426,7 +426,8 @@ class _Chunked:
                     headers = ([header_of(self.indexed[i], chunks[i].text) for i in members]
                                if config.retrieval.context != "none" else None)
                     chunk_vectors = _late_vectors(model, self.corpora, [chunks[i] for i in members],
-                                                  [chunk_corpora[i] for i in members], update, headers)
+                                                  [chunk_corpora[i] for i in members], update, headers,
+                                                  as_read=pooled)
                 else:
                     chunk_vectors = model.embed(indexed, progress=update)
                 query_vectors = model.embed(questions, progress=update)
@@ -489,9 +490,11 @@ class _Chunked:
 
 
 def _late_vectors(model: Embedder, corpora: list[Corpus], chunks: list[Chunk], chunk_corpora: list[str],
-                  progress: Callable[[int], None] | None, headers: list[str] | None = None) -> np.ndarray:
+                  progress: Callable[[int], None] | None, headers: list[str] | None = None, *,
+                  as_read: bool = False) -> np.ndarray:
     """Late-chunked vectors of ``chunks`` (see :mod:`tuner.embedding.late`), corpus by corpus; ``headers``
-    (a proxy's, one per chunk) are pooled with their chunks."""
+    (a proxy's, one per chunk) are pooled with their chunks; ``as_read`` (a proxy's): only what the model
+    reads of each chunk embedded alone, its first window of word pieces, the header's first."""
     if not isinstance(model, LateChunkingEmbedder):
         raise EmbeddingError(f"the configuration asks for late chunking, but the embedder given ({model.identity}) "
                              "embeds texts alone: pass the configuration's embedder (config.embedder.build())")
@@ -501,7 +504,8 @@ def _late_vectors(model: Embedder, corpora: list[Corpus], chunks: list[Chunk], c
         rows = np.flatnonzero(labels == corpus.name)
         if len(rows):
             vectors[rows] = model.embed_chunks(corpus, [chunks[i] for i in rows], progress=progress,
-                                               headers=None if headers is None else [headers[i] for i in rows])
+                                               headers=None if headers is None else [headers[i] for i in rows],
+                                               as_read=as_read)
     return vectors
 
 

@@ -35,10 +35,11 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -52,6 +53,11 @@ BLOCK_CHARS = 2000
 #: The proxies a first rung may score with, each in words.
 PROXY_LABELS = {"late": "late-chunking"}
 PROXIES = tuple(PROXY_LABELS)
+#: What a proxy's scores mean, stored with a study's fidelity and compared on resume: 2 since a proxy
+#: pools only what the model reads of each chunk embedded alone (its first window of word pieces, see
+#: :mod:`tuner.embedding.late`). A study stored before (no version: 1, every token of a chunk pooled)
+#: is not resumed with this proxy: its proxy scores and the new ones would rank the same chunkings apart.
+PROXY_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -85,6 +91,8 @@ class Fidelity:
     proxy: str | None = setting(None, str, choices=PROXIES, optional=True)
     #: Behind a proxy: the best configurations by proxy score that a run confirms at full fidelity.
     confirm: int = setting(3, int, low=1)
+    #: :data:`PROXY_VERSION`, which a study stores (not a setting a study file gives).
+    proxy_version: int = field(default=PROXY_VERSION, compare=True)
 
     def __post_init__(self) -> None:
         rungs = tuple(self.rungs)
@@ -145,7 +153,16 @@ class Fidelity:
         if self.proxy is not None:  # written only when on: a study stored before proxies reads the same
             out["proxy"] = self.proxy
             out["confirm"] = self.confirm
+            out["proxy_version"] = self.proxy_version
         return out
+
+    @classmethod
+    def from_stored(cls, data: dict[str, Any]) -> Fidelity:
+        """The fidelity a study stored (:meth:`to_dict`): a proxy stored without its version scored
+        every token of a chunk (version 1)."""
+        data = dict(data)
+        version = data.pop("proxy_version", 1 if data.get("proxy") is not None else PROXY_VERSION)
+        return dataclasses.replace(cls.from_dict(data), proxy_version=int(version))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Fidelity:

@@ -121,7 +121,7 @@ class StudySettings:
         decode=lambda value, _: {key: ResolvedRates(**rates) for key, rates in (value or {}).items()})
     #: The rungs trials climb (full fidelity for studies made before rungs existed).
     fidelity: Fidelity = stored(FULL, encode=Fidelity.to_dict, legacy=FULL, compared=True,
-                                 decode=lambda value, _: Fidelity.from_dict(value) if value else FULL)
+                                 decode=lambda value, _: Fidelity.from_stored(value) if value else FULL)
     #: The fidelity the run asked for (``auto``: a resumed run takes the study's rungs).
     fidelity_choice: str | None = setting(None, str, optional=True, metadata=codec(legacy=None))
     #: The held-out questions (see :func:`validation_split`); empty without a held-out check.
