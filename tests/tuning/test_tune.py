@@ -217,6 +217,34 @@ def test_changed_settings_are_refused(tmp_path, openai_server):
     assert len(trials_of(spec)) == 1
 
 
+def test_a_dry_run_refuses_what_the_run_refuses(tmp_path, openai_server, capsys, monkeypatch):
+    """A dry run prices only a run that would start: on a study created with another space it is
+    refused with the run's own message, and stores nothing."""
+    monkeypatch.chdir(tmp_path)
+    database = tmp_path / "d.db"
+    common = ["tune", "--name", "d", "--corpus", f"handbook={EXAMPLE}", "--queries", str(QUERIES),
+              "--embedder", "openai:stub-embed", "--base-url", openai_server.base_url,
+              "--storage", f"sqlite:///{database}", "--cache", str(tmp_path / "cache.sqlite3")]
+    assert main([*common, "--space", "quick", "--n-trials", "1"]) == 0
+    capsys.readouterr()
+    stored = database.read_bytes()
+
+    def refusal(argv: list[str]) -> str:
+        assert main(argv) == 2
+        out, err = capsys.readouterr()
+        assert "Traceback" not in err and "dry run of" not in out
+        return err[err.index("chunkwise: error: "):]
+
+    run = refusal([*common, "--space", "default", "--n-trials", "1"])
+    assert run.startswith("chunkwise: error: study 'd/handbook' was created with different settings")
+    assert "space" in run
+    assert refusal([*common, "--space", "default", "--dry-run"]) == run
+    assert database.read_bytes() == stored
+    # The study's own space still gets its price.
+    assert main([*common, "--space", "quick", "--dry-run"]) == 0
+    assert "dry run of d" in capsys.readouterr().out
+
+
 def test_same_seed_same_trials(tmp_path, openai_server):
     def params(name, seed):
         spec = make_spec(tmp_path, openai_server, name=name, trials=14, seed=seed)

@@ -31,9 +31,11 @@ from ...text.tokens import count_tokens_batch
 from ..run.progress import format_duration
 from ..scoring.calibration import calibrated_throughput, describe_measured, stored_calibration
 from ..scoring.measures import resolve_rates
-from ..study.opening import load_study_data
-from ..study.settings import resolve_fidelity
+from ..study.opening import LoadedStudyData, load_study_data, resumed_settings
+from ..study.records import SETTINGS_ATTR
+from ..study.settings import StudySettings, build_settings, resolve_fidelity
 from ..study.spec import StudySpec
+from ..study.storage import make_storage, storage_created, storage_errors
 from .baselines import baseline_points
 from .cost import KINDS, trial_kind
 from .space import SearchSpace
@@ -119,12 +121,34 @@ def _sampled(space: SearchSpace, samples: int, seed: int) -> list[tuple[str, flo
     return out
 
 
+def refuse_changed_studies(spec: StudySpec, data: LoadedStudyData) -> None:
+    """Refuse, as the run would (:func:`~tuner.tuning.study.opening.resumed_settings`), when a study
+    the run would resume was created with other settings (another space, weights, embedder...).
+    Storage is only read: a SQLite file that does not exist yet holds no study, and is not created."""
+    if not storage_created(spec.storage):
+        return
+    with storage_errors(spec.storage):
+        storage = make_storage(spec.storage)
+        for corpus in data.corpora:
+            name = spec.study_name(corpus.name)
+            try:
+                study = optuna.load_study(study_name=name, storage=storage)
+            except KeyError:  # a new study: the run creates it
+                continue
+            if SETTINGS_ATTR not in study.user_attrs:  # created, never given settings: the run stores this run's
+                continue
+            settings = build_settings(spec, corpus, data.evaluation_sets[corpus.name], data.space,
+                                      dict(spec.corpora)[corpus.name])
+            resumed_settings(name, StudySettings.of(study), settings, pareto_given=spec.pareto is not None)
+
+
 def plan_run(spec: StudySpec) -> list[CorpusPlan]:
     """The cost preview of ``spec`` (see the module docstring)."""
     from ..run.runner import run_jobs
 
     jobs = run_jobs(spec)  # a cluster's: its workers' threads
     data = load_study_data(spec)
+    refuse_changed_studies(spec, data)  # a run that would be refused has no price
     sampled = _sampled(data.space, SAMPLED_CONFIGURATIONS, spec.seed)  # once: the factor and the kinds
     factor = float(np.mean([f for _, f, _ in sampled]))
     contexts = [c for _, _, c in sampled if c is not None]

@@ -66,6 +66,19 @@ def open_study(storage: optuna.storages.BaseStorage, name: str, settings: StudyS
         settings.store(study)
         return study
     stored = StudySettings.of(study)
+    settings = resumed_settings(name, stored, settings, pareto_given=pareto_given)
+    if stored.embedder != settings.embedder:
+        # Only how fast the embedder is asked differs (compared above): this run's workers use its own.
+        replace(stored, embedder=settings.embedder).store(study)
+    return study
+
+
+def resumed_settings(name: str, stored: StudySettings, settings: StudySettings, *,
+                     pareto_given: bool = True) -> StudySettings:
+    """The settings a run resumes study ``name`` with: ``settings``, with the study's own where
+    the run left the choice to it (precision and fidelity ``auto``, no Pareto axes given);
+    refused with :class:`StudyError` when they differ from ``stored`` in what decides results.
+    A run and its dry run (:func:`tuner.tuning.search.plan.plan_run`) both ask here."""
     if settings.precision_choice == "auto":  # auto resumes at the study's precision (an explicit one must match)
         settings = replace(settings, embedder=replace(settings.embedder, precision=stored.embedder.precision))
     if settings.fidelity_choice == "auto":  # auto resumes at the study's rungs (AUTO_RUNGS may have changed)
@@ -79,10 +92,7 @@ def open_study(storage: optuna.storages.BaseStorage, name: str, settings: StudyS
             f"study {name!r} was created with different settings (study -> this run):\n  {lines}\n"
             "Its results would not be comparable. Run with the study's settings, or start a "
             "new study (another name or storage).")
-    if stored.embedder != settings.embedder:
-        # Only how fast the embedder is asked differs (compared above): this run's workers use its own.
-        replace(stored, embedder=settings.embedder).store(study)
-    return study
+    return settings
 
 
 def settings_diff(stored: Any, current: Any, path: str = "") -> list[str]:
