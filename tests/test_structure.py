@@ -51,17 +51,14 @@ def _modules() -> dict[str, Path]:
 MODULES = _modules()
 
 
-def _imported(module: str, path: Path, *, top_level_only: bool = False) -> set[str]:
-    """The package modules ``module`` imports (resolved to dotted names), also inside functions
-    unless ``top_level_only``; an imported name that is a module counts as that module."""
+def _imported(module: str, path: Path) -> set[str]:
+    """The package modules ``module`` imports (resolved to dotted names), wherever: at module level,
+    under ``if TYPE_CHECKING:`` (a type-only cycle still marks a type that lives in the wrong module)
+    and inside functions; an imported name that is a module counts as that module."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
-    # At module level, imports under ``if TYPE_CHECKING:`` count too: a type-only cycle still
-    # marks a type that lives in the wrong module.
-    nodes = ([n for node in tree.body for n in ([node] if not isinstance(node, ast.If) else node.body)]
-             if top_level_only else ast.walk(tree))
     found = set()
-    for node in nodes:
+    for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")[: len(package.split(".")) - node.level + 1]
@@ -136,9 +133,10 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def test_no_import_cycle_between_modules():
-    # Imports at module level only (type-only ones included): one inside a function runs when
-    # called, after both modules loaded.
-    graph = {module: _imported(module, path, top_level_only=True) - {module} for module, path in MODULES.items()
+    # Every import counts, those inside a function too: one there runs later, but the two modules
+    # still depend on each other, and a cycle hidden so is a cycle all the same (issue 30, item 5:
+    # records imported settings inside a function, and settings imports records).
+    graph = {module: _imported(module, path) - {module} for module, path in MODULES.items()
              if path.name != "__init__.py"}
     for module in graph:
         graph[module] = {m for m in graph[module] if MODULES[m].name != "__init__.py"}
@@ -190,6 +188,24 @@ def test_only_the_records_spell_what_a_study_stores():
                     and node.args and isinstance(node.args[0], ast.Constant)}
         spelled = (_strings(tree) - commands) & (ATTRIBUTE_NAMES - SHARED_WORDS)
         assert not spelled, (module, spelled)
+
+
+def test_the_kinds_of_trial_are_named_where_they_are_declared():
+    # Issue 30, item 5: a trial's kind was compared as a string ("dense", "semantic") in three places.
+    from tuner.tuning.search.cost import KINDS
+
+    offenders = {}
+    for module, path in MODULES.items():
+        if module == "tuner.tuning.search.cost" or _stage(module) != "tuning":
+            continue
+        spelled = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            operands = ([node.left, *node.comparators] if isinstance(node, ast.Compare)
+                        else [node.slice] if isinstance(node, ast.Subscript) else [])
+            spelled |= {o.value for o in operands if isinstance(o, ast.Constant) and o.value in KINDS}
+        if spelled:
+            offenders[module] = sorted(spelled)
+    assert not offenders
 
 
 def test_above_the_tuning_layer_nobody_reads_optuna_attributes():

@@ -28,7 +28,16 @@ from ..scoring.calibration import check_calibration, stored_throughput
 from ..scoring.inner import best_point
 from ..scoring.measures import ResolvedRates, api_usage_attributes, resolve_rates, trial_attributes
 from ..search.confirmations import confirmed_trial, reserve_seconds, scores_at_rung
-from ..search.cost import cold_trial_seconds, kind_of, measured_seconds, median_seconds, rung_seconds, trial_seconds
+from ..search.cost import (
+    BM25,
+    SEMANTIC,
+    cold_trial_seconds,
+    kind_of,
+    measured_seconds,
+    median_seconds,
+    rung_seconds,
+    trial_seconds,
+)
 from ..study.records import (
     BASELINE_ATTR,
     CHUNKER_ATTR,
@@ -185,7 +194,7 @@ class TrialObjective:
         if proxy is not None:
             pending = proxy.pending_tokens(doc.text for doc in self.corpus)
             if pending > 0 or measured is None:  # the pass, then pooling: priced as a BM25 trial
-                bm25 = median_seconds(measured_seconds(trial.study)["bm25"]) or 0.0
+                bm25 = median_seconds(measured_seconds(trial.study)[BM25]) or 0.0
                 return pending / self._rate(config.embedder) + bm25 + (measured or 0.0)
             return measured
         return measured if measured is not None else fidelity.rungs[0] * self.cold_seconds(config)
@@ -221,7 +230,7 @@ class TrialObjective:
         once for the chunks (none for BM25 alone), once more for a semantic chunker's units. A local model's
         throughput is this machine's current calibration, not the figure the study stored when it was created
         (that one models every trial's latency, so its score)."""
-        passes = int(config.retrieval.embeds) + int(kind_of(config.to_dict()) == "semantic")
+        passes = int(config.retrieval.embeds) + int(kind_of(config.to_dict()) == SEMANTIC)
         return passes * self.corpus_tokens() / self._rate(config.embedder) if passes else 0.0
 
     def corpus_tokens(self) -> int:

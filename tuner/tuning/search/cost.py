@@ -30,23 +30,25 @@ from ...retrieval import retrieval_method
 from ...retrieval.config import RetrievalConfig
 from ..study.records import CONFIG_ATTR, STOPPED_AT_ATTR
 
-#: Kinds of trial, by what they embed.
-KINDS = ("bm25", "dense", "semantic")
+#: The kinds of trial, by what they embed: BM25 nothing, dense its chunks (hybrid too), semantic its
+#: units and then its chunks. Declared once: every comparison of a kind names one of these.
+BM25, DENSE, SEMANTIC = "bm25", "dense", "semantic"
+KINDS = (BM25, DENSE, SEMANTIC)
 
 
 def trial_kind(chunker: str, method: str) -> str:
-    """``semantic`` (a chunker that embeds its units), ``dense`` (a retrieval method that embeds)
-    or ``bm25`` (embeds nothing), as the chunker and the method declare themselves."""
+    """:data:`SEMANTIC` (a chunker that embeds its units), :data:`DENSE` (a retrieval method that embeds)
+    or :data:`BM25` (embeds nothing), as the chunker and the method declare themselves."""
     try:
         if chunker_class(chunker).needs_embedder:
-            return "semantic"
+            return SEMANTIC
     except InvalidParameterError:  # an unknown chunker (a later version's study): price it by its method
         pass
     try:
         embeds = retrieval_method(method).embeds
     except InvalidParameterError:  # an unknown method: price it as the dearer kind
         embeds = True
-    return "dense" if embeds else "bm25"
+    return DENSE if embeds else BM25
 
 
 def kind_of(config: dict[str, Any]) -> str:
@@ -83,7 +85,7 @@ def cold_trial_seconds(study: optuna.Study, cold_seconds: float) -> float:
     """What a dense trial of a chunking no trial has embedded pays (a proxy's confirmation): the median
     of the study's complete dense trials that embedded their chunks (few cache hits; a hybrid baseline
     that reuses its dense twin's vectors takes seconds and does not count), else ``cold_seconds``."""
-    measured = median_seconds([seconds for trial, kind, seconds in _timed(study, TrialState.COMPLETE) if kind == "dense"
+    measured = median_seconds([seconds for trial, kind, seconds in _timed(study, TrialState.COMPLETE) if kind == DENSE
                                and float(trial.user_attrs.get("cache_hit_rate", 0.0)) < COLD_HIT_RATE])
     return cold_seconds if measured is None else measured
 

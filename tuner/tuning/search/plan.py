@@ -36,8 +36,8 @@ from ..study.records import SETTINGS_ATTR
 from ..study.settings import StudySettings, build_settings, resolve_fidelity
 from ..study.spec import StudySpec
 from ..study.storage import make_storage, storage_created, storage_errors
-from .baselines import baseline_points
-from .cost import KINDS, trial_kind
+from .baselines import BASELINES, baseline_points
+from .cost import BM25, DENSE, KINDS, SEMANTIC, trial_kind
 from .space import SearchSpace
 
 #: Configurations sampled from the space to estimate the embedding work of a trial.
@@ -112,11 +112,11 @@ def _sampled(space: SearchSpace, samples: int, seed: int) -> list[tuple[str, flo
         size, overlap = params.get("size"), params.get("overlap", 0) or 0
         factor = 1.0 / (1.0 - overlap / size) if size else 1.0
         kind = trial_kind(chunker.name, retrieval.method)
-        if kind == "semantic":
+        if kind == SEMANTIC:
             factor += SEMANTIC_UNIT_FACTOR
         contexts = ((size or LLM_CONTEXT_CHUNK_TOKENS, overlap if size else 0) if retrieval.context == "llm"
                     else None)
-        out.append((kind, 0.0 if kind == "bm25" else factor, contexts))
+        out.append((kind, 0.0 if kind == BM25 else factor, contexts))
         study.tell(trial, 0.0)
     return out
 
@@ -140,6 +140,15 @@ def refuse_changed_studies(spec: StudySpec, data: LoadedStudyData) -> None:
             settings = build_settings(spec, corpus, data.evaluation_sets[corpus.name], data.space,
                                       dict(spec.corpora)[corpus.name])
             resumed_settings(name, StudySettings.of(study), settings, pareto_given=spec.pareto is not None)
+
+
+def embedding_baselines(space: SearchSpace) -> int:
+    """How many chunkings the space's baselines embed: those of the baselines whose retrieval embeds
+    (a hybrid baseline finds its dense twin's vectors in the cache: one chunking, embedded once)."""
+    by_name = {baseline.name: baseline for baseline in BASELINES}
+    return len({(by_name[name].chunker, repr(sorted(by_name[name].params.items())))
+                for name, _ in baseline_points(space)
+                if trial_kind(by_name[name].chunker, by_name[name].method) == DENSE})
 
 
 def plan_run(spec: StudySpec) -> list[CorpusPlan]:
@@ -173,12 +182,12 @@ def plan_run(spec: StudySpec) -> list[CorpusPlan]:
         kind_seconds = {kind: max(MIN_TRIAL_S, tokens * kind_factor * share / rates.embed_tokens_per_s)
                         for kind, (_, kind_factor) in shares.items()}
         full_s = 0.0
-        if fidelity.proxy is not None and shares["dense"][0]:
+        if fidelity.proxy is not None and shares[DENSE][0]:
             # A proxy's trial pools its vectors (about a BM25 trial); its best and the dense baselines
             # are evaluated at full fidelity, each a cold embedding of the corpus's chunks.
-            kind_seconds["dense"] = MIN_TRIAL_S
-            dense_baselines = sum(name.endswith(" dense") for name, _ in baseline_points(data.space))
-            full_s = (fidelity.confirm + dense_baselines) * tokens * shares["dense"][1] / rates.embed_tokens_per_s
+            kind_seconds[DENSE] = MIN_TRIAL_S
+            dense_baselines = embedding_baselines(data.space)
+            full_s = (fidelity.confirm + dense_baselines) * tokens * shares[DENSE][1] / rates.embed_tokens_per_s
         mean_s = sum(kind_share * kind_seconds[kind] for kind, (kind_share, _) in shares.items())
         trials = spec.trials_to_add
         if spec.timeout is not None:  # as many as fit in the corpus's share of the budget (run.budget_share)
@@ -195,7 +204,7 @@ def plan_run(spec: StudySpec) -> list[CorpusPlan]:
                    "reader_usd_per_mtok": rates.reader_usd_per_mtok}
         # A proxy rung reads every document once per embedder (the late-chunking pass), then scores
         # each chunking from the cached token embeddings at about BM25's cost.
-        proxy_s = tokens / rates.embed_tokens_per_s if fidelity.proxy is not None and shares["dense"][0] else 0.0
+        proxy_s = tokens / rates.embed_tokens_per_s if fidelity.proxy is not None and shares[DENSE][0] else 0.0
         plans.append(CorpusPlan(corpus.name, len(corpus), tokens, len(data.evaluation_sets[corpus.name]), trials,
                                 per_trial, seconds, (trials * mean_s + full_s) / jobs + proxy_s, api, fidelity.rungs,
                                 share,

@@ -24,6 +24,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from ...errors import StudyError, option
 from ...evaluation.registry import metric_names, metrics
+from ...retrieval.config import RetrievalConfig
 from ..scoring.objective import Constraints
 
 # --- study attributes --------------------------------------------------------------------------
@@ -193,8 +194,6 @@ class TrialRecord:
         """This trial at another point of its inner loop (:mod:`tuner.tuning.scoring.inner`): ``wanted``
         names it (``{"k": 3}``, ``{"k": "3", "fusion": "weighted", "alpha": "0.7"}``); a setting left out is
         the trial's own (a fusion given without its parameter takes none of the trial's)."""
-        from ...retrieval.config import RetrievalConfig
-
         points = self.attrs.get(INNER_POINTS_ATTR)
         if not points or self.config is None:
             raise StudyError(f"trial {self.number} scored no inner loop: its one point is its own configuration")
@@ -316,7 +315,11 @@ class TrialRecord:
 
     def _retrieval(self, separator: str) -> str:
         retrieval = self.attrs.get("retrieval")
-        return f"{separator}{retrieval}" if isinstance(retrieval, str) and retrieval != "dense" else ""
+        return f"{separator}{retrieval}" if isinstance(retrieval, str) and retrieval != DEFAULT_RETRIEVAL else ""
+
+
+#: How the default retrieval describes itself (``dense``): a label leaves it out.
+DEFAULT_RETRIEVAL = RetrievalConfig().describe()
 
 
 def _short_value(value: Any) -> str:
@@ -338,11 +341,16 @@ def evaluated(study: optuna.Study) -> list[TrialRecord]:
     return list(distinct.values())
 
 
+def stored_constraints(value: Any) -> Constraints:
+    """The constraints a study's settings stored (none for a study created before they existed): the
+    decoder of :attr:`.settings.StudySettings.constraints`, declared here, below the settings, so that
+    :func:`constraints_of` reads them without importing the settings (which import this module)."""
+    return Constraints.from_dict(value or {})
+
+
 def constraints_of(study: optuna.Study) -> Constraints:
     """The study's constraints (none for a study created before they existed)."""
-    from .settings import StudySettings  # the settings' codec reads this module's attribute names
-
-    return StudySettings.stored_field(study, "constraints")
+    return stored_constraints((study.user_attrs.get(SETTINGS_ATTR) or {}).get("constraints"))
 
 
 def recommendable(study: optuna.Study) -> list[TrialRecord]:
@@ -374,5 +382,3 @@ def select_trial(study: optuna.Study, number: int | None = None) -> TrialRecord:
                 break
             return record
     raise StudyError(f"study {study.study_name!r} has no complete trial {number}")
-
-

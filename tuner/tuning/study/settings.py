@@ -39,7 +39,7 @@ from ..scoring.objective import DEFAULT_PARETO, LEGACY_PARETO, Constraints, Rate
 from ..search.space import SearchSpace
 from ..search.space_file import parse_search_space
 from .lookup import settings_of
-from .records import SETTINGS_ATTR, SUMMARY_ATTRS
+from .records import SETTINGS_ATTR, SUMMARY_ATTRS, stored_constraints
 
 if TYPE_CHECKING:
     from .spec import StudySpec
@@ -110,7 +110,7 @@ class StudySettings:
     scales: Scales = stored(Scales, encode=asdict, compared=True, decode=lambda value, _: Scales.from_dict(value))
     #: Limits a recommended trial must meet (none for studies created before constraints existed).
     constraints: Constraints = stored(Constraints, encode=Constraints.as_dict, legacy=Constraints(), compared=True,
-                                       decode=lambda value, _: Constraints.from_dict(value or {}))
+                                       decode=lambda value, _: stored_constraints(value))
     #: The metrics of the study's Pareto front, its Optuna objectives (recall and IoU for studies
     #: created before they could be chosen).
     pareto: tuple[str, ...] = stored(DEFAULT_PARETO, encode=list, legacy=LEGACY_PARETO, compared=True,
