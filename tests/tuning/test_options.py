@@ -192,3 +192,20 @@ def test_set_bounds_what_it_parses_and_what_it_echoes(tmp_path, capsys, _dry_run
     line = _one_line_error(*_tune([*base, "--set", "name=" + "n/" * 4000], capsys)[::2])
     assert "run name 'n/n/n/" in line and "..." in line and len(line) < 300
     assert not (tmp_path / "studies").exists()
+
+
+def test_a_study_file_is_read_within_the_same_bounds(tmp_path, capsys, _dry_run_here):
+    """The bounds are the YAML reader's, so a study file gets them too, named by its path."""
+    levels = ['a0: &a0 ["*.md", "*.md", "*.md", "*.md", "*.md", "*.md", "*.md", "*.md", "*.md"]']
+    levels += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 10)]
+    study_file = tmp_path / "bomb.yaml"
+    study_file.write_text(f"name: s\ncorpora: {{handbook: {CORPUS}}}\nqueries: {QUERIES}\nspace: quick\n"
+                          f"include: {{{', '.join(levels)}}}\n", encoding="utf-8")
+    started = time.monotonic()
+    line = _one_line_error(*_tune([str(study_file), "--dry-run"], capsys)[::2])
+    assert time.monotonic() - started < 10
+    assert f"study file {str(study_file)!r} is not valid YAML or JSON" in line and "aliases are expanded" in line
+    study_file.write_text(f"name: s\ncorpora: {{handbook: {CORPUS}}}\nqueries: {QUERIES}\nspace: quick\n"
+                          f"include: {'[' * 5000}{']' * 5000}\n", encoding="utf-8")
+    line = _one_line_error(*_tune([str(study_file), "--dry-run"], capsys)[::2])
+    assert f"study file {str(study_file)!r} is not valid YAML or JSON" in line and "nested more than" in line
