@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import functools
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -315,11 +316,14 @@ class TrialRecord:
 
     def _retrieval(self, separator: str) -> str:
         retrieval = self.attrs.get("retrieval")
-        return f"{separator}{retrieval}" if isinstance(retrieval, str) and retrieval != DEFAULT_RETRIEVAL else ""
+        return f"{separator}{retrieval}" if isinstance(retrieval, str) and retrieval != default_retrieval() else ""
 
 
-#: How the default retrieval describes itself (``dense``): a label leaves it out.
-DEFAULT_RETRIEVAL = RetrievalConfig().describe()
+@functools.cache
+def default_retrieval() -> str:
+    """How the default retrieval describes itself (``dense``): a label leaves it out. (Asked when a label
+    is made, not when this module is imported: a retrieval's settings load the extensions.)"""
+    return RetrievalConfig().describe()
 
 
 def _short_value(value: Any) -> str:
