@@ -27,10 +27,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _terminated)
     try:
         from ._faults import hold_point
+        from .errors import ChunkwiseError
 
         hold_point("imports")
-        from .cli import main as run_command
-
+        try:
+            from .cli import main as run_command
+        except ChunkwiseError as exc:
+            # A module read a registry while the command line was being imported, and an extension
+            # failed to load (see tuner._plugins): one line, as the command line would print it.
+            print(f"chunkwise: error: {exc}", file=sys.stderr)
+            return 2
         return run_command(argv)
     except KeyboardInterrupt:
         print("chunkwise: interrupted", file=sys.stderr)
