@@ -18,7 +18,8 @@ import pytest
 
 import tuner
 from tuner.cli import main
-from tuner.data.generate import generate_evaluation_set, locate
+from tuner.data import generate as generate_module
+from tuner.data.generate import CRITIQUE_INSTRUCTIONS, REPLY_SCHEMA, generate_evaluation_set, locate
 from tuner.llm import client as client_module
 from tuner.llm import endpoint
 from tuner.llm.client import LLMClient, LLMError
@@ -42,8 +43,16 @@ def sentence_from(passage: str) -> str:
     return passage.strip().split("\n")[0]
 
 
-def answer_with(question_of, reference_of=sentence_from):
+def is_critique(body) -> bool:
+    return body["messages"][-1]["content"].startswith(CRITIQUE_INSTRUCTIONS)
+
+
+def answer_with(question_of, reference_of=sentence_from, critique=(5, 5)):
+    """A model that writes ``question_of(reference)`` about the passage's ``reference_of(passage)``,
+    and rates every question it is asked to critique ``critique`` (answered, standalone)."""
     def handler(body):
+        if is_critique(body):
+            return json.dumps({"answered": critique[0], "standalone": critique[1]})
         passage = passage_of(body)
         reference = reference_of(passage)
         return json.dumps({"question": question_of(reference), "references": [{"content": reference}]})
@@ -52,6 +61,15 @@ def answer_with(question_of, reference_of=sentence_from):
 
 def echo_question(reference: str) -> str:
     return "What does the documentation say here: " + " ".join(reference.split()[:8]) + "?"
+
+
+@pytest.fixture(autouse=True)
+def no_critique(request, monkeypatch):
+    """The tests of the question request count its requests and replies: the critique, a request
+    of its own after every other filter, is left out of them (it is tested apart, marked
+    ``critique``)."""
+    if "critique" not in request.keywords:
+        monkeypatch.setattr(generate_module, "_critique", lambda client, question, references: "")
 
 
 @pytest.fixture
@@ -74,9 +92,15 @@ def test_accepted_queries_load_as_an_evaluation_set(openai_server, client, corpu
     evalset = tuner.load_evaluation_set(out, corpus)  # validates every offset
     assert len(evalset) == 5 and [q.id for q in evalset] == ["g0001", "g0002", "g0003", "g0004", "g0005"]
     requests = openai_server.requests_to("/v1/chat/completions")
-    assert requests[0].json_body["response_format"] == {"type": "json_object"}
+    # JSON mode with the reply's schema beside it: a llama.cpp server makes a grammar of it.
+    assert requests[0].json_body["response_format"] == {"type": "json_object", "schema": REPLY_SCHEMA}
     assert "Earlier questions" not in requests[0].json_body["messages"][-1]["content"]
-    assert evalset.queries[0].question in requests[1].json_body["messages"][-1]["content"]
+    # Each later request lists the earlier questions about its own document, and only those.
+    for i, request in enumerate(requests[1:], start=1):
+        content = request.json_body["messages"][-1]["content"]
+        document = content.split("Passage from ", 1)[1].split(":", 1)[0]
+        for earlier in evalset.queries[:i]:
+            assert (earlier.question in content) == (earlier.references[0].document == document)
     assert report.prompt_tokens > 0 and report.tokens_per_accepted > 0
 
 
@@ -356,14 +380,15 @@ def test_the_output_is_created_private(openai_server, client, corpus, tmp_path):
 
 
 def test_generation_killed_and_resumed_duplicates_nothing(openai_server, tmp_path):
-    """A real process, killed with SIGKILL while it waits for its third reply, then run again."""
+    """A real process, killed with SIGKILL while it waits for its third question (its fifth request:
+    each kept question was critiqued in a request of its own), then run again."""
     openai_server.embedding_dim = 64
     good = answer_with(echo_question)
     release = threading.Event()
 
     def handler(body):
-        if len(openai_server.requests_to("/v1/chat/completions")) == 3:
-            release.wait(60)  # hold the third request until the process is killed
+        if len(openai_server.requests_to("/v1/chat/completions")) == 5:
+            release.wait(60)  # hold the fifth request until the process is killed
         return good(body)
 
     openai_server.chat_handler = handler
@@ -375,11 +400,11 @@ def test_generation_killed_and_resumed_duplicates_nothing(openai_server, tmp_pat
                "--duplicate-threshold", "0.999"]
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        for _ in range(600):
-            if len(openai_server.requests_to("/v1/chat/completions")) >= 3 or process.poll() is not None:
+        for _ in range(1800):  # a cold start of the command under load
+            if len(openai_server.requests_to("/v1/chat/completions")) >= 5 or process.poll() is not None:
                 break
             time.sleep(0.1)
-        assert len(openai_server.requests_to("/v1/chat/completions")) == 3
+        assert len(openai_server.requests_to("/v1/chat/completions")) == 5
         os.kill(process.pid, signal.SIGKILL)
         process.wait(30)
     finally:

@@ -43,6 +43,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                                "pipeline; default), or chunkwise, which samples a sentence and asks the model only "
                                "for its question (for local models that write a sensible question but not JSON or "
                                "exact copies)")
+    generate.add_argument("--no-critique", dest="critique", action="store_false",
+                          help="keep a question without asking the model to rate it against its excerpt (the "
+                               "critique costs one short request per question that passed the other filters)")
     generate.add_argument("--calibrate", action="store_true",
                           help="print the similarity distributions of the output's queries instead of generating")
     generate.set_defaults(handler=run)
@@ -51,7 +54,15 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..data.corpus import load_corpus
     from ..data.evalset import load_evaluation_set
-    from ..data.generate import format_distributions, generate_evaluation_set, similarity_distributions
+    from ..data.generate import (
+        ROUND_TRIP_K,
+        ROUND_TRIP_SIZE,
+        format_distributions,
+        generate_evaluation_set,
+        round_trip,
+        similarity_distributions,
+    )
+    from ..data.lexical import LexicalOverlap
     from ..embedding import EmbeddingCache
     from ..embedding.config import EmbedderConfig
     from ..llm.client import LLMClient
@@ -71,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         corpus, args.output, args.n, client, embedder, passage_chars=args.passage_chars,
         duplicate_threshold=args.duplicate_threshold, relevance_threshold=args.relevance_threshold, seed=args.seed,
         max_attempts=args.max_attempts, price_in=args.price_in, price_out=args.price_out, progress=True,
-        excerpts=args.excerpts,
+        excerpts=args.excerpts, critique=args.critique,
         echo=lambda line: print(line, file=sys.stderr))
     rejected = ", ".join(f"{reason}: {count}" for reason, count in report.rejected.most_common()) or "none"
     print(f"{args.output}: {report.already + report.accepted} queries ({report.accepted} new from "
@@ -79,5 +90,14 @@ def run(args: argparse.Namespace) -> int:
     cached = f" ({report.cached} replies from the cache, not billed)" if report.cached else ""
     print(f"model {client.model}: {report.prompt_tokens} prompt + {report.completion_tokens} completion tokens"
           f"{cached}, {report.tokens_per_accepted:.0f} per accepted query, about ${report.cost_usd:.4f}")
+    print(report.yield_table())
+    if Path(args.output).is_file():
+        evalset = load_evaluation_set(args.output, corpus)
+        found, total = round_trip(evalset, corpus)
+        print(f"round trip: {found} of {total} questions find their excerpt in BM25's top {ROUND_TRIP_K} "
+              f"(recursive {ROUND_TRIP_SIZE}/0 chunks); reported, not filtered: keeping only those would keep only "
+              "the easy questions")
+        if lexical := LexicalOverlap.of(evalset):
+            print(lexical.describe())
     # A run that added nothing while queries were still wanted failed, whatever it printed.
     return EXIT_NOTHING_GENERATED if report.accepted == 0 and report.already < args.n else 0

@@ -24,6 +24,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..data.lexical import LexicalOverlap
     from ..data.repeats import OccurrenceTable
 
     corpora, evalset = load_data(args)
@@ -35,6 +36,8 @@ def run(args: argparse.Namespace) -> int:
           file=sys.stderr if to_stdout else sys.stdout)
     if repeated := OccurrenceTable.build(evalset, corpora).summary().describe():
         print(repeated, file=sys.stderr if to_stdout else sys.stdout)
+    if lexical := LexicalOverlap.of(evalset):
+        print(lexical.describe(), file=sys.stderr if to_stdout else sys.stdout)
     if args.output:
         evalset.write_jsonl(args.output)
         if not to_stdout:

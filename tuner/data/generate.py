@@ -14,6 +14,29 @@ one (cosine of question embeddings above ``duplicate_threshold``) is dropped, an
 query whose least similar excerpt is below ``relevance_threshold``. Every rejection is
 counted by reason.
 
+The filters are the field's (Chroma's pipeline, the Hugging Face RAG-evaluation cookbook, InPars),
+cheapest first, and every rejection is counted under its reason (:data:`REJECTIONS`): the excerpt
+located in the passage (exactly, else tolerant of whitespace and markdown markup); a question, not
+a preamble ("Here are two questions..."); standalone (no "according to the passage"); one thing
+asked, not two; not a copy of its excerpt; not a near-duplicate of an earlier question; its excerpt
+close to it in embedding space; and, last (it costs a request), the model's own critique of the
+question against its excerpt: answered by it and understandable alone, each at least
+:data:`CRITIQUE_KEEP` of 5 (``critique=False`` leaves it out). Where the server constrains its
+output, the reply's JSON schema is sent with the request (llama.cpp turns it into a grammar; OpenAI
+gets ``json_schema``), so a small model cannot answer ``Question: ... Answer: ...``.
+
+Passages are drawn in proportion to the corpus's size and spread over it: attempt ``i`` of ``n``
+centres its passage on a character drawn from the ``i``-th of ``n`` equal slices of the whole
+corpus (documents end to end), in a seeded order, so a long document is asked about as often as
+its length says and no stretch of the corpus is left out by chance. The model is shown the
+earlier questions about the same document only (at most :data:`MAX_EARLIER_QUESTIONS`): a list
+of fifty questions from everywhere lengthened every prompt and gave a small model questions to
+copy, while duplicates across documents are caught by the embedding filter anyway.
+
+The round trip (does BM25 find a question's excerpt in its top 5?) is reported by
+:func:`round_trip`, never used to filter: keeping only the questions that retrieve their own
+passage keeps only the easy ones (Promptagator's filter is for training data, not evaluation).
+
 With ``excerpts="sampled"`` the roles turn around, for models that write a sensible question but
 not JSON or exact copies: chunkwise picks the excerpt (one or two sentences of the passage, at exact offsets),
 shows it inside its passage, and asks for one question that it answers, in plain text
@@ -28,11 +51,15 @@ file), private to its owner (mode 0600), and each query is written whole or not 
 
 from __future__ import annotations
 
+import bisect
 import contextlib
+import difflib
+import itertools
 import json
 import os
 import random
 import re
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,9 +75,11 @@ from ..schema import ParamSpec, check_value
 from ..text.sentences import split_sentences
 from .corpus import Corpus
 from .evalset import EvaluationSet, Query, Reference, load_evaluation_set
+from .excerpts import locate as locate_excerpt
 
-PROMPT_VERSION = "generate-v2"
-MAX_EARLIER_QUESTIONS = 50
+PROMPT_VERSION = "generate-v3"
+#: The most earlier questions (about the same document) shown to the model.
+MAX_EARLIER_QUESTIONS = 10
 #: The instructions, at the start of the one user message (no system message: some chat templates
 #: drop it, others refuse it).
 INSTRUCTIONS = """You write questions to evaluate a retrieval system over a document collection.
@@ -66,6 +95,49 @@ Rules:
 - Do not repeat or rephrase any of the earlier questions listed.
 
 Answer with a JSON object: {"question": "...", "references": [{"content": "..."}]}"""
+#: The reply's JSON schema, sent where the server can hold the model to it.
+REPLY_SCHEMA = {"type": "object", "properties": {
+    "question": {"type": "string"},
+    "references": {"type": "array", "minItems": 1, "maxItems": 3,
+                   "items": {"type": "object", "properties": {"content": {"type": "string"}},
+                             "required": ["content"]}}},
+    "required": ["question", "references"]}
+
+CRITIQUE_PROMPT_VERSION = "critique-v1"
+#: The model's critique of a question against its excerpt (the Hugging Face RAG-evaluation
+#: cookbook's groundedness and standalone critiques, asked in one request).
+CRITIQUE_INSTRUCTIONS = """You check questions written to evaluate a search system. Rate the question
+below on two scales from 1 to 5.
+
+answered: how completely the excerpt answers the question. 1: not at all; 3: partly, or only with
+guessing; 5: the excerpt states the full answer.
+standalone: how well the question can be understood without seeing the excerpt or its document.
+1: it refers to "the passage", "the text", "this section" or the like, or needs them to make sense;
+5: a user could ask it as it is.
+
+Answer with a JSON object: {"answered": N, "standalone": N}"""
+CRITIQUE_SCHEMA = {"type": "object", "properties": {
+    "answered": {"type": "integer", "enum": [1, 2, 3, 4, 5]},
+    "standalone": {"type": "integer", "enum": [1, 2, 3, 4, 5]}},
+    "required": ["answered", "standalone"]}
+#: A question is kept when the critique rates it at least this on both scales (the cookbook's bar).
+CRITIQUE_KEEP = 4
+
+#: Why a generated question is not kept, in the order the checks run (every reason is one row
+#: of the yield table, counted or not).
+REJECTIONS = (
+    "no sentence to ask about",
+    "question without excerpts",
+    "reference not in the text",
+    "not a question",
+    "not standalone",
+    "asks two things",
+    "question repeats its excerpt",
+    "near-duplicate question",
+    "weakest reference too dissimilar",
+    "critique: not answered by its excerpt",
+    "critique: not standalone",
+)
 
 #: How the excerpts that answer a question are chosen: by the model (Chroma's pipeline), or
 #: sampled by chunkwise and the model asked only for the question.
@@ -109,34 +181,88 @@ class GenerationReport:
     completion_tokens: int = 0
     cost_usd: float = 0.0
     cached: int = 0
+    #: Wall-clock seconds of the run.
+    seconds: float = 0.0
 
     @property
     def tokens_per_accepted(self) -> float:
         return (self.prompt_tokens + self.completion_tokens) / self.accepted if self.accepted else 0.0
 
+    def yield_table(self) -> str:
+        """Each filter in the order it runs: the questions that reached it and those it rejected,
+        then what was kept and the seconds per kept question."""
+        lines = [f"{'filter':<40}{'reached':>8}{'rejected':>9}"]
+        left = self.attempts
+        for reason in REJECTIONS:
+            lines.append(f"{reason:<40}{left:>8}{self.rejected[reason]:>9}")
+            left -= self.rejected[reason]
+        for reason, count in self.rejected.items():  # a reason a newer check added (none today)
+            if reason not in REJECTIONS:
+                lines.append(f"{reason:<40}{'':>8}{count:>9}")
+        kept = f"{self.accepted / self.attempts:.0%} of the requests" if self.attempts else "no request"
+        per = f", {self.seconds / self.accepted:.1f} s per kept question" if self.accepted else ""
+        lines.append(f"kept {self.accepted} ({kept}){per}")
+        return "\n".join(lines)
 
-def sample_passage(corpus: Corpus, rng: random.Random, chars: int) -> tuple[str, int, int]:
-    """A (document id, start, end) window of about ``chars`` characters, cut at whitespace."""
-    documents = [d for d in corpus if d.text.strip()]
-    weights = [len(d.text) for d in documents]
-    document = rng.choices(documents, weights=weights)[0]
-    text = document.text
+
+class PassageSampler:
+    """Passages in proportion to the corpus's size and spread over it (see the module docstring):
+    draw ``i`` centres its passage on a character of the ``i``-th of ``slices`` equal slices of
+    the corpus's text (documents end to end), slices taken in a seeded order."""
+
+    def __init__(self, corpus: Corpus, chars: int, slices: int, rng: random.Random) -> None:
+        self.documents = [d for d in corpus if d.text.strip()]
+        if not self.documents:
+            raise ChunkwiseError(f"the corpus {corpus.name!r} has no text to ask questions about")
+        self.ends = list(itertools.accumulate(len(d.text) for d in self.documents))
+        self.chars, self.rng, self.slices = chars, rng, max(1, slices)
+        self.order = list(range(self.slices))
+        rng.shuffle(self.order)
+        self.drawn = 0
+
+    def next(self) -> tuple[str, int, int]:
+        """A (document id, start, end) window of about ``chars`` characters, cut at whitespace."""
+        piece = self.order[self.drawn % self.slices]
+        self.drawn += 1
+        total = self.ends[-1]
+        position = min(total - 1, int((piece + self.rng.random()) * total / self.slices))
+        index = bisect.bisect_right(self.ends, position)
+        document = self.documents[index]
+        offset = position - (self.ends[index - 1] if index else 0)
+        return (document.id, *passage_around(document.text, offset, self.chars))
+
+
+def passage_around(text: str, offset: int, chars: int) -> tuple[int, int]:
+    """The (start, end) of about ``chars`` characters of ``text`` centred on ``offset`` (moved
+    inward at the text's ends), widened to whitespace so no word is cut.
+
+    >>> text = "alpha beta gamma delta epsilon"
+    >>> start, end = passage_around(text, 13, 10)
+    >>> text[start:end]
+    'beta gamma delta'
+    """
     if len(text) <= chars:
-        return document.id, 0, len(text)
-    start = rng.randrange(0, len(text) - chars)
+        return 0, len(text)
+    start = min(max(0, offset - chars // 2), len(text) - chars)
+    end = start + chars
     while start > 0 and not text[start - 1].isspace():
         start -= 1
-    end = min(len(text), start + chars)
     while end < len(text) and not text[end].isspace():
         end += 1
-    return document.id, start, end
+    return start, end
 
 
 def locate(text: str, content: str, window: tuple[int, int]) -> tuple[int, int] | None:
     """Exact offsets of ``content`` in ``text``, preferring the passage ``window``.
 
     Exact matches first (inside the window, else a unique one in the whole text), then a
-    whitespace-normalised match inside the window mapped back to exact offsets.
+    whitespace-normalised match inside the window mapped back to exact offsets, then one that
+    leaves markdown markup out too (:func:`tuner.data.excerpts.locate`: found once in the window).
+
+    >>> text = "See the `max_jobs` setting: it **caps** parallel jobs."
+    >>> start, end = locate(text, "the max_jobs setting: it caps parallel jobs.", (0, len(text)))
+    >>> text[start:end]
+    'the `max_jobs` setting: it **caps** parallel jobs.'
     """
     content = content.strip()
     if not content:
@@ -161,23 +287,28 @@ def locate(text: str, content: str, window: tuple[int, int]) -> tuple[int, int] 
     normal = "".join(normal_chars)
     needle = re.sub(r"\s+", " ", content)
     at = normal.find(needle)
-    if at == -1:
-        return None
-    return origin[at], origin[at + len(needle) - 1] + 1
+    if at != -1:
+        return origin[at], origin[at + len(needle) - 1] + 1
+    # Markdown markup lost in the copy (``**``, backticks, link targets), found once in the passage.
+    found = locate_excerpt(passage, content)
+    return (window[0] + found.start, window[0] + found.end) if found.found else None
 
 
 def generate_evaluation_set(corpus: Corpus, output: str | Path, n: int, client: LLMClient, embedder: Embedder, *,
                             passage_chars: int = 4000, duplicate_threshold: float = 0.9,
                             relevance_threshold: float = 0.3, seed: int = 0, max_attempts: int | None = None,
                             price_in: float = 0.15, price_out: float = 0.60, progress: bool = False,
-                            excerpts: str = "model", echo=print) -> GenerationReport:
+                            excerpts: str = "model", critique: bool = True, echo=print) -> GenerationReport:
     """Generate (or continue generating) ``n`` accepted queries into ``output``.
 
     Args:
         price_in, price_out: $ per million prompt and completion tokens, for the cost estimate.
-        max_attempts: requests at most (default ``5 * n``).
+        max_attempts: requests for questions at most (default ``5 * n``); the critique's requests
+            are not counted.
         excerpts: ``"model"`` (the model copies the excerpts that answer its question) or
             ``"sampled"`` (chunkwise picks the excerpt and asks only for a question; see the module).
+        critique: ask the model to rate each question that passed the other filters against its
+            excerpt, and keep it only at :data:`CRITIQUE_KEEP` or more on both scales.
     """
     check_value(ParamSpec(int, low=1), n, option("n"))
     check_value(ParamSpec(str, choices=EXCERPT_SOURCES), excerpts, option("excerpts"))
@@ -189,18 +320,20 @@ def generate_evaluation_set(corpus: Corpus, output: str | Path, n: int, client: 
     rng = random.Random(f"{seed}:{len(accepted)}")
     question_vectors = list(embedder.embed([q.question for q in accepted])) if accepted else []
     limit = max_attempts if max_attempts is not None else 5 * n
+    passages = PassageSampler(corpus, passage_chars, limit, rng)
     bar = None
     if progress:
         from tqdm import tqdm
 
         bar = tqdm(total=n, initial=len(accepted), desc="generating", unit="query", disable=None)
     before = (client.usage.sent_prompt_tokens, client.usage.sent_completion_tokens, client.usage.cached)
+    started = time.monotonic()
     out = _AppendOnly(output)
     try:
         while len(accepted) < n and report.attempts < limit:
             report.attempts += 1
-            query, reason = _attempt(corpus, client, embedder, rng, accepted, question_vectors, passage_chars,
-                                     duplicate_threshold, relevance_threshold, excerpts)
+            query, reason = _attempt(corpus, client, embedder, rng, passages.next(), accepted, question_vectors,
+                                     duplicate_threshold, relevance_threshold, excerpts, critique)
             if query is None:
                 report.rejected[reason] += 1
                 continue
@@ -213,12 +346,16 @@ def generate_evaluation_set(corpus: Corpus, output: str | Path, n: int, client: 
         out.close()
         if bar is not None:
             bar.close()
+        report.seconds = time.monotonic() - started
         report.prompt_tokens = client.usage.sent_prompt_tokens - before[0]
         report.completion_tokens = client.usage.sent_completion_tokens - before[1]
         report.cached = client.usage.cached - before[2]
         report.cost_usd = (report.prompt_tokens * price_in + report.completion_tokens * price_out) / 1e6
     if len(accepted) < n:
-        echo(f"stopped after {report.attempts} requests with {len(accepted)} of {n} queries; run again to continue")
+        common = report.rejected.most_common(1)
+        why = f" (most rejected as {common[0][0]!r}: {common[0][1]} of {report.attempts})" if common else ""
+        echo(f"stopped after {report.attempts} requests with {len(accepted)} of {n} queries{why}; run again to "
+             "continue")
     return report
 
 
@@ -286,27 +423,142 @@ class _AppendOnly:
             self._fd = None
 
 
-def _attempt(corpus, client, embedder, rng, accepted, question_vectors, passage_chars, duplicate_threshold,
-             relevance_threshold, excerpts="model") -> tuple[Query | None, str]:
-    document_id, start, end = sample_passage(corpus, rng, passage_chars)
+def _attempt(corpus, client, embedder, rng, passage, accepted, question_vectors, duplicate_threshold,
+             relevance_threshold, excerpts="model", critique=True) -> tuple[Query | None, str]:
+    document_id, start, end = passage
     text = corpus.document(document_id).text
-    earlier = [q.question for q in accepted[-MAX_EARLIER_QUESTIONS:]]
+    earlier = [q.question for q in accepted if q.references and q.references[0].document == document_id]
     asked = _ask_about_sampled_excerpt if excerpts == "sampled" else _ask_for_question_and_excerpts
-    question, references, reason = asked(client, rng, document_id, text, (start, end), _earlier_list(earlier))
+    question, references, reason = asked(client, rng, document_id, text, (start, end),
+                                         _earlier_list(earlier[-MAX_EARLIER_QUESTIONS:]))
     if question is None:
+        return None, reason
+    if reason := question_flaw(question, " ".join(r.content for r in references)):
         return None, reason
     vectors = embedder.embed([question] + [r.content for r in references])
     if question_vectors and float(np.max(np.stack(question_vectors) @ vectors[0])) > duplicate_threshold:
         return None, "near-duplicate question"
     if float(np.min(vectors[1:] @ vectors[0])) < relevance_threshold:
         return None, "weakest reference too dissimilar"
+    if critique and (reason := _critique(client, question, references)):
+        return None, reason
     question_vectors.append(vectors[0])
     query_id = f"g{len(accepted) + 1:04d}"
     return Query(query_id, question, corpus.name, tuple(references)), ""
 
 
+#: A reply that is not one question but talk about questions.
+_PREAMBLE = re.compile(r"^\s*(?:here (?:is|are)|sure\b|certainly\b|okay\b|ok\b|of course\b|i (?:can|will|would))",
+                       re.I)
+#: A question that leans on the text it was written from.
+_NOT_STANDALONE = re.compile(
+    r"\b(?:(?:according to|in|from|based on|per|within|given) (?:the|this|that|these) "
+    r"(?:passage|excerpt|text|document|context|section|paragraph|article|snippet|above)|"
+    r"(?:the|this|that) (?:passage|excerpt|snippet)|(?:mentioned|described|stated|given) above)\b", re.I)
+#: Two questions in one: a second question mark, or "..., and what/how/...".
+_TWO_THINGS = re.compile(r"\?\s*\S|,?\s+and\s+(?:what|how|why|when|where|which|who|whom|whose|is|are|does|do|"
+                         r"can|should)\b", re.I)
+#: A question whose content words stand in its excerpt in one run covering at least this share of
+#: them copies the excerpt (InPars drops such questions: they test string matching, not search).
+_COPIED_SHARE = 0.75
+_COPIED_WORDS = 4
+
+
+def question_flaw(question: str, excerpt: str) -> str:
+    """Why ``question`` (asked about ``excerpt``) is not kept, by the rule-based filters of
+    :data:`REJECTIONS`, or ``""``.
+
+    >>> question_flaw("Here are two questions about the scheduler?", "")
+    'not a question'
+    >>> question_flaw("What does the passage say about retries?", "")
+    'not standalone'
+    >>> question_flaw("How long is the warranty, and who pays for shipping?", "")
+    'asks two things'
+    >>> question_flaw("What compression method can be set to gzip, lz4, zstd, or none?",
+    ...               "The compression method can be set to gzip, lz4, zstd, or none.")
+    'question repeats its excerpt'
+    >>> question_flaw("Which compression methods does the backup tool support?",
+    ...               "The compression method can be set to gzip, lz4, zstd, or none.")
+    ''
+    """
+    if _PREAMBLE.search(question) or not re.search(r"[A-Za-z]{2}", question):
+        return "not a question"
+    if _NOT_STANDALONE.search(question):
+        return "not standalone"
+    if _TWO_THINGS.search(question.rstrip().rstrip("?")):
+        return "asks two things"
+    if excerpt and copies(question, excerpt):
+        return "question repeats its excerpt"
+    return ""
+
+
+def copies(question: str, excerpt: str) -> bool:
+    """Whether ``question`` is its excerpt's words in a row: its words (question words aside)
+    stand in the excerpt as one run of at least four covering at least 75% of them, in order.
+
+    >>> copies("What is the default setting for wal_buffers?", "The default setting for wal_buffers is -1.")
+    True
+    >>> copies("How large is the WAL buffer by default?", "The default setting for wal_buffers is -1.")
+    False
+    """
+    from .lexical import QUESTION_WORDS
+
+    # Both sides without the words a question adds ("What is the X" of "The X is"), so a run stays a run.
+    skipped = _FILLER.union(QUESTION_WORDS)
+    asked, said = ([w for w in re.findall(r"\w+", text.lower()) if w not in skipped] for text in (question, excerpt))
+    if not asked:
+        return False
+    matcher = difflib.SequenceMatcher(None, asked, said, autojunk=False)
+    run = matcher.find_longest_match(0, len(asked), 0, len(said)).size
+    return run >= min(_COPIED_WORDS, len(asked)) and run / len(asked) >= _COPIED_SHARE
+
+
+#: Words a question adds or drops around a copied sentence ("What is the ..." of "The ... is").
+_FILLER = frozenset(("the", "a", "an", "is", "are", "was", "be", "of", "to", "that", "it", "this"))
+
+
+def _critique(client: LLMClient, question: str, references: list[Reference]) -> str:
+    """The model's rating of ``question`` against its excerpt: a reason to reject it, or ``""``."""
+    excerpt = "\n...\n".join(r.content for r in references)
+    user = f"{CRITIQUE_INSTRUCTIONS}\n\nQuestion: {question}\n\nExcerpt:\n<excerpt>\n{excerpt}\n</excerpt>"
+    answered, standalone = client.chat([{"role": "user", "content": user}], prompt_version=CRITIQUE_PROMPT_VERSION,
+                                       json_mode=True, json_schema=CRITIQUE_SCHEMA, parse=critique_reply,
+                                       max_tokens=100)
+    if answered < CRITIQUE_KEEP:
+        return "critique: not answered by its excerpt"
+    if standalone < CRITIQUE_KEEP:
+        return "critique: not standalone"
+    return ""
+
+
+def critique_reply(reply: str) -> tuple[int, int]:
+    """The two ratings (1-5) in a critique's reply; an :class:`~tuner.llm.endpoint.UnfitAnswer`
+    for a reply without both.
+
+    >>> critique_reply('{"answered": 5, "standalone": 4}')
+    (5, 4)
+    >>> critique_reply('```json\\n{"answered": "3", "standalone": 5}\\n```')
+    (3, 5)
+    """
+    data = _json_object(reply) or {}
+    ratings = []
+    for name in ("answered", "standalone"):
+        value = data.get(name)
+        try:
+            rating = int(str(value).strip())
+        except ValueError:
+            rating = None
+        if rating is None or not 1 <= rating <= 5 or isinstance(value, bool):
+            start = " ".join(reply[:60].split())
+            raise UnfitAnswer(f"the critique has no {name} rating from 1 to 5 (it starts {start!r})")
+        ratings.append(rating)
+    return ratings[0], ratings[1]
+
+
 def _earlier_list(earlier: list[str]) -> str:
-    return "\nEarlier questions (do not repeat them):\n" + "\n".join(f"- {q}" for q in earlier) if earlier else ""
+    if not earlier:
+        return ""
+    return "\nEarlier questions about this document (do not repeat them):\n" + "\n".join(f"- {q}" for q in earlier)
 
 
 def _ask_for_question_and_excerpts(client, rng, document_id, text, window, earlier):
@@ -314,8 +566,8 @@ def _ask_for_question_and_excerpts(client, rng, document_id, text, window, earli
     start, end = window
     user = f"{INSTRUCTIONS}\n\nPassage from {document_id}:\n<passage>\n{text[start:end]}\n</passage>\n{earlier}"
     question, contents = client.chat([{"role": "user", "content": user}], prompt_version=PROMPT_VERSION,
-                                     json_mode=True, temperature=0.7, parse=generated_reply,
-                                     max_tokens=REPLY_TOKENS)
+                                     json_mode=True, json_schema=REPLY_SCHEMA, temperature=0.7,
+                                     parse=generated_reply, max_tokens=REPLY_TOKENS)
     if not contents:
         return None, [], "question without excerpts"
     references = []
@@ -337,15 +589,7 @@ def _ask_about_sampled_excerpt(client, rng, document_id, text, window, earlier):
             f"</passage>\n\nExcerpt:\n<excerpt>\n{excerpt}\n</excerpt>\n{earlier}")
     question = client.chat([{"role": "user", "content": user}], prompt_version=SAMPLED_PROMPT_VERSION,
                            temperature=0.7, parse=sampled_question, max_tokens=REPLY_TOKENS)
-    if _repeats(question, excerpt):
-        return None, [], "question repeats its excerpt"
     return question, [Reference(document_id, span[0], span[1], excerpt)], ""
-
-
-def _repeats(question: str, excerpt: str) -> bool:
-    """Whether ``question`` is its excerpt's words in a row (a sentence given a question mark)."""
-    asked, said = (" ".join(re.findall(r"\w+", text.lower())) for text in (question, excerpt))
-    return bool(asked) and f" {asked} " in f" {said} "
 
 
 def sample_excerpt(text: str, window: tuple[int, int], rng: random.Random) -> tuple[int, int] | None:
@@ -455,6 +699,33 @@ def _json_object(text: str) -> dict | None:
                 return value
             first = first if first is not None else value
     return first
+
+
+#: The round trip's retrieval: BM25's top :data:`ROUND_TRIP_K` of recursive chunks of this many tokens.
+ROUND_TRIP_K = 5
+ROUND_TRIP_SIZE = 400
+
+
+def round_trip(evaluation_set: EvaluationSet | list[Query], corpus: Corpus) -> tuple[int, int]:
+    """How many questions find their excerpt by themselves: BM25 over the corpus cut into recursive
+    chunks of :data:`ROUND_TRIP_SIZE` tokens retrieves, in its top :data:`ROUND_TRIP_K`, a chunk
+    overlapping one of the question's excerpts. Returns (found, questions). Reported, never a
+    filter: a set kept to its round trips holds only the questions BM25 already answers."""
+    from ..chunkers.registry import make_chunker
+    from ..retrieval.bm25 import BM25Index
+
+    queries = list(evaluation_set)
+    if not queries:
+        return 0, 0
+    chunker = make_chunker("recursive", size=ROUND_TRIP_SIZE, overlap=0)
+    chunks = [chunk for document in corpus for chunk in chunker.chunk(document.text, document.id)]
+    ranked = BM25Index([c.text for c in chunks]).search_scored([q.question for q in queries], ROUND_TRIP_K)
+
+    def found(query: Query, rows) -> bool:
+        return any(row >= 0 and chunks[row].document == r.document and chunks[row].start_index < r.end_index
+                   and r.start_index < chunks[row].end_index for row in rows for r in query.references)
+
+    return sum(found(q, rows) for q, rows in zip(queries, ranked.rows)), len(queries)
 
 
 def similarity_distributions(evaluation_set: EvaluationSet, embedder: Embedder) -> dict[str, np.ndarray]:

@@ -172,7 +172,7 @@ class LLMClient:
 
     def chat(self, messages: list[dict[str, str]], *, prompt_version: str, json_mode: bool = False,
              temperature: float = 0.0, use_cache: bool = True, parse: Callable[[str], T] | None = None,
-             max_tokens: int | None = None) -> T | str:
+             max_tokens: int | None = None, json_schema: dict[str, Any] | None = None) -> T | str:
         """The assistant's reply to ``messages`` (cached unless ``use_cache`` is false), or
         ``parse(reply)`` when ``parse`` is given.
 
@@ -186,9 +186,16 @@ class LLMClient:
         that reply is asked again like a server error and never cached, and when every reply
         is refused the error is an :class:`UnfitAnswerError`. A cached reply goes through the
         same checks; one they refuse reads as missing.
+
+        ``json_schema`` (with ``json_mode``) is the reply's JSON schema, for a server that holds
+        the model to it: OpenAI's ``json_schema`` response format on OpenAI itself, elsewhere JSON
+        mode with the schema beside it (``{"type": "json_object", "schema": ...}``), which
+        llama.cpp's servers turn into a grammar and other servers read as plain JSON mode.
         """
         check: Callable[[str], Any] = parse if parse is not None else _as_is
         request = {"messages": messages, "json": json_mode, "temperature": temperature}
+        if json_mode and json_schema is not None:
+            request["schema"] = json_schema
         key = self._key("chat", prompt_version, request)
         if use_cache and (hit := self._cached(key)) is not None:
             try:
@@ -216,7 +223,7 @@ class LLMClient:
         cap = {"max_tokens": max_tokens} if max_tokens is not None and not self._openai_itself else {}
 
         def send():
-            extra = {"response_format": {"type": "json_object"}} if json_now[0] else {}
+            extra = {"response_format": self._json_format(json_schema)} if json_now[0] else {}
             return self._openai().chat.completions.with_raw_response.create(
                 model=self.model, messages=messages, temperature=temperature, timeout=request_timeout(timeout),
                 **cap, **extra)
@@ -226,6 +233,14 @@ class LLMClient:
         if use_cache:
             self._store(key, {"content": content, "prompt_tokens": usage[0], "completion_tokens": usage[1]})
         return value
+
+    def _json_format(self, schema: dict[str, Any] | None) -> dict[str, Any]:
+        """The ``response_format`` of a JSON-mode request (see :meth:`chat`)."""
+        if schema is None:
+            return {"type": "json_object"}
+        if self._openai_itself:
+            return {"type": "json_schema", "json_schema": {"name": "reply", "schema": schema}}
+        return {"type": "json_object", "schema": schema}
 
     def prompt_logprobs(self, prompt: str, *, prompt_version: str, top: int = 5) -> dict[str, Any]:
         """Log-probabilities of the prompt's own tokens (completions API, ``echo=True``):

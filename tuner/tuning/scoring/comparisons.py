@@ -30,6 +30,34 @@ CONFIDENCE = 0.95
 
 BOOTSTRAP_SAMPLES = 2000
 
+#: Score differences at or below this are ties: what the stored scores cannot resolve. Per-question
+#: metrics are stored as float32 (about 7 significant digits), so the mean of a metric near 1 is
+#: exact to about 1e-7; a smaller gap is rounding (or a modelled latency differing by microseconds),
+#: never a measurement. Two trials equal on every per-question metric are never "significantly"
+#: apart, nor "about 1 question" from being told apart.
+SCORE_RESOLUTION = 1e-6
+
+
+def minimum_questions(confidence: float = CONFIDENCE) -> int:
+    """The fewest distinct paired questions on which one configuration can be shown better than
+    another at ``confidence``, whatever the scores.
+
+    Derived from the exact two-sided sign test: with ``n`` questions, the most lopsided result
+    possible (one configuration better on every question) has probability ``2 * 0.5**n`` under
+    "no difference", so significance needs ``2 * 0.5**n < 1 - confidence``. At 95% that is
+    ``n >= 6`` (2/64 = 0.031; five questions give 2/32 = 0.0625). Below it a paired bootstrap still
+    returns an interval (resampling one or two questions has no spread, so it looks decisive), but
+    no test can claim anything: the tie gate and the held-out check stand down.
+
+    >>> minimum_questions(0.95), minimum_questions(0.99)
+    (6, 8)
+    """
+    return math.floor(math.log2(2 / (1 - confidence))) + 1
+
+
+#: :func:`minimum_questions` at the confidence every comparison here uses.
+MIN_QUESTIONS = minimum_questions(CONFIDENCE)
+
 
 @dataclass(frozen=True)
 class Candidate:
@@ -80,8 +108,9 @@ class Recommendation:
         """How many questions would tell the top two apart (empty when unknown)."""
         if self.questions_to_separate is None or self.runner_up is None:
             return ""
+        questions = "question" if self.questions_to_separate == 1 else "questions"
         return (f"telling the top two apart (trials {self.best} and {self.runner_up}) at {self.confidence:.0%} "
-                f"would take about {self.questions_to_separate:,} questions")
+                f"would take about {self.questions_to_separate:,} {questions}")
 
 
 def bootstrap_scores(candidates: Sequence[Candidate], weights: Weights, scales: Scales, *,
@@ -104,10 +133,14 @@ def tied_with(boot: np.ndarray, best: int, confidence: float = CONFIDENCE) -> np
     :func:`bootstrap_scores`) are not significantly worse than row ``best``: the lower
     ``(1 - confidence) / 2`` quantile of their difference to it reaches 0 (``best`` itself included).
 
+    A difference no larger than :data:`SCORE_RESOLUTION` is a tie too.
+
     >>> tied_with(np.array([[1.0, 1.2, 1.4], [0.9, 1.3, 1.3], [0.1, 0.2, 0.3]]), 0).tolist()
     [True, True, False]
+    >>> tied_with(np.array([[0.5, 0.6], [0.5 - 1e-8, 0.6 - 1e-8]]), 0).tolist()
+    [True, True]
     """
-    return np.quantile(boot[best] - boot, (1 - confidence) / 2, axis=1) <= 0
+    return np.quantile(boot[best] - boot, (1 - confidence) / 2, axis=1) <= SCORE_RESOLUTION
 
 
 def recommend(candidates: Sequence[Candidate], weights: Weights, scales: Scales, *,
@@ -147,7 +180,7 @@ def questions_to_separate(bootstrap_differences: np.ndarray, observed_difference
     50
     """
     spread = float(np.std(bootstrap_differences))
-    if observed_difference <= 0:
+    if observed_difference <= SCORE_RESOLUTION:  # no difference to tell apart
         return None
     z = statistics.NormalDist().inv_cdf(0.5 + confidence / 2)
     return max(1, math.ceil(questions * (z * spread / observed_difference) ** 2))
@@ -201,12 +234,13 @@ class Comparison:
 
     @property
     def better(self) -> bool:
-        """*a* is significantly better than *b* (the interval lies above 0)."""
-        return self.low > 0
+        """*a* is significantly better than *b* (the interval lies above 0, by more than the
+        scores resolve: :data:`SCORE_RESOLUTION`)."""
+        return self.low > SCORE_RESOLUTION
 
     @property
     def worse(self) -> bool:
-        return self.high < 0
+        return self.high < -SCORE_RESOLUTION
 
     def describe(self) -> str:
         """``score +0.0412 [+0.0100, +0.0731], recall +6.2 points [+1.0, +11.5]``."""

@@ -5,6 +5,11 @@ The recommendation is the *cheapest* configuration (modelled cost, then latency,
 chunks) among those not significantly worse than the best (the tie gate of
 :mod:`.comparisons`); it must then beat the best baseline on the held-out questions, or the
 best baseline itself is recommended.
+
+Below :data:`~.comparisons.MIN_QUESTIONS` distinct search questions, or distinct held-out ones
+when some are held out, no paired comparison can be significant (see
+:func:`~.comparisons.minimum_questions`): the tie gate and the held-out check claim nothing, and
+the best baseline is recommended with "too few questions to tell" as the reason.
 """
 
 from __future__ import annotations
@@ -12,13 +17,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import optuna
 
+from ...data.lexical import LexicalOverlap
 from ..search.baselines import DEFAULT_BASELINE
 from ..study.records import BASELINE_ATTR, TrialRecord, recommendable, records
 from ..study.settings import StudySettings
 from .comparisons import (
     CONFIDENCE,
+    MIN_QUESTIONS,
     BaselineCheck,
     Comparison,
     Optimism,
@@ -29,6 +37,7 @@ from .comparisons import (
     optimism,
     recommend,
 )
+from .objective import Scales, Weights
 
 #: The tie gate looks at this many of the highest-scoring configurations.
 TOP_CANDIDATES = 30
@@ -99,6 +108,10 @@ class StudyRecommendation:
     held_out: bool = False
     #: The study's constraints, described (empty: none): only configurations meeting them compete.
     constraints: str = ""
+    #: Why nothing is claimed (empty: enough questions): too few distinct questions to tell.
+    too_few: str = ""
+    #: How lexical the study's questions are (None for a study made before it was measured).
+    lexical: LexicalOverlap | None = None
 
     @property
     def recommended(self) -> TrialRecord:
@@ -136,6 +149,11 @@ class StudyRecommendation:
     def why(self) -> str:
         """Why this configuration: the tie set, the constraints, the baseline check."""
         check = self.baselines
+        if self.too_few:
+            if check is None:
+                return (f"the highest score, but {self.too_few}; and no baseline was evaluated to fall back on: "
+                        "treat it as a guess")
+            return f"the best baseline: {self.too_few}"
         questions = "held-out questions" if self.held_out else "questions (none held out)"
         tie = self.recommendation.why()
         if self.constraints:
@@ -193,6 +211,8 @@ class StudyRecommendation:
         if compared and self.held_out:
             out.append("(on all questions the recommendation is flattered: the search questions chose it; the "
                        "held-out comparisons are the fair ones)")
+        if self.too_few:  # no interval, no separation, no optimism: nothing is claimed from so few questions
+            return out + self._questions()
         questions = "held-out questions" if self.held_out else "questions (none held out)"
         if self.default_gain is not None and self.default_trial != chosen.number:
             out.append(f"on the {questions}, against the token 800/400 default: {self.default_gain.describe()}")
@@ -202,7 +222,11 @@ class StudyRecommendation:
             out.append(f"warning: the optimism gap ({self.optimism.gap:+.4f}: search score minus held-out score) "
                        f"exceeds the held-out score's {CONFIDENCE:.0%} interval (±{self.optimism.half_width:.4f}); "
                        "the search questions flatter this configuration: more questions would help")
-        return out
+        return out + self._questions()
+
+    def _questions(self) -> list[str]:
+        """How lexical the questions are, with its warning (nothing for a study made before)."""
+        return [] if self.lexical is None else self.lexical.describe().splitlines()
 
 
 def baseline_records(study: optuna.Study) -> list[TrialRecord]:
@@ -252,9 +276,13 @@ def recommend_for_study(study: optuna.Study) -> StudyRecommendation | None:
     # A baseline over the study's constraints is compared with, never fallen back on.
     baselines = [b for b in measured if b.feasible(settings.constraints)]
     weights, scales = settings.weights, settings.scales
-    check = check_baselines(records_by_number[verdict.recommended], baselines, search, weights, scales, seed=seed)
-    chosen = records_by_number[check.fallback if check is not None and check.fell_back else verdict.recommended]
     held_out = bool((~search).any())
+    too_few = too_few_questions(*settings.distinct_questions(search))
+    if too_few:
+        check = best_baseline_instead(records_by_number[verdict.best], baselines, search, weights, scales)
+    else:
+        check = check_baselines(records_by_number[verdict.recommended], baselines, search, weights, scales, seed=seed)
+    chosen = records_by_number[check.fallback if check is not None and check.fell_back else verdict.recommended]
     questions = ~search if held_out else slice(None)
     default = next((b for b in measured if b.baseline == DEFAULT_BASELINE), None)
     gain = None
@@ -262,4 +290,41 @@ def recommend_for_study(study: optuna.Study) -> StudyRecommendation | None:
         gain = compare(candidate(chosen), candidate(default), weights, scales, questions, seed=seed)
     return StudyRecommendation(verdict, records_by_number, check, gain, None if default is None else default.number,
                                optimism(chosen, search, weights, scales, seed=seed), held_out,
-                               settings.constraints.describe())
+                               settings.constraints.describe(), too_few,
+                               LexicalOverlap.from_dict((settings.question_profile or {}).get("lexical")))
+
+
+def too_few_questions(search: int, held_out: int | None) -> str:
+    """Why nothing can be claimed from ``search`` distinct search questions and ``held_out``
+    distinct held-out ones (None: none held out), or an empty string when there are enough
+    (:data:`~.comparisons.MIN_QUESTIONS` of each).
+
+    >>> too_few_questions(22, 8)
+    ''
+    >>> too_few_questions(2, None)  # doctest: +NORMALIZE_WHITESPACE
+    'too few questions to tell: 2 distinct search questions (none held out); no paired comparison of fewer than 6
+    can be significant at 95%, even one won on every question (exact sign test), so no configuration is called
+    better than another'
+    """
+    short = search < MIN_QUESTIONS or (held_out is not None and held_out < MIN_QUESTIONS)
+    if not short:
+        return ""
+    counted = f"{search} distinct search question{'s' if search != 1 else ''}"
+    counted += (" (none held out)" if held_out is None else
+                f" and {held_out} distinct held-out question{'s' if held_out != 1 else ''}")
+    return (f"too few questions to tell: {counted}; no paired comparison of fewer than {MIN_QUESTIONS} can be "
+            f"significant at {CONFIDENCE:.0%}, even one won on every question (exact sign test), so no configuration "
+            "is called better than another")
+
+
+def best_baseline_instead(best: TrialRecord, baselines: list[TrialRecord], search: np.ndarray, weights: Weights,
+                          scales: Scales) -> BaselineCheck | None:
+    """With too few questions to tell: the best baseline (highest score on the search questions)
+    recommended in place of the tie gate's choice, compared with nothing; None without an
+    evaluated baseline (the highest score stands, claimed as nothing)."""
+    found = [(r, c) for r in baselines if (c := candidate(r)) is not None]
+    if not found:
+        return None
+    record, _ = max(found, key=lambda rc: (rc[1].score(weights, scales, search), -rc[0].number))
+    return BaselineCheck(best.number, record.number, record.baseline or f"trial {record.number}", None,
+                         bool((~search).any()), record.number)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -25,6 +26,7 @@ import optuna
 from ..._version import __version__
 from ...data.corpus import Corpus
 from ...data.evalset import EvaluationSet
+from ...data.lexical import LexicalOverlap
 from ...data.repeats import OccurrenceTable
 from ...embedding.cache import EmbeddingCache
 from ...embedding.config import EmbedderConfig, embedder_key, shared_embedder
@@ -126,6 +128,12 @@ class StudySettings:
     fidelity_choice: str | None = setting(None, str, optional=True, metadata=codec(legacy=None))
     #: The held-out questions (see :func:`validation_split`); empty without a held-out check.
     validation: dict[str, Any] = stored(dict, legacy={}, compared=True, decode=lambda value, _: value or {})
+    #: The questions as the statistics see them (:func:`question_profile`): distinct questions
+    #: searched and held out, and how lexical they are; None for a study made before it existed.
+    question_profile: dict[str, Any] | None = stored(None, legacy=None)
+    #: The corpus's cl100k tokens, the unit of embedding work in corpus passes (the summary's); None for a
+    #: study made before it was stored.
+    corpus_tokens: int | None = stored(None, legacy=None)
     #: The chunkwise version that created the study.
     chunkwise_version: str = setting(__version__, str, metadata=codec(legacy="unknown"))
 
@@ -208,6 +216,15 @@ class StudySettings:
         held_out = self.held_out
         return np.array([qid not in held_out for qid in ids], dtype=bool)
 
+    def distinct_questions(self, search: np.ndarray) -> tuple[int, int | None]:
+        """Distinct search questions and distinct held-out ones (None when none is held out), as
+        :func:`question_profile` counted them; a study made before that counts each question once."""
+        held_out = None if search.all() else int((~search).sum())
+        profile = self.question_profile or {}
+        if "search" not in profile:
+            return int(search.sum()), held_out
+        return int(profile["search"]), None if held_out is None else int(profile["held_out"])
+
 
 #: Settings that define a study's results: a resumed run must agree on all of them.
 COMPARED_SETTINGS = tuple(field.name for field in dataclasses.fields(StudySettings) if field.metadata["compared"])
@@ -228,7 +245,31 @@ def build_settings(spec: StudySpec, corpus: Corpus, evalset: EvaluationSet, spac
         rates=spec.rates, scales=spec.scales, constraints=spec.constraints, pareto=spec.pareto or DEFAULT_PARETO,
         fidelity=resolve_fidelity(spec.fidelity, corpus),
         fidelity_choice=spec.fidelity if isinstance(spec.fidelity, str) else None,
-        validation=validation_split(evalset, spec.validation), chunkwise_version=__version__)
+        validation=(validation := validation_split(evalset, spec.validation)),
+        question_profile=question_profile(evalset, validation), corpus_tokens=corpus.token_count(),
+        chunkwise_version=__version__)
+
+
+def question_profile(evalset: EvaluationSet, validation: dict[str, Any]) -> dict[str, Any]:
+    """What the statistics need to know of a study's questions: how many distinct ones (a question
+    asked twice, in other case or spacing, is one) the search sees and how many are held out, and
+    how lexical they are (:class:`~tuner.data.lexical.LexicalOverlap`).
+
+    >>> from tuner.data.evalset import EvaluationSet, Query
+    >>> texts = ["Why?", "why ?", "How?"]
+    >>> queries = EvaluationSet(tuple(Query(f"q{i}", text, "c", ()) for i, text in enumerate(texts)))
+    >>> {k: v for k, v in question_profile(queries, {"queries": ["q2"]}).items() if k != "lexical"}
+    {'search': 1, 'held_out': 1}
+    """
+    held_out = set(validation.get("queries", ()))
+
+    def distinct(queries) -> int:
+        return len({" ".join(re.findall(r"\w+", q.question.casefold())) for q in queries})
+
+    lexical = LexicalOverlap.of(evalset)
+    return {"search": distinct(q for q in evalset if q.id not in held_out),
+            "held_out": distinct(q for q in evalset if q.id in held_out),
+            "lexical": None if lexical is None else lexical.to_dict()}
 
 
 def resolve_fidelity(choice: str | Fidelity, corpus: Corpus) -> Fidelity:
