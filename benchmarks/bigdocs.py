@@ -402,6 +402,16 @@ def phases(storage: str, study_name: str) -> None:
     if first_proxy is not None:
         print(f"the pass over the corpus (token embeddings) was paid inside trial {first_proxy[0]}: "
               f"{first_proxy[1] / 60:.1f} min")
+    if work := study_passes(study):  # what no load on the machine moves, beside the wall times above
+        print(f"embedding work: {work}")
+
+
+def study_passes(study) -> str:
+    """A study's embedding work in corpus passes, by phase (the run's summary line; empty for a study whose
+    trials did not count their tokens)."""
+    from tuner.tuning.run.progress import summarize
+
+    return summarize(study).describe_work()
 
 
 # --- main -------------------------------------------------------------------------------------------

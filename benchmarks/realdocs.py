@@ -441,6 +441,17 @@ def tune_has_timeout() -> bool:
     return "--timeout" in done.stdout
 
 
+def study_passes(storage: str) -> str:
+    """The run's embedding work in corpus passes, by phase (its summary line), for its one study."""
+    import optuna
+
+    from tuner.tuning.run.progress import summarize
+
+    said = [summarize(optuna.load_study(study_name=name, storage=storage)).describe_work()
+            for name in optuna.get_all_study_names(storage)]
+    return "; ".join(line for line in said if line)
+
+
 def study_trials(storage: str) -> tuple[list[tuple[str, dict]], dict | None]:
     """The study's baseline trials (enqueued ones, or flagged ``baseline``; confirmations labelled as such)
     and its resolved rates."""
@@ -523,17 +534,20 @@ def run(root: Path, budgets: list[str], n_trials: list[int] | None, space: str, 
                 unique.append((role, config))
         os.environ["CHUNKWISE_CACHE_DIR"] = env["CHUNKWISE_CACHE_DIR"]  # reuse the run's cache for scoring
         results = score_table(raw, queries, unique, work / "cache", rates)
-        print_table(f"Budget {budget}: tune took {wall / 60:.1f} min ({' '.join(bound)})", results, n_questions)
+        passes = study_passes(storage)
+        print_table(f"Budget {budget}: tune took {wall / 60:.1f} min ({' '.join(bound)}); embedding work "
+                    f"{passes or 'not counted'}", results, n_questions)
         best_baseline = max((r for r in results if r["role"] != "recommended"), key=lambda r: r["score"])
-        summary.append((budget, wall, results[0], best_baseline))
+        summary.append((budget, wall, passes.split(":", 1)[0] if passes else "", results[0], best_baseline))
         (work / "results.json").write_text(json.dumps(results, indent=1), encoding="utf-8")
         if holder:
             holder.cleanup()
-    print("\n| budget | tune wall time | recommendation | recall | score | best other row | recall | score |")
-    print("|---|---|---|---|---|---|---|---|")
-    for budget, wall, rec, other in summary:
-        print(f"| {budget} | {wall / 60:.1f} min | {rec['label']} | {rec['recall']:.1%} | {rec['score']:.4f} | "
-              f"{other['label']} | {other['recall']:.1%} | {other['score']:.4f} |")
+    print("\n| budget | tune wall time | embedding work | recommendation | recall | score | best other row | recall "
+          "| score |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for budget, wall, passes, rec, other in summary:
+        print(f"| {budget} | {wall / 60:.1f} min | {passes} | {rec['label']} | {rec['recall']:.1%} | "
+              f"{rec['score']:.4f} | {other['label']} | {other['recall']:.1%} | {other['score']:.4f} |")
 
 
 # --- main -------------------------------------------------------------------------------------------

@@ -84,6 +84,46 @@ def test_the_pass_over_the_corpus_is_paid_once(study):
     assert len([t for t in trials if "rung_scores" in t.user_attrs]) > 3
 
 
+def test_the_summary_counts_the_embedding_work_in_corpus_passes(study):
+    # Issue 30, item 4: the tokens each trial's models embedded, known here by replaying the study by hand:
+    # in trial order, the texts each trial needs (a dense trial its chunks and the questions, a proxy trial
+    # the questions and, the first time, the documents for the pass), each counted the first time only (one cache).
+    from tuner.text.tokens import count_tokens
+    from tuner.tuning.run.progress import trial_phase
+
+    _, _, folder, questions, outcome, trials = study
+    corpus = tuner.load_corpus(folder, name="words")
+    asked = [q.question for q in tuner.load_evaluation_set(questions, corpus)]
+    corpus_tokens = sum(count_tokens(doc.text) for doc in corpus)
+    seen: set[str] = set()
+    passed, tokens = False, {}
+    for trial in sorted(trials, key=lambda t: t.number):
+        evaluated = trial.state == TrialState.COMPLETE or "stopped_at_fidelity" in trial.user_attrs
+        if not evaluated:  # failed, or pruned before it embedded anything (a duplicate configuration)
+            continue
+        config = EvaluationConfig.from_dict(json.loads(trial.user_attrs["config"]))
+        phase = trial_phase(trial.user_attrs)
+        if phase == "proxy trials":
+            texts = asked
+            assert trial.user_attrs["proxy_pass_tokens"] == (0 if passed else corpus_tokens)
+            passed = True
+        elif config.retrieval.embeds:
+            splitter = config.chunker.build()
+            texts = [chunk.text for doc in corpus for chunk in splitter.split(doc)] + asked
+        else:
+            texts = []
+        new = set(texts) - seen
+        seen |= new
+        assert trial.user_attrs["model_tokens"] == sum(count_tokens(text) for text in new), trial.number
+        tokens[phase] = tokens.get(phase, 0) + sum(count_tokens(text) for text in new)
+    assert passed and tokens["baselines"] > 0 and tokens["confirmations"] > 0
+    assert outcome.summary.passes == {"baselines": tokens["baselines"] / corpus_tokens, "proxy pass": 1.0,
+                                      "proxy trials": tokens["proxy trials"] / corpus_tokens,
+                                      "confirmations": tokens["confirmations"] / corpus_tokens}
+    said = tuner.tuning.run.progress.format_outcomes([outcome])
+    assert f"embedding work: {sum(outcome.summary.passes.values()):.2f} corpus passes: baselines " in said
+
+
 def test_the_dry_run_prices_the_proxy_pass_once(study):
     from tuner.tuning.search.plan import format_plan, plan_run
 
@@ -91,6 +131,11 @@ def test_the_dry_run_prices_the_proxy_pass_once(study):
     text = format_plan(spec, plan_run(spec))
     assert "a late-chunking proxy rung first: one pass over the corpus per embedder" in text
     assert "its best 3 and the dense baselines at full fidelity" in text
+    # Its embedding work in corpus passes, phase by phase as the summary counts it: the pass once.
+    (plan,) = plan_run(spec)
+    assert list(plan.passes) == ["baselines", "proxy pass", "proxy trials", "confirmations"]
+    assert plan.passes["proxy pass"] == 1.0 and plan.passes["proxy trials"] == 0.0
+    assert f"embedding work: at most {sum(plan.passes.values()):.2f} corpus passes (baselines " in text
 
 
 def _objective(spec, folder, questions, cache):

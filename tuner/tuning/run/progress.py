@@ -15,19 +15,24 @@ from optuna.trial import FrozenTrial, TrialState
 
 from ...errors import option
 from ...evaluation.evaluator import TRUNCATION_WARNING
+from ...evaluation.fidelity import PROXIES
 from ..scoring.selection import StudyRecommendation
 from ..study.records import (
+    BASELINE_ATTR,
     CLIMB_BUDGET_ATTR,
     CONFIRMS_ATTR,
     ERROR_ATTR,
     INNER_POINTS_ATTR,
     INTERRUPTED,
     LOST_ATTR,
+    MODEL_TOKENS_ATTR,
+    PASS_TOKENS_ATTR,
     SCORE_ATTR,
     STOPPED_AT_ATTR,
     TrialRecord,
     records,
 )
+from ..study.settings import StudySettings
 
 
 def print_err(message: str) -> None:
@@ -240,6 +245,8 @@ def format_outcomes(outcomes: list[CorpusOutcome]) -> str:
     for item in outcomes:
         summary = item.summary
         lines.append(f"  {item.corpus}  (study {item.study}: {summary.describe()})")
+        if work := summary.describe_work():
+            lines.append(f"    embedding work: {work}")
         notes = []
         if item.reclaimed:
             notes.append(f"{len(item.reclaimed)} trial(s) of lost workers failed and retried "
@@ -304,6 +311,21 @@ class StudySummary:
     confirmed: int = 0
     #: Query-time points (a ``k``, a fusion) the trials scored in their inner loops (:mod:`..scoring.inner`).
     points: int = 0
+    #: Embedding work in corpus passes (tokens the models embedded over the corpus's tokens) by phase
+    #: (:data:`PHASES`), and the wall time of each phase's trials, summed; empty for a study that did not
+    #: record them (see :func:`embedding_work`).
+    passes: dict[str, float] = field(default_factory=dict)
+    phase_seconds: dict[str, float] = field(default_factory=dict)
+
+    def describe_work(self) -> str:
+        """``2.31 corpus passes: baselines 1.00 (2 min of trials), proxy pass 1.00, proxy trials 0.00
+        (40 s), confirmations 0.31 (1 min)`` (empty without :attr:`passes`)."""
+        if not self.passes:
+            return ""
+        parts = [f"{phase} {passes:.2f}" + (f" ({format_duration(self.phase_seconds[phase])} of trials)"
+                                            if phase in self.phase_seconds else "")
+                 for phase, passes in self.passes.items()]
+        return f"{sum(self.passes.values()):.2f} corpus passes: " + ", ".join(parts)
 
     def describe(self) -> str:
         """``12 complete, 3 stopped at low fidelity (2 at the late proxy, 1 at 0.05), 1 failed (1 lost
@@ -349,7 +371,56 @@ def summarize(study: optuna.Study) -> StudySummary:
         confirmed=sum(r.evaluated and CONFIRMS_ATTR in r.attrs for r in all_records),
         points=sum(len(r.attrs.get(INNER_POINTS_ATTR) or ()) for r in all_records
                    if r.evaluated or STOPPED_AT_ATTR in r.attrs),
+        **embedding_work(study),
     )
+
+
+#: The phases of a study's embedding work, in the order a run goes through them: the baselines, the
+#: proxy's pass over the documents, the trials the proxy scored, their confirmations at full fidelity, and
+#: the other sampled trials (full fidelity, or rungs).
+PHASES = ("baselines", "proxy pass", "proxy trials", "confirmations", "trials")
+
+
+def trial_phase(attrs: dict) -> str:
+    """The phase (:data:`PHASES`) a trial's embedding belongs to, by what it recorded."""
+    if BASELINE_ATTR in attrs:
+        return "baselines"
+    if CONFIRMS_ATTR in attrs:
+        return "confirmations"
+    if attrs.get(STOPPED_AT_ATTR) in PROXIES:
+        return "proxy trials"
+    return "trials"
+
+
+def embedding_work(study: optuna.Study) -> dict[str, dict[str, float]]:
+    """``passes`` and ``phase_seconds`` of :class:`StudySummary`: the tokens the study's trials embedded
+    (``model_tokens``, and ``proxy_pass_tokens`` for the proxy's pass) over the corpus's tokens, by phase,
+    a count no load on the machine moves; and beside it the wall time each phase's trials took, summed.
+    Empty for a study that stored no corpus token count or whose trials recorded no tokens."""
+    corpus_tokens = StudySettings.stored_field(study, "corpus_tokens")
+    if not corpus_tokens:
+        return {}
+    tokens = dict.fromkeys(PHASES, 0)
+    seconds = dict.fromkeys(PHASES, 0.0)
+    counted = set()
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)):
+        attrs = trial.user_attrs
+        if MODEL_TOKENS_ATTR not in attrs:
+            continue
+        phase = trial_phase(attrs)
+        counted.add(phase)
+        tokens[phase] += int(attrs[MODEL_TOKENS_ATTR])
+        if attrs.get(PASS_TOKENS_ATTR):
+            tokens["proxy pass"] += int(attrs[PASS_TOKENS_ATTR])
+            counted.add("proxy pass")
+        if trial.datetime_start is not None and trial.datetime_complete is not None:
+            seconds[phase] += (trial.datetime_complete - trial.datetime_start).total_seconds()
+    if not counted:
+        return {}
+    if "proxy trials" in counted:
+        counted.add("proxy pass")  # 0.00 when the documents' token embeddings were cached before the study
+    return {"passes": {phase: tokens[phase] / corpus_tokens for phase in PHASES if phase in counted},
+            "phase_seconds": {phase: seconds[phase] for phase in PHASES if phase in counted and phase != "proxy pass"}}
 
 
 def _is_number(value: object) -> bool:

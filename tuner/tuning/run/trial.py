@@ -48,7 +48,9 @@ from ..study.records import (
     INTERRUPTED,
     K_ATTR,
     LOST_ATTR,
+    MODEL_TOKENS_ATTR,
     PARAMS_ATTR,
+    PASS_TOKENS_ATTR,
     PER_QUERY_SYSTEM_ATTR,
     RUNG_SCORES_ATTR,
     SCORE_ATTR,
@@ -89,6 +91,26 @@ class OutOfBudget(Exception):
     def __init__(self, expected_s: float, left_s: float) -> None:
         super().__init__(f"expected {expected_s:.0f} s, {max(0.0, left_s):.0f} s left")
         self.expected_s, self.left_s = expected_s, left_s
+
+
+class EmbeddingWork:
+    """What a trial's models embed, from their counters (cl100k tokens of the texts they computed, cache
+    hits not): the trial's embedder, and its proxy's (the pass over the documents apart), since ``start``."""
+
+    def __init__(self, embedder: Embedder, proxy: Embedder | None) -> None:
+        self.embedder, self.proxy = embedder, proxy
+        self.start = self._counters()
+
+    def _counters(self) -> tuple[int, int, int]:
+        if self.proxy is None:
+            return self.embedder.stats.computed_tokens, 0, 0
+        return (self.embedder.stats.computed_tokens, self.proxy.stats.computed_tokens,
+                int(getattr(self.proxy, "pass_tokens", 0)))
+
+    def attributes(self) -> dict[str, int]:
+        """``model_tokens`` and ``proxy_pass_tokens`` (see :mod:`..study.records`)."""
+        embedded, proxy, passed = (now - then for now, then in zip(self._counters(), self.start))
+        return {MODEL_TOKENS_ATTR: int(embedded + proxy - passed), PASS_TOKENS_ATTR: int(passed)}
 
 
 class TrialObjective:
@@ -153,15 +175,19 @@ class TrialObjective:
         embedder = self.embedder(config.embedder)
         api_tokens = embedder.stats.api_tokens
         read, model_seconds = embedder.stats.read_tokens, embedder.stats.model_seconds
+        work = EmbeddingWork(embedder, self.ladder(trial, config)[1])
         try:
             with EmbeddingReport(trial.number) as report:
                 result = self._climb(trial, config, report)
         except StoppedAtRung:
+            for key, value in work.attributes().items():
+                trial.set_user_attr(key, value)
             self._record_api_usage(trial, config, embedder.stats.api_tokens - api_tokens)
             self._follow_the_machine(trial.number, config, embedder, read, model_seconds)
             raise
         self._follow_the_machine(trial.number, config, embedder, read, model_seconds)
         result, attrs = self._scored(trial, result)
+        attrs.update(work.attributes())
         if not config.embedder.local:
             attrs.update(api_usage_attributes(embedder.stats.api_tokens - api_tokens, self.rates_for(config.embedder)))
         for key, value in attrs.items():

@@ -84,6 +84,9 @@ class CorpusPlan:
     #: the dense baselines) in seconds.
     confirm: int = 0
     full_seconds: float = 0.0
+    #: Embedding work, cold, in corpus passes (tokens embedded over the corpus's tokens) by phase, as the
+    #: summary counts it (:data:`~..run.progress.PHASES`).
+    passes: dict[str, float] = field(default_factory=dict)
 
 
 def kind_shares(sampled: list[tuple[str, float, tuple[int, int] | None]]) -> dict[str, tuple[float, float]]:
@@ -110,7 +113,7 @@ def _sampled(space: SearchSpace, samples: int, seed: int) -> list[tuple[str, flo
         retrieval = space.sample_retrieval(trial, 1)
         params = chunker.params
         size, overlap = params.get("size"), params.get("overlap", 0) or 0
-        factor = 1.0 / (1.0 - overlap / size) if size else 1.0
+        factor = chunk_passes(params)
         kind = trial_kind(chunker.name, retrieval.method)
         if kind == SEMANTIC:
             factor += SEMANTIC_UNIT_FACTOR
@@ -140,6 +143,21 @@ def refuse_changed_studies(spec: StudySpec, data: LoadedStudyData) -> None:
             settings = build_settings(spec, corpus, data.evaluation_sets[corpus.name], data.space,
                                       dict(spec.corpora)[corpus.name])
             resumed_settings(name, StudySettings.of(study), settings, pareto_given=spec.pareto is not None)
+
+
+def chunk_passes(params: dict) -> float:
+    """Corpus passes embedding one chunking's chunks costs: overlap re-embeds text (``1 / (1 - overlap / size)``)."""
+    size, overlap = params.get("size"), params.get("overlap", 0) or 0
+    return 1.0 / (1.0 - overlap / size) if size else 1.0
+
+
+def baseline_passes(space: SearchSpace) -> float:
+    """Corpus passes the space's baselines embed, cold: each chunking an embedding baseline embeds, once."""
+    by_name = {baseline.name: baseline for baseline in BASELINES}
+    chunkings = {(by_name[name].chunker, repr(sorted(by_name[name].params.items()))): by_name[name]
+                 for name, _ in baseline_points(space)
+                 if trial_kind(by_name[name].chunker, by_name[name].method) == DENSE}
+    return sum(chunk_passes(baseline.params) for baseline in chunkings.values())
 
 
 def embedding_baselines(space: SearchSpace) -> int:
@@ -205,13 +223,20 @@ def plan_run(spec: StudySpec) -> list[CorpusPlan]:
         # A proxy rung reads every document once per embedder (the late-chunking pass), then scores
         # each chunking from the cached token embeddings at about BM25's cost.
         proxy_s = tokens / rates.embed_tokens_per_s if fidelity.proxy is not None and shares[DENSE][0] else 0.0
+        passes = {"baselines": baseline_passes(data.space)}
+        if fidelity.proxy is not None and shares[DENSE][0]:
+            # The pass reads every document once; a proxy trial pools (a semantic chunker still embeds its units).
+            passes.update({"proxy pass": 1.0, "proxy trials": trials * shares[SEMANTIC][0] * SEMANTIC_UNIT_FACTOR,
+                           "confirmations": fidelity.confirm * shares[DENSE][1]})
+        else:
+            passes["trials"] = trials * factor * share
         plans.append(CorpusPlan(corpus.name, len(corpus), tokens, len(data.evaluation_sets[corpus.name]), trials,
                                 per_trial, seconds, (trials * mean_s + full_s) / jobs + proxy_s, api, fidelity.rungs,
                                 share,
                                 {kind: kind_share for kind, (kind_share, _) in shares.items()}, kind_seconds,
                                 rates.embed_usd_per_mtok if api is not None else None, jobs, **llm,
                                 priced_at=priced_at, proxy=fidelity.proxy, proxy_seconds=proxy_s,
-                                confirm=fidelity.confirm, full_seconds=full_s))
+                                confirm=fidelity.confirm, full_seconds=full_s, passes=passes))
     return plans
 
 
@@ -288,6 +313,10 @@ def format_plan(spec: StudySpec, plans: list[CorpusPlan]) -> str:
             lines.append(f"    trials by kind: {kinds}")
         within = f" (as many as fit in {format_duration(spec.timeout)})" if spec.timeout is not None else ""
         lines.append(f"    {p.trials} trials{within}: at most {format_duration(p.wall_seconds)}{cost}")
+        if p.passes:
+            lines.append(f"    embedding work: at most {sum(p.passes.values()):.2f} corpus passes ("
+                         + ", ".join(f"{phase} {passes:.2f}" for phase, passes in p.passes.items())
+                         + "), every trial cold; the run's summary counts what was embedded")
         if p.llm_context_usd is not None:
             lines.append(f"    {p.llm_context_share:.0%} of trials have an LLM write each chunk's context header: "
                          f"about {p.llm_context_tokens:,.0f} LLM tokens per cold trial, about ${p.llm_context_usd:.2f} "

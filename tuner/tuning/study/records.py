@@ -99,6 +99,12 @@ LLM_MODELS_ATTR = "llm_models"
 #: cl100k tokens a full evaluation embeds (chunks with their headers, and the questions); a proxy's trial records
 #: it too, and a time budget prices its confirmation by it.
 TOKENS_EMBEDDED_ATTR = "tokens_embedded"
+#: cl100k tokens of the texts a trial's models really embedded (cache misses): its chunks with their headers,
+#: its questions and a semantic chunker's units; a proxy trial's headers and questions. The proxy's pass
+#: over the documents is counted apart (``proxy_pass_tokens``). Divided by the corpus's tokens: corpus passes.
+MODEL_TOKENS_ATTR = "model_tokens"
+#: cl100k tokens of the documents whose token embeddings a trial's proxy computed (the pass over the corpus).
+PASS_TOKENS_ATTR = "proxy_pass_tokens"
 EXPORTED_TRIAL_ATTRS = ("first_stage_recall", "chunks", "mean_chunk_tokens", TOKENS_EMBEDDED_ATTR,
                         "retrieved_tokens_per_query", "latency_ms", "cost_usd_per_1k_queries", API_TOKENS_ATTR,
                         API_USD_ATTR, "index_build_s", "identical_chunks",
