@@ -152,21 +152,91 @@ def _retry_json(url: str) -> None:
             time.sleep(0.2)
 
 
-def _serve_dashboard(storage: str) -> tuple[subprocess.Popen, str]:
-    """``chunkwise dashboard`` on a free port of 127.0.0.1, once it answers: the process and its URL."""
-    port = _free_port()
+def _serve_dashboard(storage: str, port: int = 0) -> tuple[subprocess.Popen, str, str]:
+    """``chunkwise dashboard`` on ``port`` of 127.0.0.1 (0: a free one the system picks), once it
+    listens: the process, its URL and what it said before it named the URL. The dashboard names its
+    address after binding it, so that line is the signal: no port picked here that another process
+    could take first, no polling against a deadline that a loaded machine can outlast."""
     process = subprocess.Popen([sys.executable, "-m", "tuner", "dashboard", "--storage", storage, "--port", str(port)],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
-    while True:
+    said = []
+    for line in process.stderr:
+        said.append(line)
+        if found := re.search(r"^optuna-dashboard on .*: (http://127\.0\.0\.1:(\d+))/ \(Ctrl-C to stop\)$", line):
+            assert int(found[2]) != 0 and (port == 0 or int(found[2]) == port), line
+            return process, found[1], "".join(said)
+    process.wait()
+    pytest.fail(f"dashboard did not start: {''.join(said)}")
+
+
+def _one_line_error(process: subprocess.CompletedProcess) -> str:
+    """The error line of a command that refused its input as chunkwise must: status 2, one line on
+    standard error, no traceback, nothing on standard output."""
+    assert process.returncode == 2, process.stderr
+    (line,) = process.stderr.splitlines()
+    assert line.startswith("chunkwise: error: ") and not process.stdout
+    return line
+
+
+def test_a_dashboard_never_creates_a_study_storage(tmp_path):
+    # Issue 29, item 5: a missing SQLite file was created (114 KB of empty Optuna tables) and served
+    # as an empty list; a folder was "read-only". Said as `export` and `report` say it, nothing made.
+    empty = tmp_path / "empty.db"
+    empty.touch()
+
+    def dashboard(url: str) -> str:
+        return _one_line_error(subprocess.run([sys.executable, "-m", "tuner", "dashboard", "--storage", url],
+                                              cwd=tmp_path, capture_output=True, text=True, timeout=120))
+
+    assert dashboard("sqlite:///missing.db") == \
+        f"chunkwise: error: no study storage at sqlite:///{tmp_path}/missing.db; give --storage URL"
+    assert dashboard(f"sqlite:///{empty}") == \
+        f"chunkwise: error: no study storage at sqlite:///{empty}; give --storage URL"
+    assert dashboard(f"sqlite:///{tmp_path}") == (
+        f"chunkwise: error: study storage sqlite:///{tmp_path} is a folder, not a SQLite database; give "
+        "--storage URL naming the database file in it")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.db"] and empty.stat().st_size == 0
+
+
+@pytest.mark.parametrize("port", ["99999", "65536", "-1"])
+def test_a_port_that_is_no_port_is_one_line(tmp_path, port):
+    # Issue 29, item 5: --port 99999 was an OverflowError traceback.
+    storage = f"sqlite:///{tmp_path}/d.db"
+    optuna.create_study(study_name="d", storage=storage)
+    refused = subprocess.run([sys.executable, "-m", "tuner", "dashboard", "--storage", storage, "--port", port],
+                             capture_output=True, text=True, timeout=120)
+    assert _one_line_error(refused) == \
+        f"chunkwise: error: --port {port} is not a port: give 1 to 65535 (or 0 for a free one)"
+
+
+def test_a_dashboard_restarts_at_once_on_the_port_another_just_left(tmp_path):
+    # Issue 29, item 5: the port check bound without SO_REUSEADDR, so the port of a dashboard that
+    # had answered a request was refused for a minute after it stopped ("Address already in use"),
+    # though the server itself could bind it. And --port 0 printed http://127.0.0.1:0/.
+    storage = f"sqlite:///{tmp_path}/d.db"
+    optuna.create_study(study_name="restarted", storage=storage)
+    first, url, _ = _serve_dashboard(storage)  # --port 0: the address names the port it got
+    port = int(url.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as browser:
+        # An answered request whose client has not closed yet: the server closed its side first, so
+        # the port stays held by that connection after the dashboard exits (deterministically: the
+        # client here closes only at the end).
+        browser.sendall(b"GET /api/meta HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+        answer = b""
+        while chunk := browser.recv(65536):
+            answer += chunk
+        assert answer.startswith(b"HTTP/1.0 200")
+        first.terminate()
+        first.communicate(timeout=60)
+        second, again, _ = _serve_dashboard(storage, port)
         try:
-            get_json(f"http://127.0.0.1:{port}/api/meta")
-            return process, f"http://127.0.0.1:{port}"
-        except OSError:
-            if time.monotonic() > deadline or process.poll() is not None:
-                process.kill()
-                pytest.fail(f"dashboard did not start: {process.communicate()[1]}")
-            time.sleep(0.2)
+            assert again == url
+            studies = get_json(f"{again}/api/studies")["study_summaries"]
+            assert [s["study_name"] for s in studies] == ["restarted"]
+        finally:
+            second.terminate()
+            _, err = second.communicate(timeout=60)
+    assert second.returncode == 128 + signal.SIGTERM and "Traceback" not in err, err
 
 
 #: Every question's recall and IoU in the hand-made study: trial 3 beats every other trial on
@@ -229,7 +299,7 @@ def test_dashboard_names_objectives_and_serves_the_pareto_plot_marking_the_expor
                             env={**os.environ, "CHUNKWISE_FAULT": "mid_plot"}, timeout=120)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
 
-    process, base = _serve_dashboard(spec.storage)
+    process, base, said = _serve_dashboard(spec.storage)
     try:
         studies = {s["study_name"]: s["study_id"] for s in get_json(f"{base}/api/studies")["study_summaries"]}
         detail = get_json(f"{base}/api/studies/{studies['hand/handbook']}")
@@ -246,6 +316,7 @@ def test_dashboard_names_objectives_and_serves_the_pareto_plot_marking_the_expor
     finally:
         process.terminate()
         _, err = process.communicate(timeout=30)
+    err = said + err
     assert "named the objectives of hand/handbook after the metric registry" in err
     assert "ship/handbook" not in err  # its run named them
 

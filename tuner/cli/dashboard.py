@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 
 from ..errors import ChunkwiseError
 from ._args import print_err
@@ -20,24 +21,32 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     dashboard.add_argument("--storage", metavar="URL",
                            help="SQLAlchemy URL (default: the only studies/*.db in this folder)")
     dashboard.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
-    dashboard.add_argument("--port", type=int, default=8080, help="port (8080)")
+    dashboard.add_argument("--port", type=int, default=8080,
+                           help="port (8080; 0: a free port, which the printed address names)")
     dashboard.set_defaults(handler=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    from ..tuning.study.dashboard import label_objectives, serve_dashboard
-    from ..tuning.study.storage import absolute_url, check_port_free, make_storage, only_local_storage
+#: The ports a server may listen on; 0 asks the system for a free one.
+MAX_PORT = 65535
 
-    url = absolute_url(args.storage) if args.storage else only_local_storage()
-    check_port_free(args.host, args.port)
-    storage = make_storage(url)
-    if said := label_objectives(storage, storage.display_url):
-        print_err(said)
-    print_err(f"optuna-dashboard on {storage.display_url}: http://{args.host}:{args.port}/ (Ctrl-C to stop)")
+
+def run(args: argparse.Namespace) -> int:
+    from ..tuning.study.dashboard import dashboard_server, label_objectives, serve_dashboard
+    from ..tuning.study.storage import existing_storage, only_local_storage
+
+    if not 0 <= args.port <= MAX_PORT:
+        raise ChunkwiseError(f"--port {args.port} is not a port: give 1 to {MAX_PORT} (or 0 for a free one)")
+    # A dashboard reads studies: a storage that does not exist is refused, never created empty.
+    storage = existing_storage(args.storage or only_local_storage())
+    server = dashboard_server(storage, args.host, args.port)
     try:
-        serve_dashboard(storage, args.host, args.port)
-    except OSError as exc:
-        raise ChunkwiseError(f"cannot serve on {args.host}:{args.port}: {exc.strerror}") from None
-    except KeyboardInterrupt:
-        pass
+        if said := label_objectives(storage, storage.display_url):
+            print_err(said)
+        host = f"[{args.host}]" if ":" in args.host else args.host
+        print_err(f"optuna-dashboard on {storage.display_url}: http://{host}:{server.server_port}/ (Ctrl-C to stop)")
+    except BaseException:
+        server.server_close()
+        raise
+    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how a dashboard is stopped
+        serve_dashboard(server)
     return 0

@@ -30,7 +30,7 @@ import sqlalchemy as sa
 from optuna.storages import RDBStorage
 
 from ..._faults import fault_point, hold_point
-from ...errors import ChunkwiseError, InvalidParameterError
+from ...errors import ChunkwiseError, InvalidParameterError, option
 from ...evaluation.registry import label as metric_label
 from ...evaluation.registry import metric
 from .records import PARETO_PLOT_ATTR, SETTINGS_ATTR, TrialRecord, best_trial, evaluated
@@ -38,6 +38,8 @@ from .settings import StudySettings
 from .storage import StorageError, storage_errors
 
 if TYPE_CHECKING:
+    from wsgiref.simple_server import WSGIServer
+
     import plotly.graph_objects as go
 
     from ..scoring.selection import StudyRecommendation
@@ -293,16 +295,16 @@ def _common_prefix(attrs: dict[str, Any]) -> str:
     return prefixes.pop()
 
 
-def serve_dashboard(storage: RDBStorage, host: str, port: int) -> None:
-    """Serve optuna-dashboard on ``storage`` at ``host:port`` until Ctrl-C or SIGTERM.
+def dashboard_server(storage: RDBStorage, host: str, port: int) -> WSGIServer:
+    """optuna-dashboard on ``storage``, listening on ``host:port`` (``port`` 0: a free port the
+    system picks; ``server.server_port`` says which) but not answering yet (:func:`serve_dashboard`);
+    a port that cannot be had is a :class:`ChunkwiseError` naming it.
 
-    The server answers in a thread of its own while the main thread waits: wsgiref answers an
-    exception raised while it handles a request (a signal arriving mid-answer raises there when the
-    main thread serves) by printing it and serving on, so a stop could be lost. Here it always
-    reaches the waiting main thread, and the server shuts down before the exception goes on.
+    Binding here, once, is the check that the port is free: the socket is the server's own, with its
+    ``SO_REUSEADDR``, so the port a dashboard just left (its connections in TIME_WAIT) serves again
+    at once, and no other process can take it between a check and the server's bind.
     """
     import socket
-    import threading
     from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
     import optuna_dashboard
@@ -320,7 +322,23 @@ def serve_dashboard(storage: RDBStorage, host: str, port: int) -> None:
         hold_point("answering")
         return app(environ, start_response)
 
-    server = make_server(host, port, answer, server_class=Server, handler_class=Handler)
+    try:
+        return make_server(host, port, answer, server_class=Server, handler_class=Handler)
+    except OSError as exc:  # busy, not this machine's address, an unknown host name
+        raise ChunkwiseError(f"cannot serve on {host}:{port}: {exc.strerror or exc} "
+                             f"(pick another {option('port')} or {option('host')})") from None
+
+
+def serve_dashboard(server: WSGIServer) -> None:
+    """Answer requests on ``server`` (:func:`dashboard_server`) until Ctrl-C or SIGTERM.
+
+    The server answers in a thread of its own while the main thread waits: wsgiref answers an
+    exception raised while it handles a request (a signal arriving mid-answer raises there when the
+    main thread serves) by printing it and serving on, so a stop could be lost. Here it always
+    reaches the waiting main thread, and the server shuts down before the exception goes on.
+    """
+    import threading
+
     serving = threading.Thread(target=server.serve_forever, name="optuna-dashboard", daemon=True)
     serving.start()
     try:

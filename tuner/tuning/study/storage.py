@@ -334,10 +334,20 @@ def _serialize_sqlite_writes(engine: sa.Engine) -> None:
 def existing_run_storage(run: str, storage: str | None = None) -> StudyStorage:
     """The storage of run ``run`` (default ``sqlite:///studies/RUN.db``); a SQLite file that
     does not exist is an error rather than a new, empty database."""
-    url = absolute_url(storage or default_storage_url(run.split("/", 1)[0]))
+    return existing_storage(storage or default_storage_url(run.split("/", 1)[0]))
+
+
+def existing_storage(url: str) -> StudyStorage:
+    """The storage at ``url``, for a command that only reads studies (export, report, dashboard):
+    a SQLite path that names no file, an empty file or a folder is an error, never a new database."""
+    url = absolute_url(url)
     path = sqlite_path(url)
-    if path is not None and not path.is_file():
-        raise StorageError(f"no study storage at {display_url(url)}; give {option('storage', 'URL')}")
+    if path is not None:
+        if path.is_dir():
+            raise StorageError(f"study storage {display_url(url)} is a folder, not a SQLite database; give "
+                               f"{option('storage', 'URL')} naming the database file in it")
+        if not path.is_file() or path.stat().st_size == 0:  # an empty file: a database nobody wrote to
+            raise StorageError(f"no study storage at {display_url(url)}; give {option('storage', 'URL')}")
     return make_storage(url)
 
 
@@ -349,20 +359,3 @@ def only_local_storage(folder: str | Path = "studies") -> str:
         names = ", ".join(str(p) for p in found) or "none"
         raise StorageError(f"give {option('storage', 'URL')} ({folder}/*.db here: {names})")
     return f"{SQLITE_PREFIX}{found[0].resolve()}"
-
-
-def check_port_free(host: str, port: int) -> None:
-    """Refuse a busy port before a server prints that it listens on it."""
-    import socket
-
-    try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except OSError as exc:
-        raise ChunkwiseError(f"cannot serve on {host}:{port}: {exc.strerror}") from None
-    family, kind, proto, _, address = infos[0]
-    with socket.socket(family, kind, proto) as probe:
-        try:
-            probe.bind(address)
-        except OSError as exc:
-            raise ChunkwiseError(f"cannot serve on {host}:{port}: {exc.strerror} "
-                                 f"(pick another {option('port')})") from None
