@@ -300,7 +300,8 @@ def test_validate_repair_without_output_says_nothing_was_written(shifted, capsys
                  "--repair-references"])
     captured = capsys.readouterr()
     assert code == 0
-    assert captured.err == ("repaired 1 reference offset(s)\nnothing was written: the repairs are in memory only; "
+    assert captured.err == ("read 1 question: 1 hand-written\nrepaired 1 reference offset(s)\n"
+                            "nothing was written: the repairs are in memory only; "
                             "add -o FILE to save the repaired evaluation set (e.g. -o fixed.jsonl)\n")
     assert (shifted / "q.jsonl").read_text() == before
 

@@ -106,6 +106,7 @@ def load_data(args: argparse.Namespace):
     corpora = [load_corpus(path, name, include=args.include or (), exclude=args.exclude or (),
                            keep_links=args.keep_links) for name, path in map(parse_corpus_spec, args.corpus)]
     evalset = load_evaluation_set(args.queries, corpora, repair=args.repair_references)
+    print(evalset.describe_states(), file=sys.stderr)
     if evalset.repaired:
         print(f"repaired {evalset.repaired} reference offset(s)", file=sys.stderr)
     return corpora, evalset

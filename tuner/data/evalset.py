@@ -13,6 +13,14 @@ Two formats are read:
   the excerpt is then located in its document (:mod:`.excerpts`: exactly once, tolerant of
   whitespace and markdown markup) and its offsets and exact text filled in on load. This is
   the way to write an evaluation set by hand; ``chunkwise validate -o`` writes the offsets.
+
+  A query may also say where it came from and how it was reviewed (``chunkwise review``):
+  ``"origin"`` (``"hand"``, the default, or ``"generated"``), ``"model"`` (the model that wrote
+  it), ``"review"`` (``"accepted"``, ``"rejected"`` or ``"edited"``; absent: not reviewed),
+  ``"stale": true`` (its document changed since the question was written; its excerpt was
+  re-located where possible) and ``"revision"`` (how often the review changed it). A rejected
+  query is left out on load, and so is a stale one whose excerpt no longer matches; the others
+  are counted by state (:attr:`EvaluationSet.states`, :meth:`EvaluationSet.describe_states`).
 * **Chroma CSV** (``question``, ``references`` as a JSON list of
   ``{content, start_index, end_index}``, ``corpus_id``), as in Chroma's
   ``chunking_evaluation``. ``corpus_id`` names a loaded corpus with one document, or a
@@ -33,6 +41,7 @@ import hashlib
 import io
 import json
 import unicodedata
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
@@ -49,6 +58,16 @@ from .excerpts import Location, Normalized, locate
 MAX_LISTED = 10
 #: The offsets of a reference read without them (``{document, content}``), until it is located.
 UNLOCATED = -1
+#: Where a query came from (its JSONL ``"origin"``; absent: written by hand).
+ORIGINS = ("hand", "generated")
+#: How a review left a query (its JSONL ``"review"``; absent: not reviewed).
+REVIEWS = ("accepted", "rejected", "edited")
+#: A query's state, as loading counts it: :attr:`Query.state`, and ``stale`` for a stale query
+#: whose excerpt no longer matches (left out, like a rejected one).
+STATES = ("hand", "generated", "accepted", "edited", "rejected", "stale")
+#: How :meth:`EvaluationSet.describe_states` names each state.
+STATE_LABELS = {"hand": "hand-written", "generated": "generated not reviewed", "accepted": "accepted",
+                "edited": "edited", "rejected": "rejected", "stale": "stale (excerpt not found)"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,8 +88,23 @@ class Query:
     question: str
     corpus: str
     references: tuple[Reference, ...]
+    #: Provenance and review (see the module docstring): None where the file says nothing.
+    origin: str | None = None
+    model: str | None = None
+    review: str | None = None
+    stale: bool = False
+
+    @property
+    def state(self) -> str:
+        """``"rejected"``, ``"edited"`` or ``"accepted"`` once reviewed; else ``"generated"`` or ``"hand"``."""
+        return self.review or ("generated" if self.origin == "generated" else "hand")
 
     def to_dict(self) -> dict[str, Any]:
+        provenance = {"origin": self.origin, "model": self.model, "review": self.review, "stale": self.stale or None}
+        return self.content_dict() | {key: value for key, value in provenance.items() if value is not None}
+
+    def content_dict(self) -> dict[str, Any]:
+        """The question and its references, without provenance (what :attr:`EvaluationSet.sha256` hashes)."""
         return {
             "id": self.id,
             "question": self.question,
@@ -94,6 +128,8 @@ class EvaluationSet:
     #: The file :func:`load_evaluation_set` read (None for a set built in memory).
     origin: str | None = field(default=None, repr=False, compare=False)
     located: int = 0
+    #: Queries read in each state of :data:`STATES`, those left out (rejected, stale) included.
+    states: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
 
     def __iter__(self) -> Iterator[Query]:
         return iter(self.queries)
@@ -109,9 +145,18 @@ class EvaluationSet:
     @property
     def sha256(self) -> str:
         """Content hash of the queries and references (canonical JSON)."""
-        payload = json.dumps([q.to_dict() for q in self.queries], sort_keys=True,
+        payload = json.dumps([q.content_dict() for q in self.queries], sort_keys=True,
                              ensure_ascii=False, separators=(",", ":"))
         return hashlib.sha256(payload.encode()).hexdigest()
+
+    def describe_states(self) -> str:
+        """``read 12 questions: 3 hand-written, 4 generated not reviewed, 2 accepted, 1 edited; 2 rejected,
+        left out`` (states with no question are not named)."""
+        read = sum(self.states.values())
+        used = [f"{self.states[s]} {STATE_LABELS[s]}" for s in STATES[:4] if self.states.get(s)]
+        left_out = [f"{self.states[s]} {STATE_LABELS[s]}" for s in STATES[4:] if self.states.get(s)]
+        line = f"read {read} question{'s' if read != 1 else ''}: {', '.join(used) or 'none used'}"
+        return line + (f"; {', '.join(left_out)}, left out" if left_out else "")
 
     def write_jsonl(self, path: str | Path) -> None:
         """Write the queries as chunkwise JSONL (atomically: a temporary file, renamed)."""
@@ -120,7 +165,8 @@ class EvaluationSet:
 
 
 def load_evaluation_set(path: str | Path, corpora: Corpus | Sequence[Corpus], *,
-                        repair: bool = False, ignore_other_corpora: bool = False) -> EvaluationSet:
+                        repair: bool = False, ignore_other_corpora: bool = False,
+                        rejected: bool = False) -> EvaluationSet:
     """Read an evaluation set (JSONL or Chroma CSV) and validate it against ``corpora``.
 
     Args:
@@ -131,6 +177,9 @@ def load_evaluation_set(path: str | Path, corpora: Corpus | Sequence[Corpus], *,
             usually means the evaluation set was made for another version of the text.
         ignore_other_corpora: drop queries about corpora that are not loaded, instead
             of reporting them (to tune one corpus of a multi-corpus evaluation set).
+        rejected: keep the queries a review rejected, and stale ones whose excerpt no longer
+            matches (reported like any mismatch). Off by default: both are left out, and
+            counted in :attr:`EvaluationSet.states`.
 
     Raises:
         EvaluationSetError: two corpora share a name, the file is unreadable, malformed or empty, a query names
@@ -152,10 +201,19 @@ def load_evaluation_set(path: str | Path, corpora: Corpus | Sequence[Corpus], *,
     loaded = {c.name for c in corpus_list}
     if ignore_other_corpora:
         raw = [(where, query) for where, query in raw if query.corpus in loaded]
+    by_name = {c.name: c for c in corpus_list}
+    states = Counter("stale" if query.stale and query.review != "rejected" and _stale_left_out(query, by_name)
+                     else query.state for _, query in raw)
+    if not rejected:
+        raw = [(where, query) for where, query in raw if query.review != "rejected"
+               and not (query.stale and _stale_left_out(query, by_name))]
     if not raw:
         scope = f" about {', '.join(sorted(loaded))}" if ignore_other_corpora else ""
-        raise EvaluationSetError(f"evaluation set {str(path)!r} holds no query{scope}")
-    return _validate(path, raw, {c.name: c for c in corpus_list}, repair)
+        left_out = [f"{states[s]} {STATE_LABELS[s]}" for s in ("rejected", "stale") if states[s]]
+        hint = f" that is not left out ({', '.join(left_out)})" if left_out else ""
+        raise EvaluationSetError(f"evaluation set {str(path)!r} holds no query{scope}{hint}")
+    evalset = _validate(path, raw, by_name, repair)
+    return replace(evalset, states={s: states[s] for s in STATES if states[s]})
 
 
 def load_chroma_dataset(folder: str | Path) -> tuple[list[Corpus], EvaluationSet]:
@@ -199,7 +257,25 @@ def _read_jsonl(path: Path, corpora: list[Corpus]) -> Iterator[_Raw]:
         references = _field(record, "references", list, where)
         refs = tuple(_reference(r, f"{where} reference {i}") for i, r in enumerate(references, start=1))
         query_id = str(record.get("id", f"line-{line_number}"))
-        yield where, Query(query_id, question, str(corpus), refs)
+        yield where, Query(query_id, question, str(corpus), refs, *_provenance(record, where))
+
+
+def _provenance(record: dict[str, Any], where: str) -> tuple[str | None, str | None, str | None, bool]:
+    """A JSONL query's ``origin``, ``model``, ``review`` and ``stale`` (each optional), checked."""
+    values = []
+    for key, allowed in (("origin", ORIGINS), ("review", REVIEWS)):
+        value = record.get(key)
+        if value is not None and value not in allowed:
+            raise EvaluationSetError(f"{where}: field {key!r} must be one of {', '.join(allowed)} "
+                                     f"(or left out), got {value!r}")
+        values.append(value)
+    model = record.get("model")
+    if model is not None and not isinstance(model, str):
+        raise EvaluationSetError(f"{where}: field 'model' must be str, got {model!r}")
+    stale = record.get("stale", False)
+    if not isinstance(stale, bool):
+        raise EvaluationSetError(f"{where}: field 'stale' must be true or false, got {stale!r}")
+    return values[0], model, values[1], stale
 
 
 def _reference(record: Any, where: str) -> Reference:
@@ -363,6 +439,24 @@ def _validate(path: Path, raw: list[_Raw], corpora: dict[str, Corpus],
             f"{len(problems)} problem(s)\n  {listed}{more}"
         )
     return EvaluationSet(tuple(queries), repaired, str(path), located)
+
+
+def _stale_left_out(query: Query, corpora: dict[str, Corpus]) -> bool:
+    """Whether a stale query has a reference that no longer matches its document (or names one
+    that is gone): it is left out until a review re-locates its excerpt."""
+    corpus = corpora.get(query.corpus)
+    if corpus is None:
+        return False  # reported: the file names a corpus that is not loaded
+    for ref in query.references:
+        if ref.document not in corpus:
+            return True
+        text = corpus.document(ref.document).text
+        if ref.start_index == UNLOCATED:
+            if not locate(text, ref.content).found:
+                return True
+        elif text[ref.start_index:ref.end_index] != ref.content or ref.start_index >= ref.end_index:
+            return True
+    return False
 
 
 def _normalized(memo: dict[tuple[str, str], Normalized], corpus: str, document: Document) -> Normalized:

@@ -45,6 +45,7 @@ def run_study_spec(spec: StudySpec, *, progress: bool = True, echo: Echo = print
     """
     jobs = run_jobs(spec)
     data = load_study_data(spec)
+    echo(data.questions)
     deadline = None if spec.timeout is None else time.time() + spec.timeout
     outcomes = []
     with stop_handlers():

@@ -33,6 +33,8 @@ class LoadedStudyData:
     corpora: list[Corpus]
     evaluation_sets: dict[str, EvaluationSet]
     space: SearchSpace
+    #: How many questions were read in each state (:meth:`EvaluationSet.describe_states`).
+    questions: str = ""
 
 
 def load_study_data(spec: StudySpec) -> LoadedStudyData:
@@ -46,7 +48,7 @@ def load_study_data(spec: StudySpec) -> LoadedStudyData:
         if not queries:
             raise StudyError(f"corpus {corpus.name!r} has no query in {spec.queries}")
         per_corpus[corpus.name] = EvaluationSet(queries)
-    return LoadedStudyData(corpora, per_corpus, load_search_space(resolve_space(spec.space)))
+    return LoadedStudyData(corpora, per_corpus, load_search_space(resolve_space(spec.space)), evalset.describe_states())
 
 
 def open_study(storage: optuna.storages.BaseStorage, name: str, settings: StudySettings,
