@@ -23,7 +23,7 @@ LAYERS = (
     {"retrieval"},
     {"evaluation"},
     {"tuning"},
-    {"deploy", "reporting"},
+    {"deploy", "reporting", "review"},
     {"api"},
     {"cli", "__main__"},
 )

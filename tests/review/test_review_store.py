@@ -190,7 +190,7 @@ def test_a_questions_file_that_does_not_match_the_corpus_is_refused(files, recor
     write(queries, [record])
     with pytest.raises(EvaluationSetError, match="does not match corpus 'docs'") as refused:
         ReviewStore(queries, load_corpus(folder)).open()
-    assert message in str(refused.value) and "Is --corpus the folder" in str(refused.value)
+    assert message in str(refused.value) and "Is corpus_path the corpus" in str(refused.value)
 
 
 def test_review_as_a_command(files, capsys):

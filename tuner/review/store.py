@@ -33,7 +33,7 @@ from .._io.files import write_atomically
 from ..data.corpus import Corpus, _preview, decode_text
 from ..data.evalset import REVIEWS, STATE_LABELS
 from ..data.excerpts import locate
-from ..errors import EvaluationSetError
+from ..errors import EvaluationSetError, option
 
 #: Actions a page sends (``new`` writes a question; the others change one by its id).
 ACTIONS = ("accept", "reject", "edit", "new")
@@ -81,7 +81,7 @@ class ReviewStore:
         self.lock = threading.Lock()
         if self.path.suffix.lower() == ".csv":
             raise EvaluationSetError(f"{self.path}: review reads and writes chunkwise JSONL; convert the CSV first "
-                                     f"(chunkwise validate --corpus ... --queries {self.path} -o questions.jsonl)")
+                                     f"(chunkwise validate with {option('output', 'questions.jsonl')})")
 
     # ----------------------------------------------------------------------------------- reading
 
@@ -279,7 +279,7 @@ class ReviewStore:
             raise EvaluationSetError(
                 f"questions file {str(self.path)!r} does not match corpus {self.corpus.name!r} (documents: "
                 f"{_preview(d.id for d in self.corpus)}): {len(problems)} problem(s)\n  {listed}\n"
-                "Is --corpus the folder the questions were written about?")
+                f"Is {option('corpus_path')} the corpus the questions were written about?")
 
     def _relocate(self, record: dict[str, Any]) -> bool | None:
         """Re-locate each excerpt no longer at its offsets: None when all were in place, True when
