@@ -160,6 +160,8 @@ def test_resume_continues_toward_n(openai_server, client, corpus, tmp_path):
     lines = out.read_text(encoding="utf-8").splitlines()
     assert (report.already, report.accepted, len(lines)) == (2, 2, 4)
     assert lines[:2] == first and json.loads(lines[3])["id"] == "g0004"
+    # Marked as generated, by which model: the review page and the loader's counts say so.
+    assert {(r["origin"], r["model"]) for r in map(json.loads, lines)} == {("generated", "stub-llm")}
 
 
 def test_generate_command_and_calibrate(openai_server, tmp_path, capsys, monkeypatch):

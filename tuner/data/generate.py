@@ -314,7 +314,7 @@ def generate_evaluation_set(corpus: Corpus, output: str | Path, n: int, client: 
     check_value(ParamSpec(str, choices=EXCERPT_SOURCES), excerpts, option("excerpts"))
     output = Path(output)
     _check_output(output)
-    accepted: list[Query] = list(load_evaluation_set(output, corpus)) if output.is_file() and \
+    accepted: list[Query] = list(load_evaluation_set(output, corpus, rejected=True)) if output.is_file() and \
         output.stat().st_size > 0 else []
     report = GenerationReport(already=len(accepted))
     rng = random.Random(f"{seed}:{len(accepted)}")
@@ -444,7 +444,7 @@ def _attempt(corpus, client, embedder, rng, passage, accepted, question_vectors,
         return None, reason
     question_vectors.append(vectors[0])
     query_id = f"g{len(accepted) + 1:04d}"
-    return Query(query_id, question, corpus.name, tuple(references)), ""
+    return Query(query_id, question, corpus.name, tuple(references), origin="generated", model=str(client.model)), ""
 
 
 #: A reply that is not one question but talk about questions.
