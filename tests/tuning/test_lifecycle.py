@@ -423,6 +423,33 @@ def test_ctrl_c_between_creating_a_trial_and_starting_it_leaves_nothing_running(
     assert "waiting up to" not in err  # nothing was left for the grace period to settle
 
 
+def test_a_worker_too_slow_to_record_its_interrupted_trial_still_leaves_it_interrupted(tmp_path, openai_server):
+    # Issue 29, item 7: under load, Ctrl-C at --jobs 2 once left a trial "lost", not interrupted. A
+    # worker that cannot record its trial before the pool's stop timeout is killed, and the run's
+    # reclaim recorded the trial as a dead worker's. Here the workers holding trials are frozen
+    # (SIGSTOP) when Ctrl-C lands, as a starved machine freezes them: the pool kills them at its
+    # timeout, and the run, which stopped them, records their trials as interrupted.
+    storage = f"sqlite:///{tmp_path}/life.db"
+    study = write_study(tmp_path, openai_server, storage, trials=4, jobs=2)
+    process = chunkwise(tmp_path, "tune", str(study), hold="after_ask", new_session=True)
+    wait_held(tmp_path, process)
+    owners = {int(t.user_attrs["worker"].split(":")[1]) for t in load(storage).get_trials(states=(TrialState.RUNNING,))}
+    assert owners and process.pid not in owners
+    for pid in owners:
+        os.kill(pid, signal.SIGSTOP)
+    os.killpg(process.pid, signal.SIGINT)
+    code, _, err = finish(process, timeout=300)
+    assert code == 130, err
+    assert "Traceback" not in err
+    trials = load(storage).get_trials()
+    assert not [t.number for t in trials if t.state == TrialState.RUNNING]
+    frozen = [t for t in trials if int(t.user_attrs.get("worker", "h:0:t").split(":")[1]) in owners]
+    assert frozen and not [pid for pid in owners if pid_alive(pid)]
+    started = [t for t in trials if "skipped" not in t.user_attrs]
+    assert all(t.state == TrialState.FAIL and t.user_attrs.get("lost") == "interrupted" for t in started), \
+        [(t.number, t.user_attrs.get("lost")) for t in started]
+
+
 @pytest.mark.parametrize("point", ["creating_trial", "sampling"])
 def test_ctrl_c_while_a_trial_is_asked_for_fails_it_as_interrupted(tmp_path, openai_server, point):
     # The race behind a rare failure of the test above at --jobs 2: a worker stopped while it

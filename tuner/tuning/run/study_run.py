@@ -39,7 +39,7 @@ from ..study.records import (
 from ..study.settings import StudySettings
 from ..study.storage import StudyStorage, storage_errors
 from .ledger import Ledger
-from .processes import PoolReport, WorkerPool, new_worker_id
+from .processes import PoolReport, WorkerPool, WorkerStopped, new_worker_id
 from .progress import CorpusOutcome, ProgressBar, format_duration, summarize
 from .trial import reclaim, retry_interrupted
 from .workers import WAIT_POLL_S, Heartbeat, WorkerOptions, run_worker
@@ -231,12 +231,14 @@ class StudyRun:
                 self.reclaimed += reclaim(self.study, self.ledger, self.study_id, grace, max_retry=0)
 
     # --- leave -----------------------------------------------------------------------------
-    def leave(self) -> None:
+    def leave(self, *, stopped: bool = False) -> None:
         """Whatever stopped the run: fail what it left running, retire it, and leave no baseline
-        waiting when no other process works the study (a later run queues it again)."""
+        waiting when no other process works the study (a later run queues it again). ``stopped``:
+        Ctrl-C or SIGTERM stopped it, and what its workers left running was interrupted."""
         grace = self.crew.worker.grace_period
         with contextlib.suppress(Exception):  # Ctrl-C or an error: fail what this run left running
-            reclaim(self.study, self.ledger, self.study_id, grace, max_retry=0)
+            reclaim(self.study, self.ledger, self.study_id, grace, max_retry=0,
+                    stopped_by=os.getpid() if stopped else None)
         if self._heartbeat is not None:
             self._heartbeat.stop()
         with contextlib.suppress(Exception):
@@ -279,8 +281,13 @@ def run_study(storage: StudyStorage, study: optuna.Study, crew: Crew, added: int
     run.join(added, joining=joining)
     try:
         run.work(progress)
-    finally:
+    except (KeyboardInterrupt, WorkerStopped):
+        run.leave(stopped=True)
+        raise
+    except BaseException:
         run.leave()
+        raise
+    run.leave()
     return run.conclude()
 
 

@@ -61,7 +61,7 @@ from ..study.records import (
 )
 from ..study.settings import StudySettings
 from .ledger import Claim, ClaimResult, Ledger, worker_alive
-from .processes import WorkerStopped, deferred_stops, this_host, worker_process
+from .processes import WorkerStopped, deferred_stops, parent_in_id, this_host, worker_process
 from .progress import EmbeddingReport, print_err
 
 
@@ -351,8 +351,14 @@ def retry_trial(study: optuna.Study, trial: FrozenTrial, max_retry: int) -> bool
     return True
 
 
-def reclaim(study: optuna.Study, ledger: Ledger, study_id: int, grace_period: float, max_retry: int) -> list[int]:
-    """Fail (and re-queue) the RUNNING trials whose worker is gone; returns their numbers."""
+def reclaim(study: optuna.Study, ledger: Ledger, study_id: int, grace_period: float, max_retry: int, *,
+            stopped_by: int | None = None) -> list[int]:
+    """Fail (and re-queue) the RUNNING trials whose worker is gone; returns their numbers.
+
+    ``stopped_by``: the pid of a run that Ctrl-C or SIGTERM stopped, with its workers. Its own workers'
+    trials fail as interrupted, as the workers fail them themselves: one that could not before it was
+    gone (the pool kills a worker that outlasts its stop timeout on a loaded machine) leaves the same
+    record, and a reclaim racing a worker's own record writes the same reason."""
     running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
     if not running:
         return []
@@ -362,8 +368,11 @@ def reclaim(study: optuna.Study, ledger: Ledger, study_id: int, grace_period: fl
         if (worker_alive(workers.get(owner), grace_period, now) if owner is not None else
                 trial.datetime_start is not None and now - trial.datetime_start.timestamp() <= grace_period):
             continue
+        stopped = stopped_by is not None and owner is not None and worker_process(owner) is not None and (
+            worker_process(owner) == (this_host(), stopped_by) or parent_in_id(str(owner)) == stopped_by)
         try:
-            storage.set_trial_user_attr(trial._trial_id, LOST_ATTR, "its worker stopped before the trial ended")
+            storage.set_trial_user_attr(trial._trial_id, LOST_ATTR,
+                                        INTERRUPTED if stopped else "its worker stopped before the trial ended")
             if not storage.set_trial_state_values(trial._trial_id, TrialState.FAIL):
                 continue
         except UpdateFinishedTrialError:  # finished meanwhile, or another worker reclaimed it first
