@@ -21,7 +21,9 @@ to assert that no kill, wherever it lands, loses a trial or leaves one RUNNING.
 A test can also *hold* a process at a point of a run, to start another process or send a
 signal at exactly that moment: with ``CHUNKWISE_HOLD=<point>[:<n>]`` and
 ``CHUNKWISE_HOLD_FILE=<file>``, :func:`hold_point` creates ``<file>.reached`` the ``n``-th time
-(default: first) the process passes ``point`` and waits there until ``<file>`` exists. The points:
+(default: first) the process passes ``point`` and waits there until ``<file>`` exists.
+``<file>.reached`` holds the pid of the held process (of the last one to get there, when several
+processes share the variables; each is held), and appears with it whole. The points:
 
 * ``imports``: the command line's signal handlers are in place, its modules not imported yet;
 * ``before_storage``: the data is loaded, the study's storage not opened (no database yet);
@@ -85,8 +87,10 @@ def hold_point(point: str, timeout_s: float = 300) -> None:
     if _passes[key] != int(count or 1):
         return
     release = os.environ[HOLD_FILE_ENVIRONMENT]
-    with open(f"{release}.reached", "w", encoding="utf-8"):
-        pass
+    # Written beside it, then renamed: a test that sees the file reads the pid whole.
+    with open(f"{release}.reached.{os.getpid()}", "w", encoding="utf-8") as reached:
+        reached.write(f"{os.getpid()}\n")
+    os.replace(f"{release}.reached.{os.getpid()}", f"{release}.reached")
     deadline = time.monotonic() + timeout_s
     while not os.path.exists(release) and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -91,33 +91,47 @@ def test_a_small_study_completes_exactly_on_the_cluster(tmp_path, openai_server,
 
 
 def test_a_dask_worker_killed_mid_trial_leaves_nothing_running(tmp_path, openai_server, fresh_postgres_url,
-                                                               dask_cluster):
-    spec = make_spec(tmp_path, openai_server, fresh_postgres_url, dask_cluster.scheduler_address, trials=3)
-    gate = EmbeddingGate(openai_server)
-    gate.open.clear()  # every trial waits at its first embedding request until a worker is killed
+                                                               monkeypatch):
+    # The cluster's worker processes hold at "mid_trial" (a configuration claimed, its evaluation
+    # not begun) until released: the trial killed is in flight whatever the load. (Waiting for a
+    # held embedding request instead, the trial first seen RUNNING could be another worker's that
+    # needed none, which ended before the kill.)
+    from distributed import LocalCluster
+
+    release = tmp_path / "release"
+    monkeypatch.setenv("CHUNKWISE_HOLD", "mid_trial")
+    monkeypatch.setenv("CHUNKWISE_HOLD_FILE", str(release))
     killed: list[int] = []
 
-    def kill_one() -> None:
-        if not gate.held.wait(120):
-            gate.open.set()
-            return
-        storage = make_storage(spec.storage, heartbeat_interval=None)
-        for _ in range(100):
+    def kill_one(spec: StudySpec) -> None:
+        try:
+            reached = Path(f"{release}.reached")
+            while not reached.exists():  # the run fails the test if it ends first (killed stays empty)
+                if done.wait(0.1):
+                    return
+            pid = int(reached.read_text())  # a held worker: its trial is RUNNING until released
+            storage = make_storage(spec.storage, heartbeat_interval=None)
             study = optuna.load_study(study_name=spec.study_name("handbook"), storage=storage)
-            running = [t for t in study.get_trials(states=(TrialState.RUNNING,)) if "worker" in t.user_attrs]
-            if running:
-                pid = int(running[0].user_attrs["worker"].split(":")[1])
-                os.kill(pid, signal.SIGKILL)
-                killed.append(running[0].number)
-                break
-            threading.Event().wait(0.2)
-        gate.open.set()
+            (held,) = [t for t in study.get_trials(states=(TrialState.RUNNING,))
+                       if int(t.user_attrs["worker"].split(":")[1]) == pid]
+            os.kill(pid, signal.SIGKILL)
+            killed.append(held.number)
+        finally:
+            release.touch()  # the other worker, and the killed one's replacement, go on
 
-    killer = threading.Thread(target=kill_one, daemon=True)
-    killer.start()
-    (outcome,) = run_study_spec(spec, progress=False, echo=lambda _: None)
-    killer.join(5)
-    assert killed, "no trial was running to kill"
+    done = threading.Event()
+    # Started after the variables are set: its worker processes inherit them (this process runs no trial).
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                      dashboard_address=None) as cluster:
+        spec = make_spec(tmp_path, openai_server, fresh_postgres_url, cluster.scheduler_address, trials=3)
+        killer = threading.Thread(target=kill_one, args=(spec,), daemon=True)
+        killer.start()
+        try:
+            (outcome,) = run_study_spec(spec, progress=False, echo=lambda _: None)
+        finally:
+            done.set()
+            killer.join(60)
+    assert killed, "no worker was held mid-trial"
     trials = trials_of(spec)
     assert not [t for t in trials if t.state == TrialState.RUNNING]
     complete = [t for t in trials if t.state == TrialState.COMPLETE and "duplicate_of" not in t.user_attrs]
