@@ -214,3 +214,27 @@ def test_requests_without_the_token_or_outside_the_corpus_are_refused(chromium, 
     tab.wait("document.readyState === 'complete' && document.body.textContent.includes('token')", "the refusal")
     assert "needs the token" in tab.evaluate("document.body.textContent")
     assert tab.evaluate("document.getElementById('doc')") is None
+
+
+def test_escape_discards_a_draft_and_reject_saves_no_edit(chromium, review_of, corpus):
+    folder, queries = corpus
+    review = review_of(folder, queries)
+    before = queries.read_bytes()
+    tab = chromium.tab()
+    tab.open(review.url)
+    start = GUIDE.index("Returns are")
+    tab.drag_select(start, start + len("Returns are"))
+    tab.key("n")
+    tab.wait("document.getElementById('qid').textContent === 'new question'", "the new question's draft")
+    tab.type("Never saved?")
+    tab.key("Escape")
+    tab.wait("document.getElementById('qid').textContent === 'q1'", "back to q1")
+    assert queries.read_bytes() == before
+    # A changed text, then reject: the question is rejected as it was written, the change dropped.
+    tab.evaluate("document.getElementById('question').focus(); document.getElementById('question').select()")
+    tab.type("A change that reject drops")
+    tab.evaluate("document.activeElement.blur()")
+    tab.key("r")
+    tab.wait("document.getElementById('qid').textContent === 'q2'", "q2 after rejecting q1")
+    q1 = review.by_id()["q1"]
+    assert (q1["review"], q1["question"]) == ("rejected", "How long is the warranty?")

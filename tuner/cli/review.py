@@ -32,6 +32,8 @@ def run(args: argparse.Namespace) -> int:
     from ..review import ReviewServer, ReviewStore, serve_review
     from ..tuning.run.processes import WorkerStopped, stop_handlers
 
+    if not 0 <= args.port <= 65535:
+        raise ChunkwiseError(f"--port {args.port}: a port is a number from 0 (a free one) to 65535")
     name, path = parse_corpus_spec(args.corpus)
     corpus = load_corpus(path, name, include=args.include or (), exclude=args.exclude or (),
                          keep_links=args.keep_links)
