@@ -225,3 +225,15 @@ def test_review_serves_until_sigterm(files, tmp_path):
     assert process.returncode == 0
     assert err.endswith(f"review stopped; every action is saved in {new}\n")
     assert len(load_evaluation_set(new, load_corpus(folder))) == 1
+
+
+def test_validate_leaves_rejected_questions_out_and_counts_each_state(files, capsys):
+    folder, queries = files
+    store = ReviewStore(queries, load_corpus(folder))
+    store.open()
+    store.act({"action": "reject", "id": "q1", "revision": 0})
+    store.act({"action": "accept", "id": "q2", "revision": 0})
+    assert main(["validate", "--corpus", str(folder), "--queries", str(queries)]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("7 queries, 7 references")
+    assert "read 8 questions: 6 generated not reviewed, 1 accepted; 1 rejected, left out\n" in err
