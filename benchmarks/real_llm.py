@@ -64,9 +64,14 @@ def load_average() -> str:
 
 
 def run_generate(server: LocalLLMServer, corpus_path: Path, attempts: int, passage_chars: int, excerpts: str,
-                 keep: Path | None, name: str | None = None) -> str:
+                 keep: Path | None, name: str | None = None, minutes: float | None = None) -> str:
+    """``attempts`` passages asked about (or as many as ``minutes`` allow), one at a time so that a
+    passage whose every reply is unusable is counted, not the end of the run (the command stops
+    there); then the yield at each filter, the round trip, the lexical overlap and the kept
+    questions for a hand check."""
     import tuner
-    from tuner.data.generate import generate_evaluation_set
+    from tuner.data.generate import GenerationReport, generate_evaluation_set, round_trip
+    from tuner.data.lexical import LexicalOverlap
     from tuner.embedding import EmbeddingCache
     from tuner.llm.client import LLMClient, LLMError
 
@@ -74,41 +79,39 @@ def run_generate(server: LocalLLMServer, corpus_path: Path, attempts: int, passa
     embedder = tuner.EmbedderConfig().build(EmbeddingCache())
     client = LLMClient(model=server.model, base_url=server.base_url, api_key="none", max_retries=2)
     out = Path(os.environ["CHUNKWISE_CACHE_DIR"]) / "generated.jsonl"
-    rejected: dict[str, int] = {}
-    kept = 0
+    total = GenerationReport()
+    unusable = 0
     started = time.perf_counter()
+    deadline = started + minutes * 60 if minutes else float("inf")
     for seed in range(attempts):
+        if time.perf_counter() > deadline:
+            break
         try:
-            report = generate_evaluation_set(corpus, out, kept + 1, client, embedder, max_attempts=1, seed=seed,
-                                             passage_chars=passage_chars, excerpts=excerpts, echo=lambda line: None)
-        except LLMError as exc:  # no reply to this passage held a question: the CLI stops here
-            reason = "no usable reply" if "gave no usable reply" in str(exc) else str(exc)
-            rejected[reason] = rejected.get(reason, 0) + 1
+            report = generate_evaluation_set(corpus, out, total.accepted + 1, client, embedder, max_attempts=1,
+                                             seed=seed, passage_chars=passage_chars, excerpts=excerpts,
+                                             echo=lambda line: None)
+        except LLMError:  # no reply to this passage (or to its critique) was usable, after the retries
+            unusable += 1
+            total.attempts += 1
             continue
-        kept += report.accepted
-        for reason, count in report.rejected.items():
-            rejected[reason] = rejected.get(reason, 0) + count
-    seconds = time.perf_counter() - started
-    no_question = rejected.get("no usable reply", 0)
-    without = rejected.get("question without excerpts", 0)
-    not_found = rejected.get("reference not in the text", 0)
-    parsed = attempts - no_question - rejected.get("no sentence to ask about", 0)
-    located = parsed - without - not_found
+        total.attempts += report.attempts
+        total.accepted += report.accepted
+        total.rejected.update(report.rejected)
+    total.seconds = time.perf_counter() - started
     lines = [f"corpus {corpus_path} ({len(corpus)} documents), model {server.model}, passages of {passage_chars} "
-             f"characters, excerpts picked by the {excerpts if excerpts == 'model' else 'sampler'}",
-             "| attempts | HTTP requests | parsed (a question) | located (every excerpt found) | kept | "
-             "s per attempt | s per kept question |",
-             "|---|---|---|---|---|---|---|",
-             f"| {attempts} | {server.requests('/v1/chat/completions')} | {parsed} | {located} | {kept} | "
-             f"{seconds / attempts:.1f} | {seconds / kept:.1f} |" if kept else
-             f"| {attempts} | {server.requests('/v1/chat/completions')} | {parsed} | {located} | 0 | "
-             f"{seconds / attempts:.1f} | - |",
-             "rejections: " + (", ".join(f"{reason}: {count}" for reason, count in sorted(rejected.items()))
-                               or "none")]
-    if kept:
+             f"characters, excerpts picked by the {excerpts if excerpts == 'model' else 'sampler'}; "
+             f"{server.requests('/v1/chat/completions')} HTTP requests (questions and critiques), "
+             f"{unusable} passages without a usable reply after the retries (counted as requests, kept nowhere)",
+             total.yield_table()]
+    if total.accepted:
+        evalset = tuner.load_evaluation_set(out, corpus)
+        found, questions = round_trip(evalset, corpus)
+        lines.append(f"round trip: {found} of {questions} find their excerpt in BM25's top 5")
+        if lexical := LexicalOverlap.of(evalset):
+            lines.append(lexical.describe())
         lines.append("kept questions, each with its excerpts (for a hand check):")
         lines += [f"- {q.id} {q.question}  <=  " + " / ".join(" ".join(r.content.split()) for r in q.references)
-                  for q in tuner.load_evaluation_set(out, corpus)]
+                  for q in evalset]
         if keep is not None:
             shutil.copyfile(out, keep)
             lines.append(f"kept questions written to {keep}")
@@ -281,7 +284,9 @@ def run_context(server: LocalLLMServer, max_document_tokens: int, size: int) -> 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("what", choices=("generate", "chunk", "context"))
-    parser.add_argument("--model", default="smollm2", help="smollm2 or gemma3 (benchmarks/llm_server.py)")
+    parser.add_argument("--model", default="smollm2",
+                        help="qwen2.5-coder-1.5b (the bundled writer), smollm2 or gemma3 (benchmarks/llm_server.py)")
+    parser.add_argument("--minutes", type=float, help="generate: stop asking after this many minutes")
     parser.add_argument("--corpus", type=Path, default=REALDOCS_TEXT, help="generate: the corpus (realdocs text)")
     parser.add_argument("--attempts", type=int, default=10, help="generate: passages asked about (10)")
     parser.add_argument("--passage-chars", type=int, default=4000, help="generate: characters per passage (4000)")
@@ -319,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"before: {load_average()}", flush=True)
                 if args.what == "generate":
                     table = run_generate(server, args.corpus, args.attempts, args.passage_chars, args.excerpts,
-                                         args.keep, args.name)
+                                         args.keep, args.name, args.minutes)
                 elif args.what == "context":
                     table = run_context(server, args.max_document_tokens, args.size)
                 else:

@@ -92,7 +92,8 @@ def test_generate_keeps_only_questions_whose_excerpts_are_in_the_document(endpoi
     if status == 0:  # queries kept: every excerpt is the document's text at its offsets
         evalset = tuner.load_evaluation_set(out, tuner.load_corpus(corpus))  # validates every offset
         text = (corpus / "topics.md").read_text(encoding="utf-8")
-        assert len(evalset) >= 1 and all(text[r.start:r.end] == r.content for q in evalset for r in q.references)
+        assert len(evalset) >= 1
+        assert all(text[r.start_index:r.end_index] == r.content for q in evalset for r in q.references)
         assert f"{len(evalset)} queries ({len(evalset)} new from 2 requests" in printed.out
     elif status == 1:  # nothing kept: said so, with every rejection counted, and no file
         assert "0 queries (0 new from 2 requests; rejected: " in printed.out and not out.exists()
@@ -107,6 +108,32 @@ def test_generate_keeps_only_questions_whose_excerpts_are_in_the_document(endpoi
     assert main([*command[:3], str(again), *command[4:]]) == status
     assert endpoint.requests("/v1/chat/completions") == sent
     assert (again.read_text() if again.exists() else None) == (out.read_text() if out.exists() else None)
+
+
+def test_the_bundled_writer_keeps_questions_at_exact_offsets(tmp_path, monkeypatch, capsys):
+    """``generate --bundled``: the command starts Qwen2.5-Coder-1.5B on llama.cpp itself (its 22
+    packages assembled into the cache and checked), asks, filters and stops it."""
+    from tuner.llm.local_server import QUESTION_WRITER, LLMServerUnavailable
+
+    try:
+        QUESTION_WRITER.gguf()  # in the user's cache: 1.1 GB, assembled once, checked on each use
+    except LLMServerUnavailable as exc:
+        pytest.skip(f"no bundled writer here: {exc}")
+    monkeypatch.setenv("CHUNKWISE_LLM_TIMEOUT_S", str(ANSWER_TIMEOUT_S))
+    corpus = tmp_path / "docs"
+    corpus.mkdir()
+    shutil.copy(TEXTS / "topics.md", corpus / "topics.md")
+    out = tmp_path / "generated.jsonl"
+    status = main(["generate", str(corpus), "-o", str(out), "--n", "2", "--max-attempts", "4", "--bundled",
+                   "--relevance-threshold", "0", "--passage-chars", "1500"])
+    printed = capsys.readouterr()
+    assert status in (0, 1), printed.err
+    assert "filter" in printed.out and "critique: not standalone" in printed.out  # the yield table
+    if out.exists():
+        evalset = tuner.load_evaluation_set(out, tuner.load_corpus(corpus))  # validates every offset
+        text = (corpus / "topics.md").read_text(encoding="utf-8")
+        assert all(text[r.start_index:r.end_index] == r.content for q in evalset for r in q.references)
+        assert all(q.question.endswith("?") for q in evalset)
 
 
 def test_llm_chunker_gives_exact_chunks_and_asks_once(server, tmp_path):
