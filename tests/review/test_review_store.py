@@ -237,3 +237,25 @@ def test_validate_leaves_rejected_questions_out_and_counts_each_state(files, cap
     out, err = capsys.readouterr()
     assert out.startswith("7 queries, 7 references")
     assert "read 8 questions: 6 generated not reviewed, 1 accepted; 1 rejected, left out\n" in err
+
+
+def test_a_killed_review_keeps_every_action_it_answered(files):
+    folder, queries = files
+    process = subprocess.Popen([sys.executable, "-m", "tuner.cli", "review", "--corpus", str(folder),
+                                "--queries", str(queries)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                               text=True)
+    try:
+        base, token = process.stdout.readline().split(" at ", 1)[1].split()[0].split("?token=")
+        for i in range(1, 6):
+            action = {"action": "reject" if i == 3 else "accept", "id": f"q{i}", "revision": 0}
+            request = urllib.request.Request(base + "api/action", method="POST", data=json.dumps(action).encode(),
+                                             headers={"X-Chunkwise-Token": token})
+            urllib.request.urlopen(request, timeout=10).read()
+    finally:
+        process.kill()  # SIGKILL: no clean-up runs
+        process.communicate(timeout=30)
+    saved = records(queries)
+    assert [saved[f"q{i}"].get("review") for i in range(1, 9)] == ["accepted", "accepted", "rejected", "accepted",
+                                                                   "accepted", None, None, None]
+    assert len(load_evaluation_set(queries, load_corpus(folder))) == 7
+    assert sorted(p.name for p in queries.parent.iterdir()) == ["docs", "q.jsonl"]  # no temporary file
