@@ -146,6 +146,24 @@ def test_many_writers_at_once_lose_no_write(files):
     assert len(load_evaluation_set(queries, corpus)) == 12
 
 
+def test_two_reviews_of_one_file_lose_no_write(files):
+    folder, queries = files  # two servers (two processes' stores) on one file: each action waits for the other's
+    corpus = load_corpus(folder)
+    stores = [ReviewStore(queries, corpus), ReviewStore(queries, corpus)]
+    stores[0].open()
+    new = [threading.Thread(target=stores[i % 2].act, args=({"action": "new", "question": f"New {i}?",
+                                                               "references": [ref(TEXT, "30 days")]},))
+           for i in range(20)]
+    for thread in new:
+        thread.start()
+    for thread in new:
+        thread.join()
+    saved = records(queries)
+    assert sorted(r["question"] for r in saved.values() if r["id"].startswith("r")) == sorted(
+        f"New {i}?" for i in range(20))
+    assert len(saved) == 28
+
+
 def test_a_changed_document_marks_its_questions_stale(files):
     folder, queries = files
     write(queries, [

@@ -9,7 +9,8 @@ Two pages on one file (two tabs, or a page and an editor) never overwrite each o
 is a patch of one question applied to the file as it is now, and each question carries a
 ``"revision"`` that every change raises. An action made on an older revision of its question
 (another tab changed it since) is refused with a message saying so; actions on other questions
-go through.
+go through. Two reviews of one file (two processes) take turns the same way: an action holds an
+exclusive ``flock`` of the file's folder while it reads, patches and writes.
 
 Opening the file checks it against the corpus: a question about another corpus, or naming a
 document the corpus does not hold, means the file was written for other documents, and the
@@ -21,10 +22,13 @@ question whose excerpt is gone is left out of ``tune`` until then.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
 import threading
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -78,10 +82,29 @@ class ReviewStore:
     def __init__(self, path: str | Path, corpus: Corpus) -> None:
         self.path = Path(path)
         self.corpus = corpus
-        self.lock = threading.Lock()
+        self.lock = threading.Lock()  # see :meth:`locked`
         if self.path.suffix.lower() == ".csv":
             raise EvaluationSetError(f"{self.path}: review reads and writes chunkwise JSONL; convert the CSV first "
                                      f"(chunkwise validate with {option('output', 'questions.jsonl')})")
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the file: this store's lock (its server's threads) and an exclusive ``flock`` of the
+        file's folder (another ``chunkwise review`` of a file there waits too; the file itself is
+        replaced by each write, so it cannot hold the lock). Where ``flock`` is missing, the thread
+        lock alone."""
+        with self.lock:
+            try:
+                import fcntl
+            except ImportError:  # not a POSIX system
+                yield
+                return
+            folder = os.open(self.path.parent if str(self.path.parent) else ".", os.O_RDONLY)
+            try:
+                fcntl.flock(folder, fcntl.LOCK_EX)
+                yield
+            finally:
+                os.close(folder)  # releases the flock
 
     # ----------------------------------------------------------------------------------- reading
 
@@ -89,7 +112,7 @@ class ReviewStore:
         """Check the file against the corpus, mark stale questions, give every question its id;
         saved when anything changed. Raises :class:`EvaluationSetError` when the file does not
         match the corpus."""
-        with self.lock:
+        with self.locked():
             records = self._read()
             self._check_matches(records)
             named = relocated = missing = 0
@@ -110,7 +133,7 @@ class ReviewStore:
 
     def state(self) -> dict[str, Any]:
         """Every question as the page shows it, the documents, and the progress counts."""
-        with self.lock:
+        with self.locked():
             records = [r for _, r in self._read()]
         return {"corpus": self.corpus.name, "file": str(self.path), "documents": [d.id for d in self.corpus],
                 "questions": [self.view(r) for r in records], "counts": counts(records),
@@ -156,7 +179,7 @@ class ReviewStore:
         if not isinstance(action, dict) or action.get("action") not in ACTIONS:
             raise ReviewError(f"an action is a JSON object whose \"action\" is one of {', '.join(ACTIONS)}")
         kind = action["action"]
-        with self.lock:
+        with self.locked():
             records = [r for _, r in self._read()]
             if kind == "new":
                 record = self._new(records, action)
