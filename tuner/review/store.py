@@ -291,7 +291,7 @@ class ReviewStore:
                 document = ref.get("document") if isinstance(ref, dict) else None
                 if not isinstance(ref, dict) or not isinstance(ref.get("content"), str):
                     problems.append(f"{where}: a reference needs a \"document\" and its \"content\"")
-                elif document not in self.corpus:
+                elif document not in self.corpus and record.get("review") != "rejected":  # rejected: left out anyway
                     problems.append(f"{where}: names document {document!r}, which the corpus does not hold")
             if record.get("review") not in (None, *REVIEWS):
                 problems.append(f"{where}: \"review\" must be one of {', '.join(REVIEWS)}")
