@@ -8,7 +8,9 @@ does, and what does one more configuration cost with each?
   trial pays today;
 * *late*: late chunking (``tuner/embedding/late.py``): MiniLM reads each document once, in
   overlapping windows (*the proxy pass*), and a configuration's chunk vectors are pooled from
-  those token embeddings; questions are embedded once (cached), as a study does;
+  those token embeddings, each from what the model reads of its chunk (its first 254 word pieces),
+  as a study's proxy rung scores it (``evaluate_rungs`` behind ``fidelity: {proxy: late}``);
+  questions are embedded once (cached), as a study does;
 * *late-bf16*: the late path with the pass at bf16 (``torch.autocast``), measured only where the
   CPU computes bf16 natively (the pass is the proxy's whole model cost; its questions are
   embedded at bf16 too, as the whole proxy runs at one precision);
@@ -118,6 +120,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     from tuner.embedding.late import LateChunkingEmbedder, TokenEmbeddingCache
     from tuner.embedding.sentence_transformers import cpu_supports_bf16
     from tuner.evaluation.config import EvaluationConfig
+    from tuner.evaluation.evaluator import evaluate_rungs
+    from tuner.evaluation.fidelity import Fidelity
     from tuner.retrieval.config import RetrievalConfig
     from tuner.text.tokens import count_tokens
 
@@ -132,7 +136,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         base = SentenceTransformerEmbedder(precision=precision, cache=questions)
         late = LateChunkingEmbedder(base, tokens=TokenEmbeddingCache(work / f"tokens-{precision}"))
         late.document_tokens("warm up")
-        embedders[path] = (late, EmbedderConfig(precision=precision, late_chunking=True))
+        embedders[path] = (late, EmbedderConfig(precision=precision))  # scored as the proxy rung (below)
     static = StaticEmbedder(folder=args.static_folder) if args.static_folder else StaticEmbedder()
     passes: dict[str, Any] = {}
     started = time.perf_counter()
@@ -153,7 +157,11 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             for path, (model, embedder) in embedders.items():
                 config = EvaluationConfig(ChunkerConfig(name, params).resolved(), embedder, RetrievalConfig(k=K))
                 started = time.perf_counter()
-                result = tuner.evaluate(corpus, evalset, config, embedder=model, cache=None)
+                if path in lates:  # the proxy rung of a study, as the product scores it
+                    result = next(evaluate_rungs(corpus, evalset, config, Fidelity(proxy="late"), embedder=model.base,
+                                                 proxy=model))
+                else:
+                    result = tuner.evaluate(corpus, evalset, config, embedder=model, cache=None)
                 seconds = time.perf_counter() - started
                 per_question = result.scores.at(K)["recall"]
                 table[path][label(name, params)] = {"recall": float(per_question.mean()), "seconds": seconds,
