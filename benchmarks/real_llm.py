@@ -70,9 +70,10 @@ def run_generate(server: LocalLLMServer, corpus_path: Path, attempts: int, passa
     there); then the yield at each filter, the round trip, the lexical overlap and the kept
     questions for a hand check."""
     import tuner
-    from tuner.data.generate import GenerationReport, generate_evaluation_set, round_trip
+    from tuner.data.generate import GenerationReport, generate_evaluation_set
     from tuner.data.lexical import LexicalOverlap
     from tuner.embedding import EmbeddingCache
+    from tuner.evaluation.round_trip import round_trip
     from tuner.llm.client import LLMClient, LLMError
 
     corpus = tuner.load_corpus(corpus_path, name=name)

@@ -60,7 +60,8 @@ def test_a_changed_file_of_the_right_size_is_one_message(parts, tmp_path):
     data = bytearray(path.read_bytes())
     data[10] ^= 1
     path.write_bytes(bytes(data))
-    with pytest.raises(LLMServerUnavailable, match=r"fake.gguf has sha256 [0-9a-f]{16}\.\.\., not .* \(it was changed\)"):
+    changed = r"fake.gguf has sha256 [0-9a-f]{16}\.\.\., not .* \(it was changed\)"
+    with pytest.raises(LLMServerUnavailable, match=changed):
         assembled(_model(), tmp_path / "models")
 
 

@@ -390,12 +390,17 @@ def test_no_quota_is_fatal_but_rate_limiting_is_not():
 def good_reply(body) -> str:
     passage = body["messages"][-1]["content"].split("<passage>\n", 1)[1].split("\n</passage>", 1)[0]
     sentence = next(line for line in passage.splitlines() if len(line) > 40)
-    return json.dumps({"question": f"What about {sentence[:30]}?", "references": [{"content": sentence}]})
+    # A question in other words than its excerpt (one that copies it is rejected), one per sentence.
+    return json.dumps({"question": f"Which handbook rule takes {len(sentence)} characters to state?",
+                       "references": [{"content": sentence}]})
 
 
 def generate_argv(out: Path, base_url: str, n: int = 3) -> list[str]:
+    """The stub writes every question; these tests are about what a failure leaves in the file, so
+    the critique's request (tested in tests/data/test_generate_filters.py) is left out."""
     return ["generate", str(EXAMPLE), "-o", str(out), "--n", str(n), "--base-url", base_url, "--model", "stub-llm",
-            "--embedder", "openai:stub-embed", "--relevance-threshold", "-1", "--duplicate-threshold", "1"]
+            "--embedder", "openai:stub-embed", "--relevance-threshold", "-1", "--duplicate-threshold", "1",
+            "--no-critique"]
 
 
 def test_generate_without_a_key_creates_no_file(openai_server, tmp_path, capsys, monkeypatch):

@@ -13,6 +13,7 @@ import tuner
 from tuner.cli import main
 from tuner.data.corpus import Corpus
 from tuner.data.document import Document
+from tuner.data.evalset import Query, Reference
 from tuner.data.generate import (
     CRITIQUE_INSTRUCTIONS,
     CRITIQUE_SCHEMA,
@@ -20,9 +21,8 @@ from tuner.data.generate import (
     GenerationReport,
     PassageSampler,
     generate_evaluation_set,
-    round_trip,
 )
-from tuner.data.evalset import Query, Reference
+from tuner.evaluation.round_trip import round_trip
 from tuner.llm.client import LLMClient
 
 from fakes import HashedWordsEmbedder

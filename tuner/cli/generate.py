@@ -101,8 +101,9 @@ def bundled_writer(args: argparse.Namespace):
 
 def _generate(args: argparse.Namespace, corpus, embedder, client) -> int:
     from ..data.evalset import load_evaluation_set
-    from ..data.generate import ROUND_TRIP_K, ROUND_TRIP_SIZE, generate_evaluation_set, round_trip
+    from ..data.generate import generate_evaluation_set
     from ..data.lexical import LexicalOverlap
+    from ..evaluation.round_trip import ROUND_TRIP_K, ROUND_TRIP_SIZE, round_trip
 
     report = generate_evaluation_set(
         corpus, args.output, args.n, client, embedder, passage_chars=args.passage_chars,

@@ -5,7 +5,7 @@ way a team's users really ask; generated questions are often written that way (a
 the excerpt copies its terms). So every evaluation set, hand-written or generated, is measured
 the same way and the figure shown wherever the set is read (``validate``, ``tune``'s summary).
 
-A question's *content words* are BM25's terms of it (:func:`~tuner.retrieval.bm25.bm25_tokenize`:
+A question's *content words* are BM25's terms of it (:func:`~tuner.text.terms.bm25_tokenize`:
 lower-cased words of two or more letters or digits, Lucene's English stopwords removed,
 Snowball-stemmed, so "configured" and "configuration" meet as BM25 would match them) without
 the words that make it a question (:data:`QUESTION_WORDS`, stemmed alike). Its *overlap* is the
@@ -28,6 +28,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from ..text.terms import bm25_tokenize
 from .evalset import EvaluationSet, Query
 
 #: Words that make a sentence a question rather than say what it is about.
@@ -42,8 +43,6 @@ LEXICAL_WARNING = 0.75
 
 @lru_cache(maxsize=1)
 def _question_terms() -> frozenset[str]:
-    from ..retrieval.bm25 import bm25_tokenize
-
     return frozenset(term for terms in bm25_tokenize(list(QUESTION_WORDS)) for term in terms)
 
 
@@ -53,8 +52,6 @@ def content_words(texts: Iterable[str]) -> list[set[str]]:
     >>> sorted(content_words(["How does the scheduler order queued jobs?"])[0])
     ['job', 'order', 'queu', 'schedul']
     """
-    from ..retrieval.bm25 import bm25_tokenize
-
     asked = _question_terms()
     return [set(terms) - asked for terms in bm25_tokenize(list(texts))]
 

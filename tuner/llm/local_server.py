@@ -59,8 +59,8 @@ LLM_INSTALL_HINT = "pip install -e '.[llm]'"
 _ACCESS_LINE = re.compile(r'"(?P<method>[A-Z]+) (?P<path>/\S*) HTTP/[\d.]+" (?P<status>\d{3})')
 #: How to rebuild llama-cpp-python for a CPU whose AMX instructions the system refuses (the
 #: default build uses every instruction the compiler sees on the CPU).
-REBUILD_HINT = ("CMAKE_ARGS='-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=ON' "
-                "pip install --force-reinstall --no-deps --no-cache-dir llama-cpp-python")
+REBUILD_HINT = ("reinstall llama-cpp-python from source (pip's force-reinstall, no-deps and no-cache-dir options) "
+                "with CMAKE_ARGS='-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=ON'")
 #: Bytes read at a time while a model file is assembled or checked.
 _BLOCK = 1 << 22
 
@@ -281,14 +281,19 @@ class LocalLLMServer:
             raise RuntimeError("the server is not started")
         return self._log_path
 
-    def command(self, gguf: Path) -> list[str]:
-        command = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", self.model,
-                   "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(self.n_ctx),
-                   "--logits_all", str(self.logits_all).lower(),
-                   "--n_threads", str(self.threads), "--n_threads_batch", str(self.threads)]
+    def settings(self, gguf: Path) -> dict[str, str]:
+        """The server's settings (llama-cpp-python's ``ServerSettings`` and ``ModelSettings``)."""
+        settings = {"model": str(gguf), "model_alias": self.model, "host": "127.0.0.1", "port": str(self.port),
+                    "n_ctx": str(self.n_ctx), "logits_all": str(self.logits_all).lower(),
+                    "n_threads": str(self.threads), "n_threads_batch": str(self.threads)}
         if chat_format := MODELS[self.model].chat_format:
-            command += ["--chat_format", chat_format]
-        return command
+            settings["chat_format"] = chat_format
+        return settings
+
+    def command(self, gguf: Path) -> list[str]:
+        """``python -m llama_cpp.server`` with :meth:`settings`, each given as its option."""
+        options = [part for name, value in self.settings(gguf).items() for part in (f"--{name}", value)]
+        return [sys.executable, "-m", "llama_cpp.server", *options]
 
     def start(self, timeout_s: float = START_TIMEOUT_S) -> LocalLLMServer:
         gguf = MODELS[self.model].gguf()  # first: a wrong model file is said even where no server is installed
@@ -331,7 +336,7 @@ class LocalLLMServer:
             raise LLMServerFailed(
                 f"the llama.cpp server ({self.model}) died of an illegal instruction at its first completion: "
                 "llama-cpp-python was built for instructions this machine refuses (AMX tiles, in a container that "
-                f"does not grant them); rebuild it without them: {REBUILD_HINT}")
+                f"does not grant them); {REBUILD_HINT}")
         raise LLMServerFailed(f"the llama.cpp server ({self.model}) exited with status {status} at its first "
                               f"completion: {self._log_tail()}")
 

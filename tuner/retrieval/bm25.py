@@ -14,35 +14,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..errors import ChunkwiseError, option
+from ..text.terms import BM25_TOKENIZER, bm25_tokenize
 from .ranking import Ranked, top_rows
 
-#: How BM25 reads text (recorded with a persisted index, which refuses another reading).
-BM25_TOKENIZER = {"lower": True, "token_pattern": r"(?u)\b\w\w+\b", "stopwords": "en", "stemmer": "snowball-english"}
 BM25_PARAMS = {"method": "lucene", "k1": 1.5, "b": 0.75}
-
-
-@lru_cache(maxsize=1)
-def _stemmer():
-    import Stemmer
-
-    return Stemmer.Stemmer("english")
-
-
-def bm25_tokenize(texts: Sequence[str]) -> list[list[str]]:
-    """BM25's terms of each text (see the module docstring for the choices)."""
-    import bm25s
-
-    if not texts:
-        return []
-    return bm25s.tokenize(list(texts), lower=True, token_pattern=BM25_TOKENIZER["token_pattern"], stopwords="en",
-                          stemmer=_stemmer(), return_ids=False, show_progress=False)
 
 
 class BM25Index:
