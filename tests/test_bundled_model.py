@@ -47,6 +47,32 @@ def test_the_parts_are_assembled_in_order_once(parts, tmp_path):
     assert assembled(_model(), tmp_path / "models") == path and path.stat().st_mtime_ns == before  # checked, kept
 
 
+def test_an_assembly_killed_midway_leaves_nothing_for_good(parts, tmp_path):
+    # A process killed while it concatenated left its partial file; one still running keeps its own.
+    import subprocess
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    models = tmp_path / "models"
+    models.mkdir()
+    (models / f".fake.gguf.{gone.pid}.partial").write_bytes(b"GGUF" + b"a" * 10)
+    running = models / f".fake.gguf.{os.getppid()}.partial"
+    running.write_bytes(b"x")
+    assembled(_model(), models)
+    assert not (models / f".fake.gguf.{gone.pid}.partial").exists()
+    assert running.exists() and (models / "fake.gguf").read_bytes() == b"".join(PARTS)
+
+
+def test_bundled_takes_no_other_model(tmp_path, capsys):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("The scheduler runs each job once per window, in the order the jobs arrived.\n")
+    code = main(["generate", str(docs), "-o", str(tmp_path / "q.jsonl"), "--bundled", "--model", "gpt-4o-mini",
+                 "--embedder", "openai:none"])
+    err = capsys.readouterr().err
+    assert code == 2 and "chunkwise: error: --bundled runs its own model: leave out --model and --base-url" in err
+
+
 def test_a_partial_file_is_one_message(parts, tmp_path):
     path = assembled(_model(), tmp_path / "models")
     with open(path, "r+b") as handle:

@@ -181,6 +181,7 @@ def assembled(model: BundledModel, folder: Path | None = None) -> Path:
         return target
     files = part_files(model)  # before writing anything: a missing part is its own message
     private_dir(target.parent)
+    _remove_dead_partials(target)
     partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
     try:
         with open(partial, "wb") as out:
@@ -203,6 +204,25 @@ def assembled(model: BundledModel, folder: Path | None = None) -> Path:
     finally:
         partial.unlink(missing_ok=True)
     return target
+
+
+def _remove_dead_partials(target: Path) -> None:
+    """Remove what an assembly killed midway left (``.NAME.PID.partial`` of a process that is gone):
+    a gigabyte each, never renamed into place, and never reclaimed otherwise."""
+    for partial in target.parent.glob(f".{target.name}.*.partial"):
+        pid = partial.name[len(target.name) + 2: -len(".partial")]
+        if pid.isdigit() and not _alive(int(pid)):
+            partial.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def _assembled_gemma() -> Path:
