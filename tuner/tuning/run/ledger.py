@@ -27,6 +27,7 @@ IMMEDIATE`` (see :mod:`.storage`); PostgreSQL locks the study's target row
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import time
 from dataclasses import dataclass
@@ -82,6 +83,15 @@ _TRIALS = sa.Table(
     sa.Column("number", sa.Integer),
     sa.Column("study_id", sa.Integer),
     sa.Column("state", sa.String(16)),
+)
+
+#: Optuna's trial user attributes (written here only by :meth:`Ledger.own_waiting`, as Optuna writes them).
+_TRIAL_USER_ATTRS = sa.Table(
+    "trial_user_attributes", sa.MetaData(),
+    sa.Column("trial_user_attribute_id", sa.Integer, primary_key=True),
+    sa.Column("trial_id", sa.Integer),
+    sa.Column("key", sa.String(512)),
+    sa.Column("value_json", sa.Text),
 )
 
 
@@ -306,6 +316,24 @@ class Ledger:
                          .values(reusable=False))
 
     # --- workers -----------------------------------------------------------------------------
+    def own_waiting(self, trial_id: int, key: str, worker_id: str) -> bool:
+        """Name ``worker_id`` the owner of trial ``trial_id`` (its user attribute ``key``) only while
+        the trial is WAITING, in one transaction holding the trial's row; False when it no longer
+        waits. Two workers racing for a waiting trial both write before one of them takes it: the
+        loser's write cannot land after the winner has taken it and named itself again."""
+        attrs = _TRIAL_USER_ATTRS
+        value = json.dumps(worker_id)
+        with self.engine.begin() as conn:
+            query = sa.select(_state()).where(_TRIALS.c.trial_id == trial_id)
+            if self._postgres:
+                query = query.with_for_update()
+            if conn.execute(query).scalar_one_or_none() != "WAITING":
+                return False
+            where = (attrs.c.trial_id == trial_id, attrs.c.key == key)
+            if not conn.execute(sa.update(attrs).where(*where).values(value_json=value)).rowcount:
+                conn.execute(sa.insert(attrs).values(trial_id=trial_id, key=key, value_json=value))
+        return True
+
     def register(self, study_id: int, worker_id: str) -> int:
         """Record a worker joining the study; returns its ordinal (0, 1, 2, ... per study)."""
         now = time.time()

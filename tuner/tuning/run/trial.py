@@ -428,9 +428,14 @@ def ask_owned(study: optuna.Study, worker_id: str) -> optuna.Trial:
 def _take_trial(study: optuna.Study, worker_id: str) -> int:
     """The id of a WAITING trial this worker now runs, or of a new one created with its owner."""
     storage = study._storage
+    ledger: Ledger | None = None
     for waiting in study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+        ledger = ledger or Ledger(getattr(storage, "_backend", storage))  # Optuna's cache wraps the RDB storage
         try:
-            storage.set_trial_user_attr(waiting._trial_id, WORKER_ATTR, worker_id)
+            # Named only while it waits: a loser of the race never writes over the winner's name,
+            # which would make the winner's trial look like the loser's (reclaimed when the loser ends).
+            if not ledger.own_waiting(waiting._trial_id, WORKER_ATTR, worker_id):
+                continue  # another worker took it
             if not storage.set_trial_state_values(waiting._trial_id, state=TrialState.RUNNING):
                 continue  # another worker took it
         except UpdateFinishedTrialError:
