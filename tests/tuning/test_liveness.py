@@ -76,6 +76,27 @@ def test_a_queued_retry_is_owned_before_it_runs(tmp_path):
     assert reclaim(study, ledger, study_id, grace_period=HOUR, max_retry=0) == [0]
 
 
+def test_the_loser_of_a_race_for_a_queued_trial_never_names_itself_its_owner(tmp_path, monkeypatch):
+    # Issue 29, item 7: two workers saw the same queued trial; the winner took it and named itself,
+    # then the loser's name landed on it, so the winner's trial looked like the loser's (reclaimed
+    # when the loser ended, or not when the winner died). Here the loser reads the queue as it was
+    # before the winner took the trial.
+    storage, study, ledger, study_id = _study(tmp_path)
+    study.enqueue_trial({})
+    winner, loser = new_worker_id(), new_worker_id()
+    for worker in (winner, loser):
+        ledger.register(study_id, worker)
+    seen = study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+    taken = ask_owned(study, winner)
+    real = study.get_trials
+    monkeypatch.setattr(study, "get_trials", lambda *args, states=None, **kwargs: (
+        seen if states == (TrialState.WAITING,) else real(*args, states=states, **kwargs)))
+    other = ask_owned(study, loser)
+    assert (taken.number, other.number) == (0, 1)  # the loser made a trial of its own
+    assert storage.get_trial(taken._trial_id).user_attrs == {WORKER_ATTR: winner}
+    assert storage.get_trial(other._trial_id).user_attrs == {WORKER_ATTR: loser}
+
+
 def test_a_killed_workers_row_gets_its_end(tmp_path):
     _, _, ledger, study_id = _study(tmp_path)
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
