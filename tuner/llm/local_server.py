@@ -243,12 +243,14 @@ def _assembled_gemma() -> Path:
 
 
 def _die_with_parent() -> None:
-    """In the server's process before it starts (Linux): SIGTERM when the process that started it
-    dies, however it dies (a killed test run or benchmark leaves no server behind)."""
+    """In the server's process before it starts (Linux): SIGKILL when the process that started it
+    dies, however it dies (a killed test run, benchmark or ``generate --bundled`` leaves no server
+    behind). Not SIGTERM: uvicorn answers that by finishing the request in flight, minutes of a CPU
+    model's writing for nobody; the server holds nothing to save."""
     import ctypes
 
     pr_set_pdeathsig = 1
-    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
 
 
 def missing_modules() -> list[str]:
