@@ -419,8 +419,9 @@ def test_generate_on_pdfs_then_tune_and_refuse_a_changed_converter(tmp_path, ope
     queries = tmp_path / "shore.jsonl"
     client = LLMClient(model="stub-llm", base_url=openai_server.base_url, cache_path=tmp_path / "llm.sqlite3")
     corpus = tuner.load_corpus(folder)
+    # The stub writes questions, not critiques: the critique is tested in test_generate_filters.py.
     report = generate_evaluation_set(corpus, queries, 4, client, HashedWordsEmbedder(), relevance_threshold=0.0,
-                                     duplicate_threshold=1.0)
+                                     duplicate_threshold=1.0, critique=False)
     assert report.accepted == 4
     evalset = tuner.load_evaluation_set(queries, corpus)  # validates every offset against the converted text
     for query in evalset:
