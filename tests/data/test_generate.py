@@ -47,12 +47,12 @@ def is_critique(body) -> bool:
     return body["messages"][-1]["content"].startswith(CRITIQUE_INSTRUCTIONS)
 
 
-def answer_with(question_of, reference_of=sentence_from, critique=(5, 5)):
+def answer_with(question_of, reference_of=sentence_from, critique=5):
     """A model that writes ``question_of(reference)`` about the passage's ``reference_of(passage)``,
-    and rates every question it is asked to critique ``critique`` (answered, standalone)."""
+    and rates every question it is asked to critique ``critique``."""
     def handler(body):
         if is_critique(body):
-            return json.dumps({"answered": critique[0], "standalone": critique[1]})
+            return json.dumps({"answered": critique})
         passage = passage_of(body)
         reference = reference_of(passage)
         return json.dumps({"question": question_of(reference), "references": [{"content": reference}]})

@@ -45,13 +45,11 @@ def client(openai_server, tmp_path):
                      cache_path=tmp_path / "llm.sqlite3")
 
 
-def model(question: str, excerpt: str = EXCERPT, critique=(5, 5)):
+def model(question: str, excerpt: str = EXCERPT, critique=5):
     """A stub model that writes ``question`` about ``excerpt`` and rates it ``critique``."""
     def reply(body):
         if body["messages"][-1]["content"].startswith(CRITIQUE_INSTRUCTIONS):
-            if isinstance(critique, str):
-                return critique
-            return json.dumps({"answered": critique[0], "standalone": critique[1]})
+            return json.dumps({"answered": critique})
         return json.dumps({"question": question, "references": [{"content": excerpt}]})
     return reply
 
@@ -87,15 +85,11 @@ def test_an_excerpt_missing_from_the_passage_is_rejected(openai_server, client, 
 
 
 @pytest.mark.critique
-@pytest.mark.parametrize(("ratings", "reason"), [
-    ((2, 5), "critique: not answered by its excerpt"),
-    ((3, 5), "critique: not answered by its excerpt"),
-    ((5, 3), "critique: not standalone"),
-])
-def test_the_critique_keeps_only_fours_and_fives(openai_server, client, corpus, tmp_path, ratings, reason):
+@pytest.mark.parametrize("rating", [1, 2, 3])
+def test_the_critique_keeps_only_fours_and_fives(openai_server, client, corpus, tmp_path, rating):
     report = _generate(openai_server, client, corpus, tmp_path,
-                       model("Which compression methods can the backup tool use?", critique=ratings))
-    assert (report.accepted, report.rejected) == (0, {reason: 1})
+                       model("Which compression methods can the backup tool use?", critique=rating))
+    assert (report.accepted, report.rejected) == (0, {"critique: not answered by its excerpt": 1})
     critique = openai_server.requests_to("/v1/chat/completions")[1].json_body
     # The critique's schema goes with it, and it sees the question and its excerpt.
     assert critique["response_format"] == {"type": "json_object", "schema": CRITIQUE_SCHEMA}
@@ -106,7 +100,7 @@ def test_the_critique_keeps_only_fours_and_fives(openai_server, client, corpus, 
 @pytest.mark.critique
 def test_a_good_question_rated_four_is_kept(openai_server, client, corpus, tmp_path):
     report = _generate(openai_server, client, corpus, tmp_path,
-                       model("Which compression methods can the backup tool use?", critique=(4, 4)))
+                       model("Which compression methods can the backup tool use?", critique=4))
     assert (report.accepted, report.rejected) == (1, {})
     [line] = (tmp_path / "g.jsonl").read_text().splitlines()
     reference = json.loads(line)["references"][0]
@@ -115,7 +109,7 @@ def test_a_good_question_rated_four_is_kept(openai_server, client, corpus, tmp_p
 
 @pytest.mark.critique
 def test_a_critique_that_is_not_json_is_asked_again(openai_server, client, corpus, tmp_path):
-    replies = iter(["Answered: 5. Standalone: 5.", '{"answered": 5, "standalone": 5}'])
+    replies = iter(["Answered: 5.", '{"answered": 5}'])
     question = model("Which compression methods can the backup tool use?")
 
     def reply(body):
@@ -137,7 +131,7 @@ def test_the_yield_table_counts_what_reached_each_filter():
     assert rows["not a question"] == ["7", "0"]
     assert rows["asks two things"] == ["7", "1"]
     assert rows["near-duplicate question"] == ["6", "4"]
-    assert rows["critique: not standalone"] == ["2", "0"]
+    assert rows["critique: not answered by its excerpt"] == ["2", "0"]
     assert report.yield_table().splitlines()[-1] == "kept 2 (20% of the requests), 25.0 s per kept question"
 
 
@@ -175,7 +169,7 @@ def test_the_command_prints_the_yield_table_round_trip_and_overlap(openai_server
     assert main(["generate", str(docs), "-o", str(out), "--n", "1", "--model", "stub-llm",
                  "--embedder", "openai:stub-embed", "--relevance-threshold", "-1"]) == 0
     printed = capsys.readouterr().out
-    assert "critique: not standalone" in printed and "kept 1 (100% of the requests)" in printed
+    assert "critique: not answered by its excerpt" in printed and "kept 1 (100% of the requests)" in printed
     assert "round trip: 1 of 1 questions find their excerpt in BM25's top 5" in printed
     # {compress, method, backup, tool, use} against the excerpt's {compress, method, set, gzip, lz4, zstd, none}.
     assert "lexical overlap: a question's content words found in its excerpts, median 40%" in printed

@@ -128,7 +128,7 @@ def test_the_bundled_writer_keeps_questions_at_exact_offsets(tmp_path, monkeypat
                    "--relevance-threshold", "0", "--passage-chars", "1500"])
     printed = capsys.readouterr()
     assert status in (0, 1), printed.err
-    assert "filter" in printed.out and "critique: not standalone" in printed.out  # the yield table
+    assert "filter" in printed.out and "critique: not answered by its excerpt" in printed.out  # the yield table
     if out.exists():
         evalset = tuner.load_evaluation_set(out, tuner.load_corpus(corpus))  # validates every offset
         text = (corpus / "topics.md").read_text(encoding="utf-8")
