@@ -76,6 +76,7 @@ from ..text.sentences import split_sentences
 from .corpus import Corpus
 from .evalset import EvaluationSet, Query, Reference, load_evaluation_set
 from .excerpts import locate as locate_excerpt
+from .lexical import QUESTION_WORDS
 
 PROMPT_VERSION = "generate-v3"
 #: The most earlier questions (about the same document) shown to the model.
@@ -495,8 +496,6 @@ def copies(question: str, excerpt: str) -> bool:
     >>> copies("How large is the WAL buffer by default?", "The default setting for wal_buffers is -1.")
     False
     """
-    from .lexical import QUESTION_WORDS
-
     # Both sides without the words a question adds ("What is the X" of "The X is"), so a run stays a run.
     skipped = _FILLER.union(QUESTION_WORDS)
     asked, said = ([w for w in re.findall(r"\w+", text.lower()) if w not in skipped] for text in (question, excerpt))

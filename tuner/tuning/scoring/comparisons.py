@@ -309,10 +309,10 @@ def check_baselines(tuned: TrialRecord, baselines: Sequence[TrialRecord], search
     recommend that best baseline instead: the cheapest-tie rule already chose ``tuned`` and is
     not applied a second time (it would trade the baseline's recall for cost once more). None
     without an evaluated baseline."""
-    found = [(r, c) for r in baselines if (c := candidate(r)) is not None]
-    if not found:
+    found = best_baseline(baselines, search, weights, scales)
+    if found is None:
         return None
-    best_record, best = max(found, key=lambda rc: (rc[1].score(weights, scales, search), -rc[0].number))
+    best_record, best = found
     name = best_record.baseline or f"trial {best_record.number}"
     if tuned.baseline is not None:
         return BaselineCheck(tuned.number, best_record.number, name, None, bool((~search).any()), None)
@@ -324,6 +324,16 @@ def check_baselines(tuned: TrialRecord, baselines: Sequence[TrialRecord], search
     comparison = compare(tuned_candidate, best, weights, scales, questions, seed=seed)
     fallback = None if comparison.better else best_record.number
     return BaselineCheck(tuned.number, best_record.number, name, comparison, held_out, fallback)
+
+
+def best_baseline(baselines: Sequence[TrialRecord], search: np.ndarray, weights: Weights,
+                  scales: Scales) -> tuple[TrialRecord, Candidate] | None:
+    """The baseline with the highest score on the search questions (the lower trial number on a
+    tie), with its candidate; None without a baseline that stored per-question scores."""
+    found = [(r, c) for r in baselines if (c := candidate(r)) is not None]
+    if not found:
+        return None
+    return max(found, key=lambda rc: (rc[1].score(weights, scales, search), -rc[0].number))
 
 
 def optimism(record: TrialRecord, search: np.ndarray, weights: Weights, scales: Scales, *,

@@ -31,6 +31,7 @@ from .comparisons import (
     Comparison,
     Optimism,
     Recommendation,
+    best_baseline,
     candidate,
     check_baselines,
     compare,
@@ -322,9 +323,9 @@ def best_baseline_instead(best: TrialRecord, baselines: list[TrialRecord], searc
     """With too few questions to tell: the best baseline (highest score on the search questions)
     recommended in place of the tie gate's choice, compared with nothing; None without an
     evaluated baseline (the highest score stands, claimed as nothing)."""
-    found = [(r, c) for r in baselines if (c := candidate(r)) is not None]
-    if not found:
+    found = best_baseline(baselines, search, weights, scales)
+    if found is None:
         return None
-    record, _ = max(found, key=lambda rc: (rc[1].score(weights, scales, search), -rc[0].number))
+    record, _ = found
     return BaselineCheck(best.number, record.number, record.baseline or f"trial {record.number}", None,
                          bool((~search).any()), record.number)
