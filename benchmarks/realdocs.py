@@ -13,6 +13,7 @@ Sub-commands::
     python benchmarks/realdocs.py build      # convert with chunkwise, locate the excerpts, write the JSONL
     python benchmarks/realdocs.py evaluate   # fixed configurations on all questions (no tuning)
     python benchmarks/realdocs.py run --budgets 10m,30m,60m   # cold tune per budget, then the table
+    python benchmarks/realdocs.py agree --generated Q.jsonl   # a fixed grid ranked on both sets (Kendall tau)
 
 Files live outside the repository, under ``--root`` (default
 ``~/.cache/chunkwise-bench/realdocs``): ``raw/`` (the 60 documents, never committed),
@@ -425,6 +426,65 @@ def evaluate_fixed(root: Path, output: Path | None, match: list[str]) -> None:
         output.write_text(json.dumps(results, indent=1), encoding="utf-8")
 
 
+# --- agree ------------------------------------------------------------------------------------------
+
+#: The fixed grid ``agree`` ranks on both question sets: the reference chunkings (whose corpus
+#: embeddings a ``run`` cache already holds) under all three methods, and BM25 over more
+#: chunkings, which cost no embedding; all at k = 5, so no row wins only by retrieving more.
+AGREE_GRID = (
+    *((name, params, method) for name, params in (("token", {"size": 800, "overlap": 400}),
+                                                  ("token", {"size": 256, "overlap": 64}),
+                                                  ("recursive", {"size": 250, "overlap": 0}),
+                                                  ("markdown", {"size": 250, "overlap": 0}))
+      for method in ("dense", "bm25", "hybrid")),
+    *((name, params, "bm25") for name, params in (("token", {"size": 128, "overlap": 0}),
+                                                  ("token", {"size": 512, "overlap": 0}),
+                                                  ("token", {"size": 1000, "overlap": 200}),
+                                                  ("recursive", {"size": 500, "overlap": 100}),
+                                                  ("recursive", {"size": 1000, "overlap": 0}),
+                                                  ("markdown", {"size": 500, "overlap": 0}),
+                                                  ("sentence", {"sentences": 5, "overlap": 1}),
+                                                  ("recursive", {"size": 120, "overlap": 0}))),
+)
+
+
+def agree(root: Path, generated: Path, cache_dir: Path | None) -> None:
+    """Rank :data:`AGREE_GRID` by recall on the hand-written questions and on ``generated``:
+    Kendall's tau (tau-b, ties allowed), Spearman's rho, and where each set's best lands on the other."""
+    from scipy.stats import kendalltau, spearmanr
+
+    raw, queries = require_raw(root), require_queries(root)
+    if not generated.is_file():
+        raise BenchError(f"--generated {generated}: no such file")
+    if cache_dir is not None:
+        os.environ["CHUNKWISE_CACHE_DIR"] = str(cache_dir)
+    rows = [("grid", {"chunker": {"name": name, "params": params}, "retrieval": {"k": 5, "method": method}})
+            for name, params, method in AGREE_GRID]
+    print("hand-written questions:", file=sys.stderr)
+    hand = score_table(raw, queries, rows, cache_dir)
+    print("generated questions:", file=sys.stderr)
+    made = score_table(raw, generated, rows, cache_dir)
+    print(f"\n{len(rows)} configurations, k = 5: recall on the {count_questions(queries)} hand-written and the "
+          f"{count_questions(generated)} generated questions ({generated})\n")
+    print("| configuration | hand-written recall | rank | generated recall | rank |")
+    print("|---|---|---|---|---|")
+    rank = {name: {r["label"]: 1 + sum(o["recall"] > r["recall"] for o in table) for r in table}
+            for name, table in (("hand", hand), ("made", made))}
+    for h, m in sorted(zip(hand, made, strict=True), key=lambda pair: -pair[0]["recall"]):
+        print(f"| {h['label']} | {h['recall']:.1%} | {rank['hand'][h['label']]} | {m['recall']:.1%} | "
+              f"{rank['made'][m['label']]} |")
+    a, b = [r["recall"] for r in hand], [r["recall"] for r in made]
+    tau, tau_p = kendalltau(a, b)
+    rho, _ = spearmanr(a, b)
+    best_made = max(range(len(b)), key=lambda i: b[i])
+    best_hand = max(range(len(a)), key=lambda i: a[i])
+    print(f"\nKendall tau-b {tau:.3f} (p = {tau_p:.2g}), Spearman rho {rho:.3f}; the generated set's best "
+          f"({made[best_made]['label']}) has {a[best_made]:.1%} hand-written recall, rank "
+          f"{rank['hand'][hand[best_made]['label']]}; the hand-written best ({hand[best_hand]['label']}, "
+          f"{a[best_hand]:.1%}) ranks {rank['made'][made[best_hand]['label']]} on the generated set")
+    print(f"load: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
+
+
 # --- run --------------------------------------------------------------------------------------------
 
 
@@ -568,6 +628,12 @@ def main() -> int:
     eval_parser.add_argument("--match", action="append", default=[],
                              help="only configurations whose label contains this text (repeatable), "
                                   "e.g. --match size=800 --match bm25")
+    agree_parser = commands.add_parser("agree", help="rank a fixed grid on the hand-written and generated questions "
+                                                     "(Kendall tau)")
+    agree_parser.add_argument("--generated", type=Path, required=True, help="the generated questions (JSONL)")
+    agree_parser.add_argument("--cache", type=Path,
+                              help="a CHUNKWISE_CACHE_DIR to reuse (a `run --keep` budget's cache/ holds the reference "
+                                   "chunkings' embeddings)")
     run_parser = commands.add_parser("run", help="cold `chunkwise tune` per budget, then score every configuration")
     run_parser.add_argument("--budgets", default="10m,30m,60m", help="comma-separated durations (10m,30m,60m)")
     run_parser.add_argument("--n-trials", help="trials per budget (N or N,N,...) instead of --timeout")
@@ -592,6 +658,8 @@ def main() -> int:
             return build(root, args.strict, not args.no_validate)
         elif args.command == "evaluate":
             evaluate_fixed(root, args.json, args.match)
+        elif args.command == "agree":
+            agree(root, args.generated.expanduser(), args.cache and args.cache.expanduser())
         else:
             budgets = [b.strip() for b in args.budgets.split(",") if b.strip()]
             for budget in budgets:

@@ -124,3 +124,44 @@ def test_generate_bundled_refuses_a_wrong_model_file_in_one_line(tmp_path, monke
     [line] = [x for x in err.splitlines() if x.startswith("chunkwise: error:")]
     assert f"{QUESTION_WRITER.file_name} is 64 bytes, not the 1,117,320,768 of {QUESTION_WRITER.description}" in line
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(("flag", "critiqued"), [(None, False), ("--critique", True), ("--no-critique", False)])
+def test_the_bundled_writer_skips_its_own_critique_unless_asked(openai_server, tmp_path, monkeypatch, capsys, flag,
+                                                                 critiqued):
+    """Its ratings were measured uninformative (QUESTION_WRITER.critiques is False): ``--bundled``
+    keeps questions without the critique's request unless ``--critique`` asks for it. The bundled
+    server is stood in for by the OpenAI stub, which tells the two requests apart by their text."""
+    import contextlib
+    import json
+
+    import tuner.cli.generate as generate_cli
+    from tuner.llm.client import LLMClient
+
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    monkeypatch.setenv("OPENAI_BASE_URL", openai_server.base_url)
+    critiques = []
+
+    def reply(body):
+        content = body["messages"][-1]["content"]
+        if "<excerpt>" in content:
+            critiques.append(content)
+            return json.dumps({"answered": 5})
+        sentence = content.split("<passage>\n", 1)[1].split("\n</passage>", 1)[0].strip().splitlines()[0]
+        return json.dumps({"question": "In which order does the scheduler start queued work?",
+                           "references": [{"content": sentence}]})
+
+    openai_server.chat_handler = reply
+    monkeypatch.setattr(generate_cli, "bundled_writer", lambda args: contextlib.nullcontext(
+        LLMClient(model="qwen2.5-coder-1.5b", base_url=openai_server.base_url, api_key="none")))
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("The scheduler runs each job once per window, in the order the jobs arrived.\n")
+    out = tmp_path / "q.jsonl"
+    argv = ["generate", str(docs), "-o", str(out), "--n", "1", "--bundled", "--embedder", "openai:stub-embed",
+            "--relevance-threshold", "-1"] + ([flag] if flag else [])
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert len(critiques) == (1 if critiqued else 0)
+    assert ("its questions are kept without its critique (--critique asks for it anyway)" in err) == (flag is None)
+    assert len(out.read_text().splitlines()) == 1

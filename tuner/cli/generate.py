@@ -49,9 +49,12 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                                "pipeline; default), or chunkwise, which samples a sentence and asks the model only "
                                "for its question (for local models that write a sensible question but not JSON or "
                                "exact copies)")
+    generate.add_argument("--critique", dest="critique", action="store_true", default=None,
+                          help="ask the model to rate each question against its excerpt and keep it at 4 of 5 or "
+                               "more: one short request per question that passed the other filters (the default, "
+                               "except with --bundled, whose model's ratings are not informative)")
     generate.add_argument("--no-critique", dest="critique", action="store_false",
-                          help="keep a question without asking the model to rate it against its excerpt (the "
-                               "critique costs one short request per question that passed the other filters)")
+                          help="keep a question without asking the model to rate it against its excerpt")
     generate.add_argument("--calibrate", action="store_true",
                           help="print the similarity distributions of the output's queries instead of generating")
     generate.set_defaults(handler=run)
@@ -83,6 +86,21 @@ def run(args: argparse.Namespace) -> int:
         return _generate(args, corpus, embedder, client)
 
 
+def critiquing(args: argparse.Namespace) -> bool:
+    """Whether this run asks the model to critique its questions: as told, else unless the bundled
+    writer's own critique is known not to be worth filtering by."""
+    from ..llm.local_server import QUESTION_WRITER
+
+    if args.critique is not None:
+        return args.critique
+    if args.bundled and not QUESTION_WRITER.critiques:
+        print("the bundled writer's own ratings of its questions are not informative: its questions are kept "
+              "without its critique (--critique asks for it anyway); review the set with `chunkwise review`",
+              file=sys.stderr)
+        return False
+    return True
+
+
 @contextlib.contextmanager
 def bundled_writer(args: argparse.Namespace):
     """A client of the bundled question writer, served on 127.0.0.1 for the length of the run."""
@@ -109,7 +127,7 @@ def _generate(args: argparse.Namespace, corpus, embedder, client) -> int:
         corpus, args.output, args.n, client, embedder, passage_chars=args.passage_chars,
         duplicate_threshold=args.duplicate_threshold, relevance_threshold=args.relevance_threshold, seed=args.seed,
         max_attempts=args.max_attempts, price_in=args.price_in, price_out=args.price_out, progress=True,
-        excerpts=args.excerpts, critique=args.critique,
+        excerpts=args.excerpts, critique=critiquing(args),
         echo=lambda line: print(line, file=sys.stderr))
     rejected = ", ".join(f"{reason}: {count}" for reason, count in report.rejected.most_common()) or "none"
     print(f"{args.output}: {report.already + report.accepted} queries ({report.accepted} new from "
