@@ -5,6 +5,7 @@ beside the recursive one.
     python benchmarks/real_llm.py chunk --document chroma-dev:state_of_the_union [--chunkers llm,logprob]
     python benchmarks/real_llm.py chunk --document realdocs:flask/patterns/fileuploads.html
     python benchmarks/real_llm.py context [--max-document-tokens 12000] [--size 400]
+    python benchmarks/real_llm.py critique --corpus RAW --name realdocs --questions Q.jsonl [--labels CHECK.md]
 
 Each run starts llama.cpp's server with a bundled model (``benchmarks/llm_server.py``; the
 ``llm`` extra), with a cold reply cache in a temporary ``CHUNKWISE_CACHE_DIR``, and prints
@@ -36,6 +37,11 @@ requests and tokens (the model's own count, and the dry run's estimate in cl100k
 1M document tokens, the price at the study's default reader rate, and this server's seconds.
 A context the model would not write (every retry refused, empty or too long; a study would
 fail the trial) is indexed here without a header, and counted.
+
+``critique``: the model rates each question of ``--questions`` as ``generate``'s critique does
+(how completely its excerpts answer it, 1-5), and with ``--labels`` (a reader's hand check, a
+Markdown table ``| ID | question | yes/no ... |``) the ratings beside the verdicts and what each
+threshold would keep: whether the critique is worth filtering by with this model.
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -282,9 +289,55 @@ def run_context(server: LocalLLMServer, max_document_tokens: int, size: int) -> 
     return "\n".join(lines)
 
 
+def run_critique(server: LocalLLMServer, corpus_path: Path, name: str | None, questions: Path,
+                 labels: Path | None) -> str:
+    """The model's critique (``generate``'s last filter) of every question in ``questions``, each
+    rating beside a reader's verdict where ``labels`` has one: which threshold, if any, keeps the
+    valid questions and drops the others. ``labels``: a Markdown table whose rows start
+    ``| ID | ... | yes...`` or ``| ID | ... | no...`` (the third cell is the verdict)."""
+    import tuner
+    from tuner.data.generate import CRITIQUE_KEEP, critique_rating
+    from tuner.llm.client import LLMClient, LLMError
+
+    corpus = tuner.load_corpus(corpus_path, name=name)
+    evalset = tuner.load_evaluation_set(questions, corpus)
+    verdicts = {}
+    if labels is not None:
+        for line in labels.read_text(encoding="utf-8").splitlines():
+            cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+            if len(cells) >= 3 and cells[2].split(" ")[0] in ("yes", "no"):
+                verdicts[cells[0]] = cells[2].startswith("yes")
+    client = LLMClient(model=server.model, base_url=server.base_url, api_key="none", max_retries=2)
+    ratings: dict[str, int | None] = {}
+    started = time.perf_counter()
+    for query in evalset:
+        try:
+            ratings[query.id] = critique_rating(client, query.question, query.references)
+        except LLMError:
+            ratings[query.id] = None
+    seconds = time.perf_counter() - started
+    counts = Counter(ratings.values())
+    lines = [f"{len(ratings)} questions of {questions} critiqued by {server.model} in {seconds:.0f} s "
+             f"({seconds / max(1, len(ratings)):.1f} s each); ratings: "
+             + ", ".join(f"{r}: {counts[r]}" for r in (1, 2, 3, 4, 5, None) if counts[r])
+             + f" (kept at {CRITIQUE_KEEP} or more: {sum(1 for r in ratings.values() if r and r >= CRITIQUE_KEEP)})"]
+    if verdicts:
+        lines.append("\n| rating | valid (a reader's check) | not valid |\n|---|---|---|")
+        for rating in (1, 2, 3, 4, 5, None):
+            judged = [verdicts[i] for i, r in ratings.items() if r == rating and i in verdicts]
+            if judged:
+                lines.append(f"| {rating or 'no rating'} | {sum(judged)} | {len(judged) - sum(judged)} |")
+        for keep in (2, 3, 4, 5):
+            kept = [verdicts[i] for i, r in ratings.items() if r and r >= keep and i in verdicts]
+            lines.append(f"keep at {keep} or more: {len(kept)} of the {len(verdicts)} checked kept, {sum(kept)} of "
+                         f"them valid; {sum(verdicts.values()) - sum(kept)} valid ones dropped")
+    lines.append("ratings: " + " ".join(f"{i}={r}" for i, r in ratings.items()))
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("what", choices=("generate", "chunk", "context"))
+    parser.add_argument("what", choices=("generate", "chunk", "context", "critique"))
     parser.add_argument("--model", default="smollm2",
                         help="qwen2.5-coder-1.5b (the bundled writer), smollm2 or gemma3 (benchmarks/llm_server.py)")
     parser.add_argument("--minutes", type=float, help="generate: stop asking after this many minutes")
@@ -295,6 +348,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="generate: who picks the excerpts (chunkwise generate --excerpts)")
     parser.add_argument("--name", help="generate: the corpus name (default: the folder's; realdocs for its raw/)")
     parser.add_argument("--keep", type=Path, help="generate: copy the kept questions (JSONL) to this file")
+    parser.add_argument("--questions", type=Path, help="critique: the questions to rate (JSONL, of --corpus)")
+    parser.add_argument("--labels", type=Path,
+                        help="critique: a reader's verdicts, a Markdown table with rows | ID | question | yes/no ... |")
     parser.add_argument("--document", default="chroma-dev:state_of_the_union",
                         help="chunk: a file, chroma-dev:CORPUS or realdocs:DOCUMENT (these two: recall@5 over "
                              "its questions)")
@@ -307,7 +363,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", type=int, default=400, help="context: the recursive chunker's size (400)")
     args = parser.parse_args(argv)
     chunkers = [c for c in args.chunkers.split(",") if c]
-    if args.what == "generate" and not args.corpus.is_dir():
+    if args.what == "critique" and not (args.questions and args.questions.is_file()):
+        print("real_llm: critique needs --questions FILE (the questions to rate)", file=sys.stderr)
+        return 2
+    if args.what in ("generate", "critique") and not args.corpus.is_dir():
         print(f"real_llm: no corpus at {args.corpus} (build realdocs with benchmarks/realdocs.py, or give --corpus)",
               file=sys.stderr)
         return 2
@@ -326,6 +385,8 @@ def main(argv: list[str] | None = None) -> int:
                 if args.what == "generate":
                     table = run_generate(server, args.corpus, args.attempts, args.passage_chars, args.excerpts,
                                          args.keep, args.name, args.minutes)
+                elif args.what == "critique":
+                    table = run_critique(server, args.corpus, args.name, args.questions, args.labels)
                 elif args.what == "context":
                     table = run_context(server, args.max_document_tokens, args.size)
                 else:

@@ -61,6 +61,7 @@ import random
 import re
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -512,11 +513,16 @@ _FILLER = frozenset(("the", "a", "an", "is", "are", "was", "be", "of", "to", "th
 
 def _critique(client: LLMClient, question: str, references: list[Reference]) -> str:
     """The model's rating of ``question`` against its excerpt: a reason to reject it, or ``""``."""
+    answered = critique_rating(client, question, references)
+    return "critique: not answered by its excerpt" if answered < CRITIQUE_KEEP else ""
+
+
+def critique_rating(client: LLMClient, question: str, references: Sequence[Reference]) -> int:
+    """How completely the excerpts answer ``question``, 1-5, as the model behind ``client`` rates it."""
     excerpt = "\n...\n".join(r.content for r in references)
     user = f"{CRITIQUE_INSTRUCTIONS}\n\nQuestion: {question}\n\nExcerpt:\n<excerpt>\n{excerpt}\n</excerpt>"
-    answered = client.chat([{"role": "user", "content": user}], prompt_version=CRITIQUE_PROMPT_VERSION,
-                           json_mode=True, json_schema=CRITIQUE_SCHEMA, parse=critique_reply, max_tokens=100)
-    return "critique: not answered by its excerpt" if answered < CRITIQUE_KEEP else ""
+    return client.chat([{"role": "user", "content": user}], prompt_version=CRITIQUE_PROMPT_VERSION,
+                       json_mode=True, json_schema=CRITIQUE_SCHEMA, parse=critique_reply, max_tokens=100)
 
 
 def critique_reply(reply: str) -> int:
