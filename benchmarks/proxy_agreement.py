@@ -20,6 +20,8 @@ does, and what does one more configuration cost with each?
 
 ``--realdocs ROOT`` adds the realdocs benchmark (``benchmarks/realdocs.py fetch``/``build``: its
 60 documents under ``ROOT/raw`` and 68 questions) as a fourth corpus.
+``--valgrind ROOT`` adds Valgrind's manual (``benchmarks/valgrind.py build``: 11 pages under
+``ROOT/raw`` and 26 hand-written questions), a corpus nobody tuned chunkwise on, as a fifth.
 
 **Reported** per corpus and proxy: Spearman's rank correlation of the proxy's mean recall with
 the full path's over the grid, whether the full path's best configuration is in the proxy's top
@@ -43,7 +45,7 @@ sizes 100-1000 by 100, overlap 0 and a quarter; sentence windows of 1-10 sentenc
 and 1); ``half`` is every other size and window of it, 29 (for a larger corpus such as realdocs).
 
     python benchmarks/proxy_agreement.py --quick [--data DIR]
-    python benchmarks/proxy_agreement.py [--out FILE] [--judge] [--realdocs ROOT] [--corpora NAME ...]
+    python benchmarks/proxy_agreement.py [--out FILE] [--judge] [--realdocs ROOT] [--valgrind ROOT] [--corpora NAME ...]
     python benchmarks/proxy_agreement.py --tables FILE [--judge]   # report again from --out
 """
 
@@ -106,9 +108,10 @@ def load_corpora(args: argparse.Namespace) -> list[tuple[Any, Any]]:
         if not args.corpora or corpus.name in args.corpora:
             out.append((corpus, tuner.load_evaluation_set(args.data / "questions.csv", corpus,
                                                           ignore_other_corpora=True)))
-    if args.realdocs and (not args.corpora or "realdocs" in args.corpora):
-        corpus = tuner.load_corpus(args.realdocs / "raw", name="realdocs")
-        out.append((corpus, tuner.load_evaluation_set(args.realdocs / "questions.jsonl", corpus)))
+    for root, name in ((args.realdocs, "realdocs"), (args.valgrind, "valgrind")):
+        if root and (not args.corpora or name in args.corpora):
+            corpus = tuner.load_corpus(root / "raw", name=name)
+            out.append((corpus, tuner.load_evaluation_set(root / "questions.jsonl", corpus)))
     return out
 
 
@@ -284,6 +287,9 @@ def main() -> int:
                         help="only these corpora (default: the three of chroma-dev, and realdocs with --realdocs)")
     parser.add_argument("--realdocs", type=Path, metavar="ROOT",
                         help="add the realdocs benchmark (its ROOT/raw and ROOT/questions.jsonl) as a corpus")
+    parser.add_argument("--valgrind", type=Path, metavar="ROOT",
+                        help="add the Valgrind manual benchmark (benchmarks/valgrind.py build: ROOT/raw and "
+                             "ROOT/questions.jsonl), a corpus nobody tuned on")
     parser.add_argument("--static-folder", type=Path, help="where distilled static models are kept "
                         "(default: static-models in the cache folder)")
     parser.add_argument("--out", type=Path, help="write the measured tables as JSON")
