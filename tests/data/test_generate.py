@@ -94,13 +94,10 @@ def test_accepted_queries_load_as_an_evaluation_set(openai_server, client, corpu
     requests = openai_server.requests_to("/v1/chat/completions")
     # JSON mode with the reply's schema beside it: a llama.cpp server makes a grammar of it.
     assert requests[0].json_body["response_format"] == {"type": "json_object", "schema": REPLY_SCHEMA}
-    assert "Earlier questions" not in requests[0].json_body["messages"][-1]["content"]
-    # Each later request lists the earlier questions about its own document, and only those.
+    # No request shows the model an earlier question: a small model copies them (BENCHMARKS.md).
     for i, request in enumerate(requests[1:], start=1):
         content = request.json_body["messages"][-1]["content"]
-        document = content.split("Passage from ", 1)[1].split(":", 1)[0]
-        for earlier in evalset.queries[:i]:
-            assert (earlier.question in content) == (earlier.references[0].document == document)
+        assert not any(earlier.question in content for earlier in evalset.queries[:i])
     assert report.prompt_tokens > 0 and report.tokens_per_accepted > 0
 
 
@@ -206,9 +203,9 @@ def test_prompt_size_per_request(openai_server, corpus, tmp_path):
                             duplicate_threshold=1.0)
     sizes = [sum(count_tokens(m["content"]) for m in r.json_body["messages"])
              for r in openai_server.requests_to("/v1/chat/completions")]
-    # A 4,000-character passage (~850 tokens), the instructions, and up to 50 earlier questions.
-    assert 900 <= sizes[0] <= 1200 and sizes[-1] > sizes[0]
-    assert 1000 <= sum(sizes) / len(sizes) <= 1800
+    # A 4,000-character passage (~850 tokens) and the instructions, the same size however many
+    # questions were kept before.
+    assert all(900 <= size <= 1200 for size in sizes)
 
 
 # ---------------------------------------------------------------- bad replies, the cache, the output file
