@@ -271,6 +271,14 @@ def locate(text: str, excerpt: str) -> tuple[int, int] | str:
     return matches[0]
 
 
+def write_questions(output: Path, records: list[dict]) -> Path:
+    """Write the located questions as JSONL, replacing ``output`` only once the whole file is written."""
+    partial = output.with_suffix(".jsonl.partial")
+    partial.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+    partial.replace(output)
+    return output
+
+
 def build(root: Path, strict: bool, validate: bool) -> int:
     raw = require_raw(root)
     questions = load_questions()
@@ -307,10 +315,7 @@ def build(root: Path, strict: bool, validate: bool) -> int:
             continue
         records.append({"id": question["id"], "question": question["question"], "corpus": CORPUS,
                         "references": references})
-    output = root / "questions.jsonl"
-    partial = output.with_suffix(".jsonl.partial")
-    partial.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
-    partial.replace(output)
+    output = write_questions(root / "questions.jsonl", records)
 
     html = sum(1 for r in records if r["references"][0]["document"].endswith(".html"))
     text_mb = sum(len(t.encode("utf-8")) for t in texts.values()) / 1e6

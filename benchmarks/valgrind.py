@@ -23,12 +23,11 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import shutil
 import sys
 from pathlib import Path
 
-from realdocs import BenchError, locate, tuner_command
+from realdocs import BenchError, locate, tuner_command, write_questions
 
 CORPUS = "valgrind"
 QUESTIONS = Path(__file__).resolve().parent / "valgrind" / "questions.yaml"
@@ -85,10 +84,7 @@ def build(root: Path, source: Path) -> int:
         else:
             records.append({"id": question["id"], "question": question["question"], "corpus": CORPUS,
                             "references": references})
-    output = root / "questions.jsonl"
-    partial = output.with_suffix(".jsonl.partial")
-    partial.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
-    partial.replace(output)
+    output = write_questions(root / "questions.jsonl", records)
     characters = sum(len(document.text) for document in corpus)
     print(f"corpus {CORPUS}: {len(corpus)} pages, {characters:,} characters in {raw}; wrote {len(records)} questions "
           f"to {output}")
