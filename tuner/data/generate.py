@@ -31,7 +31,7 @@ corpus (documents end to end), in a seeded order, so a long document is asked ab
 its length says and no stretch of the corpus is left out by chance. The model is shown no
 earlier questions: Chroma's pipeline lists them ("do not repeat them"), and a small model copies
 from that list. On the realdocs documents Qwen2.5-Coder-1.5B, shown up to 10 earlier questions
-of the passage's document, re-asked a kept question in 72 of its first 277 replies, 69 of them with
+of the passage's document, re-asked a kept question in 72 of its first 279 replies, 69 of them with
 an excerpt of the new passage, not the original's, and more often as the set grew (5 in the first
 50 replies, 15 in the third 50): the yield fell as the list grew. Distinct passages make distinct
 questions, and the near-duplicate filter catches the rest.
