@@ -28,7 +28,8 @@ verdict moves by several points with that draw's seed, so ``seeds`` repeats the 
 (orders and bootstrap) with each seed and the verdict takes the lowest share.
 :func:`judge_confirmed` judges the product's proxy design, ``fidelity: {proxy: ..., confirm: N}``,
 the same way: every trial stops at the proxy, and only the proxy's best ``confirm`` are
-evaluated at full fidelity and recommended from.
+evaluated at full fidelity and recommended from; :func:`judge_adaptive` judges a number of
+confirmations that grows while the proxy's next best could still enter the confirmed tie set.
 
 Both bootstraps reuse the product's own functions (:func:`~tuner.tuning.scoring.comparisons.bootstrap_scores`
 with the recall weight only, so a candidate's score is the plain mean of its per-question
@@ -269,6 +270,51 @@ def judge_confirmed(full: Scores, proxy: Mapping[str, float], confirm: int, *, t
         hits += grid.gate(confirmed, cheapness, confidence, top).recommended in reference.tied
     share, studied = hits / simulations, min(trials, len(names))
     return FidelityVerdict(share, (share,), simulations, studied, min(confirm, studied) / studied)
+
+
+def judge_adaptive(full: Scores, proxy: Mapping[str, float], *, least: int = 1, most: int = 10, trials: int = 60,
+                   simulations: int = MIN_SIMULATIONS, seed: int = 0, cheapness: Cheapness | None = None,
+                   confidence: float = CONFIDENCE, samples: int = BOOTSTRAP_SAMPLES,
+                   top: int | None = TOP_CANDIDATES) -> FidelityVerdict:
+    """Judge an adaptive number of confirmations, as :func:`judge_confirmed` judges a fixed one.
+
+    The rule: confirm the proxy's best ``least``; then keep confirming the proxy's next best
+    while it could still enter the confirmed tie set, at most ``most`` in all. A candidate
+    could enter when its proxy score plus the most the proxy has under-rated a confirmed
+    configuration so far (full mean minus proxy score, at least 0) reaches the lowest full
+    mean in the confirmed configurations' tie set. The work is the mean share of trials
+    confirmed.
+
+    >>> full = {"a": [1] * 4 + [0] * 4, "b": [1] * 8, "c": [0] * 8}
+    >>> said = judge_adaptive(full, {"a": 0.8, "b": 0.45, "c": 0.1}, trials=3)
+    >>> said.in_ties, round(said.work * 3)  # b's 0.45 + 0 cannot reach a's full 0.5: a alone
+    (0.0, 1)
+    >>> said = judge_adaptive(full, {"a": 0.8, "b": 0.6, "c": 0.1}, trials=3)
+    >>> said.in_ties, round(said.work * 3)  # b's 0.6 reaches 0.5 and wins; c's 0.1 + 0.4 < b's 1.0
+    (1.0, 2)
+    """
+    _check_simulations(simulations)
+    if not 1 <= least <= most:
+        raise ValueError(f"least={least} and most={most} must satisfy 1 <= least <= most")
+    names = _names(full, proxy)
+    grid, rng = _Grid(full, names, samples, seed), random.Random(seed)
+    hits, confirmed_counts = 0, []
+    for _ in range(simulations):
+        chosen = rng.sample(range(len(names)), min(trials, len(names)))
+        ranked = sorted(chosen, key=lambda i: (-proxy[names[i]], names[i]))
+        confirmed = ranked[:least]
+        for candidate in ranked[least:most]:
+            under = max(0.0, max(grid.observed[i] - proxy[names[i]] for i in confirmed))
+            tied = grid.gate(confirmed, cheapness, confidence, top).tied
+            floor = min(grid.observed[names.index(n)] for n in tied)
+            if proxy[names[candidate]] + under < floor:
+                break
+            confirmed.append(candidate)
+        reference = grid.gate(chosen, cheapness, confidence, top)
+        hits += grid.gate(confirmed, cheapness, confidence, top).recommended in reference.tied
+        confirmed_counts.append(len(confirmed))
+    share, studied = hits / simulations, min(trials, len(names))
+    return FidelityVerdict(share, (share,), simulations, studied, float(np.mean(confirmed_counts)) / studied)
 
 
 def _simulate(grid: _Grid, names: list[str], low: Mapping[float, Mapping[str, float]], rungs: Sequence[float],

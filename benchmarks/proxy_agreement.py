@@ -68,6 +68,8 @@ from _common import CHROMA_DEV, ROOT, require_chroma_dev
 PROXIES = ("late", "late-bf16", "static")
 #: Configurations each simulated ``confirm`` study evaluates at full fidelity.
 CONFIRMS = (1, 3)
+#: The adaptive rule's (least, most) confirmations (:func:`decision_bar.judge_adaptive`).
+ADAPTIVE = (1, 10)
 K = 5
 #: Share of the grid a proxy's top must hold the full path's best in.
 TOP_SHARE = 0.1
@@ -236,7 +238,7 @@ def judge(tables: dict[str, Any], trials: int, simulations: int) -> None:
     """The decision bar: each proxy instead of the full model, as a screening rung, and as the
     product's ``fidelity: {proxy: ..., confirm: N}``."""
     from decision_bar import decision_bar as bar
-    from decision_bar import judge_confirmed, judge_fidelity
+    from decision_bar import judge_adaptive, judge_confirmed, judge_fidelity
 
     print("\nDecision bar on per-question recall: the proxy instead of the full model (recommendation in the "
           "other's tie set both ways; mean |diff| < 0.1 x median CI half-width), and the proxy as a first rung "
@@ -264,9 +266,12 @@ def judge(tables: dict[str, Any], trials: int, simulations: int) -> None:
     print(f"\nThe product's design, `fidelity: {{proxy: P, confirm: N}}`: every one of {trials} trials (a random "
           f"order of the grid, {simulations:,} orders) stops at the proxy, the proxy's best N are evaluated at full "
           "fidelity and the tie gate recommends among them only (no baseline counted); the bar: the recommendation "
-          "lies in the tie set of the same trials all at full fidelity in >= 95% of the orders\n")
-    print("| corpus | proxy | " + " | ".join(f"confirm {n}" for n in CONFIRMS) + " |")
-    print("|---|---|" + "---|" * len(CONFIRMS))
+          "lies in the tie set of the same trials all at full fidelity in >= 95% of the orders. *adaptive*: "
+          f"the proxy's best {ADAPTIVE[0]}, then its next best while it could still enter the confirmed tie set "
+          f"(its proxy recall plus the most the proxy under-rated a confirmed one reaches the set's lowest full "
+          f"recall), at most {ADAPTIVE[1]}; in brackets the mean number confirmed\n")
+    print("| corpus | proxy | " + " | ".join(f"confirm {n}" for n in CONFIRMS) + " | adaptive |")
+    print("|---|---|" + "---|" * (len(CONFIRMS) + 1))
     for corpus, paths in tables["corpora"].items():
         full = {n: v["per_question"] for n, v in paths["full"].items()}
         for proxy in proxies(paths):
@@ -275,6 +280,9 @@ def judge(tables: dict[str, Any], trials: int, simulations: int) -> None:
             for confirm in CONFIRMS:
                 said = judge_confirmed(full, means, confirm, trials=trials, simulations=simulations)
                 cells.append(f"{'PASS' if said.passed else 'FAIL'} {said.in_ties:.1%}")
+            said = judge_adaptive(full, means, least=ADAPTIVE[0], most=ADAPTIVE[1], trials=trials,
+                                  simulations=simulations)
+            cells.append(f"{'PASS' if said.passed else 'FAIL'} {said.in_ties:.1%} ({said.work * said.trials:.1f})")
             print(f"| {corpus} | {proxy} | " + " | ".join(cells) + " |")
 
 

@@ -114,6 +114,20 @@ def test_whitespace_normalised_reference_maps_back_to_exact_offsets():
     assert locate(text, "not there", (0, len(text))) is None
 
 
+def test_an_excerpt_is_never_located_inside_a_longer_word():
+    # Seen with the bundled writer: the excerpt "cov" was located inside the index entry "vcov".
+    index = "var 9, 18 vcov 59 vector 8"
+    assert locate(index, "cov", (0, len(index))) is None
+    text = "See vcov first. Then cov (the covariance) of x and y."
+    start, end = locate(text, "cov", (0, len(text)))
+    assert (start, end) == (21, 24) and text[start:end] == "cov"
+    spaced = "vcov:\n\nthe   cov matrix"  # whitespace-normalised, the same rule
+    start, end = locate(spaced, "the cov matrix", (0, len(spaced)))
+    assert spaced[start:end] == "the   cov matrix"
+    # an excerpt that starts or ends with punctuation may sit against a word
+    assert locate("call f(x) now", "(x)", (0, 13)) == (6, 9)
+
+
 def test_duplicate_questions_are_dropped(openai_server, client, corpus, tmp_path):
     openai_server.chat_handler = answer_with(lambda reference: "How do I configure Tidewater?")
     report = generate_evaluation_set(corpus, tmp_path / "g.jsonl", 3, client, HashedWordsEmbedder(), max_attempts=4,

@@ -247,6 +247,30 @@ def passage_around(text: str, offset: int, chars: int) -> tuple[int, int]:
     return start, end
 
 
+def _whole_word_matches(text: str, content: str, start: int, end: int) -> list[int]:
+    """Where ``content`` occurs in ``text[start:end]`` without cutting a word at either end: an
+    excerpt is never the tail of a longer word ("cov" inside "vcov" is not a copy of "cov").
+
+    >>> _whole_word_matches("vcov and cov", "cov", 0, 12)
+    [9]
+    """
+    out, at = [], text.find(content, start, end)
+    while at != -1:
+        if not _cuts_a_word(text, at, at + len(content)):
+            out.append(at)
+        at = text.find(content, at + 1, end)
+    return out
+
+
+def _cuts_a_word(text: str, start: int, end: int) -> bool:
+    """Whether ``text[start:end]`` begins or ends inside a word of ``text``."""
+    def word(char: str) -> bool:
+        return char.isalnum() or char == "_"
+
+    return bool((start > 0 and word(text[start - 1]) and word(text[start]))
+                or (end < len(text) and word(text[end]) and word(text[end - 1])))
+
+
 def locate(text: str, content: str, window: tuple[int, int]) -> tuple[int, int] | None:
     """Exact offsets of ``content`` in ``text``, preferring the passage ``window``.
 
@@ -262,12 +286,12 @@ def locate(text: str, content: str, window: tuple[int, int]) -> tuple[int, int] 
     content = content.strip()
     if not content:
         return None
-    start = text.find(content, window[0], window[1])
-    if start != -1:
-        return start, start + len(content)
-    first = text.find(content)
-    if first != -1 and text.find(content, first + 1) == -1:
-        return first, first + len(content)
+    inside = _whole_word_matches(text, content, *window)
+    if inside:
+        return inside[0], inside[0] + len(content)
+    anywhere = _whole_word_matches(text, content, 0, len(text))
+    if len(anywhere) == 1:
+        return anywhere[0], anywhere[0] + len(content)
     # Whitespace-normalised: collapse runs of whitespace, remembering original positions.
     passage = text[window[0] : window[1]]
     normal_chars, origin = [], []
@@ -281,12 +305,13 @@ def locate(text: str, content: str, window: tuple[int, int]) -> tuple[int, int] 
         origin.append(window[0] + i)
     normal = "".join(normal_chars)
     needle = re.sub(r"\s+", " ", content)
-    at = normal.find(needle)
-    if at != -1:
+    for at in _whole_word_matches(normal, needle, 0, len(normal)):
         return origin[at], origin[at + len(needle) - 1] + 1
     # Markdown markup lost in the copy (``**``, backticks, link targets), found once in the passage.
     found = locate_excerpt(passage, content)
-    return (window[0] + found.start, window[0] + found.end) if found.found else None
+    if not found.found or _cuts_a_word(passage, found.start, found.end):
+        return None
+    return window[0] + found.start, window[0] + found.end
 
 
 def generate_evaluation_set(corpus: Corpus, output: str | Path, n: int, client: LLMClient, embedder: Embedder, *,
