@@ -29,7 +29,7 @@ verdict moves by several points with that draw's seed, so ``seeds`` repeats the 
 :func:`judge_confirmed` judges the product's proxy design, ``fidelity: {proxy: ..., confirm: N}``,
 the same way: every trial stops at the proxy, and only the proxy's best ``confirm`` are
 evaluated at full fidelity and recommended from; :func:`judge_adaptive` judges a number of
-confirmations that grows while the proxy's next best could still enter the confirmed tie set.
+confirmations that grows while the proxy's next best could still tie the best confirmed one.
 
 Both bootstraps reuse the product's own functions (:func:`~tuner.tuning.scoring.comparisons.bootstrap_scores`
 with the recall weight only, so a candidate's score is the plain mean of its per-question
@@ -279,18 +279,19 @@ def judge_adaptive(full: Scores, proxy: Mapping[str, float], *, least: int = 1, 
     """Judge an adaptive number of confirmations, as :func:`judge_confirmed` judges a fixed one.
 
     The rule: confirm the proxy's best ``least``; then keep confirming the proxy's next best
-    while it could still enter the confirmed tie set, at most ``most`` in all. A candidate
-    could enter when its proxy score plus the most the proxy has under-rated a confirmed
-    configuration so far (full mean minus proxy score, at least 0) reaches the lowest full
-    mean in the confirmed configurations' tie set. The work is the mean share of trials
-    confirmed.
+    while it could still tie the best confirmed configuration, at most ``most`` in all. The
+    proxy is calibrated on what has been confirmed: a candidate's full score is estimated as
+    its proxy score plus the largest (full - proxy) difference among the confirmed ones (the
+    most the proxy has under-rated, or the least it has over-rated, a configuration); it
+    could tie when that estimate reaches the best confirmed full score less the half-width of
+    that score's bootstrap confidence interval. The work is the mean share of trials confirmed.
 
     >>> full = {"a": [1] * 4 + [0] * 4, "b": [1] * 8, "c": [0] * 8}
-    >>> said = judge_adaptive(full, {"a": 0.8, "b": 0.45, "c": 0.1}, trials=3)
-    >>> said.in_ties, round(said.work * 3)  # b's 0.45 + 0 cannot reach a's full 0.5: a alone
+    >>> said = judge_adaptive(full, {"a": 0.9, "b": 0.3, "c": 0.1}, trials=3)
+    >>> said.in_ties, round(said.work * 3)  # b: 0.3 - 0.4 cannot reach a's 0.5 less its half-width: a alone
     (0.0, 1)
-    >>> said = judge_adaptive(full, {"a": 0.8, "b": 0.6, "c": 0.1}, trials=3)
-    >>> said.in_ties, round(said.work * 3)  # b's 0.6 reaches 0.5 and wins; c's 0.1 + 0.4 < b's 1.0
+    >>> said = judge_adaptive(full, {"a": 0.9, "b": 0.8, "c": 0.1}, trials=3)
+    >>> said.in_ties, round(said.work * 3)  # b: 0.8 - 0.4 can, and wins; c: 0.1 + 0.2 cannot reach b's 1.0
     (1.0, 2)
     """
     _check_simulations(simulations)
@@ -298,16 +299,18 @@ def judge_adaptive(full: Scores, proxy: Mapping[str, float], *, least: int = 1, 
         raise ValueError(f"least={least} and most={most} must satisfy 1 <= least <= most")
     names = _names(full, proxy)
     grid, rng = _Grid(full, names, samples, seed), random.Random(seed)
+    tail = (1 - confidence) / 2
+    low, high = np.quantile(grid.boot, [tail, 1 - tail], axis=1)
+    half_width = (high - low) / 2
     hits, confirmed_counts = 0, []
     for _ in range(simulations):
         chosen = rng.sample(range(len(names)), min(trials, len(names)))
         ranked = sorted(chosen, key=lambda i: (-proxy[names[i]], names[i]))
         confirmed = ranked[:least]
         for candidate in ranked[least:most]:
-            under = max(0.0, max(grid.observed[i] - proxy[names[i]] for i in confirmed))
-            tied = grid.gate(confirmed, cheapness, confidence, top).tied
-            floor = min(grid.observed[names.index(n)] for n in tied)
-            if proxy[names[candidate]] + under < floor:
+            offset = max(grid.observed[i] - proxy[names[i]] for i in confirmed)
+            best = max(confirmed, key=lambda i: grid.observed[i])
+            if proxy[names[candidate]] + offset < grid.observed[best] - half_width[best]:
                 break
             confirmed.append(candidate)
         reference = grid.gate(chosen, cheapness, confidence, top)

@@ -267,9 +267,9 @@ def judge(tables: dict[str, Any], trials: int, simulations: int) -> None:
           f"order of the grid, {simulations:,} orders) stops at the proxy, the proxy's best N are evaluated at full "
           "fidelity and the tie gate recommends among them only (no baseline counted); the bar: the recommendation "
           "lies in the tie set of the same trials all at full fidelity in >= 95% of the orders. *adaptive*: "
-          f"the proxy's best {ADAPTIVE[0]}, then its next best while it could still enter the confirmed tie set "
-          f"(its proxy recall plus the most the proxy under-rated a confirmed one reaches the set's lowest full "
-          f"recall), at most {ADAPTIVE[1]}; in brackets the mean number confirmed\n")
+          f"the proxy's best {ADAPTIVE[0]}, then its next best while it could still tie the best confirmed one "
+          f"(its proxy recall plus the largest full - proxy difference among those confirmed reaches the best's full "
+          f"recall less its 95% interval's half-width), at most {ADAPTIVE[1]}; in brackets the mean number confirmed\n")
     print("| corpus | proxy | " + " | ".join(f"confirm {n}" for n in CONFIRMS) + " | adaptive |")
     print("|---|---|" + "---|" * (len(CONFIRMS) + 1))
     for corpus, paths in tables["corpora"].items():
