@@ -42,3 +42,32 @@ def test_auto_resumes_at_the_study_rungs(tmp_path, monkeypatch):
     with pytest.raises(StudyError) as error:
         run_study_spec(_spec(tmp_path, "0.05,1"), **QUIET)
     assert "fidelity.rungs: [1.0] -> [0.05, 1.0]" in str(error.value)
+
+
+def _corpus(chars: int):
+    from tuner.data.corpus import Corpus, Document
+
+    return Corpus("c", [Document("a.md", "x" * (chars // 2)), Document("b.md", "y" * (chars - chars // 2))])
+
+
+def test_auto_screens_dense_trials_with_the_late_proxy_from_half_a_million_characters():
+    from tuner.evaluation.fidelity import Fidelity
+
+    # Below 500,000 characters: full fidelity, no proxy (the bundled example and every chroma-dev corpus).
+    assert settings.resolve_fidelity("auto", _corpus(499_999)) == Fidelity(rungs=(1.0,))
+    # From 500,000: the late proxy, its best 3 confirmed at full fidelity; no rungs below 2 MB.
+    assert settings.resolve_fidelity("auto", _corpus(500_000)) == Fidelity(rungs=(1.0,), proxy="late", confirm=3)
+    # From 2,000,000: the proxy, and rungs 0.05, 1 (reduction 4) for an embedder the proxy cannot read.
+    assert settings.resolve_fidelity("auto", _corpus(2_000_000)) == Fidelity(rungs=(0.05, 1.0), reduction=4,
+                                                                             proxy="late", confirm=3)
+    # `full` and an explicit fidelity are what they say, whatever the size.
+    assert settings.resolve_fidelity("full", _corpus(3_000_000)) == Fidelity(rungs=(1.0,))
+    assert settings.resolve_fidelity(Fidelity(rungs=(0.1, 1.0)), _corpus(3_000_000)) == Fidelity(rungs=(0.1, 1.0))
+
+
+def test_a_study_created_before_the_proxy_default_resumes_without_it(tmp_path, monkeypatch):
+    run_study_spec(_spec(tmp_path, "auto"), **QUIET)  # the handbook: full fidelity, no proxy
+    assert "proxy" not in _stored_fidelity(tmp_path)
+    monkeypatch.setattr(settings, "AUTO_PROXY_MIN_CHARS", 0)  # now auto would screen with the proxy
+    run_study_spec(_spec(tmp_path, "auto"), **QUIET)
+    assert "proxy" not in _stored_fidelity(tmp_path)

@@ -58,8 +58,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     tune.add_argument("--fidelity", metavar="auto|full|RUNGS",
                       help="multi-fidelity search: 'full' evaluates every trial on the whole index; rungs such as "
                            "0.1,1 evaluate each trial on 10%% of the distractor chunks first and promote the best "
-                           "third; 'auto' (default) uses 0.05,1 (the best quarter promoted) on corpora of 2 MB of "
-                           "text or more")
+                           "third; 'auto' (default) screens dense and hybrid trials with the late-chunking proxy and "
+                           "confirms its best 3 at full fidelity on corpora of 500,000 characters or more, and uses "
+                           "0.05,1 (the best quarter promoted) on 2 MB or more")
     tune.add_argument("--set", action="append", default=[], metavar="OPTION=VALUE", dest="options",
                       help="any option of a study file, its value written as in the file (YAML), e.g. --set "
                            "rates='{reader_usd_per_mtok: 0.5}' or --set grace_period=60 (repeatable; the other "

@@ -83,7 +83,7 @@ def resumed_settings(name: str, stored: StudySettings, settings: StudySettings, 
     A run and its dry run (:func:`tuner.tuning.search.plan.plan_run`) both ask here."""
     if settings.precision_choice == "auto":  # auto resumes at the study's precision (an explicit one must match)
         settings = replace(settings, embedder=replace(settings.embedder, precision=stored.embedder.precision))
-    if settings.fidelity_choice == "auto":  # auto resumes at the study's rungs (AUTO_RUNGS may have changed)
+    if settings.fidelity_choice == "auto":  # auto resumes at the study's rungs and proxy (auto's may have changed)
         settings = replace(settings, fidelity=stored.fidelity)
     if not pareto_given:
         settings = replace(settings, pareto=stored.pareto)

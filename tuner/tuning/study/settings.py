@@ -56,6 +56,17 @@ AUTO_MIN_CHARS = 2_000_000
 #: 1 MB chroma-dev corpus, the recommendation reached lies in the full-fidelity tie set in
 #: 95.7-99.5% of orders (four seeds; bar 95%). Every three-rung set that saves more fails it.
 AUTO_RUNGS = Fidelity(rungs=(0.05, 1.0), reduction=4)
+#: ``fidelity: auto`` screens dense and hybrid trials with the late-chunking proxy and confirms
+#: its best :data:`AUTO_CONFIRM` at full fidelity on corpora of at least this many characters
+#: (about 120,000 cl100k tokens: a cold dense trial there takes 20-30 s on two cores, so below
+#: it a study's budget already buys a wide search at full fidelity).
+AUTO_PROXY_MIN_CHARS = 500_000
+#: The confirmations behind ``auto``'s proxy: with the proxy pooling what the model reads of each
+#: chunk, ``{proxy: late, confirm: 3}`` passes the decision bar on the three chroma-dev corpora,
+#: the realdocs benchmark and Valgrind's manual (BENCHMARKS.md, "The decision bar after
+#: truncation-faithful pooling"): the recommendation lies in the full-fidelity tie set in 100%
+#: of 1,000 simulated studies of half and of the whole grid, on every corpus.
+AUTO_CONFIRM = 3
 
 _REQUIRED = dataclasses.MISSING
 
@@ -273,13 +284,20 @@ def question_profile(evalset: EvaluationSet, validation: dict[str, Any]) -> dict
 
 
 def resolve_fidelity(choice: str | Fidelity, corpus: Corpus) -> Fidelity:
-    """The rungs a corpus's study climbs: ``auto`` is :data:`AUTO_RUNGS` on a corpus of
-    :data:`AUTO_MIN_CHARS` characters or more, full fidelity below."""
+    """How a corpus's study evaluates its trials. ``auto``: :data:`AUTO_RUNGS` on a corpus of
+    :data:`AUTO_MIN_CHARS` characters or more, full fidelity below; and on a corpus of
+    :data:`AUTO_PROXY_MIN_CHARS` or more, dense and hybrid trials screened by the late-chunking
+    proxy, its best :data:`AUTO_CONFIRM` confirmed at full fidelity (the rungs then serve an
+    embedder the proxy cannot read, such as a hosted API)."""
     if isinstance(choice, Fidelity):
         return choice
-    if choice == "auto" and sum(len(doc.text) for doc in corpus) >= AUTO_MIN_CHARS:
-        return AUTO_RUNGS
-    return FULL
+    if choice != "auto":
+        return FULL
+    chars = sum(len(doc.text) for doc in corpus)
+    rungs = AUTO_RUNGS if chars >= AUTO_MIN_CHARS else FULL
+    if chars >= AUTO_PROXY_MIN_CHARS:
+        return dataclasses.replace(rungs, proxy="late", confirm=AUTO_CONFIRM)
+    return rungs
 
 
 def validation_split(evalset: EvaluationSet, fraction: float, seed: int = 0) -> dict[str, Any]:

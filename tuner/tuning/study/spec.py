@@ -33,7 +33,9 @@ refused.
 trial on the whole index; rungs such as ``[0.1, 1.0]`` evaluate each trial first with 10%
 of the distractor chunks and promote the best third to the full index; ``auto`` (the
 default) uses :data:`AUTO_RUNGS` on a corpus of :data:`AUTO_MIN_CHARS` characters or more
-and ``full`` below.
+and ``full`` below, and screens dense and hybrid trials with the late-chunking proxy (its best
+:data:`AUTO_CONFIRM` confirmed at full fidelity) on one of :data:`AUTO_PROXY_MIN_CHARS` or more
+(:func:`~tuner.tuning.study.settings.resolve_fidelity`).
 """
 
 from __future__ import annotations
