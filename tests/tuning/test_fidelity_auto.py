@@ -60,6 +60,10 @@ def test_auto_screens_dense_trials_with_the_late_proxy_from_half_a_million_chara
     # From 2,000,000: the proxy, and rungs 0.05, 1 (reduction 4) for an embedder the proxy cannot read.
     assert settings.resolve_fidelity("auto", _corpus(2_000_000)) == Fidelity(rungs=(0.05, 1.0), reduction=4,
                                                                              proxy="late", confirm=3)
+    # A hosted embedder gives no token embeddings: no proxy, whatever the size.
+    hosted = EmbedderConfig(provider="openai", model="text-embedding-3-small")
+    assert settings.resolve_fidelity("auto", _corpus(500_000), hosted) == Fidelity(rungs=(1.0,))
+    assert settings.resolve_fidelity("auto", _corpus(2_000_000), hosted) == Fidelity(rungs=(0.05, 1.0), reduction=4)
     # `full` and an explicit fidelity are what they say, whatever the size.
     assert settings.resolve_fidelity("full", _corpus(3_000_000)) == Fidelity(rungs=(1.0,))
     assert settings.resolve_fidelity(Fidelity(rungs=(0.1, 1.0)), _corpus(3_000_000)) == Fidelity(rungs=(0.1, 1.0))

@@ -193,7 +193,7 @@ def plan_run(spec: StudySpec) -> list[CorpusPlan]:
     plans = []
     for corpus in data.corpora:
         tokens = corpus.token_count()
-        fidelity = resolve_fidelity(spec.fidelity, corpus)
+        fidelity = resolve_fidelity(spec.fidelity, corpus, spec.embedder)
         share = fidelity.expected_share(spec.trials_to_add)
         per_trial = tokens * factor
         seconds = per_trial / rates.embed_tokens_per_s

@@ -30,6 +30,7 @@ from ...data.lexical import LexicalOverlap
 from ...data.repeats import OccurrenceTable
 from ...embedding.cache import EmbeddingCache
 from ...embedding.config import EmbedderConfig, embedder_key, shared_embedder
+from ...embedding.registry import embedding_provider
 from ...errors import InvalidParameterError, StudyError
 from ...evaluation.config import COPIES
 from ...evaluation.fidelity import FULL, Fidelity
@@ -254,7 +255,7 @@ def build_settings(spec: StudySpec, corpus: Corpus, evalset: EvaluationSet, spac
         space=space, space_source=space.source, embedder=spec.embedder.resolved(),
         precision_choice=spec.embedder.precision, unit=spec.unit, copies=spec.copies, weights=spec.weights,
         rates=spec.rates, scales=spec.scales, constraints=spec.constraints, pareto=spec.pareto or DEFAULT_PARETO,
-        fidelity=resolve_fidelity(spec.fidelity, corpus),
+        fidelity=resolve_fidelity(spec.fidelity, corpus, spec.embedder),
         fidelity_choice=spec.fidelity if isinstance(spec.fidelity, str) else None,
         validation=(validation := validation_split(evalset, spec.validation)),
         question_profile=question_profile(evalset, validation), corpus_tokens=corpus.token_count(),
@@ -283,19 +284,21 @@ def question_profile(evalset: EvaluationSet, validation: dict[str, Any]) -> dict
             "lexical": None if lexical is None else lexical.to_dict()}
 
 
-def resolve_fidelity(choice: str | Fidelity, corpus: Corpus) -> Fidelity:
+def resolve_fidelity(choice: str | Fidelity, corpus: Corpus, embedder: EmbedderConfig | None = None) -> Fidelity:
     """How a corpus's study evaluates its trials. ``auto``: :data:`AUTO_RUNGS` on a corpus of
     :data:`AUTO_MIN_CHARS` characters or more, full fidelity below; and on a corpus of
-    :data:`AUTO_PROXY_MIN_CHARS` or more, dense and hybrid trials screened by the late-chunking
+    :data:`AUTO_PROXY_MIN_CHARS` or more, when the study's ``embedder`` gives token embeddings (a
+    local model; None: the default one), dense and hybrid trials screened by the late-chunking
     proxy, its best :data:`AUTO_CONFIRM` confirmed at full fidelity (the rungs then serve an
-    embedder the proxy cannot read, such as a hosted API)."""
+    embedder the search space adds that the proxy cannot read)."""
     if isinstance(choice, Fidelity):
         return choice
     if choice != "auto":
         return FULL
     chars = sum(len(doc.text) for doc in corpus)
     rungs = AUTO_RUNGS if chars >= AUTO_MIN_CHARS else FULL
-    if chars >= AUTO_PROXY_MIN_CHARS:
+    readable = embedding_provider((embedder or EmbedderConfig()).provider).token_embeddings
+    if chars >= AUTO_PROXY_MIN_CHARS and readable:
         return dataclasses.replace(rungs, proxy="late", confirm=AUTO_CONFIRM)
     return rungs
 
