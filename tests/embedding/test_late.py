@@ -23,6 +23,7 @@ from tuner.data.document import Document
 from tuner.embedding import EmbedderConfig, EmbeddingCache, SentenceTransformerEmbedder
 from tuner.embedding.cache import text_key
 from tuner.embedding.late import (
+    STALE_CLAIM_S,
     STALE_TEMP_S,
     DocumentTokens,
     LateChunkingEmbedder,
@@ -34,6 +35,7 @@ from tuner.embedding.late import (
 from tuner.errors import EmbeddingError, InvalidParameterError
 from tuner.evaluation.config import EvaluationConfig
 from tuner.retrieval.config import RetrievalConfig
+from tuner.text.tokens import count_tokens
 
 from fakes import SENTENCE_MODEL_WORDS, save_sentence_transformer
 
@@ -379,6 +381,120 @@ def test_a_writer_killed_mid_write_leaves_a_temporary_file_that_a_later_cache_re
     os.utime(left, (old, old))
     assert TokenEmbeddingCache(folder).documents("m") == []
     assert sorted(p.name for p in (folder / "m").iterdir()) == sorted(["model.json", young.name])
+
+
+# --- the pass, shared between processes (issue 42) ------------------------------------------------
+
+
+def late_on(model_folder: Path, cache: TokenEmbeddingCache) -> LateChunkingEmbedder:
+    return LateChunkingEmbedder(SentenceTransformerEmbedder(str(model_folder), device="cpu", precision="fp32"),
+                                tokens=cache)
+
+
+def exited_pid() -> int:
+    """The id of a process of this host that has ended."""
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    return int(done.stdout)
+
+
+def hold_claim(cache: TokenEmbeddingCache, model_key: str, document_key: str, pid: int, host: str | None = None,
+               age_s: float = 0.0) -> Path:
+    """A claim as another process leaves it (its host and process id), ``age_s`` seconds old."""
+    import socket
+
+    path = cache.folder / model_key / f".{document_key}.claim"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"host": host or socket.gethostname(), "pid": pid}))
+    if age_s:
+        then = time.time() - age_s
+        os.utime(path, (then, then))
+    return path
+
+
+def test_a_document_another_live_process_holds_is_waited_for_not_computed_again(model_folder, tmp_path):
+    # Issue 42: two workers that start with a proxy trial each read every document of the corpus
+    # (1.95 corpus passes on realdocs with --jobs 2). A document another live process is computing
+    # is left to it: this process reads the others, then waits for that one.
+    import threading
+
+    cache = TokenEmbeddingCache(tmp_path / "tokens")
+    texts = [words(30, seed=s) for s in range(4)]
+    mine = late_on(model_folder, cache)
+    held = text_key(texts[1]).hex()
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        claim = hold_claim(cache, mine.model_key, held, other.pid)
+
+        def the_other_process_finishes() -> None:  # stores the document, then lets go of its claim
+            late_on(model_folder, TokenEmbeddingCache(cache.folder)).document_tokens(texts[1])
+            claim.unlink()
+
+        finisher = threading.Timer(1.0, the_other_process_finishes)
+        finisher.start()
+        computed = mine.read_documents(texts)
+        finisher.join()
+    finally:
+        other.kill()
+        other.wait()
+    assert mine.stats.computed == 3  # the three others; the held one came from the cache
+    # the pass's tokens are the three documents' (cl100k, as a corpus counts them), the held one's not
+    assert computed == sum(count_tokens(text) for number, text in enumerate(texts) if number != 1)
+    assert sorted(p.stem for p in (cache.folder / mine.model_key).glob("*.npz")) == sorted(
+        text_key(t).hex() for t in texts)
+    assert list((cache.folder / mine.model_key).glob(".*.claim")) == []  # every claim let go
+
+
+def test_a_claim_whose_process_is_gone_is_taken_over(model_folder, tmp_path):
+    cache = TokenEmbeddingCache(tmp_path / "tokens")
+    texts = [words(30, seed=s) for s in range(3)]
+    mine = late_on(model_folder, cache)
+    hold_claim(cache, mine.model_key, text_key(texts[0]).hex(), exited_pid())  # a worker killed mid-document
+    elsewhere = hold_claim(cache, mine.model_key, text_key(texts[2]).hex(), 1, host="another-host",
+                           age_s=STALE_CLAIM_S + 60)  # another host's, too old to be at work still
+    mine.read_documents(texts)
+    assert mine.stats.computed == 3
+    assert not elsewhere.exists()
+
+
+def test_another_hosts_recent_claim_is_respected(model_folder, tmp_path):
+    cache = TokenEmbeddingCache(tmp_path / "tokens")
+    mine = late_on(model_folder, cache)
+    key = text_key(words(30, seed=0)).hex()
+    hold_claim(cache, mine.model_key, key, 1, host="another-host", age_s=60)
+    assert cache.claim_alive(mine.model_key, key)
+    assert not cache.claim(mine.model_key, key)
+
+
+SHARED_PASS = """
+import json, sys
+from tuner.embedding import SentenceTransformerEmbedder
+from tuner.embedding.late import LateChunkingEmbedder, TokenEmbeddingCache
+model, folder, texts, go = sys.argv[1], sys.argv[2], json.loads(open(sys.argv[3]).read()), sys.argv[4]
+late = LateChunkingEmbedder(SentenceTransformerEmbedder(model, device="cpu", precision="fp32"),
+                            tokens=TokenEmbeddingCache(folder))
+late.base._model  # loaded before the start, so that both read at once
+import os, time
+while not os.path.exists(go):
+    time.sleep(0.01)
+late.read_documents(texts)
+print(late.stats.computed)
+"""
+
+
+def test_two_processes_reading_one_corpus_at_once_compute_each_document_once(model_folder, tmp_path):
+    texts = [words(200, seed=s) for s in range(40)]
+    (tmp_path / "texts.json").write_text(json.dumps(texts))
+    go = tmp_path / "go"
+    workers = [subprocess.Popen([sys.executable, "-c", SHARED_PASS, str(model_folder), str(tmp_path / "tokens"),
+                                 str(tmp_path / "texts.json"), str(go)], stdout=subprocess.PIPE, text=True)
+               for _ in range(2)]
+    time.sleep(0.5)
+    go.touch()
+    counts = [int(worker.communicate(timeout=300)[0]) for worker in workers]
+    assert all(worker.returncode == 0 for worker in workers)
+    assert sum(counts) == 40  # each document read by exactly one of them
+    (folder,) = [p for p in (tmp_path / "tokens").iterdir() if p.is_dir()]
+    assert len(list(folder.glob("*.npz"))) == 40 and list(folder.glob(".*.claim")) == []
 
 
 def test_token_embeddings_live_beside_the_embedding_cache(tmp_path, monkeypatch):

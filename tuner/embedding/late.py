@@ -50,6 +50,14 @@ read (a file copied or renamed over another document's name would otherwise serv
 document's vectors). A temporary file a killed writer left behind is removed by the next cache
 that opens the folder, once it is :data:`STALE_TEMP_S` old.
 
+**Shared work.** Processes that read the same corpus at once (a study's workers, which all start
+with a proxy trial) share the pass instead of each computing every document: a process computes a
+document only under a claim, ``.<sha256>.claim`` in the model folder, created exclusively and
+holding its host and process id (:meth:`TokenEmbeddingCache.claim`). A document another live process
+holds is left to it and waited for after the others (:meth:`LateChunkingEmbedder.read_documents`); a
+claim whose process is gone (killed) is taken over, as is one from another host after
+:data:`STALE_CLAIM_S`.
+
 **What a model needs.** Token embeddings with character offsets and a mean-pooling sentence
 embedding: a sentence-transformers model whose modules are a Transformer, a mean Pooling and
 optionally Normalize, with a fast tokenizer (``tokenizer.json``). A model pooled otherwise (CLS,
@@ -60,10 +68,12 @@ Questions are embedded as usual, by the model itself.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
 import os
+import socket
 import time
 import zipfile
 from collections import OrderedDict
@@ -95,6 +105,11 @@ WINDOWS_PER_CALL = 32
 #: Age (seconds) after which a temporary file in a model folder is a killed writer's leftover: a
 #: live writer replaces its file within seconds of creating it (one document's vectors, written at once).
 STALE_TEMP_S = 3600
+#: Age (seconds) after which a claim of another host is taken over: a process there cannot be asked
+#: whether it lives, and no document takes hours to read.
+STALE_CLAIM_S = 6 * 3600
+#: Seconds between two looks at a document another process is computing.
+CLAIM_POLL_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -301,11 +316,79 @@ class TokenEmbeddingCache:
         self._remember((model_key, document_key), DocumentTokens(tokens.vectors.astype(np.float16, copy=False),
                                                                  tokens.offsets.astype(np.int64, copy=False)))
 
+    def has(self, model_key: str, document_key: str) -> bool:
+        """Whether a document's token embeddings are stored (a damaged file still reads as missing)."""
+        return (model_key, document_key) in self._memory or self._path(model_key, document_key).is_file()
+
+    def _claim_path(self, model_key: str, document_key: str) -> Path:
+        return self.folder / model_key / f".{document_key}.claim"
+
+    def claim(self, model_key: str, document_key: str) -> bool:
+        """Take the right to compute a document's token embeddings: True when this process holds it
+        now, False while another live process does (see the module docstring, *Shared work*)."""
+        try:
+            folder = private_dir(self.folder / model_key)
+        except OSError as exc:
+            raise EmbeddingCacheError(f"cannot use the token-embedding cache {self.folder}: "
+                                      f"{exc.strerror or exc}") from None
+        path = folder / f".{document_key}.claim"
+        for _ in range(2):  # a stale claim is removed once, then taken like a free one
+            try:
+                handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            except FileExistsError:
+                if self.claim_alive(model_key, document_key):
+                    return False
+                with contextlib.suppress(FileNotFoundError):  # its holder finished meanwhile
+                    path.unlink()
+                continue
+            except OSError as exc:
+                raise EmbeddingCacheError(f"cannot use the token-embedding cache {self.folder}: "
+                                          f"{exc.strerror or exc}") from None
+            with os.fdopen(handle, "w") as out:
+                out.write(json.dumps({"host": socket.gethostname(), "pid": os.getpid()}))
+            return True
+        return False
+
+    def claim_alive(self, model_key: str, document_key: str) -> bool:
+        """Whether a document is claimed by a process that may still be computing it: one on this
+        host that runs, or one elsewhere whose claim is younger than :data:`STALE_CLAIM_S`."""
+        path = self._claim_path(model_key, document_key)
+        try:
+            holder = json.loads(path.read_text(encoding="utf-8") or "{}")
+            age = time.time() - path.stat().st_mtime
+        except FileNotFoundError:
+            return False
+        except (OSError, ValueError):
+            return True  # being written this instant, or unreadable: not ours to take
+        if not isinstance(holder, dict) or not holder:
+            return age < STALE_TEMP_S  # created, its holder not written yet (or killed between the two)
+        if holder.get("host") != socket.gethostname():
+            return age < STALE_CLAIM_S
+        return process_alive(holder.get("pid"))
+
+    def release(self, model_key: str, document_key: str) -> None:
+        """Give up a claim this process holds (its document stored, or its computation failed)."""
+        with contextlib.suppress(FileNotFoundError):
+            self._claim_path(model_key, document_key).unlink()
+
     def documents(self, model_key: str) -> list[str]:
         """The document keys stored for a model."""
         self._sweep(model_key)
         folder = self.folder / model_key
         return sorted(p.stem for p in folder.glob("*.npz")) if folder.is_dir() else []
+
+
+def process_alive(pid: Any) -> bool:
+    """Whether a process of this host with id ``pid`` runs (True where the system will not say)."""
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process (EPERM): alive
+        return True
+    return True
 
 
 def default_memory_bytes() -> int:
@@ -449,6 +532,43 @@ class LateChunkingEmbedder(Embedder):
             self.tokens.put(self.model_key, key, computed, self.describe())
         return computed
 
+    def read_documents(self, texts: Iterable[str]) -> int:
+        """The pass: compute and cache the token embeddings of every document of ``texts`` not cached
+        yet, sharing the work with the other processes that read them now (module docstring, *Shared
+        work*): a document another live process holds is left to it, then waited for after the
+        others, and computed here only if that process is gone. Returns the tokens computed here."""
+        before = self.stats.computed_tokens
+        if self.tokens is None:  # nothing shared: each document is computed as its chunks are pooled
+            return 0
+        pending = {text_key(text).hex(): text for text in texts}
+        held_elsewhere = []
+        for key, text in pending.items():
+            if not self._read_claimed(key, text):
+                held_elsewhere.append(key)
+        for key in held_elsewhere:
+            while not self.tokens.has(self.model_key, key) and self.tokens.claim_alive(self.model_key, key):
+                time.sleep(CLAIM_POLL_S)
+            if not self.tokens.has(self.model_key, key):
+                self._read_claimed(key, pending[key], wait=True)
+        return self.stats.computed_tokens - before
+
+    def _read_claimed(self, key: str, text: str, *, wait: bool = False) -> bool:
+        """Compute one document under its claim unless cached: False when another live process holds
+        it (and ``wait`` is off; with ``wait``, this process computes it whatever the claim)."""
+        if self.tokens.has(self.model_key, key):
+            return True
+        claimed = self.tokens.claim(self.model_key, key)
+        if not claimed and not wait:
+            return False
+        try:
+            # Stored meanwhile: its holder wrote it and let go between the look above and the claim.
+            if not self.tokens.has(self.model_key, key):
+                self.document_tokens(text)
+        finally:
+            if claimed:
+                self.tokens.release(self.model_key, key)
+        return True
+
     def _compute(self, text: str) -> DocumentTokens:
         import torch
 
@@ -506,6 +626,7 @@ class LateChunkingEmbedder(Embedder):
                 header_sums[header] = own.sum(axis=0), len(own)
             return header_sums[header]
 
+        self.pass_tokens += self.read_documents(documents.document(document).text for document in by_document)
         for document, rows in by_document.items():
             before = self.stats.computed_tokens
             tokens = self.document_tokens(documents.document(document).text)
