@@ -93,6 +93,51 @@ class OutOfBudget(Exception):
         self.expected_s, self.left_s = expected_s, left_s
 
 
+#: Seconds between two looks at a trial that embeds the chunks another one needs.
+SAME_CHUNKS_POLL_S = 2.0
+
+
+def chunks_key(config: dict[str, Any]) -> str | None:
+    """What decides the texts a configuration embeds (its chunker, embedder and context header), or
+    None when it embeds none: a hybrid configuration and its dense twin share one."""
+    retrieval = config.get("retrieval", {})
+    if retrieval.get("method", "dense") == "bm25":
+        return None
+    return json.dumps([config.get("chunker"), config.get("embedder"), retrieval.get("context", "none")],
+                      sort_keys=True)
+
+
+def embeds_at_full_fidelity(trial: FrozenTrial, single_rung: bool) -> bool:
+    """Whether ``trial`` embeds its chunks at full fidelity at once (a baseline, a confirmation, or any
+    trial of a study without rungs or proxy)."""
+    return single_rung or bool({BASELINE_ATTR, CONFIRMS_ATTR} & set(trial.user_attrs))
+
+
+def wait_for_the_same_chunks(study: optuna.Study, number: int, config: dict[str, Any], single_rung: bool,
+                             limit_s: float, poll_s: float = SAME_CHUNKS_POLL_S,
+                             on_wait: Callable[[int], None] | None = None) -> list[int]:
+    """Wait while an earlier running trial embeds, at full fidelity, the very chunks that trial
+    ``number`` (``config``) is about to embed (a hybrid baseline beside its dense twin): this one then finds
+    their vectors in the cache instead of both workers embedding them. At most ``limit_s`` (a trial whose
+    worker died stays RUNNING until reclaimed). Returns the trials waited for."""
+    key, waited = chunks_key(config), []
+    if key is None:
+        return waited
+    deadline = time.time() + limit_s
+    while time.time() < deadline:
+        embedding = [t.number for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+                     if t.number < number and CONFIG_ATTR in t.user_attrs and embeds_at_full_fidelity(t, single_rung)
+                     and chunks_key(json.loads(t.user_attrs[CONFIG_ATTR])) == key]
+        if not embedding:
+            break
+        if embedding[0] not in waited:
+            waited.append(embedding[0])
+            if on_wait is not None:
+                on_wait(embedding[0])
+        time.sleep(poll_s)
+    return waited
+
+
 class EmbeddingWork:
     """What a trial's models embed, from their counters (cl100k tokens of the texts they computed, cache
     hits not): the trial's embedder, and its proxy's (the pass over the documents apart), since ``start``."""
@@ -172,6 +217,13 @@ class TrialObjective:
             raise ConfigurationTaken(granted.holder)
         if granted.outcome == Claim.FULL:
             raise TargetReached
+        fidelity = self.ladder(trial, config)[0]
+        if config.retrieval.embeds and not fidelity.multi:
+            wait_for_the_same_chunks(
+                trial.study, trial.number, config.to_dict(), not self.settings.fidelity.multi,
+                limit_s=self.cold_seconds(config),
+                on_wait=lambda other: print_err(f"trial {trial.number}: waits for trial {other}, which embeds the "
+                                                f"same chunks, to take their vectors from the cache"))
         embedder = self.embedder(config.embedder)
         api_tokens = embedder.stats.api_tokens
         read, model_seconds = embedder.stats.read_tokens, embedder.stats.model_seconds
