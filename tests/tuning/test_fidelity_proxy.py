@@ -138,6 +138,34 @@ def test_the_dry_run_prices_the_proxy_pass_once(study):
     assert f"embedding work: at most {sum(plan.passes.values()):.2f} corpus passes (baselines " in text
 
 
+def test_the_dry_run_of_a_time_budget_keeps_to_it_after_the_work_a_proxy_always_does(study):
+    # Issue 42: realdocs' dry run with --timeout 30m said "at most 58 min", although the run keeps
+    # its confirmations inside the budget (it took 28 min). The fixed work (the pass, the dense
+    # baselines and the confirmations at full fidelity, priced from the same passes the summary
+    # counts) comes out of the budget first; sampled trials get what is left.
+    from dataclasses import replace
+
+    from tuner.tuning.search.plan import format_plan, plan_run
+
+    spec, *_ = study
+    (unbounded,) = plan_run(spec)
+    rate = unbounded.tokens / unbounded.proxy_seconds  # the pass reads every token once
+    assert unbounded.full_seconds == pytest.approx(
+        (unbounded.passes["baselines"] + unbounded.passes["confirmations"]) * unbounded.tokens / rate)
+    fixed = unbounded.proxy_seconds + unbounded.full_seconds / unbounded.jobs
+    dense_s, bm25_s = 5.0, unbounded.kind_seconds["bm25"]  # a proxy's trial is priced as a BM25 one
+    mean_s = unbounded.kinds["dense"] * dense_s + unbounded.kinds["bm25"] * bm25_s + \
+        unbounded.kinds["semantic"] * unbounded.kind_seconds["semantic"]
+    roomy = replace(spec, timeout=fixed + 10 * mean_s / unbounded.jobs + 1)
+    (plan,) = plan_run(roomy)
+    assert plan.trials == min(spec.trials_to_add, 10) and plan.wall_seconds <= roomy.timeout
+    assert "beyond the budget" not in format_plan(roomy, [plan])
+    tight = replace(spec, timeout=fixed / 2)
+    (plan,) = plan_run(tight)
+    assert plan.trials == 0 and plan.wall_seconds == pytest.approx(tight.timeout)
+    assert "beyond the budget's" in format_plan(tight, [plan])
+
+
 def _objective(spec, folder, questions, cache):
     from tuner.embedding import EmbeddingCache
     from tuner.tuning.run.trial import TrialObjective

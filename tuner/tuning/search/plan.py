@@ -87,6 +87,14 @@ class CorpusPlan:
     #: Embedding work, cold, in corpus passes (tokens embedded over the corpus's tokens) by phase, as the
     #: summary counts it (:data:`~..run.progress.PHASES`).
     passes: dict[str, float] = field(default_factory=dict)
+    #: The corpus's share of the run's time budget (None without one).
+    budget_seconds: float | None = None
+
+    @property
+    def fixed_seconds(self) -> float:
+        """Behind a proxy, the work a run does whatever its budget: the pass, the dense baselines and the
+        confirmations (the last two shared among the workers)."""
+        return self.proxy_seconds + self.full_seconds / self.jobs
 
 
 def kind_shares(sampled: list[tuple[str, float, tuple[int, int] | None]]) -> dict[str, tuple[float, float]]:
@@ -199,17 +207,27 @@ def plan_run(spec: StudySpec) -> list[CorpusPlan]:
         seconds = per_trial / rates.embed_tokens_per_s
         kind_seconds = {kind: max(MIN_TRIAL_S, tokens * kind_factor * share / rates.embed_tokens_per_s)
                         for kind, (_, kind_factor) in shares.items()}
-        full_s = 0.0
-        if fidelity.proxy is not None and shares[DENSE][0]:
-            # A proxy's trial pools its vectors (about a BM25 trial); its best and the dense baselines
-            # are evaluated at full fidelity, each a cold embedding of the corpus's chunks.
+        behind_proxy = fidelity.proxy is not None and bool(shares[DENSE][0])
+        if behind_proxy:  # a proxy's trial pools its vectors: about a BM25 trial
             kind_seconds[DENSE] = MIN_TRIAL_S
-            dense_baselines = embedding_baselines(data.space)
-            full_s = (fidelity.confirm + dense_baselines) * tokens * shares[DENSE][1] / rates.embed_tokens_per_s
         mean_s = sum(kind_share * kind_seconds[kind] for kind, (kind_share, _) in shares.items())
+        passes = {"baselines": baseline_passes(data.space)}
+        # Behind a proxy the fixed work comes first: the pass reads every document once, and the dense
+        # baselines and the proxy's best are embedded at full fidelity (the passes priced below).
+        proxy_s = tokens / rates.embed_tokens_per_s if behind_proxy else 0.0
+        full_s = 0.0
+        if behind_proxy:
+            passes.update({"proxy pass": 1.0, "proxy trials": 0.0,
+                           "confirmations": fidelity.confirm * shares[DENSE][1]})
+            full_s = (passes["baselines"] + passes["confirmations"]) * tokens / rates.embed_tokens_per_s
+        budget_s = None if spec.timeout is None else spec.timeout / len(data.corpora)  # run.budget_share
         trials = spec.trials_to_add
-        if spec.timeout is not None:  # as many as fit in the corpus's share of the budget (run.budget_share)
-            trials = min(trials, int(spec.timeout / len(data.corpora) * jobs / mean_s))
+        if budget_s is not None:  # as many as fit in the corpus's share of the budget, after the fixed work
+            trials = min(trials, int(max(0.0, budget_s - proxy_s - full_s / jobs) * jobs / mean_s))
+        if behind_proxy:  # a semantic chunker still embeds its units
+            passes["proxy trials"] = trials * shares[SEMANTIC][0] * SEMANTIC_UNIT_FACTOR
+        else:
+            passes["trials"] = trials * factor * share
         api = (trials * per_trial * share * rates.embed_usd_per_mtok / 1e6
                if embedding_provider(spec.embedder.provider).priced_per_token else None)
         llm = {}
@@ -220,23 +238,15 @@ def plan_run(spec: StudySpec) -> list[CorpusPlan]:
             llm = {"llm_context_share": llm_share, "llm_context_tokens": tokens_each,
                    "llm_context_usd": trials * llm_share * tokens_each * rates.reader_usd_per_mtok / 1e6,
                    "reader_usd_per_mtok": rates.reader_usd_per_mtok}
-        # A proxy rung reads every document once per embedder (the late-chunking pass), then scores
-        # each chunking from the cached token embeddings at about BM25's cost.
-        proxy_s = tokens / rates.embed_tokens_per_s if fidelity.proxy is not None and shares[DENSE][0] else 0.0
-        passes = {"baselines": baseline_passes(data.space)}
-        if fidelity.proxy is not None and shares[DENSE][0]:
-            # The pass reads every document once; a proxy trial pools (a semantic chunker still embeds its units).
-            passes.update({"proxy pass": 1.0, "proxy trials": trials * shares[SEMANTIC][0] * SEMANTIC_UNIT_FACTOR,
-                           "confirmations": fidelity.confirm * shares[DENSE][1]})
-        else:
-            passes["trials"] = trials * factor * share
+        wall_s = (trials * mean_s + full_s) / jobs + proxy_s
         plans.append(CorpusPlan(corpus.name, len(corpus), tokens, len(data.evaluation_sets[corpus.name]), trials,
-                                per_trial, seconds, (trials * mean_s + full_s) / jobs + proxy_s, api, fidelity.rungs,
-                                share,
+                                per_trial, seconds, wall_s if budget_s is None else min(wall_s, budget_s), api,
+                                fidelity.rungs, share,
                                 {kind: kind_share for kind, (kind_share, _) in shares.items()}, kind_seconds,
                                 rates.embed_usd_per_mtok if api is not None else None, jobs, **llm,
                                 priced_at=priced_at, proxy=fidelity.proxy, proxy_seconds=proxy_s,
-                                confirm=fidelity.confirm, full_seconds=full_s, passes=passes))
+                                confirm=fidelity.confirm, full_seconds=full_s, passes=passes,
+                                budget_seconds=budget_s))
     return plans
 
 
@@ -303,7 +313,12 @@ def format_plan(spec: StudySpec, plans: list[CorpusPlan]) -> str:
             lines.append(f"    a {p.proxy}-chunking proxy rung first: one pass over the corpus per embedder, about "
                          f"{format_duration(p.proxy_seconds)}; then each chunking costs about what BM25 does; its "
                          f"best {p.confirm} and the dense baselines at full fidelity: about "
-                         f"{format_duration(p.full_seconds)}")
+                         f"{format_duration(p.full_seconds)} of embedding"
+                         + (f" ({format_duration(p.full_seconds / p.jobs)} on {p.jobs} workers)" if p.jobs > 1 else ""))
+            if p.budget_seconds is not None and p.fixed_seconds > p.budget_seconds:
+                lines.append(f"    that work alone is priced at {format_duration(p.fixed_seconds)}, beyond the "
+                             f"budget's {format_duration(p.budget_seconds)}: the run may end before it confirms the "
+                             f"proxy's best (give it more time, or {option('fidelity', 'full')})")
         if len(p.rungs) > 1:
             lines.append(f"    fidelity rungs {', '.join(f'{r:g}' for r in p.rungs)}: a trial embeds about "
                          f"{p.fidelity_share:.0%} of that on average, plus the chunks holding references")
