@@ -532,24 +532,30 @@ class LateChunkingEmbedder(Embedder):
             self.tokens.put(self.model_key, key, computed, self.describe())
         return computed
 
-    def read_documents(self, texts: Iterable[str]) -> int:
+    def read_documents(self, texts: Iterable[str], ready: Callable[[str], None] | None = None) -> int:
         """The pass: compute and cache the token embeddings of every document of ``texts`` not cached
         yet, sharing the work with the other processes that read them now (module docstring, *Shared
         work*): a document another live process holds is left to it, then waited for after the
-        others, and computed here only if that process is gone. Returns the tokens computed here."""
+        others, and computed here only if that process is gone. ``ready`` is called with each text
+        once its token embeddings are stored (a progress report). Returns the tokens computed here.
+        Without a cache nothing is shared, and each document is computed as its chunks are pooled."""
         before = self.stats.computed_tokens
-        if self.tokens is None:  # nothing shared: each document is computed as its chunks are pooled
+        if self.tokens is None:
             return 0
         pending = {text_key(text).hex(): text for text in texts}
         held_elsewhere = []
         for key, text in pending.items():
             if not self._read_claimed(key, text):
                 held_elsewhere.append(key)
+            elif ready is not None:
+                ready(text)
         for key in held_elsewhere:
             while not self.tokens.has(self.model_key, key) and self.tokens.claim_alive(self.model_key, key):
                 time.sleep(CLAIM_POLL_S)
             if not self.tokens.has(self.model_key, key):
                 self._read_claimed(key, pending[key], wait=True)
+            if ready is not None:
+                ready(pending[key])
         return self.stats.computed_tokens - before
 
     def _read_claimed(self, key: str, text: str, *, wait: bool = False) -> bool:
@@ -626,7 +632,19 @@ class LateChunkingEmbedder(Embedder):
                 header_sums[header] = own.sum(axis=0), len(own)
             return header_sums[header]
 
-        self.pass_tokens += self.read_documents(documents.document(document).text for document in by_document)
+        # Progress counts a document's chunks once its token embeddings are ready (the pass is the slow
+        # part; pooling them takes a moment), or, without a cache, once they are pooled.
+        rows_of: dict[str, int] = {}
+        for document, rows in by_document.items():
+            key = documents.document(document).text
+            rows_of[key] = rows_of.get(key, 0) + len(rows)
+
+        def ready(text: str) -> None:
+            if progress is not None:
+                progress(rows_of[text])
+
+        self.pass_tokens += self.read_documents(rows_of, ready)
+        shared = self.tokens is not None
         for document, rows in by_document.items():
             before = self.stats.computed_tokens
             tokens = self.document_tokens(documents.document(document).text)
@@ -641,7 +659,7 @@ class LateChunkingEmbedder(Embedder):
                     sums[position] += extra
                     counts[position] += count
             out[rows] = unit_rows(sums / np.maximum(counts, 1).astype(np.float32)[:, None])
-            if progress is not None:
+            if progress is not None and not shared:
                 progress(len(rows))
         self.stats.texts += len(chunks)
         self.stats.tokens += sum(chunk.token_count for chunk in chunks)
