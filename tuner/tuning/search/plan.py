@@ -168,15 +168,6 @@ def baseline_passes(space: SearchSpace) -> float:
     return sum(chunk_passes(baseline.params) for baseline in chunkings.values())
 
 
-def embedding_baselines(space: SearchSpace) -> int:
-    """How many chunkings the space's baselines embed: those of the baselines whose retrieval embeds
-    (a hybrid baseline finds its dense twin's vectors in the cache: one chunking, embedded once)."""
-    by_name = {baseline.name: baseline for baseline in BASELINES}
-    return len({(by_name[name].chunker, repr(sorted(by_name[name].params.items())))
-                for name, _ in baseline_points(space)
-                if trial_kind(by_name[name].chunker, by_name[name].method) == DENSE})
-
-
 def plan_run(spec: StudySpec) -> list[CorpusPlan]:
     """The cost preview of ``spec`` (see the module docstring)."""
     from ..run.runner import run_jobs
