@@ -24,6 +24,8 @@ from ...embedding.config import EmbedderConfig, embedder_key, shared_embedder
 from ...evaluation.config import EvaluationConfig
 from ...evaluation.evaluator import EvaluationResult, evaluate_rungs
 from ...evaluation.fidelity import FULL, Fidelity, promoted
+from ...retrieval.config import RetrievalConfig
+from ...retrieval.methods import retrieval_method
 from ..scoring.calibration import check_calibration, stored_throughput
 from ..scoring.inner import best_point
 from ..scoring.measures import ResolvedRates, api_usage_attributes, resolve_rates, trial_attributes
@@ -101,7 +103,7 @@ def chunks_key(config: dict[str, Any]) -> str | None:
     """What decides the texts a configuration embeds (its chunker, embedder and context header), or
     None when it embeds none: a hybrid configuration and its dense twin share one."""
     retrieval = config.get("retrieval", {})
-    if retrieval.get("method", "dense") == "bm25":
+    if not retrieval_method(retrieval.get("method", RetrievalConfig().method)).embeds:
         return None
     return json.dumps([config.get("chunker"), config.get("embedder"), retrieval.get("context", "none")],
                       sort_keys=True)
