@@ -32,7 +32,7 @@ import sqlalchemy as sa
 import yaml
 from optuna.trial import TrialState
 
-from tuner.tuning.run.processes import pid_alive
+from tuner._io.liveness import pid_alive
 from tuner.tuning.study.storage import make_storage
 
 from fakes import complete_trial_count

@@ -73,7 +73,6 @@ import hashlib
 import io
 import json
 import os
-import socket
 import time
 import zipfile
 from collections import OrderedDict
@@ -88,6 +87,7 @@ import numpy as np
 from .._faults import fault_point
 from .._io.cachedir import cache_dir
 from .._io.files import atomic_writer, private_dir, write_atomically
+from .._io.liveness import pid_alive, this_host
 from ..errors import EmbeddingError
 from ..text.tokens import count_span, count_tokens
 from .base import DocumentSource, Embedder, LocatedText
@@ -254,6 +254,14 @@ class TokenEmbeddingCache:
     def _path(self, model_key: str, document_key: str) -> Path:
         return self.folder / model_key / f"{document_key}.npz"
 
+    def _model_folder(self, model_key: str) -> Path:
+        """A model's folder, created private (0700) if need be."""
+        try:
+            return private_dir(self.folder / model_key)
+        except OSError as exc:
+            raise EmbeddingCacheError(f"cannot use the token-embedding cache {self.folder}: "
+                                      f"{exc.strerror or exc}") from None
+
     def _sweep(self, model_key: str) -> None:
         """Once per model folder and cache: remove the temporary files that writers killed mid-write
         left (``.<key>.npz.<random>.tmp``, see :func:`~tuner._io.files.atomic_writer`), each as large as
@@ -297,11 +305,7 @@ class TokenEmbeddingCache:
     def put(self, model_key: str, document_key: str, tokens: DocumentTokens, describe: dict[str, Any]) -> None:
         """Store one document's token embeddings (``describe``: what the model key stands for,
         written once as the model folder's ``model.json``)."""
-        try:
-            folder = private_dir(self.folder / model_key)
-        except OSError as exc:
-            raise EmbeddingCacheError(f"cannot use the token-embedding cache {self.folder}: "
-                                      f"{exc.strerror or exc}") from None
+        folder = self._model_folder(model_key)
         self._sweep(model_key)
         if not (folder / "model.json").exists():
             write_atomically(folder / "model.json", json.dumps(describe, indent=2) + "\n", EmbeddingCacheError)
@@ -326,12 +330,8 @@ class TokenEmbeddingCache:
     def claim(self, model_key: str, document_key: str) -> bool:
         """Take the right to compute a document's token embeddings: True when this process holds it
         now, False while another live process does (see the module docstring, *Shared work*)."""
-        try:
-            folder = private_dir(self.folder / model_key)
-        except OSError as exc:
-            raise EmbeddingCacheError(f"cannot use the token-embedding cache {self.folder}: "
-                                      f"{exc.strerror or exc}") from None
-        path = folder / f".{document_key}.claim"
+        self._model_folder(model_key)
+        path = self._claim_path(model_key, document_key)
         for _ in range(2):  # a stale claim is removed once, then taken like a free one
             try:
                 handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -345,7 +345,7 @@ class TokenEmbeddingCache:
                 raise EmbeddingCacheError(f"cannot use the token-embedding cache {self.folder}: "
                                           f"{exc.strerror or exc}") from None
             with os.fdopen(handle, "w") as out:
-                out.write(json.dumps({"host": socket.gethostname(), "pid": os.getpid()}))
+                out.write(json.dumps({"host": this_host(), "pid": os.getpid(), "since": time.time()}))
             return True
         return False
 
@@ -362,9 +362,11 @@ class TokenEmbeddingCache:
             return True  # being written this instant, or unreadable: not ours to take
         if not isinstance(holder, dict) or not holder:
             return age < STALE_TEMP_S  # created, its holder not written yet (or killed between the two)
-        if holder.get("host") != socket.gethostname():
+        if holder.get("host") != this_host():
             return age < STALE_CLAIM_S
-        return process_alive(holder.get("pid"))
+        pid, since = holder.get("pid"), holder.get("since")
+        # With the time it was taken ("since"), a later process that reuses the pid is not its holder.
+        return isinstance(pid, int) and pid > 0 and pid_alive(pid, since if isinstance(since, float) else None)
 
     def release(self, model_key: str, document_key: str) -> None:
         """Give up a claim this process holds (its document stored, or its computation failed)."""
@@ -376,19 +378,6 @@ class TokenEmbeddingCache:
         self._sweep(model_key)
         folder = self.folder / model_key
         return sorted(p.stem for p in folder.glob("*.npz")) if folder.is_dir() else []
-
-
-def process_alive(pid: Any) -> bool:
-    """Whether a process of this host with id ``pid`` runs (True where the system will not say)."""
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # another user's process (EPERM): alive
-        return True
-    return True
 
 
 def default_memory_bytes() -> int:
