@@ -219,7 +219,7 @@ class TrialObjective:
             raise ConfigurationTaken(granted.holder)
         if granted.outcome == Claim.FULL:
             raise TargetReached
-        fidelity = self.ladder(trial, config)[0]
+        fidelity, proxy = self.ladder(trial, config)
         if config.retrieval.embeds and not fidelity.multi:
             wait_for_the_same_chunks(
                 trial.study, trial.number, config.to_dict(), not self.settings.fidelity.multi,
@@ -229,7 +229,7 @@ class TrialObjective:
         embedder = self.embedder(config.embedder)
         api_tokens = embedder.stats.api_tokens
         read, model_seconds = embedder.stats.read_tokens, embedder.stats.model_seconds
-        work = EmbeddingWork(embedder, self.ladder(trial, config)[1])
+        work = EmbeddingWork(embedder, proxy)
         try:
             with EmbeddingReport(trial.number) as report:
                 result = self._climb(trial, config, report)

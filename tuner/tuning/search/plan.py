@@ -92,9 +92,13 @@ class CorpusPlan:
 
     @property
     def fixed_seconds(self) -> float:
-        """Behind a proxy, the work a run does whatever its budget: the pass, the dense baselines and the
-        confirmations (the last two shared among the workers)."""
-        return self.proxy_seconds + self.full_seconds / self.jobs
+        """Behind a proxy, the work a run does whatever its budget (:func:`fixed_work_seconds`)."""
+        return fixed_work_seconds(self.proxy_seconds, self.full_seconds, self.jobs)
+
+
+def fixed_work_seconds(proxy_seconds: float, full_seconds: float, jobs: int) -> float:
+    """The pass, then the dense baselines and the confirmations shared among the workers."""
+    return proxy_seconds + full_seconds / jobs
 
 
 def kind_shares(sampled: list[tuple[str, float, tuple[int, int] | None]]) -> dict[str, tuple[float, float]]:
@@ -214,7 +218,7 @@ def plan_run(spec: StudySpec) -> list[CorpusPlan]:
         budget_s = None if spec.timeout is None else spec.timeout / len(data.corpora)  # run.budget_share
         trials = spec.trials_to_add
         if budget_s is not None:  # as many as fit in the corpus's share of the budget, after the fixed work
-            trials = min(trials, int(max(0.0, budget_s - proxy_s - full_s / jobs) * jobs / mean_s))
+            trials = min(trials, int(max(0.0, budget_s - fixed_work_seconds(proxy_s, full_s, jobs)) * jobs / mean_s))
         if behind_proxy:  # a semantic chunker still embeds its units
             passes["proxy trials"] = trials * shares[SEMANTIC][0] * SEMANTIC_UNIT_FACTOR
         else:
