@@ -21,6 +21,11 @@ Two formats are read:
   re-located where possible) and ``"revision"`` (how often the review changed it). A rejected
   query is left out on load, and so is a stale one whose excerpt no longer matches; the others
   are counted by state (:attr:`EvaluationSet.states`, :meth:`EvaluationSet.describe_states`).
+
+  :func:`read_jsonl_records` is the one reader of such a file: ``validate``, ``tune``,
+  ``evaluate`` and ``review`` all read it with the same rules (a line that is not a JSON object,
+  a field of the wrong type or value, an excerpt that is only white space or given twice, a
+  string no UTF-8 file can hold: each refused with its line named).
 * **Chroma CSV** (``question``, ``references`` as a JSON list of
   ``{content, start_index, end_index}``, ``corpus_id``), as in Chroma's
   ``chunking_evaluation``. ``corpus_id`` names a loaded corpus with one document, or a
@@ -35,11 +40,15 @@ UTF-16 or UTF-32 text that starts with one.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import difflib
+import errno
 import hashlib
 import io
 import json
+import os
+import stat
 import unicodedata
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -48,7 +57,7 @@ from functools import partial
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from .._io.files import why_missing, write_atomically
+from .._io.files import _kind, why_missing, write_atomically
 from ..errors import EvaluationSetError, option
 from .corpus import Corpus, _preview, decode_text
 from .document import Document
@@ -192,12 +201,15 @@ def load_evaluation_set(path: str | Path, corpora: Corpus | Sequence[Corpus], *,
     if repeated := sorted({n for n in names if names.count(n) > 1}):
         raise EvaluationSetError(f"several corpora are named {', '.join(repeated)}; queries name their corpus, "
                                  f"so give each its own name ({option('corpus', 'NAME=PATH')})")
-    if not path.is_file():
+    data = read_regular_file(path, "evaluation set")
+    if data is None:
         raise EvaluationSetError(f"evaluation set {str(path)!r} {why_missing(path)}")
+    text = decode_text(data, path, EvaluationSetError)[0]
     if path.suffix.lower() == ".csv":
-        raw = list(_read_chroma_csv(path, corpus_list, ignore_other_corpora))
+        raw = list(_read_chroma_csv(path, text, corpus_list, ignore_other_corpora))
     else:
-        raw = list(_read_jsonl(path, corpus_list))
+        default_corpus = corpus_list[0].name if len(corpus_list) == 1 else None
+        raw = [(row.where, row.query) for row in read_jsonl_records(path, text, default_corpus)]
     loaded = {c.name for c in corpus_list}
     if ignore_other_corpora:
         raw = [(where, query) for where, query in raw if query.corpus in loaded]
@@ -236,28 +248,98 @@ def load_chroma_dataset(folder: str | Path) -> tuple[list[Corpus], EvaluationSet
 _Raw = tuple[str, Query]
 
 
-def _read_jsonl(path: Path, corpora: list[Corpus]) -> Iterator[_Raw]:
-    default_corpus = corpora[0].name if len(corpora) == 1 else None
-    for line_number, line in enumerate(_read_text(path).split("\n"), start=1):
+@dataclass(frozen=True)
+class JsonlRecord:
+    """One question of a JSONL file as read: its line, the object on it (what a review writes back,
+    fields unknown to chunkwise kept) and the query it holds."""
+
+    line: int
+    where: str
+    record: dict[str, Any]
+    query: Query
+
+
+def read_jsonl_records(path: str | Path, text: str, default_corpus: str | None) -> list[JsonlRecord]:
+    """The questions of chunkwise JSONL ``text`` (read from ``path``), each checked by the rules
+    every command applies (:func:`query_of_record`); blank lines skipped. ``default_corpus`` is the
+    corpus of a question that names none (None: several are loaded, so each must name its own).
+
+    Raises:
+        EvaluationSetError: the first line that breaks a rule, named ``PATH:LINE``.
+    """
+    rows = []
+    for line_number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         where = f"{path}:{line_number}"
+        record = parse_json_object(line, where)
+        rows.append(JsonlRecord(line_number, where, record, query_of_record(record, where, line_number,
+                                                                            default_corpus)))
+    return rows
+
+
+def parse_json_object(text: str, where: str) -> dict[str, Any]:
+    """``text`` as one JSON object (a line of a questions file, a request to ``chunkwise review``).
+
+    Raises:
+        EvaluationSetError: naming ``where``: not JSON, nested deeper than Python's decoder goes,
+            an integer longer than Python converts, a lone surrogate (``\\ud800``: no UTF-8 file can
+            hold it, so the question could never be written back), or not an object.
+    """
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise EvaluationSetError(f"{where}: not valid JSON ({exc.msg})") from None
+    except RecursionError:
+        raise EvaluationSetError(f"{where}: JSON nested too deep (a question is a few levels: its "
+                                 "references, each an object)") from None
+    except ValueError:  # int("9" * 5000): Python converts at most sys.get_int_max_str_digits() digits
+        raise EvaluationSetError(f"{where}: an integer too long to read (thousands of digits; an offset "
+                                 "or a revision has a few)") from None
+    if not isinstance(value, dict):
+        raise EvaluationSetError(f"{where}: expected a JSON object per line, got {type(value).__name__}")
+    if "\\u" in text:  # only an escape can spell a surrogate: UTF-8 text read as such holds none
         try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise EvaluationSetError(f"{where}: not valid JSON ({exc.msg})") from None
-        if not isinstance(record, dict):
-            raise EvaluationSetError(f"{where}: expected a JSON object per line")
-        corpus = record.get("corpus", default_corpus)
-        if corpus is None:
-            raise EvaluationSetError(
-                f"{where}: query has no \"corpus\" and several corpora are loaded"
-            )
-        question = _field(record, "question", str, where)
-        references = _field(record, "references", list, where)
-        refs = tuple(_reference(r, f"{where} reference {i}") for i, r in enumerate(references, start=1))
-        query_id = str(record.get("id", f"line-{line_number}"))
-        yield where, Query(query_id, question, str(corpus), refs, *_provenance(record, where))
+            json.dumps(value, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise EvaluationSetError(f"{where}: holds a lone surrogate ({exc.object[exc.start]!r}), half of a "
+                                     "UTF-16 pair, which is not a character and cannot be saved as UTF-8") from None
+    return value
+
+
+def query_of_record(record: dict[str, Any], where: str, line_number: int, default_corpus: str | None) -> Query:
+    """The query a JSONL object holds, checked: its fields' types and values (provenance and
+    ``revision`` included), its excerpts (each with both offsets or neither, none only white space,
+    none given twice). ``id`` defaults to ``line-N``.
+
+    Raises:
+        EvaluationSetError: the first rule the object breaks, naming ``where``.
+    """
+    if "corpus" in record:
+        corpus = _field(record, "corpus", str, where)
+    elif default_corpus is None:
+        raise EvaluationSetError(
+            f"{where}: query has no \"corpus\" and several corpora are loaded"
+        )
+    else:
+        corpus = default_corpus
+    query_id = record.get("id", f"line-{line_number}")
+    if not isinstance(query_id, (str, int)) or isinstance(query_id, bool):
+        raise EvaluationSetError(f"{where}: field 'id' must be str, got {query_id!r}")
+    question = _field(record, "question", str, where)
+    references = _field(record, "references", list, where)
+    refs = tuple(_reference(r, f"{where} reference {i}") for i, r in enumerate(references, start=1))
+    for i, ref in enumerate(refs):
+        if ref in refs[:i]:
+            same = refs.index(ref) + 1
+            place = "" if ref.start_index == UNLOCATED else f" [{ref.start_index}:{ref.end_index}]"
+            raise EvaluationSetError(f"{where}: references {same} and {i + 1} are the same excerpt of "
+                                     f"{ref.document!r}{place}: give each excerpt once")
+    revision = record.get("revision", 0)
+    if type(revision) is not int or revision < 0:
+        raise EvaluationSetError(f"{where}: field 'revision' must be a whole number >= 0 (how often a review "
+                                 f"changed the question), got {revision!r}")
+    return Query(str(query_id), question, corpus, refs, *_provenance(record, where))
 
 
 def _provenance(record: dict[str, Any], where: str) -> tuple[str | None, str | None, str | None, bool]:
@@ -282,10 +364,11 @@ def _reference(record: Any, where: str) -> Reference:
     """A JSONL reference: with both offsets, or with neither (then located on load)."""
     document = _field(record, "document", str, where)
     content = _field(record, "content", str, where)
+    if not content.strip():
+        empty = "only white space" if content else "empty"
+        raise EvaluationSetError(f"{where}: field 'content' is {empty}: give the excerpt that answers the question")
     given = [key for key in ("start_index", "end_index") if key in record]
     if not given:
-        if not content.strip():
-            raise EvaluationSetError(f"{where}: field 'content' is empty: give the excerpt that answers the question")
         return Reference(document, UNLOCATED, UNLOCATED, content)
     if len(given) == 1:
         raise EvaluationSetError(f"{where}: {given[0]!r} without its pair: give both start_index and end_index, "
@@ -300,8 +383,8 @@ def _reference(record: Any, where: str) -> Reference:
 _CHROMA_COLUMNS = ("question", "references", "corpus_id")
 
 
-def _read_chroma_csv(path: Path, corpora: list[Corpus], skip_unknown: bool = False) -> Iterator[_Raw]:
-    rows = csv.reader(io.StringIO(_read_text(path), newline=""))
+def _read_chroma_csv(path: Path, text: str, corpora: list[Corpus], skip_unknown: bool = False) -> Iterator[_Raw]:
+    rows = csv.reader(io.StringIO(text, newline=""))
     try:
         header = next(rows, [])
     except csv.Error as exc:
@@ -384,10 +467,7 @@ def _validate(path: Path, raw: list[_Raw], corpora: dict[str, Corpus],
             problems.append(f"{where}: duplicate query id {query.id!r}")
         seen_ids.add(query.id)
         label = f"{where} ({_shorten(query.question)})"
-        if not query.question.strip():
-            problems.append(f"{where}: empty question")
-        if not query.references:
-            problems.append(f"{label}: no references")
+        problems += query_problems(query, where)
         corpus = corpora.get(query.corpus)
         if corpus is None:
             problems.append(f"{label}: unknown corpus {query.corpus!r} "
@@ -439,6 +519,16 @@ def _validate(path: Path, raw: list[_Raw], corpora: dict[str, Corpus],
             f"{len(problems)} problem(s)\n  {listed}{more}"
         )
     return EvaluationSet(tuple(queries), repaired, str(path), located)
+
+
+def query_problems(query: Query, where: str) -> list[str]:
+    """What makes a query unusable whatever the corpus: an empty question, no excerpt."""
+    problems = []
+    if not query.question.strip():
+        problems.append(f"{where}: empty question")
+    if not query.references:
+        problems.append(f"{where} ({_shorten(query.question)}): no references")
+    return problems
 
 
 def _stale_left_out(query: Query, corpora: dict[str, Corpus]) -> bool:
@@ -534,7 +624,8 @@ def _field(record: Any, key: str, kind: type, where: str) -> Any:
         raise EvaluationSetError(f"{where}: missing field {key!r}")
     value = record[key]
     if kind is int and isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        value = int(value)
+        with contextlib.suppress(ValueError):  # "²" is a digit int() refuses; so is a 5,000-digit string
+            value = int(value)
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         raise EvaluationSetError(f"{where}: field {key!r} must be {kind.__name__}, got {value!r}")
     return value
@@ -545,10 +636,33 @@ def _shorten(text: str, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _read_text(path: Path) -> str:
-    """The file's text: UTF-8, or UTF-8/16/32 after a byte-order mark (dropped)."""
+def read_regular_file(path: str | Path, what: str) -> bytes | None:
+    """The bytes of the regular file ``path`` (a link followed); None when nothing is there.
+
+    Opened without blocking and checked before it is read: a FIFO would wait for a writer for
+    ever, ``/dev/null`` reads as an empty file and ``/dev/zero`` never ends.
+
+    Raises:
+        EvaluationSetError: ``path`` is not a regular file (a folder, a FIFO, a device), or cannot be read.
+    """
     try:
-        data = path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
     except OSError as exc:
-        raise EvaluationSetError(f"cannot read {path}: {exc.strerror}") from None
-    return decode_text(data, path, EvaluationSetError)[0]
+        if exc.errno == errno.ELOOP:
+            return None  # a link loop: nothing there to read (:func:`why_missing` says which)
+        if os.path.isdir(path):
+            raise EvaluationSetError(f"{what} {str(path)!r} is a directory, not a file") from None
+        raise EvaluationSetError(f"cannot read {what} {str(path)!r}: {exc.strerror}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise EvaluationSetError(f"{what} {str(path)!r} is {_kind(mode)}, not a file: give the path of a "
+                                     "questions file")
+        with os.fdopen(os.dup(fd), "rb") as file:
+            return file.read()
+    except OSError as exc:
+        raise EvaluationSetError(f"cannot read {what} {str(path)!r}: {exc.strerror}") from None
+    finally:
+        os.close(fd)
