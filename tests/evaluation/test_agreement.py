@@ -1,0 +1,230 @@
+"""Agreement between two evaluation sets (issue 49, item 1): τ-b and its bootstrap interval
+against figures computed here by hand or by brute force (no scipy), where each set's best
+lands, the verdict, the refusals, and the shared scoring against ``tuner.evaluate`` run alone."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tuner import evaluate, load_corpus, load_evaluation_set
+from tuner.data.evalset import EvaluationSet
+from tuner.evaluation.agreement import (
+    GRID,
+    MIN_QUESTIONS,
+    Agreement,
+    AgreementError,
+    GridRow,
+    ScoreTable,
+    agreement,
+    check_comparable,
+    grid_rows,
+    score_grid,
+)
+from tuner.evaluation.config import EvaluationConfig
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "handbook"
+QUERIES = ROOT / "examples" / "handbook-queries.jsonl"
+
+
+def brute_tau_b(x, y) -> float:
+    """τ-b by counting every pair: (concordant - discordant) / sqrt((pairs - ties in x) (pairs - ties in y))."""
+    concordant = discordant = tied_x = tied_y = pairs = 0
+    for i, j in itertools.combinations(range(len(x)), 2):
+        pairs += 1
+        dx, dy = x[i] - x[j], y[i] - y[j]
+        tied_x += dx == 0
+        tied_y += dy == 0
+        if dx * dy > 0:
+            concordant += 1
+        elif dx * dy < 0:
+            discordant += 1
+    denominator = math.sqrt((pairs - tied_x) * (pairs - tied_y))
+    return math.nan if denominator == 0 else (concordant - discordant) / denominator
+
+
+def table(name: str, rows, labels=("a", "b", "c", "d")) -> ScoreTable:
+    return ScoreTable(name, tuple(labels[:len(rows[0])]), np.array(rows, dtype=float))
+
+
+def same_rows(name: str, row, questions: int = MIN_QUESTIONS) -> ScoreTable:
+    """Every question scores the configurations alike: each resample ranks as the whole set does."""
+    return table(name, [row] * questions)
+
+
+def test_brute_force_tau_b_matches_the_hand_counts():
+    # 4 configurations: one pair of 6 swapped -> (5 - 1) / 6.
+    assert brute_tau_b([1, 2, 3, 4], [1, 3, 2, 4]) == pytest.approx(2 / 3)
+    # Ties: pairs (2,3) tied in x only, (3,4) tied in y only, the 4 others concordant -> 4 / sqrt(5 * 5).
+    assert brute_tau_b([1, 2, 2, 3], [1, 2, 3, 3]) == pytest.approx(0.8)
+
+
+@pytest.mark.parametrize(("made", "own", "expected"), [
+    ([0.1, 0.2, 0.3, 0.4], [0.1, 0.3, 0.2, 0.4], 2 / 3),
+    ([0.1, 0.2, 0.2, 0.3], [0.1, 0.2, 0.3, 0.3], 0.8),
+    ([0.1, 0.2, 0.3, 0.4], [0.4, 0.3, 0.2, 0.1], -1.0),
+])
+def test_tau_is_that_of_the_mean_scores_and_a_constant_ranking_has_a_point_interval(made, own, expected):
+    found = agreement(same_rows("made", made), same_rows("own", own), resamples=300)
+    assert found.tau == pytest.approx(expected)
+    # Every question ranks as its set does, so every resample gives the same τ.
+    assert found.interval == pytest.approx((expected, expected))
+    assert found.undefined == 0
+
+
+def test_identical_sets_agree_fully_but_the_interval_is_one_only_when_every_resample_agrees():
+    agreeing = same_rows("own", [0.2, 0.5, 0.7, 0.9])
+    found = agreement(agreeing, agreeing, resamples=300)
+    assert (found.tau, found.interval) == (1.0, (1.0, 1.0))
+    # The same questions, but they disagree among themselves: resampled independently, the two
+    # copies no longer rank alike every time.
+    split = table("own", [[1, 0, 0.5, 0.2], [0, 1, 0.5, 0.2], [0.9, 0.1, 0.6, 0.2], [0.2, 0.8, 0.4, 0.3],
+                          [0.5, 0.5, 0.5, 0.1], [0.7, 0.2, 0.3, 0.9]])
+    found = agreement(split, split, resamples=500)
+    assert found.tau == 1.0
+    assert found.interval[0] < 1.0 and found.interval[1] <= 1.0
+
+
+def exact_bootstrap(made: np.ndarray, own: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every pair of resamples (as multisets, weighted by how many draws give each): the exact
+    bootstrap distribution of τ-b, as values and probabilities (undefined resamples left out)."""
+
+    def multisets(scores: np.ndarray):
+        n = len(scores)
+        for draw in itertools.combinations_with_replacement(range(n), n):
+            counts = Counter(draw)
+            ways = math.factorial(n)
+            for count in counts.values():
+                ways //= math.factorial(count)
+            yield scores[list(draw)].mean(axis=0), ways / n ** n
+
+    weights: dict[float, float] = {}
+    own_draws = list(multisets(own))
+    for made_means, p in multisets(made):
+        for own_means, q in own_draws:
+            tau = brute_tau_b(list(made_means), list(own_means))
+            if not math.isnan(tau):
+                key = round(tau, 9)
+                weights[key] = weights.get(key, 0.0) + p * q
+    values = np.array(sorted(weights))
+    probabilities = np.array([weights[v] for v in values])
+    return values, probabilities / probabilities.sum()
+
+
+def test_the_interval_is_the_percentile_interval_of_the_exact_bootstrap():
+    made = np.array([[0.9, 0.1, 0.4], [0.8, 0.3, 0.2], [0.1, 0.9, 0.5], [0.7, 0.5, 0.6], [0.6, 0.2, 0.3]])
+    own = np.array([[0.8, 0.3, 0.5], [0.2, 0.6, 0.3], [0.9, 0.1, 0.2], [0.5, 0.4, 0.7], [0.6, 0.6, 0.1]])
+    values, probabilities = exact_bootstrap(made, own)
+    cdf = np.cumsum(probabilities)
+    low, high = values[np.searchsorted(cdf, 0.025)], values[np.searchsorted(cdf, 0.975)]
+    # The data are chosen so that 2.5% and 97.5% fall well inside a step of the exact distribution,
+    # where a sampled percentile cannot land on a neighbouring value.
+    assert np.min(np.abs(cdf - 0.025)) > 0.01 and np.min(np.abs(cdf - 0.975)) > 0.01
+    found = agreement(table("made", made), table("own", own), resamples=5000)
+    assert found.tau == pytest.approx(brute_tau_b(made.mean(axis=0), own.mean(axis=0)))
+    assert found.interval == pytest.approx((low, high))
+
+
+def test_resamples_that_rank_nothing_are_counted_and_left_out():
+    # Two questions of five score every configuration alike: a resample of only those ranks nothing.
+    own = table("own", [[1, 1, 1], [1, 1, 1], [0.2, 0.5, 0.9], [0.1, 0.6, 0.8], [0.3, 0.4, 1.0]])
+    found = agreement(own, own, resamples=4000)
+    # P(a resample of own holds only the two flat questions) = (2/5)^5, per copy, either copy.
+    expected = 1 - (1 - (2 / 5) ** 5) ** 2
+    assert found.undefined / 4000 == pytest.approx(expected, abs=0.006)
+    assert not math.isnan(found.interval[0]) and found.interval[1] == 1.0
+
+
+def test_where_each_best_lands_in_the_other_ranking():
+    made = same_rows("made", [0.9, 0.8, 0.3, 0.1])
+    own = same_rows("own", [0.6, 0.7, 0.2, 0.65])  # ranks a=3, b=1, c=4, d=2
+    found = agreement(made, own, resamples=200)
+    placed = found.candidate_best_on_reference
+    assert (placed.label, placed.rank, placed.of, placed.tied) == ("a", 3, 4, 0)
+    assert placed.score == pytest.approx(0.6) and placed.shortfall == pytest.approx(0.1)
+    back = found.reference_best_on_candidate
+    assert (back.label, back.rank, back.shortfall) == ("b", 2, pytest.approx(0.1))
+
+
+def test_a_best_shared_by_several_configurations_says_how_many_tie():
+    found = agreement(same_rows("made", [0.9, 0.9, 0.3]), same_rows("own", [0.2, 0.7, 0.4]), resamples=200)
+    placed = found.candidate_best_on_reference
+    assert (placed.label, placed.tied, placed.rank) == ("a", 1, 3)  # the first in grid order among the tied
+
+
+@pytest.mark.parametrize(("tau", "low", "verdict"), [
+    (0.8, 0.6, "stand-in"), (0.7, 0.5, "stand-in"), (0.9, 0.3, "unconfirmed"), (0.69, 0.6, "screen"),
+    (0.4, 0.1, "screen"), (0.39, 0.2, "own"), (-0.5, -0.9, "own")])
+def test_the_verdict_follows_tau_and_the_interval(tau, low, verdict):
+    tables = same_rows("made.jsonl", [0.1, 0.2, 0.3]), same_rows("own.jsonl", [0.1, 0.2, 0.3])
+    found = Agreement(*tables, tau=tau, interval=(low, 1.0), confidence=0.95, resamples=1000)
+    assert found.verdict == verdict
+    sentence = found.sentence()
+    assert "made.jsonl" in sentence and "own.jsonl" in sentence and f"{tau:.2f}" in sentence
+    assert ("can stand in" in sentence) == (verdict == "stand-in")
+    assert ("tune on own.jsonl" in sentence) == (verdict == "own")
+
+
+def test_too_few_questions_different_configurations_and_a_flat_set_are_refused():
+    few = same_rows("own.jsonl", [0.1, 0.2, 0.3], questions=MIN_QUESTIONS - 1)
+    refused = rf"own\.jsonl holds {MIN_QUESTIONS - 1} question.*at least {MIN_QUESTIONS}"
+    with pytest.raises(AgreementError, match=refused):
+        agreement(same_rows("made", [0.1, 0.2, 0.3]), few)
+    with pytest.raises(AgreementError, match="different configurations"):
+        agreement(same_rows("made", [0.1, 0.2, 0.3]), table("own", [[0.1, 0.2, 0.3]] * 5, labels=("x", "y", "z")))
+    with pytest.raises(AgreementError, match=r"flat\.jsonl: every configuration scores the same"):
+        agreement(same_rows("made", [0.1, 0.2, 0.3]), same_rows("flat.jsonl", [1.0, 1.0, 1.0]))
+    with pytest.raises(AgreementError, match="at least 3"):
+        agreement(same_rows("made", [0.1, 0.2]), same_rows("own", [0.2, 0.1]))
+
+
+def test_the_grid_is_declared_once_and_filtered_by_method():
+    assert len(GRID) == 20 and len({row.label for row in GRID}) == 20
+    assert {row.method for row in grid_rows(["bm25"])} == {"bm25"} and len(grid_rows(["bm25"])) == 12
+    assert [row.label for row in grid_rows(["dense"])] == [row.label for row in GRID if row.method == "dense"]
+
+
+@pytest.fixture(scope="module")
+def handbook():
+    corpus = load_corpus(EXAMPLE, "handbook")
+    return corpus, load_evaluation_set(QUERIES, corpus)
+
+
+def test_sets_about_different_corpora_or_too_small_are_refused_before_scoring(handbook):
+    _, full = handbook
+    elsewhere = EvaluationSet(tuple(q.__class__(q.id, q.question, "other", q.references) for q in full.queries))
+    with pytest.raises(AgreementError, match=r"made\.jsonl asks about corpus handbook and own\.jsonl about other"):
+        check_comparable(full, elsewhere, "made.jsonl", "own.jsonl")
+    with pytest.raises(AgreementError, match=r"own\.jsonl holds 4 question"):
+        check_comparable(full, EvaluationSet(full.queries[:4]), "made.jsonl", "own.jsonl")
+
+
+def test_scoring_both_sets_together_gives_each_set_what_evaluate_gives_it_alone(handbook):
+    corpus, full = handbook
+    subset = EvaluationSet(full.queries[::3])
+    grid = (*(GridRow("token", {"size": 256, "overlap": 64}, method) for method in ("dense", "bm25", "hybrid")),
+            GridRow("recursive", {"size": 120, "overlap": 0}, "bm25"))
+    config = EvaluationConfig()
+    model = config.embedder.build(None)
+    progress = []
+    made, own = score_grid(corpus, [full, subset], ["full", "subset"], grid, config=config, embedder=model,
+                           on_chunking=progress.append)
+    embedded = model.stats.texts
+    assert [(p.done, p.total, p.chunking, p.methods) for p in progress] == [
+        (1, 2, "token size=256 overlap=64", ("dense", "bm25", "hybrid")),
+        (2, 2, "recursive size=120 overlap=0", ("bm25",))]
+    assert made.labels == own.labels == tuple(row.label for row in grid)
+    assert made.scores.shape == (len(full), 4) and own.scores.shape == (len(subset), 4)
+    for column, row in enumerate(grid):
+        for scores, evaluation_set in ((made, full), (own, subset)):
+            alone = evaluate(corpus, evaluation_set, row.config(config), embedder=model, cache=None)
+            assert np.array_equal(scores.scores[:, column], alone.scores.at(5)["recall"]), (row.label, scores.name)
+    # One pass embedded the chunking's chunks once and every question of both sets (the BM25 chunking nothing).
+    chunks = len(evaluate(corpus, subset, grid[1].config(config), embedder=model).chunks)
+    assert embedded == chunks + len(full) + len(subset)
