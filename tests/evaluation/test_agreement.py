@@ -146,16 +146,19 @@ def test_where_each_best_lands_in_the_other_ranking():
     own = same_rows("own", [0.6, 0.7, 0.2, 0.65])  # ranks a=3, b=1, c=4, d=2
     found = agreement(made, own, resamples=200)
     placed = found.candidate_best_on_reference
-    assert (placed.label, placed.rank, placed.of, placed.tied) == ("a", 3, 4, 0)
-    assert placed.score == pytest.approx(0.6) and placed.shortfall == pytest.approx(0.1)
+    assert (placed.labels, placed.ranks, placed.of) == (("a",), (3, 3), 4)
+    assert placed.scores == pytest.approx((0.6, 0.6)) and placed.shortfall == pytest.approx(0.1)
     back = found.reference_best_on_candidate
-    assert (back.label, back.rank, back.shortfall) == ("b", 2, pytest.approx(0.1))
+    assert (back.labels, back.ranks, back.shortfall) == (("b",), (2, 2), pytest.approx(0.1))
 
 
-def test_a_best_shared_by_several_configurations_says_how_many_tie():
-    found = agreement(same_rows("made", [0.9, 0.9, 0.3]), same_rows("own", [0.2, 0.7, 0.4]), resamples=200)
+def test_configurations_tied_for_best_are_placed_together():
+    found = agreement(same_rows("made", [0.9, 0.9, 0.3, 0.9]), same_rows("own", [0.2, 0.7, 0.4, 0.7]),
+                      resamples=200)
     placed = found.candidate_best_on_reference
-    assert (placed.label, placed.tied, placed.rank) == ("a", 1, 3)  # the first in grid order among the tied
+    # a, b and d tie on made; on own they rank 4, 1 and 1.
+    assert (placed.labels, placed.ranks) == (("a", "b", "d"), (1, 4))
+    assert placed.scores == pytest.approx((0.2, 0.7)) and placed.shortfall == pytest.approx(0.5)
 
 
 @pytest.mark.parametrize(("tau", "low", "verdict"), [

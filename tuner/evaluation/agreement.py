@@ -193,34 +193,35 @@ class ScoreTable:
 
 @dataclass(frozen=True)
 class Placement:
-    """Where one set's best configuration lands in the other set's ranking.
+    """Where one set's best configuration lands in the other set's ranking; when several tie for
+    best on their own set, where the tied ones land (a study could recommend any of them).
 
     Attributes:
-        label: the configuration.
-        tied: how many other configurations tie with it for best on its own set.
-        rank: its rank on the other set (1 the best; ties share the better rank).
+        labels: the best configuration, or those tied for best, in grid order.
+        ranks: their best and worst rank on the other set (1 the best; ties share the better rank).
         of: configurations ranked.
-        score: its mean score on the other set.
+        scores: their lowest and highest mean score on the other set.
         best_score: the other set's best mean score.
     """
 
-    label: str
-    tied: int
-    rank: int
+    labels: tuple[str, ...]
+    ranks: tuple[int, int]
     of: int
-    score: float
+    scores: tuple[float, float]
     best_score: float
 
     @property
     def shortfall(self) -> float:
-        """How far below the other set's best it scores there (0 when it is that best)."""
-        return self.best_score - self.score
+        """How far below the other set's best the worst of them scores there (0: each is that best)."""
+        return self.best_score - self.scores[0]
 
 
 def _placement(best_of: ScoreTable, on: ScoreTable) -> Placement:
-    index, means = best_of.best, best_of.means
-    return Placement(best_of.labels[index], int(np.sum(means == means[index])) - 1, int(on.ranks[index]),
-                     len(on.labels), float(on.means[index]), float(on.means.max()))
+    means = best_of.means
+    tied = np.flatnonzero(means == means.max())
+    ranks, scores = on.ranks[tied], on.means[tied]
+    return Placement(tuple(best_of.labels[i] for i in tied), (int(ranks.min()), int(ranks.max())), len(on.labels),
+                     (float(scores.min()), float(scores.max())), float(on.means.max()))
 
 
 @dataclass(frozen=True)
@@ -272,10 +273,11 @@ class Agreement:
             "stand-in": f"{made} can stand in for {own}: it ranks the configurations as they do (tau-b {tau}, "
                         f"at least {low} at {self.confidence:.0%}), so a study tuned on it should recommend what "
                         f"{own} would.",
-            "unconfirmed": f"{made} ranks the configurations as {own} does (tau-b {tau}), but "
-                           f"{self.reference.questions} of its questions cannot confirm it (the interval reaches "
-                           f"down to {low}): use {made} only to shortlist configurations and choose among them on "
-                           f"{own}, or add questions to {own} and measure again.",
+            "unconfirmed": f"{made} ranks the configurations as {own} does (tau-b {tau}), but with "
+                           f"{self.reference.questions} questions in {own} and {self.candidate.questions} in {made} "
+                           f"the figure is not sure (its draws reach down to {low}): use {made} only to shortlist "
+                           f"configurations and choose among them on {own}, or add questions to {own} and "
+                           "measure again.",
             "screen": f"{made} ranks the configurations only roughly as {own} does (tau-b {tau}): use it only to "
                       f"shortlist configurations, and choose among its best on {own}.",
             "own": f"{made} does not rank the configurations as {own} does (tau-b {tau}): tune on {own}; a study "
@@ -296,8 +298,9 @@ class Agreement:
             "configurations": [{"label": label, "candidate": float(c), "reference": float(r)}
                                for label, c, r in zip(self.candidate.labels, self.candidate.means,
                                                       self.reference.means)],
-            "candidate_best_on_reference": dataclasses.asdict(self.candidate_best_on_reference),
-            "reference_best_on_candidate": dataclasses.asdict(self.reference_best_on_candidate),
+            **{name: {**dataclasses.asdict(placed), "shortfall": placed.shortfall}
+               for name, placed in (("candidate_best_on_reference", self.candidate_best_on_reference),
+                                    ("reference_best_on_candidate", self.reference_best_on_candidate))},
             "verdict": self.verdict,
             "sentence": self.sentence(),
         }
