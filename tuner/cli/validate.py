@@ -102,7 +102,7 @@ def _check_agreement_options(args: argparse.Namespace) -> None:
     if not args.agreement:
         given = [f"--{name.replace('_', '-')}" for name in AGREEMENT_ONLY if getattr(args, name) not in (None, False)]
         if given:
-            raise InvalidParameterError(f"{', '.join(given)} only apply{'s' if len(given) == 1 else ''} with "
+            raise InvalidParameterError(f"{', '.join(given)} only {'applies' if len(given) == 1 else 'apply'} with "
                                         "--agreement FILE (your own questions)")
         return
     if args.output and is_stdout(args.output):
