@@ -433,60 +433,52 @@ def evaluate_fixed(root: Path, output: Path | None, match: list[str]) -> None:
 
 # --- agree ------------------------------------------------------------------------------------------
 
-#: The fixed grid ``agree`` ranks on both question sets: the reference chunkings (whose corpus
-#: embeddings a ``run`` cache already holds) under all three methods, and BM25 over more
-#: chunkings, which cost no embedding; all at k = 5, so no row wins only by retrieving more.
-AGREE_GRID = (
-    *((name, params, method) for name, params in (("token", {"size": 800, "overlap": 400}),
-                                                  ("token", {"size": 256, "overlap": 64}),
-                                                  ("recursive", {"size": 250, "overlap": 0}),
-                                                  ("markdown", {"size": 250, "overlap": 0}))
-      for method in ("dense", "bm25", "hybrid")),
-    *((name, params, "bm25") for name, params in (("token", {"size": 128, "overlap": 0}),
-                                                  ("token", {"size": 512, "overlap": 0}),
-                                                  ("token", {"size": 1000, "overlap": 200}),
-                                                  ("recursive", {"size": 500, "overlap": 100}),
-                                                  ("recursive", {"size": 1000, "overlap": 0}),
-                                                  ("markdown", {"size": 500, "overlap": 0}),
-                                                  ("sentence", {"sentences": 5, "overlap": 1}),
-                                                  ("recursive", {"size": 120, "overlap": 0}))),
-)
-
 
 def agree(root: Path, generated: Path, cache_dir: Path | None) -> None:
-    """Rank :data:`AGREE_GRID` by recall on the hand-written questions and on ``generated``:
-    Kendall's tau (tau-b, ties allowed), Spearman's rho, and where each set's best lands on the other."""
-    from scipy.stats import kendalltau, spearmanr
+    """Rank the agreement grid (:data:`tuner.evaluation.agreement.GRID`: 20 configurations at k = 5)
+    by recall on the hand-written questions and on ``generated``, with the library that
+    ``chunkwise validate --agreement`` calls: Kendall tau-b with its bootstrap interval over questions,
+    where each set's best lands on the other, and what that means for the recommendation."""
+    from tuner import load_corpus, load_evaluation_set
+    from tuner.embedding.cache import EmbeddingCache
+    from tuner.errors import ChunkwiseError
+    from tuner.evaluation.agreement import GRID_K, measure_agreement
 
     raw, queries = require_raw(root), require_queries(root)
     if not generated.is_file():
         raise BenchError(f"--generated {generated}: no such file")
     if cache_dir is not None:
         os.environ["CHUNKWISE_CACHE_DIR"] = str(cache_dir)
-    rows = [("grid", {"chunker": {"name": name, "params": params}, "retrieval": {"k": 5, "method": method}})
-            for name, params, method in AGREE_GRID]
-    print("hand-written questions:", file=sys.stderr)
-    hand = score_table(raw, queries, rows, cache_dir)
-    print("generated questions:", file=sys.stderr)
-    made = score_table(raw, generated, rows, cache_dir)
-    print(f"\n{len(rows)} configurations, k = 5: recall on the {count_questions(queries)} hand-written and the "
-          f"{count_questions(generated)} generated questions ({generated})\n")
+
+    def progress(scored) -> None:
+        print(f"  [{scored.done}/{scored.total}] {scored.chunking}: {', '.join(scored.methods)} "
+              f"({scored.seconds:.0f} s)", file=sys.stderr)
+
+    try:
+        corpus = load_corpus(raw, name=CORPUS)
+        found = measure_agreement(corpus, load_evaluation_set(generated, corpus), load_evaluation_set(queries, corpus),
+                                  candidate_name="the generated set", reference_name="the hand-written set",
+                                  cache=EmbeddingCache(None if cache_dir is None else cache_dir / "embeddings.sqlite3"),
+                                  on_chunking=progress)
+    except ChunkwiseError as exc:
+        raise BenchError(str(exc)) from None
+    made, hand = found.candidate, found.reference
+    print(f"\n{len(hand.labels)} configurations, k = {GRID_K}: recall on the {hand.questions} hand-written and the "
+          f"{made.questions} generated questions ({generated})\n")
     print("| configuration | hand-written recall | rank | generated recall | rank |")
     print("|---|---|---|---|---|")
-    rank = {name: {r["label"]: 1 + sum(o["recall"] > r["recall"] for o in table) for r in table}
-            for name, table in (("hand", hand), ("made", made))}
-    for h, m in sorted(zip(hand, made, strict=True), key=lambda pair: -pair[0]["recall"]):
-        print(f"| {h['label']} | {h['recall']:.1%} | {rank['hand'][h['label']]} | {m['recall']:.1%} | "
-              f"{rank['made'][m['label']]} |")
-    a, b = [r["recall"] for r in hand], [r["recall"] for r in made]
-    tau, tau_p = kendalltau(a, b)
-    rho, _ = spearmanr(a, b)
-    best_made = max(range(len(b)), key=lambda i: b[i])
-    best_hand = max(range(len(a)), key=lambda i: a[i])
-    print(f"\nKendall tau-b {tau:.3f} (p = {tau_p:.2g}), Spearman rho {rho:.3f}; the generated set's best "
-          f"({made[best_made]['label']}) has {a[best_made]:.1%} hand-written recall, rank "
-          f"{rank['hand'][hand[best_made]['label']]}; the hand-written best ({hand[best_hand]['label']}, "
-          f"{a[best_hand]:.1%}) ranks {rank['made'][made[best_hand]['label']]} on the generated set")
+    for i in sorted(range(len(hand.labels)), key=lambda i: (hand.ranks[i], made.ranks[i])):
+        print(f"| {hand.labels[i]} | {hand.means[i]:.1%} | {hand.ranks[i]} | {made.means[i]:.1%} | {made.ranks[i]} |")
+    low, high = found.interval
+    print(f"\nKendall tau-b {found.tau:.3f}; {found.confidence:.0%} of {found.resamples} draws of each set's "
+          f"questions give {low:.3f} to {high:.3f}")
+    for placed, best_of, on in ((found.candidate_best_on_reference, "the generated set", "hand-written"),
+                                (found.reference_best_on_candidate, "the hand-written set", "generated")):
+        which = "; ".join(placed.labels) if len(placed.labels) <= 3 else f"{len(placed.labels)} tied configurations"
+        print(f"{best_of}'s best ({which}) ranks {placed.ranks[0]}-{placed.ranks[1]} of "
+              f"{placed.of} on the {on} questions: {placed.scores[0]:.1%}-{placed.scores[1]:.1%} recall, at most "
+              f"{placed.shortfall * 100:.1f} points below their best")
+    print(found.sentence())
     print(f"load: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
 
 
