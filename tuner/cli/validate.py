@@ -6,12 +6,18 @@ import argparse
 import dataclasses
 import json
 import sys
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from .._io.files import is_stdout
 from ..errors import InvalidParameterError
 from ..retrieval import method_names
 from ._args import RegistryChoices, add_cache_arguments, add_data_arguments, add_precision_argument, load_data
+
+if TYPE_CHECKING:
+    from ..data.corpus import Corpus
+    from ..data.evalset import EvaluationSet
+    from ..evaluation.agreement import Agreement, ChunkingScored, Placement
 
 #: The options that only mean something beside ``--agreement`` (their destinations).
 AGREEMENT_ONLY = ("method", "embedder", "base_url", "precision", "resamples", "seed", "json", "cache", "no_cache")
@@ -112,7 +118,8 @@ def _check_agreement_options(args: argparse.Namespace) -> None:
         raise InvalidParameterError(f"--resamples {args.resamples}: at least 100 are needed for a 95% interval")
 
 
-def _agreement(args: argparse.Namespace, corpora: list, candidate: Any, reference: Any) -> int:
+def _agreement(args: argparse.Namespace, corpora: Sequence[Corpus], candidate: EvaluationSet,
+               reference: EvaluationSet) -> int:
     from ..embedding import EmbeddingCache
     from ..evaluation.agreement import GRID_K, embedded_chunkings, grid_rows, measure_agreement
     from ..evaluation.config import EvaluationConfig
@@ -123,13 +130,14 @@ def _agreement(args: argparse.Namespace, corpora: list, candidate: Any, referenc
                                                                            args.precision))
     cache = None if args.no_cache else EmbeddingCache(args.cache) if args.cache else True
     chunkings, embedded = embedded_chunkings(grid)
-    cost = (f"{embedded} of them embedded once ({config.embedder.model}), the others BM25 only" if embedded
-            else "BM25 only, nothing embedded")
+    cost = ("BM25 only, nothing embedded" if not embedded else
+            f"{embedded} of them embedded once ({config.embedder.model})"
+            + (", the others BM25 only" if embedded < chunkings else ""))
     print(f"ranking {len(grid)} configurations (k={GRID_K}) on {len(candidate)} + {len(reference)} questions: "
           f"{chunkings} chunkings, {cost}", file=sys.stderr)
     bar = _EmbeddingBar()
 
-    def scored(progress) -> None:
+    def scored(progress: ChunkingScored) -> None:
         bar.close()
         print(f"  [{progress.done}/{progress.total}] {progress.chunking}: {', '.join(progress.methods)} "
               f"({progress.seconds:.1f} s)", file=sys.stderr)
@@ -150,7 +158,7 @@ def _agreement(args: argparse.Namespace, corpora: list, candidate: Any, referenc
     return 0
 
 
-def format_agreement(found: Any) -> str:
+def format_agreement(found: Agreement) -> str:
     """The agreement as plain text: both rankings (the reference's order), τ-b and its interval,
     where each best lands, and the verdict."""
     from ..evaluation.agreement import GRID_K
@@ -179,7 +187,7 @@ def format_agreement(found: Any) -> str:
     return "\n".join(lines)
 
 
-def _placed(placement: Any, on: str) -> str:
+def _placed(placement: Placement, on: str) -> str:
     """``(X) ranks 3 of 20 on ON: 81.0% recall, 2.1 points below its best``, or for several tied
     configurations the range their ranks and scores span."""
     first, last = placement.ranks
