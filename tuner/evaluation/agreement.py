@@ -270,9 +270,9 @@ class Agreement:
         made, own = self.candidate.name, self.reference.name
         tau, low = f"{self.tau:.2f}", f"{self.interval[0]:.2f}"
         return {
-            "stand-in": f"{made} can stand in for {own}: it ranks the configurations as they do (tau-b {tau}, "
-                        f"at least {low} at {self.confidence:.0%}), so a study tuned on it should recommend what "
-                        f"{own} would.",
+            "stand-in": f"{made} can stand in for {own}: it ranks the configurations as {own} does (tau-b {tau}; "
+                        f"the low end of its draws {low}), so a study tuned on it should recommend what {own} "
+                        "would.",
             "unconfirmed": f"{made} ranks the configurations as {own} does (tau-b {tau}), but with "
                            f"{self.reference.questions} questions in {own} and {self.candidate.questions} in {made} "
                            f"the figure is not sure (its draws reach down to {low}): use {made} only to shortlist "
