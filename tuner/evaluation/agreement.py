@@ -273,11 +273,10 @@ class Agreement:
             "stand-in": f"{made} can stand in for {own}: it ranks the configurations as {own} does (tau-b {tau}; "
                         f"the low end of its draws {low}), so a study tuned on it should recommend what {own} "
                         "would.",
-            "unconfirmed": f"{made} ranks the configurations as {own} does (tau-b {tau}), but with "
-                           f"{self.reference.questions} questions in {own} and {self.candidate.questions} in {made} "
-                           f"the figure is not sure (its draws reach down to {low}): use {made} only to shortlist "
-                           f"configurations and choose among them on {own}, or add questions to {own} and "
-                           "measure again.",
+            "unconfirmed": f"{made} ranks the configurations as {own} does (tau-b {tau}), but "
+                           f"{self.candidate.questions} and {self.reference.questions} questions are too few to be "
+                           f"sure (its draws reach down to {low}): use {made} only to shortlist configurations and "
+                           f"choose among them on {own}, or measure again with more questions.",
             "screen": f"{made} ranks the configurations only roughly as {own} does (tau-b {tau}): use it only to "
                       f"shortlist configurations, and choose among its best on {own}.",
             "own": f"{made} does not rank the configurations as {own} does (tau-b {tau}): tune on {own}; a study "
