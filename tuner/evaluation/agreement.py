@@ -24,8 +24,8 @@ Two hand-built tables that rank three configurations the same way::
     >>> own = ScoreTable("own", ("a", "b", "c"), np.array([[0.2, 0.5, 0.9], [0.1, 0.4, 0.8]] * 3))
     >>> made = ScoreTable("made", ("a", "b", "c"), np.array([[0.0, 0.6, 0.7], [0.3, 0.4, 1.0]] * 3))
     >>> found = agreement(made, own, resamples=200)
-    >>> round(found.tau, 2), found.reference_best_on_candidate.rank
-    (1.0, 1)
+    >>> round(found.tau, 2), found.reference_best_on_candidate.ranks, found.verdict
+    (1.0, (1, 1), 'stand-in')
 """
 
 from __future__ import annotations
@@ -232,7 +232,10 @@ class Agreement:
         candidate: the set that would stand in (a generated one).
         reference: the set it would stand in for (the team's own questions).
         tau: Kendall's τ-b between the two rankings.
-        interval: its percentile bootstrap interval at ``confidence``.
+        interval: its percentile bootstrap interval at ``confidence``: where τ-b falls when each
+            set's questions are drawn again. Each draw ranks with noise of its own, so the interval
+            lies below a τ-b near 1 (two identical sets: τ-b 1, an interval up to 1 only when every
+            question ranks the configurations alike).
         confidence: the interval's level.
         resamples: bootstrap resamples drawn.
         undefined: resamples in which a set scored every configuration the same (no ranking,
