@@ -31,9 +31,11 @@ the same way: every trial stops at the proxy, and only the proxy's best ``confir
 evaluated at full fidelity and recommended from; :func:`judge_adaptive` judges a number of
 confirmations that grows while the proxy's next best could still tie the best confirmed one.
 
-Both bootstraps reuse the product's own functions (:func:`~tuner.tuning.scoring.comparisons.bootstrap_scores`
-with the recall weight only, so a candidate's score is the plain mean of its per-question
-scores, and :func:`~tuner.tuning.scoring.comparisons.tied_with`), with the product's seed and sample count.
+Both tie sets come from the product's own tie gate (:func:`~tuner.tuning.scoring.comparisons.not_worse`:
+the sign-flip test at the level corrected for every pair of candidates, on the recall weight
+only, so a candidate's score is the plain mean of its per-question scores); the intervals of
+criterion 2 from its bootstrap (:func:`~tuner.tuning.scoring.comparisons.bootstrap_scores`), with
+the product's seed and sample count.
 """
 
 from __future__ import annotations
@@ -45,9 +47,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from tuner.evaluation.fidelity import promoted
-from tuner.tuning.scoring.comparisons import BOOTSTRAP_SAMPLES, CONFIDENCE, Candidate, bootstrap_scores, tied_with
+from tuner.tuning.scoring.comparisons import (
+    BOOTSTRAP_SAMPLES,
+    CONFIDENCE,
+    Candidate,
+    bootstrap_scores,
+    not_worse,
+    pairwise_level,
+)
 from tuner.tuning.scoring.objective import Scales, Weights
 from tuner.tuning.scoring.selection import TOP_CANDIDATES
+from tuner.tuning.scoring.significance import SignFlipTest, flips_for, sign_flip_tests
 
 #: Criterion 2: the mean absolute score difference must stay below this share of the median CI half-width.
 CI_SHARE = 0.1
@@ -134,7 +144,7 @@ class FidelityVerdict:
 
 
 class _Grid:
-    """One path's per-question scores as arrays, with the product's paired bootstrap over them."""
+    """One path's per-question scores as arrays, with the product's tie gate and paired bootstrap over them."""
 
     def __init__(self, scores: Scores, names: list[str], samples: int, seed: int) -> None:
         self.names = names
@@ -142,6 +152,13 @@ class _Grid:
         if table.ndim != 2 or table.shape[1] == 0:
             raise ValueError("every configuration needs the same, non-empty list of per-question scores")
         self.observed = table.mean(axis=1)
+        # Every pair's sign-flip test, once: a simulated study's tie gate compares its best with each
+        # of its other rows, and the test of a pair is the same whichever rows surround it.
+        first, second = np.triu_indices(len(names), 1)
+        # Monte Carlo flips enough for the largest tie gate's level (a finer p-value, the same test).
+        flips = flips_for(pairwise_level(min(len(names), TOP_CANDIDATES)))
+        tests = sign_flip_tests((table[first] - table[second]).T, seed=seed, flips=flips)
+        self.pair_tests = {(int(i), int(j)): test for i, j, test in zip(first, second, tests)}
         candidates = [Candidate(i, row, np.zeros_like(row), 0.0, 0.0, 0) for i, row in enumerate(table)]
         self.boot = bootstrap_scores(candidates, _MEAN_ONLY, Scales(), samples=samples, seed=seed)
         self.questions = table.shape[1]
@@ -150,10 +167,18 @@ class _Grid:
              top: int | None = TOP_CANDIDATES) -> TieGate:
         """The product's tie gate (:func:`tuner.tuning.scoring.comparisons.recommend`) over ``rows``."""
         order = sorted(rows, key=lambda i: (-self.observed[i], self.names[i]))[:top]
-        ties = tied_with(self.boot[order], 0, confidence)
-        tied = [i for i, tie in zip(order, ties) if tie]
+        ties = not_worse([self._test(order[0], other) for other in order[1:]], pairwise_level(len(order), confidence))
+        tied = [order[0]] + [i for i, tie in zip(order[1:], ties) if tie]
         key = (lambda i: (*cheapness[self.names[i]], self.names[i])) if cheapness else (lambda i: order.index(i))
         return TieGate(self.names[order[0]], self.names[min(tied, key=key)], tuple(self.names[i] for i in tied))
+
+
+    def _test(self, best: int, other: int) -> SignFlipTest:
+        """The sign-flip test of row ``best`` minus row ``other``."""
+        if best < other:
+            return self.pair_tests[best, other]
+        test = self.pair_tests[other, best]
+        return SignFlipTest(-test.mean, test.p_value, test.nonzero, test.exact)
 
 
 def _check_simulations(simulations: int) -> None:

@@ -93,7 +93,7 @@ def test_less_recall_than_the_default_says_what_was_gained_for_it():
     lines = verdict.statement()
     assert lines[0] == "recommended: recursive(size=128, overlap=0), k=5   [trial 28]"
     assert lines[1].startswith("why: the cheapest of the 2 configurations statistically tied with the highest "
-                               "score (trial 28; paired bootstrap over 40 search questions, 95%), among the "
+                               "score (trial 28; paired sign-flip test over 40 search questions, 95%), among the "
                                "configurations meeting the constraints (context tokens <= 1000); significantly "
                                "better than the best baseline (markdown 256/0 hybrid, trial 5) on the held-out")
     assert lines[2] == "on all 80 questions: recall 84.0%, 400 context tokens per query"

@@ -66,6 +66,14 @@ class Metric:
             return value
         return value / (value + half) if self.higher_is_better else half / (value + half)
 
+    def utility_slope(self, value: Any, half: float | None) -> Any:
+        """The derivative of :meth:`utility` at ``value``: how much the utility moves per unit of
+        the metric there (1 for a fraction, its own utility)."""
+        if self.scale is None:
+            return 1.0 + 0.0 * value
+        slope = half / (value + half) ** 2
+        return slope if self.higher_is_better else -slope
+
 
 _METRICS: dict[str, Metric] = {}
 

@@ -4,9 +4,12 @@ tuning gains over a default.
 
 Picking the best of many configurations on the same questions that score it is optimistic
 (the winner's curse), and with 30-300 questions many configurations are within noise of the
-best. A paired bootstrap over the questions resamples both configurations' per-question scores
-together and recomputes their weighted scores; a candidate whose score difference to the best has
-a confidence interval reaching 0 is tied with it.
+best. Whether a difference is *significant* is decided by one test, the exact paired sign-flip
+test of :mod:`.significance` on the two configurations' per-question scores
+(:meth:`Candidate.differences`); a candidate is tied with the best unless that test, at a
+level corrected for every pair the candidates make (:func:`pairwise_level`), says it is worse. A paired
+bootstrap over the questions (both configurations' scores resampled together) gives the
+intervals that say how large a difference is, never whether it is significant.
 
 Everything here works on per-question arrays (recall and IoU per question; latency and cost
 per configuration), so it is tested on constructed scores with known answers and never
@@ -22,8 +25,10 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from ...errors import InvalidParameterError
 from ..study.records import TrialRecord
-from .objective import Scales, Weights, weighted_score
+from .objective import Scales, Weights, modelled_utilities, utility_slope, weighted_score
+from .significance import SignFlipTest, flips_for, minimum_questions, sign_flip_test, sign_flip_tests
 
 CONFIDENCE = 0.95
 
@@ -38,24 +43,9 @@ BOOTSTRAP_SAMPLES = 2000
 SCORE_RESOLUTION = 1e-6
 
 
-def minimum_questions(confidence: float = CONFIDENCE) -> int:
-    """The fewest distinct paired questions on which one configuration can be shown better than
-    another at ``confidence``, whatever the scores.
-
-    Derived from the exact two-sided sign test: with ``n`` questions, the most lopsided result
-    possible (one configuration better on every question) has probability ``2 * 0.5**n`` under
-    "no difference", so significance needs ``2 * 0.5**n < 1 - confidence``. At 95% that is
-    ``n >= 6`` (2/64 = 0.031; five questions give 2/32 = 0.0625). Below it a paired bootstrap still
-    returns an interval (resampling one or two questions has no spread, so it looks decisive), but
-    no test can claim anything: the tie gate and the held-out check stand down.
-
-    >>> minimum_questions(0.95), minimum_questions(0.99)
-    (6, 8)
-    """
-    return math.floor(math.log2(2 / (1 - confidence))) + 1
-
-
-#: :func:`minimum_questions` at the confidence every comparison here uses.
+#: The fewest questions that differ on which the sign-flip test can call one configuration better
+#: than another at :data:`CONFIDENCE`, whatever the scores (:func:`~.significance.minimum_questions`:
+#: 6 at 95%). Below it the tie gate and the held-out check stand down.
 MIN_QUESTIONS = minimum_questions(CONFIDENCE)
 
 
@@ -77,6 +67,44 @@ class Candidate:
         return replace(self, recall=self.recall[questions], iou=self.iou[questions],
                        metrics={name: values[questions] for name, values in self.metrics.items()})
 
+    def differences(self, other: Candidate, weights: Weights, scales: Scales) -> np.ndarray:
+        """Per question, how much this configuration's weighted score exceeds ``other``'s: what the
+        sign-flip test re-signs.
+
+        Each weighted metric's per-question difference counts at its utility's slope at the two
+        configurations' mean value (the utility linearised there: exact for the fractions, recall
+        and MRR, whose utility is themselves; close for IoU's ``x / (x + half)``), plus the
+        difference of the modelled latency and cost utilities, the same on every question. The
+        slope is taken at the pair's common mean so that swapping the two configurations on a
+        question negates its difference exactly, which is what makes the test exact.
+
+        >>> a = Candidate(1, np.array([1.0, 0.5]), np.zeros(2), 0.0, 0.0, 1)
+        >>> b = Candidate(2, np.array([0.0, 0.5]), np.zeros(2), 0.0, 0.0, 1)
+        >>> a.differences(b, Weights(recall=1.0, iou=0.0, latency=0.0, cost=0.0), Scales()).tolist()
+        [1.0, 0.0]
+        """
+        mine, theirs = self._values(), other._values()
+        mine_modelled = modelled_utilities(self.latency_s, self.cost_usd_per_1k, scales)
+        theirs_modelled = modelled_utilities(other.latency_s, other.cost_usd_per_1k, scales)
+        total = np.zeros(len(self.recall))
+        for name, weight in weights.as_dict().items():
+            if weight == 0:
+                continue
+            if name in mine_modelled:
+                total = total + weight * (mine_modelled[name] - theirs_modelled[name])
+                continue
+            if name not in mine or name not in theirs:
+                raise InvalidParameterError(f"weights.{name} is set, but the {name} of trial "
+                                            f"{self.number if name not in mine else other.number} is unknown "
+                                            "(recorded before chunkwise measured it)")
+            first, second = mine[name], theirs[name]
+            slope = utility_slope(name, (float(first.mean()) + float(second.mean())) / 2, scales)
+            total = total + weight * slope * (first - second)
+        return total / weights.total
+
+    def _values(self) -> dict[str, np.ndarray]:
+        return {**self.metrics, "recall": self.recall, "iou": self.iou}
+
     def score(self, weights: Weights, scales: Scales, questions: np.ndarray | slice = slice(None)) -> float:
         means = {name: float(np.mean(values[questions])) for name, values in self.metrics.items()}
         return float(weighted_score(float(np.mean(self.recall[questions])), float(np.mean(self.iou[questions])),
@@ -94,11 +122,16 @@ class Recommendation:
     questions_to_separate: int | None  # to tell the best from the runner-up at the confidence level
     questions: int
     confidence: float
+    #: How many candidates the tie gate looked at (its level is corrected for every pair of them).
+    candidates: int = 0
 
     def why(self) -> str:
         """Why the tie gate chose :attr:`recommended`, as a clause (no verdict: the statement of
         :class:`StudyRecommendation` says what is recommended, once)."""
-        gate = f"paired bootstrap over {self.questions} search questions, {self.confidence:.0%}"
+        gate = f"paired sign-flip test over {self.questions} search questions, {self.confidence:.0%}"
+        if self.candidates > 2:
+            pairs = self.candidates * (self.candidates - 1) // 2
+            gate += f", corrected for the {pairs} pairs of {self.candidates} candidates"
         if len(self.tied) > 1:
             return (f"the cheapest of the {len(self.tied)} configurations statistically tied with the highest "
                     f"score (trial {self.best}; {gate})")
@@ -128,19 +161,57 @@ def bootstrap_scores(candidates: Sequence[Candidate], weights: Weights, scales: 
     return out
 
 
-def tied_with(boot: np.ndarray, best: int, confidence: float = CONFIDENCE) -> np.ndarray:
-    """Which rows of paired bootstrap scores (``(candidates, samples)``, as from
-    :func:`bootstrap_scores`) are not significantly worse than row ``best``: the lower
-    ``(1 - confidence) / 2`` quantile of their difference to it reaches 0 (``best`` itself included).
+def pairwise_level(candidates: int, confidence: float = CONFIDENCE) -> float:
+    """The level each comparison of the tie gate is tested at: ``1 - confidence`` shared among
+    every pair the ``candidates`` make (Bonferroni).
 
-    A difference no larger than :data:`SCORE_RESOLUTION` is a tie too.
+    Why every pair, when the gate compares only the best with each other: the best is chosen on the
+    same questions, as the largest of them, so the gap between it and the others is the largest of
+    all the gaps, not a typical one. Corrected for only the comparisons it makes, the gate left a
+    configuration as good as the best out of its tie set in 9% of simulated studies of 5 equal
+    configurations on 30 questions and 27% of 30 (``tests/tuning/test_significance.py``); shared
+    among every pair, no such claim is wrong more often than ``1 - confidence`` (a wrong claim
+    needs some pair of equal configurations to reach the level, whichever pair the data made the
+    best).
 
-    >>> tied_with(np.array([[1.0, 1.2, 1.4], [0.9, 1.3, 1.3], [0.1, 0.2, 0.3]]), 0).tolist()
-    [True, True, False]
-    >>> tied_with(np.array([[0.5, 0.6], [0.5 - 1e-8, 0.6 - 1e-8]]), 0).tolist()
-    [True, True]
+    >>> round(pairwise_level(2), 4), round(pairwise_level(30), 6)
+    (0.05, 0.000115)
     """
-    return np.quantile(boot[best] - boot, (1 - confidence) / 2, axis=1) <= SCORE_RESOLUTION
+    return (1 - confidence) / max(1, candidates * (candidates - 1) // 2)
+
+
+def tied_with(differences: np.ndarray, candidates: int, confidence: float = CONFIDENCE, *,
+              seed: int = 0) -> np.ndarray:
+    """Which of the other candidates are not significantly worse than the best, given the best's
+    per-question score differences to each (``(questions, others)``, a column per other candidate,
+    :meth:`Candidate.differences`) among ``candidates`` in all: one is worse only when its
+    sign-flip test rejects at :func:`pairwise_level`, so the chance that any configuration as good
+    as the best is wrongly left out of the tie set is at most ``1 - confidence``.
+
+    A mean difference no larger than :data:`SCORE_RESOLUTION` is a tie whatever the test says.
+
+    >>> ones = np.ones((8, 1))
+    >>> tied_with(np.hstack([ones * 0.1, ones * 0.9]), 3).tolist()  # worse on all 8: p = 2/256 <= 0.05/3
+    [False, False]
+    >>> tied_with(ones * 1e-8, 2).tolist()
+    [True]
+    >>> tied_with(np.ones((5, 1)), 2).tolist()  # 5 questions: p = 2/32 at best
+    [True]
+    """
+    level = pairwise_level(candidates, confidence)
+    differences = np.asarray(differences, dtype=float)
+    if differences.shape[1] == 0:
+        return np.zeros(0, dtype=bool)
+    return not_worse(sign_flip_tests(differences, seed=seed, flips=flips_for(level)), level)
+
+
+def not_worse(tests: Sequence[SignFlipTest], level: float) -> np.ndarray:
+    """Given the sign-flip tests of the best configuration's per-question scores minus each other
+    candidate's, which candidates are tied with the best: all but those whose p-value is at most
+    ``level`` (:func:`pairwise_level`) with a mean difference above :data:`SCORE_RESOLUTION`
+    (:func:`tied_with` for per-question scores; the decision bar calls this with tests it computed
+    once for every pair)."""
+    return np.array([not (test.p_value <= level and test.mean > SCORE_RESOLUTION) for test in tests], dtype=bool)
 
 
 def recommend(candidates: Sequence[Candidate], weights: Weights, scales: Scales, *,
@@ -151,21 +222,27 @@ def recommend(candidates: Sequence[Candidate], weights: Weights, scales: Scales,
     observed = np.array([c.score(weights, scales) for c in candidates])
     order = sorted(range(len(candidates)), key=lambda i: (-observed[i], candidates[i].number))
     best = order[0]
-    boot = bootstrap_scores(candidates, weights, scales, samples=samples, seed=seed)
-    ties = tied_with(boot, best, confidence)
+    others = [i for i in range(len(candidates)) if i != best]
+    differences = np.array([candidates[best].differences(candidates[i], weights, scales) for i in others]).T
+    ties = np.ones(len(candidates), dtype=bool)
+    ties[others] = tied_with(differences.reshape(len(candidates[best].recall), len(others)), len(candidates),
+                             confidence, seed=seed)
     tied = [i for i in order if ties[i]]
     cheapest = min(tied, key=lambda i: (candidates[i].cost_usd_per_1k, candidates[i].latency_s,
                                         candidates[i].chunks, candidates[i].number))
     runner_up = order[1] if len(order) > 1 else None
     needed = None
     if runner_up is not None:
-        needed = questions_to_separate(boot[best] - boot[runner_up], observed[best] - observed[runner_up],
+        boot = bootstrap_scores([candidates[best], candidates[runner_up]], weights, scales, samples=samples,
+                                seed=seed)
+        needed = questions_to_separate(boot[0] - boot[1], observed[best] - observed[runner_up],
                                        len(candidates[0].recall), confidence)
     return Recommendation(
         best=candidates[best].number, recommended=candidates[cheapest].number,
         tied=tuple(candidates[i].number for i in tied),
         runner_up=None if runner_up is None else candidates[runner_up].number,
-        questions_to_separate=needed, questions=len(candidates[0].recall), confidence=confidence)
+        questions_to_separate=needed, questions=len(candidates[0].recall), confidence=confidence,
+        candidates=len(candidates))
 
 
 def questions_to_separate(bootstrap_differences: np.ndarray, observed_difference: float, questions: int,
@@ -221,7 +298,8 @@ def cross_validated_gain(candidates: Sequence[Candidate], default: Candidate, we
 @dataclass(frozen=True)
 class Comparison:
     """Configuration *a* against *b* on the same questions, paired: the difference of their
-    weighted scores and recalls (a - b) with bootstrap confidence intervals."""
+    weighted scores and recalls (a - b) with bootstrap confidence intervals (how large), and the
+    sign-flip test of the score difference (whether significant)."""
 
     difference: float
     low: float
@@ -231,32 +309,45 @@ class Comparison:
     recall_high: float
     questions: int
     confidence: float = CONFIDENCE
+    #: The two-sided sign-flip test of the per-question score differences (None: not tested).
+    test: SignFlipTest | None = None
+
+    @property
+    def significant(self) -> bool:
+        return self.test is not None and self.test.significant(self.confidence)
 
     @property
     def better(self) -> bool:
-        """*a* is significantly better than *b* (the interval lies above 0, by more than the
-        scores resolve: :data:`SCORE_RESOLUTION`)."""
-        return self.low > SCORE_RESOLUTION
+        """*a* is significantly better than *b*: the sign-flip test rejects "no difference" at
+        :attr:`confidence` and *a*'s score is higher, by more than the scores resolve
+        (:data:`SCORE_RESOLUTION`)."""
+        return self.significant and self.difference > SCORE_RESOLUTION
 
     @property
     def worse(self) -> bool:
-        return self.high < -SCORE_RESOLUTION
+        return self.significant and self.difference < -SCORE_RESOLUTION
 
     def describe(self) -> str:
-        """``score +0.0412 [+0.0100, +0.0731], recall +6.2 points [+1.0, +11.5]``."""
-        return (f"score {self.difference:+.4f} [{self.low:+.4f}, {self.high:+.4f}], recall "
+        """``score +0.0412 [+0.0100, +0.0731], recall +6.2 points [+1.0, +11.5], p = 0.031 (sign-flip
+        test, 9 of 12 questions differ)``."""
+        text = (f"score {self.difference:+.4f} [{self.low:+.4f}, {self.high:+.4f}], recall "
                 f"{self.recall_difference * 100:+.1f} points [{self.recall_low * 100:+.1f}, "
                 f"{self.recall_high * 100:+.1f}]")
+        if self.test is not None:
+            text += (f", p = {self.test.p_value:.2g} (sign-flip test, {self.test.nonzero} of {self.questions} "
+                     "questions differ)")
+        return text
 
 
 def compare(a: Candidate, b: Candidate, weights: Weights, scales: Scales, questions: np.ndarray | slice = slice(None),
             *, confidence: float = CONFIDENCE, samples: int = BOOTSTRAP_SAMPLES, seed: int = 0) -> Comparison:
-    """The paired bootstrap of ``a - b`` over ``questions`` (a boolean mask or slice).
+    """``a - b`` over ``questions`` (a boolean mask or slice): the paired bootstrap's intervals
+    and the sign-flip test.
 
     >>> one = Candidate(1, np.array([1.0, 1.0, 0.0, 1.0]), np.zeros(4), 0.0, 0.0, 1)
     >>> same = compare(one, one, Weights(recall=1.0, iou=0.0, latency=0.0, cost=0.0), Scales())
-    >>> (same.difference, same.low, same.high, same.better)
-    (0.0, 0.0, 0.0, False)
+    >>> (same.difference, same.low, same.high, same.better, same.test.p_value)
+    (0.0, 0.0, 0.0, False, 1.0)
     """
     pair = [c.on(questions) for c in (a, b)]
     boot = bootstrap_scores(pair, weights, scales, samples=samples, seed=seed)
@@ -265,12 +356,13 @@ def compare(a: Candidate, b: Candidate, weights: Weights, scales: Scales, questi
     recall = (pair[0].recall - pair[1].recall)[index].mean(axis=1)
     tail = (1 - confidence) / 2
     diff = boot[0] - boot[1]
+    test = sign_flip_test(pair[0].differences(pair[1], weights, scales), seed=seed)
     return Comparison(
         difference=pair[0].score(weights, scales) - pair[1].score(weights, scales),
         low=float(np.quantile(diff, tail)), high=float(np.quantile(diff, 1 - tail)),
         recall_difference=float(np.mean(pair[0].recall) - np.mean(pair[1].recall)),
         recall_low=float(np.quantile(recall, tail)), recall_high=float(np.quantile(recall, 1 - tail)),
-        questions=n, confidence=confidence)
+        questions=n, confidence=confidence, test=test)
 
 
 @dataclass(frozen=True)

@@ -246,12 +246,8 @@ def metric_utility(name: str, value: Any, scales: Scales) -> Any:
 def utilities(recall: float, iou: float, latency_s: float, cost_usd_per_1k: float,
               scales: Scales) -> dict[str, float]:
     """Each term on its 0-1 utility scale."""
-    return {
-        "recall": metric_utility("recall", recall, scales),
-        "iou": metric_utility("iou", iou, scales),
-        "latency": scales.latency_half_s / (latency_s + scales.latency_half_s),
-        "cost": scales.cost_half_usd / (cost_usd_per_1k + scales.cost_half_usd),
-    }
+    return {"recall": metric_utility("recall", recall, scales), "iou": metric_utility("iou", iou, scales),
+            **modelled_utilities(latency_s, cost_usd_per_1k, scales)}
 
 
 def weighted_score(recall: Any, iou: Any, latency_s: float, cost_usd_per_1k: float,
@@ -262,8 +258,7 @@ def weighted_score(recall: Any, iou: Any, latency_s: float, cost_usd_per_1k: flo
     recall and IoU may be arrays (one score per bootstrap resample), and so may those.
     """
     values = {**(metrics or {}), "recall": recall, "iou": iou}
-    modelled = {"latency": scales.latency_half_s / (latency_s + scales.latency_half_s),
-                "cost": scales.cost_half_usd / (cost_usd_per_1k + scales.cost_half_usd)}
+    modelled = modelled_utilities(latency_s, cost_usd_per_1k, scales)
     total: Any = 0.0
     for name, weight in weights.as_dict().items():
         if name in modelled:
@@ -277,6 +272,20 @@ def weighted_score(recall: Any, iou: Any, latency_s: float, cost_usd_per_1k: flo
                                         "is unknown (recorded before chunkwise measured it)")
         total = total + weight * utility
     return total / weights.total
+
+
+def modelled_utilities(latency_s: float, cost_usd_per_1k: float, scales: Scales) -> dict[str, float]:
+    """The utilities of the modelled terms, which are the same on every question."""
+    return {"latency": scales.latency_half_s / (latency_s + scales.latency_half_s),
+            "cost": scales.cost_half_usd / (cost_usd_per_1k + scales.cost_half_usd)}
+
+
+def utility_slope(name: str, value: Any, scales: Scales) -> Any:
+    """How fast metric ``name``'s utility moves at ``value``: 1 for a fraction (its own utility),
+    ``half / (x + half)**2`` for IoU's ``x / (x + half)``. Paired tests weigh each question's
+    difference in a metric by it, so a non-linear utility enters as it does near that value."""
+    declared = metric(name)
+    return declared.utility_slope(value, None if declared.scale is None else getattr(scales, declared.scale))
 
 
 @dataclass(frozen=True)
