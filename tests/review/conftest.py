@@ -11,11 +11,14 @@ no port.
 from __future__ import annotations
 
 import contextlib
+import http.client
 import json
 import os
 import select
 import shutil
+import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -240,3 +243,76 @@ def review_of() -> Iterator[Any]:
     yield start
     for review in started:
         review.server.stop()
+
+
+class ReviewProcess:
+    """A real ``chunkwise review`` process (``python -m tuner.cli review``), its standard error
+    kept in a file to read once it stopped."""
+
+    def __init__(self, corpus_dir: Path, queries: Path, stderr: Path, *options: str) -> None:
+        self.queries = queries
+        self.stderr_path = stderr
+        self._stderr = stderr.open("w", encoding="utf-8")
+        self.process = subprocess.Popen([sys.executable, "-m", "tuner.cli", "review", "--corpus", str(corpus_dir),
+                                         "--queries", str(queries), *options],
+                                        stdout=subprocess.PIPE, stderr=self._stderr, text=True)
+        line = self.process.stdout.readline()
+        if " at http" not in line:
+            self.stop()
+            raise AssertionError(f"chunkwise review did not start: {line!r}\n{self.stderr()}")
+        self.url = line.split(" at ", 1)[1].split()[0]
+        self.base, self.token = self.url.split("?token=")
+        self.host = self.base.split("//", 1)[1].rstrip("/")  # 127.0.0.1:PORT
+        self.port = int(self.host.rsplit(":", 1)[1])
+
+    def request(self, method: str, path: str, body: bytes | str | dict | None = None,
+                headers: dict[str, str] | None = None, token: bool = True) -> tuple[int, Any]:
+        """One request on a connection of its own: the status and the JSON answer (a dropped
+        connection raises, as it would in the page)."""
+        sent = {"X-Chunkwise-Token": self.token} if token else {}
+        sent |= headers or {}
+        if isinstance(body, dict):
+            body = json.dumps(body)
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=TIMEOUT_S)
+        try:
+            connection.request(method, path, body=body.encode() if isinstance(body, str) else body, headers=sent)
+            answer = connection.getresponse()
+            data = answer.read()
+            assert answer.getheader("Content-Type", "").startswith("application/json"), data[:200]
+            return answer.status, json.loads(data)
+        finally:
+            connection.close()
+
+    def act(self, action: dict | str | bytes, **headers: str) -> tuple[int, Any]:
+        return self.request("POST", "/api/action", action, headers)
+
+    def stop(self) -> int:
+        """SIGTERM, as Ctrl-C would; the exit status."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.process.stdout.close()
+        self._stderr.close()
+        return self.process.returncode
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(encoding="utf-8")
+
+
+@pytest.fixture
+def review_process(tmp_path: Path) -> Iterator[Any]:
+    """``review_process(corpus_dir, queries, *options)``: a started :class:`ReviewProcess`, stopped after the test."""
+    started: list[ReviewProcess] = []
+
+    def start(corpus_dir: Path, queries: Path, *options: str) -> ReviewProcess:
+        started.append(ReviewProcess(corpus_dir, queries, tmp_path / f"review-{len(started)}.stderr", *options))
+        return started[-1]
+
+    yield start
+    for review in started:
+        review.stop()
+

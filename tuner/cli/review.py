@@ -22,7 +22,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     add_filter_arguments(review)
     review.add_argument("--queries", required=True, metavar="FILE",
                         help="the questions (chunkwise JSONL); created by the first new question if missing")
-    review.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
+    review.add_argument("--host", default="127.0.0.1",
+                        help="address to listen on (127.0.0.1: this machine only; requests must name it, or "
+                             "localhost, as their Host)")
     review.add_argument("--port", type=int, default=0, help="port (default: a free one)")
     review.set_defaults(handler=run)
 
@@ -34,6 +36,9 @@ def run(args: argparse.Namespace) -> int:
 
     if not 0 <= args.port <= 65535:
         raise ChunkwiseError(f"--port {args.port}: a port is a number from 0 (a free one) to 65535")
+    if not args.host.strip():  # `--host "$HOST"` with HOST unset: the socket library would bind every interface
+        raise ChunkwiseError("--host is empty: give the address to listen on (127.0.0.1, this machine only; "
+                             "0.0.0.0 for every interface)")
     name, path = parse_corpus_spec(args.corpus)
     corpus = load_corpus(path, name, include=args.include or (), exclude=args.exclude or (),
                          keep_links=args.keep_links)

@@ -201,10 +201,10 @@ def load_evaluation_set(path: str | Path, corpora: Corpus | Sequence[Corpus], *,
     if repeated := sorted({n for n in names if names.count(n) > 1}):
         raise EvaluationSetError(f"several corpora are named {', '.join(repeated)}; queries name their corpus, "
                                  f"so give each its own name ({option('corpus', 'NAME=PATH')})")
-    data = read_regular_file(path, "evaluation set")
-    if data is None:
+    read = read_regular_file(path, "evaluation set")
+    if read is None:
         raise EvaluationSetError(f"evaluation set {str(path)!r} {why_missing(path)}")
-    text = decode_text(data, path, EvaluationSetError)[0]
+    text = decode_text(read[0], path, EvaluationSetError)[0]
     if path.suffix.lower() == ".csv":
         raw = list(_read_chroma_csv(path, text, corpus_list, ignore_other_corpora))
     else:
@@ -257,6 +257,8 @@ class JsonlRecord:
     where: str
     record: dict[str, Any]
     query: Query
+    #: The line's text as the file has it (without its newline).
+    text: str = ""
 
 
 def read_jsonl_records(path: str | Path, text: str, default_corpus: str | None) -> list[JsonlRecord]:
@@ -273,8 +275,8 @@ def read_jsonl_records(path: str | Path, text: str, default_corpus: str | None) 
             continue
         where = f"{path}:{line_number}"
         record = parse_json_object(line, where)
-        rows.append(JsonlRecord(line_number, where, record, query_of_record(record, where, line_number,
-                                                                            default_corpus)))
+        rows.append(JsonlRecord(line_number, where, record,
+                                query_of_record(record, where, line_number, default_corpus), line))
     return rows
 
 
@@ -297,7 +299,8 @@ def parse_json_object(text: str, where: str) -> dict[str, Any]:
         raise EvaluationSetError(f"{where}: an integer too long to read (thousands of digits; an offset "
                                  "or a revision has a few)") from None
     if not isinstance(value, dict):
-        raise EvaluationSetError(f"{where}: expected a JSON object per line, got {type(value).__name__}")
+        kind = {list: "a list", str: "a string", type(None): "null", bool: "true or false"}.get(type(value), "a number")
+        raise EvaluationSetError(f"{where}: expected a JSON object (one question per line), got {kind}")
     if "\\u" in text:  # only an escape can spell a surrogate: UTF-8 text read as such holds none
         try:
             json.dumps(value, ensure_ascii=False).encode("utf-8")
@@ -636,8 +639,10 @@ def _shorten(text: str, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def read_regular_file(path: str | Path, what: str) -> bytes | None:
-    """The bytes of the regular file ``path`` (a link followed); None when nothing is there.
+def read_regular_file(path: str | Path, what: str) -> tuple[bytes, os.stat_result] | None:
+    """The bytes of the regular file ``path`` (a link followed) and its status as it was read (a
+    reader that keeps what it read can tell by it whether the file changed since); None when
+    nothing is there.
 
     Opened without blocking and checked before it is read: a FIFO would wait for a writer for
     ever, ``/dev/null`` reads as an empty file and ``/dev/zero`` never ends.
@@ -656,12 +661,12 @@ def read_regular_file(path: str | Path, what: str) -> bytes | None:
             raise EvaluationSetError(f"{what} {str(path)!r} is a directory, not a file") from None
         raise EvaluationSetError(f"cannot read {what} {str(path)!r}: {exc.strerror}") from None
     try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise EvaluationSetError(f"{what} {str(path)!r} is {_kind(mode)}, not a file: give the path of a "
-                                     "questions file")
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode):
+            raise EvaluationSetError(f"{what} {str(path)!r} is {_kind(status.st_mode)}, not a file: give the path "
+                                     "of a questions file")
         with os.fdopen(os.dup(fd), "rb") as file:
-            return file.read()
+            return file.read(), status
     except OSError as exc:
         raise EvaluationSetError(f"cannot read {what} {str(path)!r}: {exc.strerror}") from None
     finally:

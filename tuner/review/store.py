@@ -3,7 +3,16 @@
 The file stays chunkwise JSONL (:mod:`tuner.data.evalset`) at every moment: an action (accept,
 reject, edit, a new question) re-reads the file under a lock, changes the one question it names,
 and writes the whole file to a temporary file renamed over the old one. A kill loses at most the
-action in flight, and ``chunkwise validate`` or ``tune`` can read the file whenever they like.
+action in flight, and ``chunkwise validate`` or ``tune`` can read the file whenever they like; the
+temporary file a kill leaves (``.NAME.XXXXXXXX.tmp`` beside the file) is removed by the next review
+of the file.
+
+The file is read by :func:`tuner.data.evalset.read_jsonl_records`, the reader ``validate``,
+``tune`` and ``evaluate`` use, so a review opens exactly the files they accept: a line another
+tool appended is read by the same rules (one without an ``id`` gets the ``line-N`` they give it),
+and a line they would refuse (a ``revision`` that is not a number, ``references`` that are not
+excerpts) is named, with nothing saved until it is mended. Every question an action writes is
+checked by the same reader before the file is replaced.
 
 Two pages on one file (two tabs, or a page and an editor) never overwrite each other: an action
 is a patch of one question applied to the file as it is now, and each question carries a
@@ -17,25 +26,39 @@ document the corpus does not hold, means the file was written for other document
 review is refused with the questions named. A reference whose excerpt is no longer at its offsets
 (the document changed since the question was written) is re-located where its excerpt still
 occurs once, and the question marked ``"stale": true`` until a review accepts or edits it; a stale
-question whose excerpt is gone is left out of ``tune`` until then.
+question whose excerpt is gone, or now occurs more than once, is left out of ``tune`` until then.
+
+What was read is kept, with the file's identity (device, inode, size, times), and read again only
+when the file changed: an action on a file of 100,000 questions re-encodes one line, not all.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import os
 import re
 import threading
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .._io.files import write_atomically
 from ..data.corpus import Corpus, _preview, decode_text
-from ..data.evalset import REVIEWS, STATE_LABELS
+from ..data.evalset import (
+    MAX_LISTED,
+    REVIEWS,
+    STATE_LABELS,
+    JsonlRecord,
+    _unknown_document_hint,
+    query_of_record,
+    query_problems,
+    read_jsonl_records,
+    read_regular_file,
+)
 from ..data.excerpts import locate
 from ..errors import EvaluationSetError, option
 
@@ -57,23 +80,49 @@ class ReviewError(EvaluationSetError):
 
 @dataclass(frozen=True)
 class Opened:
-    """What opening a questions file found: its questions, and those marked stale."""
+    """What opening a questions file found: its questions, those marked stale, and the temporary
+    files a killed save had left."""
 
     questions: int
     relocated: int
     missing: int
     named: int
+    ambiguous: int = 0
+    removed: tuple[str, ...] = ()
 
     def describe(self) -> str:
         line = f"{self.questions} question{'s' if self.questions != 1 else ''}"
         notes = []
         if self.relocated:
             notes.append(f"{self.relocated} marked stale (their document changed; excerpt re-located)")
+        if self.ambiguous:
+            notes.append(f"{self.ambiguous} marked stale whose excerpt now occurs more than once in its document "
+                         "(left out of tune until its excerpt is selected again)")
         if self.missing:
             notes.append(f"{self.missing} marked stale whose excerpt is gone (left out of tune until edited)")
         if self.named:
             notes.append(f"{self.named} given the id they had by line number")
+        if self.removed:
+            notes.append(f"removed {len(self.removed)} temporary file{'s' if len(self.removed) != 1 else ''} an "
+                         f"interrupted save left ({', '.join(self.removed)})")
         return line + (f"; {'; '.join(notes)}" if notes else "")
+
+
+@dataclass
+class _Loaded:
+    """The file as last read or written: its questions as read (``records``, fields unknown to
+    chunkwise kept), their ids, each one's JSON line, and the progress counts."""
+
+    identity: tuple[int, ...] | None  # None: no file yet
+    records: list[dict[str, Any]]
+    ids: list[str]
+    lines: list[str]
+    line_numbers: list[int]
+    counts: Counter = field(default_factory=Counter)  # what :func:`_counted` adds up over ``records``
+    index: dict[str, int] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.index = {question_id: i for i, question_id in enumerate(self.ids)}
 
 
 class ReviewStore:
@@ -83,6 +132,7 @@ class ReviewStore:
         self.path = Path(path)
         self.corpus = corpus
         self.lock = threading.Lock()  # see :meth:`locked`
+        self._loaded: _Loaded | None = None  # what was read last, while the file is unchanged
         if self.path.suffix.lower() == ".csv":
             raise EvaluationSetError(f"{self.path}: review reads and writes chunkwise JSONL; convert the CSV first "
                                      f"(chunkwise validate with {option('output', 'questions.jsonl')})")
@@ -99,7 +149,10 @@ class ReviewStore:
             except ImportError:  # not a POSIX system
                 yield
                 return
-            folder = os.open(self.path.parent if str(self.path.parent) else ".", os.O_RDONLY)
+            try:
+                folder = os.open(self.path.parent if str(self.path.parent) else ".", os.O_RDONLY)
+            except OSError as exc:
+                raise ReviewError(f"cannot open the folder of {self.path}: {exc.strerror}", 500) from None
             try:
                 fcntl.flock(folder, fcntl.LOCK_EX)
                 yield
@@ -109,35 +162,40 @@ class ReviewStore:
     # ----------------------------------------------------------------------------------- reading
 
     def open(self) -> Opened:
-        """Check the file against the corpus, mark stale questions, give every question its id;
-        saved when anything changed. Raises :class:`EvaluationSetError` when the file does not
-        match the corpus."""
+        """Remove what an interrupted save left, check the file against the corpus, mark stale
+        questions, give every question its id; saved when anything changed. Raises
+        :class:`EvaluationSetError` when the file is not a questions file the other commands read,
+        or does not match the corpus."""
         with self.locked():
-            records = self._read()
-            self._check_matches(records)
-            named = relocated = missing = 0
-            for line, record in records:
-                if "id" not in record:  # the loader's id, kept fixed from now on
-                    record["id"] = f"line-{line}"
-                    named += 1
+            removed = self._remove_leftovers()
+            loaded = self._load()
+            changed: dict[int, dict[str, Any]] = {}
+            relocated = missing = ambiguous = 0
+            for i, record in enumerate(loaded.records):
                 if record.get("review") == "rejected":
                     continue
                 found = self._relocate(record)
-                if found is not None:
-                    record["stale"] = True
-                    relocated += found
-                    missing += not found
-            if named or relocated or missing:
-                self._write([r for _, r in records])
-            return Opened(len(records), relocated, missing, named)
+                if found is None:
+                    continue
+                record = changed[i] = found[0]
+                record["stale"] = True
+                outcome = found[1]
+                relocated += outcome == "relocated"
+                missing += outcome == "gone"
+                ambiguous += outcome == "ambiguous"
+            named = sum(1 for record in loaded.records if "id" not in record)
+            if changed or named:
+                self._save(loaded, changed)
+            return Opened(len(loaded.records), relocated, missing, named, ambiguous, removed)
 
     def state(self) -> dict[str, Any]:
         """Every question as the page shows it, the documents, and the progress counts."""
         with self.locked():
-            records = [r for _, r in self._read()]
+            loaded = self._current()
         return {"corpus": self.corpus.name, "file": str(self.path), "documents": [d.id for d in self.corpus],
-                "questions": [self.view(r) for r in records], "counts": counts(records),
-                "labels": STATE_LABELS}
+                "questions": [self.view(record, question_id) for record, question_id in zip(loaded.records,
+                                                                                            loaded.ids)],
+                "counts": _progress(loaded.counts), "labels": STATE_LABELS}
 
     def document(self, document_id: str) -> dict[str, Any]:
         """A document's converted text, only if the corpus holds it (looked up by id, never a path)."""
@@ -145,57 +203,64 @@ class ReviewStore:
             raise ReviewError(f"the corpus {self.corpus.name!r} has no document {document_id!r}", 404)
         return {"id": document_id, "text": self.corpus.document(document_id).text}
 
-    def view(self, record: dict[str, Any]) -> dict[str, Any]:
-        """A question as the page shows it: each excerpt located (``found`` false where it is not)."""
-        references = []
-        for ref in record.get("references", []):
-            references.append(self._shown_reference(ref))
-        return {"id": str(record["id"]), "question": record.get("question", ""), "references": references,
-                "origin": record.get("origin", "hand"), "model": record.get("model"),
+    def view(self, record: dict[str, Any], question_id: str) -> dict[str, Any]:
+        """A question as the page shows it: each excerpt located (``found`` false where it is not,
+        ``problem`` saying why: ``"gone"``, or ``"ambiguous"`` where it now occurs more than once)."""
+        references = [self._shown_reference(ref) for ref in record["references"]]
+        return {"id": question_id, "question": record["question"], "references": references,
+                "origin": record.get("origin") or "hand", "model": record.get("model"),
                 "review": record.get("review"), "stale": bool(record.get("stale")),
                 "revision": record.get("revision", 0), "state": state_of(record)}
 
     def _shown_reference(self, ref: dict[str, Any]) -> dict[str, Any]:
-        document, content = ref.get("document"), ref.get("content", "")
-        shown = {"document": document, "content": content, "start_index": None, "end_index": None, "found": False}
+        document, content = ref["document"], ref["content"]
+        shown = {"document": document, "content": content, "start_index": None, "end_index": None, "found": False,
+                 "problem": "gone"}
         if document not in self.corpus:
             return shown
         text = self.corpus.document(document).text
         start, end = ref.get("start_index"), ref.get("end_index")
         if isinstance(start, int) and isinstance(end, int) and 0 <= start < end <= len(text) \
                 and text[start:end] == content:
-            return shown | {"start_index": start, "end_index": end, "found": True}
-        if start is None and end is None:
-            found = locate(text, content)
-            if found.found:
-                return shown | {"start_index": found.start, "end_index": found.end, "found": True}
-        return shown
+            return shown | {"start_index": start, "end_index": end, "found": True, "problem": None}
+        found = locate(text, content)  # not where it was written (or written without offsets)
+        if found.found and start is None and end is None:
+            return shown | {"start_index": found.start, "end_index": found.end, "found": True, "problem": None}
+        # Found once elsewhere: its offsets were changed outside the review (its document is as it was
+        # when the review opened the file, and re-located it then).
+        problem = "ambiguous" if found.count > 1 else "moved" if found.found else "gone"
+        return shown | {"problem": problem, "occurrences": found.count}
 
     # ----------------------------------------------------------------------------------- actions
 
     def act(self, action: Any) -> dict[str, Any]:
         """Apply one action (a JSON object from the page) to the file as it is now, save it, and
-        return the question it changed and the new counts."""
+        return the question it changed and the new counts (never the whole list)."""
         if not isinstance(action, dict) or action.get("action") not in ACTIONS:
             raise ReviewError(f"an action is a JSON object whose \"action\" is one of {', '.join(ACTIONS)}")
         kind = action["action"]
+        given_revision = action.get("revision")
+        if kind != "new" and type(given_revision) is not int:
+            raise ReviewError(f"\"revision\" must be the question's revision as the page read it (a whole number), "
+                              f"got {given_revision!r}")
         with self.locked():
-            records = [r for _, r in self._read()]
+            loaded = self._current()
             if kind == "new":
-                record = self._new(records, action)
-                records.append(record)
+                record = self._new(loaded, action)
+                saved = self._save(loaded, {}, record)
+                at = len(saved.records) - 1
             else:
-                record = self._find(records, action.get("id"))
+                at = self._find(loaded, action.get("id"))
+                question_id = loaded.ids[at]
+                record = copy.deepcopy(loaded.records[at])  # the loaded one stays as the file has it until saved
                 revision = record.get("revision", 0)
-                if action.get("revision") != revision:
+                if given_revision != revision:
                     raise ReviewError(
-                        f"question {record['id']!r} was changed elsewhere (another tab?) since this page read it "
-                        f"(revision {revision}, the page had {action.get('revision')}); nothing was saved: "
-                        "reload to see the change, then redo yours", 409)
+                        f"question {question_id!r} was changed elsewhere (another tab?) since this page read it: "
+                        f"the file has revision {revision}, the page read revision {given_revision}; nothing was "
+                        "saved: reload to see the change, then redo yours", 409)
                 if kind == "accept":
-                    if any(not r["found"] for r in self.view(record)["references"]):
-                        raise ReviewError(f"question {record['id']!r}: an excerpt is not in its document any more; "
-                                          "select it again (set excerpt) or reject the question")
+                    self._check_found(question_id, record)
                     record["review"] = "edited" if record.get("review") == "edited" else "accepted"
                     record.pop("stale", None)
                 elif kind == "reject":
@@ -206,17 +271,32 @@ class ReviewStore:
                     record["review"] = "edited"
                     record.pop("stale", None)
                 record["revision"] = revision + 1
-            self._write(records)
-            return {"question": self.view(record), "counts": counts(records)}
+                saved = self._save(loaded, {at: record})
+            return {"question": self.view(saved.records[at], saved.ids[at]), "counts": _progress(saved.counts)}
 
-    def _find(self, records: list[dict[str, Any]], question_id: Any) -> dict[str, Any]:
-        for record in records:
-            if str(record.get("id")) == str(question_id):
-                return record
-        raise ReviewError(f"no question {question_id!r} in {self.path} (removed from the file meanwhile?)", 404)
+    def _find(self, loaded: _Loaded, question_id: Any) -> int:
+        at = loaded.index.get(str(question_id)) if isinstance(question_id, (str, int)) else None
+        if at is None:
+            raise ReviewError(f"no question {question_id!r} in {self.path} (removed from the file meanwhile?)", 404)
+        return at
 
-    def _new(self, records: list[dict[str, Any]], action: dict[str, Any]) -> dict[str, Any]:
-        taken = [int(m.group(1)) for r in records if (m := re.fullmatch(r"r(\d+)", str(r.get("id"))))]
+    def _check_found(self, question_id: str, record: dict[str, Any]) -> None:
+        """Refuse to accept a question an excerpt of which is not in its document, saying why."""
+        for i, ref in enumerate(self.view(record, question_id)["references"], start=1):
+            if ref["problem"] == "ambiguous":
+                raise ReviewError(f"question {question_id!r}: excerpt {i} now occurs {ref['occurrences']} times "
+                                  f"in {ref['document']!r} (its document changed): select the passage meant (set "
+                                  "excerpt) or reject the question")
+            if ref["problem"] == "moved":
+                raise ReviewError(f"question {question_id!r}: excerpt {i} is not at its offsets in "
+                                  f"{ref['document']!r} (they were changed outside this review): select it again "
+                                  "(set excerpt) or reject the question")
+            if ref["problem"] == "gone":
+                raise ReviewError(f"question {question_id!r}: excerpt {i} is not in {ref['document']!r} any more; "
+                                  "select it again (set excerpt) or reject the question")
+
+    def _new(self, loaded: _Loaded, action: dict[str, Any]) -> dict[str, Any]:
+        taken = [int(m.group(1)) for i in loaded.ids if (m := re.fullmatch(r"r(\d+)", i))]
         return {"id": f"r{max(taken, default=0) + 1:04d}", "question": _question(action), "corpus": self.corpus.name,
                 "references": self._references(action), "origin": "hand"}
 
@@ -228,7 +308,7 @@ class ReviewStore:
             raise ReviewError("a question needs at least one excerpt: select the passage that answers it")
         if len(given) > MAX_REFERENCES:
             raise ReviewError(f"a question has at most {MAX_REFERENCES} excerpts")
-        references = []
+        references: list[dict[str, Any]] = []
         for i, ref in enumerate(given, start=1):
             if not isinstance(ref, dict):
                 raise ReviewError(f"excerpt {i} is not an object")
@@ -243,86 +323,186 @@ class ReviewStore:
             if "content" in ref and ref["content"] != content:
                 raise ReviewError(f"excerpt {i}: its text does not match {document!r} at [{start}:{end}] "
                                   f"(the document reads {content[:40]!r}); reload the page")
-            references.append({"document": document, "start_index": start, "end_index": end, "content": content})
+            if not content.strip():
+                raise ReviewError(f"excerpt {i}: {document!r} [{start}:{end}] is only white space: select the "
+                                  "words that answer the question")
+            saved = {"document": document, "start_index": start, "end_index": end, "content": content}
+            if saved in references:
+                raise ReviewError(f"excerpts {references.index(saved) + 1} and {i} are the same passage of "
+                                  f"{document!r} [{start}:{end}]: give each excerpt once")
+            references.append(saved)
         return references
 
     # ----------------------------------------------------------------------------------- the file
 
-    def _read(self) -> list[tuple[int, dict[str, Any]]]:
-        """The file's questions with their line numbers; none when it does not exist yet."""
+    def _current(self) -> _Loaded:
+        """The file as it is now, for the page: a file the reader refuses (a line another tool
+        wrote) is a 409 naming the line, and nothing is saved until it is mended."""
         try:
-            data = self.path.read_bytes()
-        except FileNotFoundError:
-            return []
-        except OSError as exc:
-            raise ReviewError(f"cannot read {self.path}: {exc.strerror}", 500) from None
-        records = []
-        for number, line in enumerate(decode_text(data, self.path, EvaluationSetError)[0].split("\n"), start=1):
-            if not line.strip():
-                continue
+            return self._load()
+        except ReviewError:
+            raise
+        except EvaluationSetError as exc:
+            raise ReviewError(f"{exc}\nNothing can be saved until the file is mended: fix it, then reload the "
+                              "page", 409) from None
+
+    def _load(self) -> _Loaded:
+        """The file's questions, read by the evaluation set's reader and checked against the
+        corpus; what was read last when the file has not changed since."""
+        if self._loaded is not None and self._loaded.identity == _identity(self.path):
+            return self._loaded
+        read = read_regular_file(self.path, "questions file")
+        if read is None:  # created by the first new question
+            self._loaded = _Loaded(None, [], [], [], [])
+            return self._loaded
+        data, status = read
+        rows = read_jsonl_records(self.path, decode_text(data, self.path, EvaluationSetError)[0], self.corpus.name)
+        self._check(rows)
+        lines = []
+        for row in rows:  # each line kept as it is, unless its offsets were digit strings ("12"): numbers then
+            lines.append(row.text.rstrip("\r") + "\n")
+            for ref, parsed in zip(row.record["references"], row.query.references):
+                if "start_index" in ref and (type(ref["start_index"]) is not int or type(ref["end_index"]) is not int):
+                    ref["start_index"], ref["end_index"] = parsed.start_index, parsed.end_index
+                    lines[-1] = _line(row.record)
+        records = [row.record for row in rows]
+        tally = Counter(key for record in records for key in _counted(record))
+        self._loaded = _Loaded(_status_identity(status), records, [row.query.id for row in rows], lines,
+                               [row.line for row in rows], tally)
+        return self._loaded
+
+    def _save(self, loaded: _Loaded, changed: dict[int, dict[str, Any]], new: dict[str, Any] | None = None) -> _Loaded:
+        """Write the file with the questions ``changed`` (by position) and ``new`` (appended), each
+        first checked by the reader every command uses; a question without an id gets the one it
+        was read under. Returns what the file now holds."""
+        records, lines = list(loaded.records), list(loaded.lines)
+        ids, line_numbers, tally = list(loaded.ids), list(loaded.line_numbers), loaded.counts.copy()
+        for at, record in enumerate(records):
+            if "id" not in record:  # the loader's id, kept fixed from now on (a line above may come or go)
+                changed.setdefault(at, dict(record))["id"] = ids[at]
+        if new is not None:
+            records.append(new)
+            lines.append("")
+            ids.append(str(new["id"]))
+            line_numbers.append(len(records))
+            changed[len(records) - 1] = new
+        for at, record in changed.items():
             try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ReviewError(f"{self.path}:{number}: not valid JSON ({exc.msg})", 500) from None
-            if not isinstance(record, dict):
-                raise ReviewError(f"{self.path}:{number}: expected a JSON object per line", 500)
-            records.append((number, record))
-        return records
-
-    def _write(self, records: list[dict[str, Any]]) -> None:
-        text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+                query_of_record(record, f"question {ids[at]!r}", line_numbers[at], self.corpus.name)
+            except EvaluationSetError as exc:
+                raise ReviewError(f"{exc}; nothing was saved") from None
+            if at < len(loaded.records):
+                tally.subtract(_counted(loaded.records[at]))
+            tally.update(_counted(record))
+            records[at], lines[at] = record, _line(record)
+        text = "".join(lines)
         write_atomically(self.path, text, EvaluationSetError)
+        identity = _identity(self.path)
+        # Kept only when the file now is what was written (size): a writer that replaced it at once
+        # makes the next action read it again.
+        saved = _Loaded(identity if identity is not None and identity[2] == len(text.encode()) else None,
+                        records, ids, lines, line_numbers, tally)
+        self._loaded = saved
+        return saved
 
-    def _check_matches(self, records: list[tuple[int, dict[str, Any]]]) -> None:
-        """Refuse a file written for other documents: questions about another corpus, excerpts of
-        documents the corpus does not hold, malformed questions, repeated ids."""
-        problems = []
-        ids: Counter = Counter()
-        for line, record in records:
-            where = f"line {line} ({record.get('id', 'no id')})"
-            ids[str(record.get("id", f"line-{line}"))] += 1
-            if record.get("corpus", self.corpus.name) != self.corpus.name:
-                problems.append(f"{where}: about corpus {record.get('corpus')!r}, not {self.corpus.name!r}")
+    def _check(self, rows: list[JsonlRecord]) -> None:
+        """Refuse a file a review cannot work on: repeated ids, questions with no text or excerpt
+        (the rules ``validate`` applies), questions about another corpus or naming documents it does
+        not hold (the file was written for other documents). Rejected questions are left out of tune,
+        so an empty or unknown excerpt of theirs is no problem; their ids still must be unique."""
+        problems, elsewhere = [], []
+        lines_of: dict[str, list[int]] = {}
+        for row in rows:
+            lines_of.setdefault(row.query.id, []).append(row.line)
+        problems += [f"id {question_id!r} is used by lines {', '.join(map(str, lines))}"
+                     for question_id, lines in lines_of.items() if len(lines) > 1]
+        for row in rows:
+            query, where = row.query, f"{row.where} ({row.query.id})"
+            if query.corpus != self.corpus.name:
+                elsewhere.append(f"{where}: about corpus {query.corpus!r}, not {self.corpus.name!r}")
                 continue
-            if not isinstance(record.get("question"), str) or not isinstance(record.get("references"), list):
-                problems.append(f"{where}: needs a \"question\" (text) and \"references\" (a list)")
+            if query.review == "rejected":
                 continue
-            for ref in record["references"]:
-                document = ref.get("document") if isinstance(ref, dict) else None
-                if not isinstance(ref, dict) or not isinstance(ref.get("content"), str):
-                    problems.append(f"{where}: a reference needs a \"document\" and its \"content\"")
-                elif document not in self.corpus and record.get("review") != "rejected":  # rejected: left out anyway
-                    problems.append(f"{where}: names document {document!r}, which the corpus does not hold")
-            if record.get("review") not in (None, *REVIEWS):
-                problems.append(f"{where}: \"review\" must be one of {', '.join(REVIEWS)}")
-        problems += [f"id {i!r} is used by {n} questions" for i, n in ids.items() if n > 1]
-        if problems:
-            listed = "\n  ".join(problems[:10]) + (f"\n  ... and {len(problems) - 10} more" if len(problems) > 10
-                                                   else "")
+            problems += query_problems(query, row.where)
+            for ref in query.references:
+                if ref.document not in self.corpus:
+                    elsewhere.append(f"{where}: names document {ref.document!r}, which the corpus does not hold"
+                                     f"{_unknown_document_hint(ref.document, self.corpus)}")
+        if not problems and not elsewhere:
+            return
+        listed = (elsewhere + problems)[:MAX_LISTED]
+        count = len(elsewhere) + len(problems)
+        more = f"\n  ... and {count - len(listed)} more" if count > len(listed) else ""
+        if elsewhere:  # the file was written about other documents, or the corpus is the wrong one
             raise EvaluationSetError(
                 f"questions file {str(self.path)!r} does not match corpus {self.corpus.name!r} (documents: "
-                f"{_preview(d.id for d in self.corpus)}): {len(problems)} problem(s)\n  {listed}\n"
-                f"Is {option('corpus_path')} the corpus the questions were written about?")
+                f"{_preview(d.id for d in self.corpus)}): {count} problem(s)\n  " + "\n  ".join(listed) + more +
+                f"\nIs {option('corpus_path')} the corpus the questions were written about?")
+        raise EvaluationSetError(f"questions file {str(self.path)!r}: {count} problem(s)\n  " + "\n  ".join(listed)
+                                 + more)
 
-    def _relocate(self, record: dict[str, Any]) -> bool | None:
-        """Re-locate each excerpt no longer at its offsets: None when all were in place, True when
-        every one moved was found again (offsets rewritten), False when one is gone."""
-        moved, lost = False, False
-        for ref in record["references"]:
+    def _relocate(self, record: dict[str, Any]) -> tuple[dict[str, Any], str] | None:
+        """Re-locate each excerpt no longer at its offsets: None when all were in place; else the
+        record with the offsets of those found again rewritten, and ``"relocated"`` (every one
+        moved was found once), ``"ambiguous"`` (one now occurs more than once) or ``"gone"``."""
+        def in_place(ref: dict[str, Any]) -> bool:
             start, end = ref.get("start_index"), ref.get("end_index")
             if start is None and end is None:
-                continue  # located on every load
-            text = self.corpus.document(ref["document"]).text
-            if isinstance(start, int) and isinstance(end, int) and 0 <= start < end and \
-                    text[start:end] == ref["content"]:
+                return True  # located on every load
+            return 0 <= start < end and self.corpus.document(ref["document"]).text[start:end] == ref["content"]
+
+        if all(in_place(ref) for ref in record["references"]):
+            return None
+        references = copy.deepcopy(record["references"])
+        outcome = "relocated"
+        for ref in references:
+            if in_place(ref):
                 continue
-            moved = True
+            text = self.corpus.document(ref["document"]).text
             found = locate(text, ref["content"])
             if found.found:
                 ref.update(start_index=found.start, end_index=found.end, content=text[found.start:found.end])
+            elif found.count > 1:
+                outcome = "gone" if outcome == "gone" else "ambiguous"
             else:
-                lost = True
-        return None if not moved else not lost
+                outcome = "gone"
+        return record | {"references": references}, outcome
+
+    def _remove_leftovers(self) -> tuple[str, ...]:
+        """Remove the temporary files a killed save of this file left beside it: regular files
+        named as :func:`tuner._io.files.write_atomically` names its own (``.NAME.8 hex.tmp``, beside
+        the file a link leads to), and nothing else. Called under the folder's lock, which every
+        review's save holds: none of these is being written now."""
+        target = Path(os.path.realpath(self.path))
+        pattern = re.compile(rf"\.{re.escape(target.name)}\.[0-9a-f]{{8}}\.tmp")
+        removed = []
+        try:
+            entries = list(os.scandir(target.parent))
+        except OSError:
+            return ()
+        for entry in entries:
+            if pattern.fullmatch(entry.name) and entry.is_file(follow_symlinks=False):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(entry.path)
+                    removed.append(entry.name)
+        return tuple(sorted(removed))
+
+
+def _identity(path: Path) -> tuple[int, ...] | None:
+    try:
+        return _status_identity(os.stat(path))
+    except OSError:
+        return None
+
+
+def _status_identity(status: os.stat_result) -> tuple[int, ...]:
+    """What tells one version of the file from another: a save replaces the file (a new inode),
+    an editor that writes in place changes its size or times."""
+    return status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns
+
+
+def _line(record: dict[str, Any]) -> str:
+    return json.dumps(record, ensure_ascii=False) + "\n"
 
 
 def state_of(record: dict[str, Any]) -> str:
@@ -330,11 +510,20 @@ def state_of(record: dict[str, Any]) -> str:
     return record.get("review") or ("generated" if record.get("origin") == "generated" else "hand")
 
 
+def _counted(record: dict[str, Any]) -> list[str]:
+    """What a question adds to the progress counts."""
+    return ["total", state_of(record), *(["reviewed"] if record.get("review") else []),
+            *(["stale"] if record.get("stale") else [])]
+
+
+def _progress(tally: Counter) -> dict[str, int]:
+    return {"total": tally["total"], "reviewed": tally["reviewed"], "stale": tally["stale"],
+            **{s: tally[s] for s in STATE_LABELS if s != "stale"}}
+
+
 def counts(records: list[dict[str, Any]]) -> dict[str, int]:
     """Progress: questions, reviewed, and how many are in each state."""
-    states = Counter(state_of(r) for r in records)
-    return {"total": len(records), "reviewed": sum(1 for r in records if r.get("review")),
-            "stale": sum(1 for r in records if r.get("stale")), **{s: states[s] for s in STATE_LABELS if s != "stale"}}
+    return _progress(Counter(key for record in records for key in _counted(record)))
 
 
 def _question(action: dict[str, Any]) -> str:
@@ -344,3 +533,6 @@ def _question(action: dict[str, Any]) -> str:
     if len(question) > MAX_QUESTION_CHARS:
         raise ReviewError(f"the question is longer than {MAX_QUESTION_CHARS} characters")
     return question.strip()
+
+
+__all__ = ["ACTIONS", "REVIEWS", "Opened", "ReviewError", "ReviewStore", "counts", "state_of"]
