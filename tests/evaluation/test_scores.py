@@ -16,7 +16,8 @@ from tuner.data.evalset import EvaluationSet, Query, Reference
 from tuner.data.repeats import OccurrenceTable
 from tuner.evaluation.metrics import ChunkIntervals, UnitSpace, query_references, score
 from tuner.text.tokens import count_tokens
-from tuner.tuning.scoring.comparisons import Candidate, cross_validated_gain, questions_to_separate, recommend
+from tuner.tuning.scoring.comparisons import Candidate, questions_to_separate, recommend
+from tuner.tuning.scoring.crossval import search_gain
 from tuner.tuning.scoring.objective import Scales, Weights
 from tuner.tuning.study.settings import validation_split
 
@@ -199,17 +200,38 @@ def test_questions_to_separate_follows_the_standard_error():
 
 
 def test_cross_validation_exposes_a_gain_that_is_only_selection():
-    # Four questions; candidate i answers question i perfectly and the others at 0.3, like the
-    # default everywhere. On all questions each looks 0.175 better than the default, but one
-    # chosen on three questions never answers the fourth: the honest gain is 0.
-    n = 4
-    candidates = [make(i, [1.0 if q == i else 0.3 for q in range(n)]) for i in range(n)]
-    default = make(-1, [0.3] * n)
-    gain = cross_validated_gain(candidates, default, RECALL_ONLY, Scales(), folds=n)
-    assert gain.naive_gain == pytest.approx(0.175)
-    assert gain.gain == pytest.approx(0.0) and gain.folds == pytest.approx((0.0,) * n)
-    uniform = cross_validated_gain([make(0, [0.8] * n)], default, RECALL_ONLY, Scales(), folds=n)
-    assert uniform.gain == pytest.approx(0.5) and uniform.recall_gain == pytest.approx(0.5)
+    # Twelve questions. The candidate answers the first six perfectly and the last six not at all
+    # (mean 0.5); the baseline answers every one half (0.5). The candidate is cheaper, so the tie
+    # gate chooses it on every fold; out of fold each question counts once per repeat: +0.5 six
+    # times and -0.5 six times, a gain of exactly 0 over the baseline.
+    n = 12
+    chosen = Candidate(1, np.array([1.0] * 6 + [0.0] * 6), np.zeros(n), 0.1, 0.01, 5)
+    base = Candidate(0, np.full(n, 0.5), np.zeros(n), 0.1, 1.0, 5)
+    gain = search_gain([base, chosen], [base], base, RECALL_ONLY, Scales())
+    assert gain.picked_baseline == 0 and gain.choices == 25
+    assert gain.over_best_baseline.recall == pytest.approx(0.0, abs=1e-12)
+    assert gain.over_best_baseline.recall_low < 0 < gain.over_best_baseline.recall_high
+
+
+def test_cross_validation_of_a_uniform_gain_is_that_gain_with_no_spread():
+    n = 12
+    base, better = make(0, [0.3] * n), make(1, [0.8] * n)
+    gain = search_gain([base, better], [base], base, RECALL_ONLY, Scales())
+    assert gain.picked_baseline == 0
+    for figure in (gain.over_best_baseline, gain.over_default):
+        assert (figure.recall, figure.recall_low, figure.recall_high) == pytest.approx((0.5, 0.5, 0.5))
+        assert figure.questions_to_tell is None  # nothing varies: nothing to tell apart
+    # When the best baseline is the best configuration, the search adds nothing and says so.
+    best_base = make(2, [0.9] * n)
+    gain = search_gain([base, better, best_base], [base, best_base], base, RECALL_ONLY, Scales())
+    assert gain.picked_baseline == gain.choices
+    assert gain.over_best_baseline.recall == pytest.approx(0.0)
+    assert "does not beat the best baseline" in gain.describe()[-1]
+
+
+def test_cross_validation_needs_questions_and_a_baseline():
+    assert search_gain([make(0, [0.5] * 11)], [make(0, [0.5] * 11)], None, RECALL_ONLY, Scales()) is None
+    assert search_gain([make(0, [0.5] * 30)], [], None, RECALL_ONLY, Scales()) is None
 
 
 def test_the_validation_split_is_exact_stable_and_order_free():

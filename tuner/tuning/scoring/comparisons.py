@@ -1,6 +1,6 @@
 """Paired comparisons of configurations on the same questions: the tie gate, the questions
-needed to separate two configurations, the baseline check and a cross-validated estimate of what
-tuning gains over a default.
+needed to separate two configurations and the baseline check (what the search gains out of
+sample is :mod:`.crossval`'s).
 
 Picking the best of many configurations on the same questions that score it is optimistic
 (the winner's curse), and with 30-300 questions many configurations are within noise of the
@@ -261,38 +261,6 @@ def questions_to_separate(bootstrap_differences: np.ndarray, observed_difference
         return None
     z = statistics.NormalDist().inv_cdf(0.5 + confidence / 2)
     return max(1, math.ceil(questions * (z * spread / observed_difference) ** 2))
-
-
-@dataclass(frozen=True)
-class CrossValidatedGain:
-    """What tuning gains over a default, estimated on questions the choice never saw."""
-
-    gain: float  # mean over folds of (chosen score - default score) on the held-out fold
-    recall_gain: float  # the same, in recall (fraction)
-    naive_gain: float  # best on all questions minus the default, on those same questions
-    folds: tuple[float, ...]  # the gain in each fold
-    chosen: tuple[int, ...]  # the trial chosen in each fold
-
-
-def cross_validated_gain(candidates: Sequence[Candidate], default: Candidate, weights: Weights, scales: Scales, *,
-                         folds: int = 5, seed: int = 0) -> CrossValidatedGain:
-    """For each fold of the questions: choose the best candidate on the other folds, score it
-    and the default on this fold; the mean difference is an honest estimate of the gain."""
-    n = len(default.recall)
-    folds = max(2, min(folds, n))
-    parts = np.array_split(np.random.default_rng(seed).permutation(n), folds)
-    gains, recall_gains, chosen = [], [], []
-    for part in parts:
-        train = np.setdiff1d(np.arange(n), part)
-        pick = max(candidates, key=lambda c: (c.score(weights, scales, train), -c.number))
-        chosen.append(pick.number)
-        gains.append(pick.score(weights, scales, part) - default.score(weights, scales, part))
-        recall_gains.append(float(np.mean(pick.recall[part]) - np.mean(default.recall[part])))
-    best_all = max(candidates, key=lambda c: (c.score(weights, scales), -c.number))
-    return CrossValidatedGain(
-        gain=float(np.mean(gains)), recall_gain=float(np.mean(recall_gains)),
-        naive_gain=best_all.score(weights, scales) - default.score(weights, scales),
-        folds=tuple(float(g) for g in gains), chosen=tuple(chosen))
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,7 @@ from .comparisons import (
     optimism,
     recommend,
 )
+from .crossval import SearchGain, search_gain
 from .objective import Scales, Weights
 
 #: The tie gate looks at this many of the highest-scoring configurations.
@@ -113,6 +114,8 @@ class StudyRecommendation:
     too_few: str = ""
     #: How lexical the study's questions are (None for a study made before it was measured).
     lexical: LexicalOverlap | None = None
+    #: What the search adds over the baselines out of sample (None: no baseline, too few questions).
+    gain: SearchGain | None = None
 
     @property
     def recommended(self) -> TrialRecord:
@@ -219,6 +222,8 @@ class StudyRecommendation:
             out.append(f"on the {questions}, against the token 800/400 default: {self.default_gain.describe()}")
         if separation := self.recommendation.separation():
             out.append(separation)
+        if self.gain is not None:
+            out += self.gain.describe("the token 800/400 default")
         if self.optimism is not None and self.optimism.beyond_interval:
             out.append(f"warning: the optimism gap ({self.optimism.gap:+.4f}: search score minus held-out score) "
                        f"exceeds the held-out score's {CONFIDENCE:.0%} interval (±{self.optimism.half_width:.4f}); "
@@ -292,7 +297,25 @@ def recommend_for_study(study: optuna.Study) -> StudyRecommendation | None:
     return StudyRecommendation(verdict, records_by_number, check, gain, None if default is None else default.number,
                                optimism(chosen, search, weights, scales, seed=seed), held_out,
                                settings.constraints.describe(), too_few,
-                               LexicalOverlap.from_dict((settings.question_profile or {}).get("lexical")))
+                               LexicalOverlap.from_dict((settings.question_profile or {}).get("lexical")),
+                               None if too_few else study_search_gain(study, baselines, default, seed=seed))
+
+
+def study_search_gain(study: optuna.Study, baselines: list[TrialRecord], default: TrialRecord | None, *,
+                      seed: int = 0) -> SearchGain | None:
+    """:func:`~.crossval.search_gain` of a study: its choice among every configuration that meets
+    its constraints, over its best baseline and the token 800/400 default, cross-validated over all
+    its questions (search and held-out alike: each fold is chosen on the others)."""
+    settings = StudySettings.of(study)
+    candidates = [c for r in recommendable(study) if (c := candidate(r)) is not None]
+    if not candidates:
+        return None
+    size = len(candidates[0].recall)
+    candidates = [c for c in candidates if len(c.recall) == size]
+    reference = [c for r in baselines if (c := candidate(r)) is not None and len(c.recall) == size]
+    base = None if default is None else candidate(default)
+    return search_gain(candidates, reference, base if base is not None and len(base.recall) == size else None,
+                       settings.weights, settings.scales, seed=seed)
 
 
 def too_few_questions(search: int, held_out: int | None) -> str:
