@@ -46,12 +46,14 @@ def specs(args: argparse.Namespace, storage: str) -> list:
     corpora = tuple((p.stem, str(p)) for p in sorted((args.data / "corpora").glob("*.md"))
                     if not args.corpora or p.stem in args.corpora)
     if corpora:
+        # A run's budget is shared among its corpora: each of the three gets ``budget``.
         out.append(StudySpec(name="gain", corpora=corpora, queries=str(args.data / "questions.csv"), space=args.space,
-                             storage=storage, timeout=budget, seed=args.seed, validation=0.25))
+                             storage=storage, timeout=budget * len(corpora), seed=args.seed, validation=0.25))
     for root, name in ((args.realdocs, "realdocs"), (args.valgrind, "valgrind")):
         if root and (not args.corpora or name in args.corpora):
-            out.append(StudySpec(name="gain", corpora=((name, str(root / "raw")),), queries=str(root / "questions.jsonl"),
-                                 space=args.space, storage=storage, timeout=budget, seed=args.seed, validation=0.25))
+            out.append(StudySpec(name="gain", corpora=((name, str(root / "raw")),),
+                                 queries=str(root / "questions.jsonl"), space=args.space, storage=storage,
+                                 timeout=budget, seed=args.seed, validation=0.25))
     return out
 
 
