@@ -365,11 +365,15 @@ def _provenance(record: dict[str, Any], where: str) -> tuple[str | None, str | N
 
 def _reference(record: Any, where: str) -> Reference:
     """A JSONL reference: with both offsets, or with neither (then located on load)."""
+    if not isinstance(record, dict):
+        raise EvaluationSetError(f"{where}: a reference is an object with \"document\" and \"content\" (and "
+                                 f"offsets), got {_shorten(repr(record))}")
     document = _field(record, "document", str, where)
     content = _field(record, "content", str, where)
     if not content.strip():
-        empty = "only white space" if content else "empty"
-        raise EvaluationSetError(f"{where}: field 'content' is {empty}: give the excerpt that answers the question")
+        blank = " (only white space)" if content else ""
+        raise EvaluationSetError(f"{where}: field 'content' is empty{blank}: give the excerpt that answers the "
+                                 "question")
     given = [key for key in ("start_index", "end_index") if key in record]
     if not given:
         return Reference(document, UNLOCATED, UNLOCATED, content)
