@@ -42,6 +42,10 @@ class EmbeddingStats:
         return 1.0 if self.texts == 0 else 1.0 - self.computed / self.texts
 
 
+#: Texts :meth:`Embedder.tokens_per_cl100k` tokenises at most (a ratio over a corpus shows in a sample).
+RATIO_SAMPLE = 256
+
+
 class Embedder(ABC):
     """Turns texts into L2-normalised float32 vectors.
 
@@ -85,6 +89,27 @@ class Embedder(ABC):
             if tokens > limit:
                 out[i] = round(len(text) * (tokens - limit) / tokens)
         return out
+
+    def own_tokens(self, texts: Sequence[str]) -> list[int] | None:
+        """How many tokens of its own the model counts in each text, special tokens left out;
+        None where its tokens are cl100k's (OpenAI's models) or not known."""
+        return None
+
+    def tokens_per_cl100k(self, texts: Sequence[str]) -> float | None:
+        """The model's own tokens per cl100k token over ``texts`` (at most :data:`RATIO_SAMPLE` of
+        them, evenly spaced): what a chunk size, counted in cl100k tokens, is in the model's tokens.
+        Near 1 for English and a word-piece model; several times more where its vocabulary knows
+        a language poorly (Korean for all-MiniLM-L6-v2). None when the model does not say.
+        """
+        texts = list(texts)
+        if not texts:
+            return None
+        sample = texts[::max(1, -(-len(texts) // RATIO_SAMPLE))]
+        own = self.own_tokens(sample)
+        if own is None:
+            return None
+        cl100k = sum(count_tokens_batch(sample))
+        return sum(own) / cl100k if cl100k else None
 
     @abstractmethod
     def _embed(self, texts: list[str]) -> np.ndarray:

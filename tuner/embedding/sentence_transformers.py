@@ -202,6 +202,13 @@ class SentenceTransformerEmbedder(Embedder):
                 out[i] = len(texts[i]) - encoding.offsets[room - 1][1]
         return out
 
+    def own_tokens(self, texts) -> list[int]:
+        """Word pieces per text by the model's own tokenizer (the tokenizer only, not the model)."""
+        texts = list(texts)
+        if not texts:
+            return []
+        return [len(encoding.ids) for encoding in self._tokenizer.encode_batch(texts, add_special_tokens=False)]
+
     def _embed(self, texts: list[str]) -> np.ndarray:
         model = self._model
         with self._autocast():

@@ -1,11 +1,13 @@
 """BM25 over the chunks' texts, built with `bm25s`_.
 
 Lucene's variant, ``k1 = 1.5``, ``b = 0.75``, ``idf = ln(1 + (N - df + 0.5) / (df + 0.5))``.
-Texts are lower-cased, split into words of two or more letters or digits
-(``(?u)\\b\\w\\w+\\b``), Lucene's 33 English stopwords removed (``the``, ``and``, ``of``, ...;
-bm25s's ``"en"`` list) and stemmed with the Snowball English stemmer (PyStemmer). A query term
-repeated in the question counts again, as in Lucene. A chunk sharing no term with the question
-scores 0 and is never retrieved, so a query may get fewer than ``k`` chunks.
+Texts are read as :mod:`tuner.text.terms` declares: lower-cased, split into words of two or more
+letters or digits (``(?u)\\b\\w\\w+\\b``), the language's stopwords removed and its Snowball
+stemmer applied (PyStemmer; in English, Lucene's 33 stopwords and the English stemmer), and runs of
+Hangul, kana or Han read as character bigrams. The language is the indexed texts' own
+(:func:`~tuner.text.language.detect_language`, or ``CHUNKWISE_LANGUAGE``), and questions are read in
+the index's language. A query term repeated in the question counts again, as in Lucene. A chunk
+sharing no term with the question scores 0 and is never retrieved, so a query may get fewer than ``k`` chunks.
 
 .. _bm25s: https://github.com/xhluca/bm25s
 """
@@ -20,36 +22,40 @@ from typing import Any
 import numpy as np
 
 from ..errors import ChunkwiseError, option
-from ..text.terms import BM25_TOKENIZER, bm25_tokenize
+from ..text.language import LANGUAGES, detect_language
+from ..text.terms import BM25_TOKENIZER, bm25_tokenize, term_reading
 from .ranking import Ranked, top_rows
 
 BM25_PARAMS = {"method": "lucene", "k1": 1.5, "b": 0.75}
 
 
 class BM25Index:
-    """A BM25 index of texts (row ``i`` is ``texts[i]``), built with bm25s."""
+    """A BM25 index of texts (row ``i`` is ``texts[i]``), built with bm25s, reading texts and
+    questions in ``language`` (default: the one the texts are detected in)."""
 
     #: Files of a persisted index beside bm25s's own: the tokenizer and parameters it was built with.
     MANIFEST = "chunkwise-bm25.json"
 
-    def __init__(self, texts: Sequence[str] | None = None, *, model: Any = None, size: int = 0) -> None:
+    def __init__(self, texts: Sequence[str] | None = None, *, model: Any = None, size: int = 0,
+                 language: str | None = None) -> None:
         import bm25s
 
+        texts = list(texts or [])
+        self.language = language or (detect_language(texts) if texts else BM25_TOKENIZER["language"])
         if model is not None:
             self.model, self.size = model, size
             return
-        texts = list(texts or [])
         self.size = len(texts)
         self.model = bm25s.BM25(**BM25_PARAMS)
         if self.size:
-            self.model.index(bm25_tokenize(texts), show_progress=False)
+            self.model.index(bm25_tokenize(texts, self.language), show_progress=False)
 
     def scores(self, questions: Sequence[str]) -> np.ndarray:
         """BM25 score of every row for every question, shape ``(len(questions), size)``."""
         out = np.zeros((len(questions), self.size), dtype=np.float64)
         if self.size == 0:
             return out
-        for q, terms in enumerate(bm25_tokenize(questions)):
+        for q, terms in enumerate(bm25_tokenize(questions, self.language)):
             known = self.model.get_tokens_ids(terms)
             if known:
                 out[q] = self.model.get_scores_from_ids(known)
@@ -65,7 +71,7 @@ class BM25Index:
         folder.mkdir(parents=True, exist_ok=True)
         if self.size:
             self.model.save(folder, show_progress=False)
-        manifest = {"size": self.size, "tokenizer": BM25_TOKENIZER, "params": BM25_PARAMS}
+        manifest = {"size": self.size, "tokenizer": term_reading(self.language), "params": BM25_PARAMS}
         (folder / self.MANIFEST).write_text(json.dumps(manifest, sort_keys=True), encoding="utf-8")
 
     @classmethod
@@ -79,15 +85,17 @@ class BM25Index:
         except (OSError, ValueError) as exc:
             raise ChunkwiseError(f"the BM25 index in {folder} cannot be read ({exc}): rebuild the collection "
                                  f"({option('replace', True)})") from None
-        if manifest.get("tokenizer") != BM25_TOKENIZER or manifest.get("params") != BM25_PARAMS:
+        reading = manifest.get("tokenizer")
+        code = reading.get("language") if isinstance(reading, dict) else None
+        if code not in LANGUAGES or reading != term_reading(code) or manifest.get("params") != BM25_PARAMS:
             raise ChunkwiseError(f"the BM25 index in {folder} was built with another tokenizer or parameters "
                                  f"({manifest.get('tokenizer')}, {manifest.get('params')}): rebuild the collection")
         size = int(manifest.get("size", 0))
         if size == 0:
-            return cls([])
+            return cls([], language=code)
         try:
             model = bm25s.BM25.load(folder, show_progress=False)
         except (OSError, ValueError) as exc:
             raise ChunkwiseError(f"the BM25 index in {folder} cannot be read ({exc}): rebuild the collection "
                                  f"({option('replace', True)})") from None
-        return cls(model=model, size=size)
+        return cls(model=model, size=size, language=code)

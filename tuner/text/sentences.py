@@ -7,9 +7,13 @@ and prose, in one pass over the text:
   table row or block quote (each is its own unit);
 * a fenced code block (```` ``` ```` or ``~~~``) is one unit, however long;
 * inside prose, a sentence ends at ``.``, ``!`` or ``?`` (with closing quotes or
-  brackets) followed by whitespace and then an upper-case letter, a digit or an opening
-  quote or bracket, unless the word before the period is a known abbreviation
-  (``e.g.``, ``Dr.``, ``U.S.``) or a single letter (an initial).
+  brackets) followed by whitespace and then an upper-case letter, a digit, an opening
+  quote or bracket, or a letter of a script without case (Hangul, Han, kana, Arabic, ...:
+  a Korean sentence after ``다.`` starts with no capital), unless the word before the period
+  is a known abbreviation (``e.g.``, ``Dr.``, ``U.S.``) or a single letter (an initial);
+* a sentence also ends at the full-width terminators of Chinese and Japanese (``。``, ``！``,
+  ``？``, ``｡``, with closing brackets such as ``」``), followed by whitespace or not: those
+  languages put no space between sentences.
 
 Spans never include leading or trailing whitespace, never overlap, are in document
 order, and together cover every non-whitespace character.
@@ -29,7 +33,8 @@ ABBREVIATIONS = frozenset({
 
 _FENCE = re.compile(r"^[ \t]*(```|~~~)")
 _BLOCK_LINE = re.compile(r"^[ \t]*(#{1,6}\s|[-*+]\s|\d{1,3}[.)]\s|\||>)")
-_SENTENCE_END = re.compile(r"[.!?]+[\"'”’)\]]*(?=\s+[\"'“‘(\[A-Z0-9])")
+_SENTENCE_END = re.compile(r"[.!?]+[\"'”’)\]]*(?=\s+([\"'“‘(\[A-Z0-9]|[^\W\d_]))"
+                           r"|[。！？｡]+[\"'”’)\]」』）】〉》]*(?=.)", re.DOTALL)
 
 Span = tuple[int, int]
 
@@ -82,12 +87,27 @@ def _prose_sentences(text: str, start: int, end: int) -> list[Span]:
     segment = text[start:end]
     sentence_start = 0
     for match in _SENTENCE_END.finditer(segment):
+        follower = match.group(1)
+        if follower is not None and not (follower in "\"'“‘([" or _starts_sentence(follower)):
+            continue
         if _is_abbreviation(segment, match.start()):
             continue
         _append_stripped(text, start + sentence_start, start + match.end(), spans)
         sentence_start = match.end()
     _append_stripped(text, start + sentence_start, end, spans)
     return spans
+
+
+def _starts_sentence(letter: str) -> bool:
+    """Whether ``letter``, after a period and whitespace, starts a sentence: an ASCII capital or
+    digit (as before other scripts were handled), or a letter of a script that has no case.
+
+    >>> [_starts_sentence(c) for c in "Ab7다分é"]
+    [True, False, True, True, True, False]
+    """
+    if "A" <= letter <= "Z" or "0" <= letter <= "9":
+        return True
+    return letter.isalpha() and letter.lower() == letter.upper()
 
 
 def _is_abbreviation(segment: str, period: int) -> bool:
@@ -99,7 +119,8 @@ def _is_abbreviation(segment: str, period: int) -> bool:
     word = segment[word_start:period].lower()
     if not word:
         return False
-    return word in ABBREVIATIONS or (len(word) == 1 and word.isalpha())
+    # An initial is a letter with case: one Hangul or Han character before a period is a word.
+    return word in ABBREVIATIONS or (len(word) == 1 and word.isalpha() and word.lower() != word.upper())
 
 
 def _append_stripped(text: str, start: int, end: int, spans: list[Span]) -> None:
