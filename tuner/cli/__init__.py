@@ -23,7 +23,21 @@ from .._io.secrets import redact
 from .._version import __version__
 from ..errors import ChunkwiseError, options_named
 from ..tuning.run.processes import WorkerStopped
-from . import chunk, chunkers, convert, dashboard, evaluate, export, generate, report, review, tune, validate, worker
+from . import (
+    chunk,
+    chunkers,
+    convert,
+    dashboard,
+    embedders,
+    evaluate,
+    export,
+    generate,
+    report,
+    review,
+    tune,
+    validate,
+    worker,
+)
 from ._args import EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_USAGE, FLAGS
 
 
@@ -186,4 +200,5 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-COMMANDS = (evaluate, validate, chunkers, tune, worker, dashboard, export, chunk, report, generate, convert, review)
+COMMANDS = (evaluate, validate, chunkers, embedders, tune, worker, dashboard, export, chunk, report, generate, convert,
+            review)

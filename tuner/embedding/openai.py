@@ -43,7 +43,7 @@ from ..llm.endpoint import (
 )
 from ..text.tokens import count_tokens_batch, encoding
 from .base import Embedder
-from .registry import register_provider
+from .registry import ModelCard, register_provider
 
 DEFAULT_OPENAI_MODEL = "text-embedding-3-small"
 #: The most seconds to wait for one batch's vectors; the read timeout of a batch grows with
@@ -291,7 +291,10 @@ def reply_usage(body: bytes) -> int | None:
     return used if isinstance(used, int) and not isinstance(used, bool) and used >= 0 else None
 
 
-@register_provider("openai", default_model=DEFAULT_OPENAI_MODEL, local=False)
+@register_provider("openai", default_model=DEFAULT_OPENAI_MODEL, local=False, models=tuple(
+    ModelCard(name, "multilingual", MAX_INPUT_TOKENS[name], dimension,
+              window_note="cl100k tokens; longer texts truncated")
+    for name, dimension in (("text-embedding-3-small", 1536), ("text-embedding-3-large", 3072))))
 def _build(model: str, *, base_url: str | None, dimensions: int | None, cache, precision: str,
            **extra) -> OpenAIEmbedder:
     # extra: batch_size, concurrency, max_batch_inputs, max_batch_tokens, max_input_tokens

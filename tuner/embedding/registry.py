@@ -22,6 +22,28 @@ Builder = Callable[..., Embedder]
 
 
 @dataclass(frozen=True)
+class ModelCard:
+    """A model a provider offers by name, as ``chunkwise embedders`` lists it.
+
+    ``languages``: ``"English"``, or a phrase with the word ``multilingual``; ``window``: the most
+    tokens of its own the model reads of one text (special tokens included), None when it reads
+    every text whole, ``window_note`` saying how; ``dimension``: its vectors'; ``extra``: the
+    chunkwise extra that installs it (None: chunkwise's own dependencies); ``modules``: the Python
+    modules it needs, all importable when it is installed; ``check``: what says whether its
+    installed files are the pinned ones (a message when not; see :mod:`tuner.embedding.packaged`).
+    """
+
+    model: str
+    languages: str
+    window: int | None
+    dimension: int
+    extra: str | None = None
+    modules: tuple[str, ...] = ()
+    window_note: str = ""
+    check: Callable[[], str | None] | None = None
+
+
+@dataclass(frozen=True)
 class Provider:
     """An embedding provider.
 
@@ -40,20 +62,23 @@ class Provider:
     build: Builder
     priced_per_token: bool
     token_embeddings: bool = False
+    #: The models it offers by name (a provider may take others: a local folder, an endpoint's model).
+    models: tuple[ModelCard, ...] = ()
 
 
 _PROVIDERS: dict[str, Provider] = {}
 
 
 def register_provider(name: str, *, default_model: str, local: bool, priced_per_token: bool | None = None,
-                      token_embeddings: bool = False) -> Callable[[Builder], Builder]:
-    """Decorator: register ``build`` as the builder of provider ``name``."""
+                      token_embeddings: bool = False,
+                      models: tuple[ModelCard, ...] = ()) -> Callable[[Builder], Builder]:
+    """Decorator: register ``build`` as the builder of provider ``name``, offering ``models`` by name."""
 
     def decorate(build: Builder) -> Builder:
         if name in _PROVIDERS:
             raise ValueError(f"an embedding provider named {name!r} is already registered")
         priced = not local if priced_per_token is None else priced_per_token
-        _PROVIDERS[name] = Provider(name, default_model, local, build, priced, token_embeddings)
+        _PROVIDERS[name] = Provider(name, default_model, local, build, priced, token_embeddings, models)
         return build
 
     return decorate
@@ -73,6 +98,42 @@ def embedding_provider(name: str) -> Provider:
     except KeyError:
         raise InvalidParameterError(
             f"unknown embedding provider {name!r}; available: {', '.join(provider_names())}") from None
+
+
+@dataclass(frozen=True)
+class ListedEmbedder:
+    """One line of ``chunkwise embedders``: ``name`` as ``--embedder`` takes it (``PROVIDER:MODEL``),
+    its languages, input window and dimension as words, and ``status``: ``installed``, ``hosted``, or
+    what is wrong and the command that installs it."""
+
+    name: str
+    languages: str
+    window: str
+    dimension: int
+    status: str
+
+
+def list_embedders() -> list[ListedEmbedder]:
+    """Every model the registered providers offer by name, local providers first."""
+    import importlib.util
+
+    rows = []
+    for provider in (embedding_provider(name) for name in provider_names()):
+        for card in provider.models:
+            window = "whole text" if card.window is None else f"{card.window} tokens"
+            window += f" ({card.window_note})" if card.window_note else ""
+            if not provider.local:
+                status = "hosted (an API key and an endpoint)"
+            elif missing := [m for m in card.modules if importlib.util.find_spec(m) is None]:
+                hint = (f"pip install 'chunkwise[{card.extra}]'" if card.extra
+                        else "reinstall chunkwise, whose dependencies ship it")
+                status = f"not installed ({', '.join(missing)} missing): {hint}"
+            elif card.check is not None and (problem := card.check()):
+                status = f"changed: {problem}"
+            else:
+                status = "installed"
+            rows.append(ListedEmbedder(f"{provider.name}:{card.model}", card.languages, window, card.dimension, status))
+    return rows
 
 
 def make_embedder(provider: str = "sentence-transformers", model: str | None = None, *,

