@@ -82,6 +82,9 @@ def test_1_a_malformed_revision_written_meanwhile_is_named_and_nothing_is_saved(
     records[1]["revision"] = "x"  # an editor's change, after the review opened the file
     write(queries, records)
     before = queries.read_bytes()
+    # The revision as a page that read the broken line sends it back (the connection dropped here).
+    status, answer = review.act({"action": "accept", "id": "q2", "revision": "x"})
+    assert status == 400 and "got 'x'" in answer["error"]
     status, answer = review.act({"action": "accept", "id": "q2", "revision": 0})
     assert status == 409
     assert f"{queries}:2: field 'revision' must be a whole number" in answer["error"] and "'x'" in answer["error"]
@@ -197,7 +200,7 @@ def reset(port: int, data: bytes) -> None:
         connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
 
 
-def test_4_malformed_requests_get_a_json_answer_and_resets_print_nothing(review_process, files):
+def test_4_malformed_requests_get_a_json_answer_not_a_traceback(review_process, files):
     folder, queries = files
     review = review_process(folder, queries)
     before = queries.read_bytes()
@@ -212,6 +215,12 @@ def test_4_malformed_requests_get_a_json_answer_and_resets_print_nothing(review_
     status, answer = review.act(b"\xff\xfe{}")
     assert status == 400 and "not UTF-8" in answer["error"]
     assert queries.read_bytes() == before
+    no_traceback(review)
+
+
+def test_4_clients_that_reset_their_connection_print_nothing(review_process, files):
+    folder, queries = files
+    review = review_process(folder, queries)
     host = f"Host: {review.host}\r\n".encode()
     for _ in range(5):  # without the token: a request cut short, and one whose answer nobody reads
         reset(review.port, b"GET /api/state HTTP/1.1\r\n" + host)

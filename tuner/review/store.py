@@ -205,7 +205,8 @@ class ReviewStore:
 
     def view(self, record: dict[str, Any], question_id: str) -> dict[str, Any]:
         """A question as the page shows it: each excerpt located (``found`` false where it is not,
-        ``problem`` saying why: ``"gone"``, or ``"ambiguous"`` where it now occurs more than once)."""
+        ``problem`` saying why: ``"gone"``; ``"ambiguous"`` where it now occurs more than once;
+        ``"moved"`` where its offsets were changed outside the review)."""
         references = [self._shown_reference(ref) for ref in record["references"]]
         return {"id": question_id, "question": record["question"], "references": references,
                 "origin": record.get("origin") or "hand", "model": record.get("model"),
