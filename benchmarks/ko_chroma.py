@@ -1,0 +1,143 @@
+"""Korean: dense, BM25 and hybrid recall for all-MiniLM-L6-v2 against the multilingual models (issue 53).
+
+The corpus is the Korean translation of Chroma's technical report (one markdown document,
+``../shared/datasets/ko-chroma/chroma-report-ko.md``, read where it lies, never copied into the
+repository); the 20 questions were written by hand for this benchmark
+(``benchmarks/ko/questions.yaml``), each with one or two verbatim excerpts.
+
+    python benchmarks/ko_chroma.py build [--root DIR] [--source FILE]
+    python benchmarks/ko_chroma.py run [--root DIR] [--source FILE] [--embedders minilm e5 use] [-k 5]
+
+``build`` loads the document as chunkwise does (corpus ``ko``), locates every excerpt exactly once
+(``realdocs.locate``), writes ``ROOT/questions.jsonl`` (default ``~/.cache/chunkwise-bench/ko-chroma``)
+and ends with ``chunkwise validate``. ``run`` builds first, then scores each chunking of
+:data:`CHUNKINGS` with every embedder (a fresh embedding cache per embedder, so the dense run's
+embedding time is a cold pass over the chunks and the questions) by dense and hybrid (rrf 60)
+retrieval, and BM25 once per chunking, which embeds nothing: as chunkwise now reads Korean
+(character bigrams of Hangul runs) and as it read it before issue 53 (whitespace words, English
+stemmer; the bigram rule switched off in this process only). It prints a markdown table: mean
+token-level recall and IoU at k, the embedding seconds of the dense run, and the embedder's own
+tokens per cl100k token of the chunks (what a size means to it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import re
+import sys
+import tempfile
+from pathlib import Path
+
+from realdocs import BenchError, locate, tuner_command, write_questions
+
+CORPUS = "ko"
+QUESTIONS = Path(__file__).resolve().parent / "ko" / "questions.yaml"
+DEFAULT_ROOT = Path.home() / ".cache" / "chunkwise-bench" / "ko-chroma"
+DEFAULT_SOURCE = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "ko-chroma" / "chroma-report-ko.md"
+#: The chunkings of the issue's own check (sizes in cl100k tokens).
+CHUNKINGS = [("token", {"size": 256, "overlap": 0}), ("recursive", {"size": 256, "overlap": 0}),
+             ("sentence", {"sentences": 3, "overlap": 0})]
+EMBEDDERS = {"minilm": "sentence-transformers", "e5": "multilingual-e5", "use": "use-multilingual"}
+
+
+def build(root: Path, source: Path) -> Path:
+    import yaml
+
+    import tuner
+
+    if not source.is_file():
+        raise BenchError(f"{source} not found: give --source (the ko-chroma dataset's chroma-report-ko.md)")
+    corpus = tuner.load_corpus(source, name=CORPUS)
+    (document,) = list(corpus)
+    records, problems = [], []
+    for question in yaml.safe_load(QUESTIONS.read_text(encoding="utf-8")):
+        references = []
+        for excerpt in question["excerpts"]:
+            found = locate(document.text, excerpt)
+            if isinstance(found, str):
+                problems.append(f"{question['id']}: excerpt {excerpt[:40]!r}...: {found}")
+                break
+            start, end = found
+            references.append({"document": document.id, "start_index": start, "end_index": end,
+                               "content": document.text[start:end]})
+        else:
+            records.append({"id": question["id"], "question": question["question"], "corpus": CORPUS,
+                            "references": references})
+    if problems:
+        raise BenchError("\n".join(["excerpts not located:", *problems]))
+    root.mkdir(parents=True, exist_ok=True)
+    output = write_questions(root / "questions.jsonl", records)
+    print(f"corpus {CORPUS}: {len(document.text):,} characters in {source}; wrote {len(records)} questions "
+          f"to {output}", file=sys.stderr)
+    if tuner_command("validate", "--corpus", f"{CORPUS}={source}", "--queries", str(output)).returncode != 0:
+        raise BenchError(f"chunkwise validate refused {output}")
+    return output
+
+
+def run(root: Path, source: Path, embedders: list[str], k: int) -> None:
+    import tuner
+    from tuner.embedding import EmbedderConfig, EmbeddingCache
+    from tuner.text import terms
+
+    queries = build(root, source)
+    corpus = tuner.load_corpus(source, name=CORPUS)
+    evalset = tuner.load_evaluation_set(queries, [corpus])
+    print(f"Korean (ko-chroma), {len(evalset)} questions, k={k}, pooled; "
+          f"`python benchmarks/ko_chroma.py run --embedders {' '.join(embedders)} -k {k}`, "
+          f"{dt.date.today().isoformat()}\n")
+    print("| chunking | embedder | retrieval | recall | IoU | dense embedding s (cold) | model tokens / cl100k |")
+    print("|---|---|---|---|---|---|---|")
+
+    def row(chunking: str, embedder: str, retrieval: str, result, seconds: str = "", ratio: str = "") -> None:
+        overall = result.metrics["overall"]
+        print(f"| {chunking} | {embedder} | {retrieval} | {overall['recall']['mean']:.1%} | "
+              f"{overall['iou']['mean']:.1%} | {seconds} | {ratio} |", flush=True)
+
+    for chunker, params in CHUNKINGS:
+        label = f"{chunker} {params.get('size', params.get('sentences'))}"
+        kwargs = dict(chunker=chunker, k=k, **params)
+        row(label, "-", "bm25 (bigrams)", tuner.evaluate(corpus, evalset, method="bm25", cache=False, **kwargs))
+        bigrams = terms.BIGRAM_RUN
+        terms.BIGRAM_RUN = re.compile(r"(?!)")  # never matches: whitespace words, as before issue 53
+        try:
+            row(label, "-", "bm25 (words, before)", tuner.evaluate(corpus, evalset, method="bm25", cache=False,
+                                                                   **kwargs))
+        finally:
+            terms.BIGRAM_RUN = bigrams
+        for name in embedders:
+            config = EmbedderConfig.parse(EMBEDDERS[name])
+            with tempfile.TemporaryDirectory() as folder:
+                cache = EmbeddingCache(Path(folder) / "cache.sqlite")
+                dense = tuner.evaluate(corpus, evalset, embedder=config, cache=cache, **kwargs)
+                ratio = dense.window.get("tokens_per_cl100k")
+                row(label, config.model, "dense", dense, f"{dense.timings['embedding']:.1f}",
+                    "" if ratio is None else f"{ratio:.2f}")
+                row(label, config.model, "hybrid rrf(60)",
+                    tuner.evaluate(corpus, evalset, embedder=config, cache=cache, method="hybrid", **kwargs))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    for command in ("build", "run"):
+        sub = commands.add_parser(command)
+        sub.add_argument("--root", type=Path, default=DEFAULT_ROOT, help=f"where to build ({DEFAULT_ROOT})")
+        sub.add_argument("--source", type=Path, default=DEFAULT_SOURCE, help=f"the document ({DEFAULT_SOURCE})")
+        if command == "run":
+            sub.add_argument("--embedders", nargs="+", choices=sorted(EMBEDDERS), default=["minilm", "e5", "use"])
+            sub.add_argument("-k", type=int, default=5)
+    args = parser.parse_args()
+    try:
+        if args.command == "build":
+            build(args.root.expanduser().resolve(), args.source)
+        else:
+            run(args.root.expanduser().resolve(), args.source, args.embedders, args.k)
+    except BenchError as exc:
+        print(f"ko_chroma: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
