@@ -273,6 +273,31 @@ def check_writable(path: str | Path, error: type[ChunkwiseError] = ChunkwiseErro
         raise error(f"cannot write {path}: the folder {folder} is not writable")
 
 
+@contextlib.contextmanager
+def writers_lock(path: str | Path) -> Iterator[None]:
+    """Hold the lock every chunkwise writer of file ``path`` takes: an exclusive ``flock`` of the
+    folder of the file ``path`` leads to (a link followed). The folder, not the file, because a
+    writer that replaces the file (:func:`write_atomically`, as ``review`` does) would leave a
+    lock on the file behind with the old inode; so ``review``'s saves and ``generate``'s appends
+    to one questions file take turns, and neither writes over what the other wrote. Where
+    ``flock`` is missing (not POSIX), nothing is held.
+
+    Raises:
+        OSError: the folder cannot be opened.
+    """
+    try:
+        import fcntl
+    except ImportError:  # not a POSIX system
+        yield
+        return
+    folder = os.open(Path(os.path.realpath(path)).parent, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(folder, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(folder)  # releases the flock
+
+
 def private_dir(path: str | Path) -> Path:
     """Create folder ``path`` and any missing parents with mode 0700, like
     ``os.makedirs(path, exist_ok=True)``; folders that exist keep their mode.

@@ -70,7 +70,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._io.files import PRIVATE_FILE_MODE
+from .._io.files import PRIVATE_FILE_MODE, writers_lock
 from ..embedding import Embedder
 from ..errors import ChunkwiseError, option
 from ..llm.client import LLMClient
@@ -363,7 +363,6 @@ def generate_evaluation_set(corpus: Corpus, output: str | Path, n: int, client: 
             if bar is not None:
                 bar.update(1)
     finally:
-        out.close()
         if bar is not None:
             bar.close()
         report.seconds = time.monotonic() - started
@@ -392,55 +391,48 @@ def _check_output(output: Path) -> None:
 class _AppendOnly:
     """Appends whole lines to a file that is created only with the first line.
 
-    A line that cannot be written completely (a full disk) is cut off again, and a file this
-    run created is removed if its first line fails, so the file always holds whole queries:
-    the ones accepted before the failure.
+    Each line is appended under the lock every writer of the file takes
+    (:func:`~tuner._io.files.writers_lock`), to the file the path names *now*: ``chunkwise review``
+    may have replaced it (its saves are atomic renames) since the last line, and a descriptor
+    kept open would append to the replaced file, which nobody reads again. A line that cannot be
+    written completely (a full disk) is cut off again, and a file this run created is removed if
+    its first line fails, so the file always holds whole queries: the ones accepted before the
+    failure.
     """
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._fd: int | None = None
-        self._created = False
-
-    def _open(self) -> bytes:
-        """Open for appending; returns what must precede the first line (a newline the file lacks)."""
-        self._created = not self.path.exists()
-        prefix = b""
-        if not self._created:
-            with self.path.open("rb") as existing:
-                end = existing.seek(0, os.SEEK_END)
-                if end:
-                    existing.seek(end - 1)
-                    if existing.read(1) != b"\n":
-                        prefix = b"\n"  # a file edited by hand may lack its last newline
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, PRIVATE_FILE_MODE)
-        return prefix
 
     def append(self, line: str, kept: int) -> None:
-        size = None
         try:
-            data = line.encode("utf-8")
-            if self._fd is None:
-                data = self._open() + data
-            size = os.fstat(self._fd).st_size
-            view = memoryview(data)
-            while view:
-                view = view[os.write(self._fd, view):]
+            with writers_lock(self.path):
+                self._append_locked(line.encode("utf-8"))
         except OSError as exc:
-            if self._fd is not None and size is not None:
-                with contextlib.suppress(OSError):
-                    os.ftruncate(self._fd, size)
-                if self._created and size == 0:
-                    self.close()
-                    self.path.unlink(missing_ok=True)
             kept_text = (f"it keeps the {kept} queries accepted before, and the same command continues from them"
                          if kept else "nothing was written")
             raise ChunkwiseError(f"cannot write {self.path}: {exc.strerror or exc}; {kept_text}") from None
 
-    def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+    def _append_locked(self, data: bytes) -> None:
+        created = not self.path.exists()
+        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, PRIVATE_FILE_MODE)
+        size = None
+        try:
+            size = os.fstat(fd).st_size
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                data = b"\n" + data  # a file edited by hand may lack its last newline
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        except OSError:
+            if size is not None:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, size)
+            if created and not size:
+                with contextlib.suppress(OSError):
+                    self.path.unlink()
+            raise
+        finally:
+            os.close(fd)
 
 
 def _attempt(corpus, client, embedder, rng, passage, accepted, question_vectors, duplicate_threshold,

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._io.files import write_atomically
+from .._io.files import write_atomically, writers_lock
 from ..data.corpus import Corpus, _preview, decode_text
 from ..data.evalset import (
     MAX_LISTED,
@@ -139,25 +139,15 @@ class ReviewStore:
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
-        """Hold the file: this store's lock (its server's threads) and an exclusive ``flock`` of the
-        file's folder (another ``chunkwise review`` of a file there waits too; the file itself is
-        replaced by each write, so it cannot hold the lock). Where ``flock`` is missing, the thread
-        lock alone."""
-        with self.lock:
+        """Hold the file: this store's lock (its server's threads) and the lock every chunkwise
+        writer of the file takes (:func:`~tuner._io.files.writers_lock`: another ``review`` of it,
+        and ``generate`` appending to it, wait)."""
+        with self.lock, contextlib.ExitStack() as held:
             try:
-                import fcntl
-            except ImportError:  # not a POSIX system
-                yield
-                return
-            try:
-                folder = os.open(self.path.parent if str(self.path.parent) else ".", os.O_RDONLY)
+                held.enter_context(writers_lock(self.path))
             except OSError as exc:
                 raise ReviewError(f"cannot open the folder of {self.path}: {exc.strerror}", 500) from None
-            try:
-                fcntl.flock(folder, fcntl.LOCK_EX)
-                yield
-            finally:
-                os.close(folder)  # releases the flock
+            yield
 
     # ----------------------------------------------------------------------------------- reading
 
