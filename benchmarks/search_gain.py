@@ -90,7 +90,8 @@ def main() -> int:
     print(f"\nWhat the search adds, cross-validated (5 folds x 5 repeats over all questions), budget {args.budget} "
           f"per corpus, space {args.space}, seed {args.seed}\n")
     print("| corpus | questions | trials | recommended | search's choice a baseline | over the best baseline: "
-          "recall points [95%] | over token 800/400: recall points [95%] | questions to tell the first |")
+          "score; recall points [95%] | over token 800/400: score; recall points [95%] | questions to tell "
+          "the first score gain |")
     print("|---|---|---|---|---|---|---|---|")
     for row in rows:
         gain = row["gain"]
@@ -110,7 +111,8 @@ def main() -> int:
 
 
 def _cell(gain: dict) -> str:
-    return f"{gain['recall'] * 100:+.1f} [{gain['recall_low'] * 100:+.1f}, {gain['recall_high'] * 100:+.1f}]"
+    return (f"{gain['score']:+.3f} [{gain['score_low']:+.3f}, {gain['score_high']:+.3f}]; "
+            f"{gain['recall'] * 100:+.1f} [{gain['recall_low'] * 100:+.1f}, {gain['recall_high'] * 100:+.1f}]")
 
 
 if __name__ == "__main__":

@@ -13,6 +13,9 @@ somewhat narrow).
 The same figure answers "does the search win here?" (its gain over the best baseline) and "how
 many questions would it take to tell?" (the questions a paired test of that mean gain would need
 at the observed spread).
+Whether the search *beats* the best baseline is judged on the weighted score, which is what the
+study maximises; recall is shown beside it, since the weights may trade some of it for IoU,
+latency or cost.
 
 >>> import numpy as np
 >>> from tuner.tuning.scoring.comparisons import Candidate
@@ -57,15 +60,15 @@ class Gain:
     recall: float  # fraction
     recall_low: float
     recall_high: float
-    #: Questions a paired test would need to tell this recall gain from none at the observed
-    #: spread (None: no gain to tell, or no spread).
+    #: Questions a paired test would need to tell this score gain (what the study maximises) from
+    #: none at the observed spread (None: no gain to tell, or no spread).
     questions_to_tell: int | None
 
     def describe(self) -> str:
-        """``recall +2.0 points [-1.3, +5.1], score +0.0120 [-0.0050, +0.0290]``."""
+        """``score +0.0120 [-0.0050, +0.0290], recall +2.0 points [-1.3, +5.1]``."""
         recall = (f"recall {self.recall * 100:+.1f} points [{self.recall_low * 100:+.1f}, "
                   f"{self.recall_high * 100:+.1f}]")
-        return f"{recall}, score {self.score:+.4f} [{self.score_low:+.4f}, {self.score_high:+.4f}]"
+        return f"score {self.score:+.4f} [{self.score_low:+.4f}, {self.score_high:+.4f}], {recall}"
 
 
 @dataclass(frozen=True)
@@ -98,14 +101,16 @@ class SearchGain:
         return out
 
     def _verdict(self) -> str:
+        """Judged on the weighted score, what the study maximises (recall may fall where the weights
+        buy IoU, latency or cost with it)."""
         gain = self.over_best_baseline
-        if gain.recall_low > 0:
+        if gain.score_low > 0:
             return "; the search beats the best baseline out of sample"
         needed = gain.questions_to_tell
-        if gain.recall <= 0 or needed is None:
+        if gain.score <= 0 or needed is None:
             return "; out of sample the search does not beat the best baseline here"
-        return (f"; not distinguishable from the best baseline: telling a gain of {gain.recall * 100:.1f} points "
-                f"from none would take about {needed:,} questions")
+        return (f"; not distinguishable from the best baseline: telling a score gain of {gain.score:+.4f} from none "
+                f"would take about {needed:,} questions")
 
 
 def search_gain(candidates: Sequence[Candidate], baselines: Sequence[Candidate], default: Candidate | None,
@@ -167,7 +172,7 @@ class _Accumulator:
         recall_low, recall_high = np.quantile(recall[index].mean(axis=1), [tail, 1 - tail])
         score_low, score_high = np.quantile(score[index].mean(axis=1), [tail, 1 - tail])
         return Gain(float(score.mean()), float(score_low), float(score_high), float(recall.mean()),
-                    float(recall_low), float(recall_high), _questions_to_tell(recall, confidence))
+                    float(recall_low), float(recall_high), _questions_to_tell(score, confidence))
 
 
 def _questions_to_tell(gains: np.ndarray, confidence: float) -> int | None:
