@@ -4,6 +4,9 @@
 * :mod:`.registry`: providers by name and :func:`make_embedder`;
 * :mod:`.sentence_transformers`: local models (the bundled all-MiniLM-L6-v2 by default);
 * :mod:`.openai`: any OpenAI-compatible endpoint;
+* :mod:`.packaged`: multilingual models whose weights packages ship (the ``multilingual`` extra:
+  multilingual-e5-small, Universal Sentence Encoder multilingual), and :mod:`.pinned`, the size
+  and sha256 checks of every packaged model file (all-mpnet-base-v2's parts among them);
 * :mod:`.late`: late chunking, chunk vectors pooled from their document's token embeddings
   (``embedder: {late_chunking: true}``; also a proxy that scores any chunking without the
   transformer once the documents are read);
