@@ -35,9 +35,10 @@ CORPUS = "ko"
 QUESTIONS = Path(__file__).resolve().parent / "ko" / "questions.yaml"
 DEFAULT_ROOT = Path.home() / ".cache" / "chunkwise-bench" / "ko-chroma"
 DEFAULT_SOURCE = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "ko-chroma" / "chroma-report-ko.md"
-#: The chunkings of the issue's own check (sizes in cl100k tokens).
+#: The chunkings of the issue's own check (sizes in cl100k tokens), and recursive 512: larger chunks,
+#: which a multilingual model reads whole (MiniLM truncates them).
 CHUNKINGS = [("token", {"size": 256, "overlap": 0}), ("recursive", {"size": 256, "overlap": 0}),
-             ("sentence", {"sentences": 3, "overlap": 0})]
+             ("sentence", {"sentences": 3, "overlap": 0}), ("recursive", {"size": 512, "overlap": 0})]
 EMBEDDERS = {"minilm": "sentence-transformers", "e5": "multilingual-e5", "use": "use-multilingual"}
 
 
@@ -77,8 +78,6 @@ def build(root: Path, source: Path) -> Path:
 
 def run(root: Path, source: Path, embedders: list[str], k: int) -> None:
     import tuner
-    from tuner.embedding import EmbedderConfig, EmbeddingCache
-    from tuner.text import terms
 
     queries = build(root, source)
     corpus = tuner.load_corpus(source, name=CORPUS)
@@ -86,6 +85,15 @@ def run(root: Path, source: Path, embedders: list[str], k: int) -> None:
     print(f"Korean (ko-chroma), {len(evalset)} questions, k={k}, pooled; "
           f"`python benchmarks/ko_chroma.py run --embedders {' '.join(embedders)} -k {k}`, "
           f"{dt.date.today().isoformat()}\n")
+    score([corpus], evalset, CHUNKINGS, embedders, k)
+
+
+def score(corpora: list, evalset, chunkings: list, embedders: list[str], k: int) -> None:
+    """Print the table of the module docstring for ``corpora`` and ``evalset`` (pooled)."""
+    import tuner
+    from tuner.embedding import EmbedderConfig, EmbeddingCache
+    from tuner.text import terms
+
     print("| chunking | embedder | retrieval | recall | IoU | dense embedding s (cold) | model tokens / cl100k |")
     print("|---|---|---|---|---|---|---|")
 
@@ -94,14 +102,14 @@ def run(root: Path, source: Path, embedders: list[str], k: int) -> None:
         print(f"| {chunking} | {embedder} | {retrieval} | {overall['recall']['mean']:.1%} | "
               f"{overall['iou']['mean']:.1%} | {seconds} | {ratio} |", flush=True)
 
-    for chunker, params in CHUNKINGS:
+    for chunker, params in chunkings:
         label = f"{chunker} {params.get('size', params.get('sentences'))}"
         kwargs = dict(chunker=chunker, k=k, **params)
-        row(label, "-", "bm25 (bigrams)", tuner.evaluate(corpus, evalset, method="bm25", cache=False, **kwargs))
+        row(label, "-", "bm25 (bigrams)", tuner.evaluate(corpora, evalset, method="bm25", cache=False, **kwargs))
         bigrams = terms.BIGRAM_RUN
         terms.BIGRAM_RUN = re.compile(r"(?!)")  # never matches: whitespace words, as before issue 53
         try:
-            row(label, "-", "bm25 (words, before)", tuner.evaluate(corpus, evalset, method="bm25", cache=False,
+            row(label, "-", "bm25 (words, before)", tuner.evaluate(corpora, evalset, method="bm25", cache=False,
                                                                    **kwargs))
         finally:
             terms.BIGRAM_RUN = bigrams
@@ -109,12 +117,12 @@ def run(root: Path, source: Path, embedders: list[str], k: int) -> None:
             config = EmbedderConfig.parse(EMBEDDERS[name])
             with tempfile.TemporaryDirectory() as folder:
                 cache = EmbeddingCache(Path(folder) / "cache.sqlite")
-                dense = tuner.evaluate(corpus, evalset, embedder=config, cache=cache, **kwargs)
+                dense = tuner.evaluate(corpora, evalset, embedder=config, cache=cache, **kwargs)
                 ratio = dense.window.get("tokens_per_cl100k")
                 row(label, config.model, "dense", dense, f"{dense.timings['embedding']:.1f}",
                     "" if ratio is None else f"{ratio:.2f}")
                 row(label, config.model, "hybrid rrf(60)",
-                    tuner.evaluate(corpus, evalset, embedder=config, cache=cache, method="hybrid", **kwargs))
+                    tuner.evaluate(corpora, evalset, embedder=config, cache=cache, method="hybrid", **kwargs))
 
 
 def main() -> int:
