@@ -124,6 +124,11 @@ def test_japanese_and_chinese_sentences_end_at_full_width_terminators_without_sp
     assert texts_of(CHINESE, split_sentences(CHINESE)) == ["分块策略很重要。", "它会影响检索性能！"]
 
 
+def test_a_quoted_japanese_sentence_does_not_end_the_one_around_it():
+    text = "「はい。」と言った。次に進む。"
+    assert texts_of(text, split_sentences(text)) == ["「はい。」と言った。", "次に進む。"]
+
+
 def test_english_sentences_are_split_as_before():
     text = "Dr. Smith wrote it. e.g. this stays. It ends here! Then J. Doe read it."
     assert texts_of(text, split_sentences(text)) == [

@@ -13,7 +13,8 @@ and prose, in one pass over the text:
   is a known abbreviation (``e.g.``, ``Dr.``, ``U.S.``) or a single letter (an initial);
 * a sentence also ends at the full-width terminators of Chinese and Japanese (``。``, ``！``,
   ``？``, ``｡``, with closing brackets such as ``」``), followed by whitespace or not: those
-  languages put no space between sentences.
+  languages put no space between sentences; but not inside corner brackets (``「はい。」と言った。``
+  is one sentence).
 
 Spans never include leading or trailing whitespace, never overlap, are in document
 order, and together cover every non-whitespace character.
@@ -92,10 +93,22 @@ def _prose_sentences(text: str, start: int, end: int) -> list[Span]:
             continue
         if _is_abbreviation(segment, match.start()):
             continue
+        if follower is None and _inside_corner_quote(segment[sentence_start:match.start()]):
+            continue  # 「はい。」と言った。 is one sentence: the quoted one goes on after its bracket
         _append_stripped(text, start + sentence_start, start + match.end(), spans)
         sentence_start = match.end()
     _append_stripped(text, start + sentence_start, end, spans)
     return spans
+
+
+def _inside_corner_quote(before: str) -> bool:
+    """Whether a full-width terminator after ``before`` sits inside Japanese or Chinese corner
+    brackets (``「``/``『`` opened and not yet closed).
+
+    >>> _inside_corner_quote("「はい"), _inside_corner_quote("「はい」と言った")
+    (True, False)
+    """
+    return before.count("「") + before.count("『") > before.count("」") + before.count("』")
 
 
 def _starts_sentence(letter: str) -> bool:
