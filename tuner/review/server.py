@@ -36,7 +36,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from ..data.evalset import parse_json_object
-from ..errors import ChunkwiseError, EvaluationSetError
+from ..errors import ChunkwiseError, EvaluationSetError, option
 from .store import ReviewError, ReviewStore
 
 #: The largest request body read (an action is a question and a few offsets).
@@ -61,8 +61,8 @@ class ReviewServer(ThreadingHTTPServer):
 
     def __init__(self, store: ReviewStore, host: str = "127.0.0.1", port: int = 0, token: str | None = None) -> None:
         if not host.strip():  # the socket library would take "" as every interface, without a word
-            raise ChunkwiseError("--host is empty: give the address to listen on (127.0.0.1, this machine only; "
-                                 "0.0.0.0 for every interface)")
+            raise ChunkwiseError(f"{option('host')} is empty: give the address to listen on (127.0.0.1, this "
+                                 "machine only; 0.0.0.0 for every interface)")
         self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.store = store
         self.token = token or secrets.token_urlsafe(24)

@@ -127,7 +127,7 @@ def search_gain(candidates: Sequence[Candidate], baselines: Sequence[Candidate],
         return None
     folds = max(2, min(folds, n))
     baseline_numbers = {b.number for b in baselines}
-    per_reference = {"baseline": _Accumulator(n), "default": _Accumulator(n)}
+    over_best, over_default = _Accumulator(n), _Accumulator(n)
     picked_baseline = 0
     for repeat in range(repeats):
         for part in np.array_split(np.random.default_rng(seed + repeat).permutation(n), folds):
@@ -135,11 +135,11 @@ def search_gain(candidates: Sequence[Candidate], baselines: Sequence[Candidate],
             pick = _choose(candidates, train, weights, scales, seed)
             picked_baseline += pick.number in baseline_numbers
             best_baseline = max(baselines, key=lambda b: (b.score(weights, scales, train), -b.number))
-            per_reference["baseline"].add(pick, best_baseline, part, weights, scales)
+            over_best.add(pick, best_baseline, part, weights, scales)
             if default is not None:
-                per_reference["default"].add(pick, default, part, weights, scales)
-    return SearchGain(folds, repeats, n, per_reference["baseline"].gain(confidence, seed),
-                      None if default is None else per_reference["default"].gain(confidence, seed),
+                over_default.add(pick, default, part, weights, scales)
+    return SearchGain(folds, repeats, n, over_best.gain(confidence, seed),
+                      None if default is None else over_default.gain(confidence, seed),
                       picked_baseline, confidence)
 
 
