@@ -166,3 +166,12 @@ def test_minilm_counts_a_hangul_syllable_as_its_jamo():
 
     # Its uncased tokenizer decomposes each syllable (NFD): 청 = ㅊ ㅓ ㅇ, 킹 = ㅋ ㅣ ㅇ, six word pieces.
     assert SentenceTransformerEmbedder().own_tokens(["청킹"]) == [6]
+
+
+def test_thai_runs_are_read_as_character_bigrams_and_alphabets_pick_their_stemmer():
+    # Thai writes no spaces: "การแบ่ง" (7 code points, marks included) gives its 6 bigrams.
+    assert detect_language(["การแบ่งเอกสารมีผลต่อการค้นหา"]) == "th"
+    assert bm25_tokenize(["การแบ่ง"], "th") == [["กา", "าร", "รแ", "แบ", "บ่", "่ง"]]
+    assert detect_language(["Η επιλογή της στρατηγικής επηρεάζει την αναζήτηση"]) == "el"
+    assert detect_language(["تقسيم المستندات يؤثر على جودة البحث"]) == "ar"
+    assert term_reading("ar")["stemmer"] == "snowball-arabic" and term_reading("ar")["stopwords"] is None

@@ -4,7 +4,7 @@ Lucene's variant, ``k1 = 1.5``, ``b = 0.75``, ``idf = ln(1 + (N - df + 0.5) / (d
 Texts are read as :mod:`tuner.text.terms` declares: lower-cased, split into words of two or more
 letters or digits (``(?u)\\b\\w\\w+\\b``), the language's stopwords removed and its Snowball
 stemmer applied (PyStemmer; in English, Lucene's 33 stopwords and the English stemmer), and runs of
-Hangul, kana or Han read as character bigrams. The language is the indexed texts' own
+Hangul, kana, Han or Thai read as character bigrams. The language is the indexed texts' own
 (:func:`~tuner.text.language.detect_language`, or ``CHUNKWISE_LANGUAGE``), and questions are read in
 the index's language. A query term repeated in the question counts again, as in Lucene. A chunk
 sharing no term with the question scores 0 and is never retrieved, so a query may get fewer than ``k`` chunks.

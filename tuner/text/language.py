@@ -1,8 +1,10 @@
 """What language a text is in, told cheaply from its letters, and how BM25 reads each language.
 
 No model and no download: a text's letters are counted by Unicode script (:func:`script_counts`).
-Hangul makes it Korean, kana Japanese, Han without kana Chinese; a text of Latin or Cyrillic
-letters is told apart by which language's stopwords it uses most (:func:`detect_language`), and
+Hangul makes it Korean, kana Japanese, Han without kana Chinese, Thai script Thai; Cyrillic,
+Arabic, Greek and Armenian letters outnumbering Latin ones make it Russian, Arabic, Greek or
+Armenian; a text of Latin letters is told apart by which language's
+stopwords it uses most (:func:`detect_language`), and
 English unless another language's stopwords clearly outnumber English ones, so an English text,
 code and tables included, always reads as English.
 
@@ -74,6 +76,11 @@ LANGUAGES: dict[str, Language] = {lang.code: lang for lang in (
     Language("ko", "Korean", "hangul", "en", "english"),
     Language("ja", "Japanese", "kana", "en", "english"),
     Language("zh", "Chinese", "han", "en", "english"),
+    Language("th", "Thai", "thai", "en", "english"),
+    # Scripts that tell one language PyStemmer stems (bm25s has no stopwords for them).
+    Language("ar", "Arabic", "arabic", None, "arabic"),
+    Language("el", "Greek", "greek", None, "greek"),
+    Language("hy", "Armenian", "armenian", None, "armenian"),
 )}
 DEFAULT_LANGUAGE = "en"
 
@@ -83,10 +90,15 @@ SCRIPT_RANGES: dict[str, tuple[tuple[int, int], ...]] = {
     "kana": ((0x3040, 0x309F), (0x30A0, 0x30FF), (0x31F0, 0x31FF), (0xFF66, 0xFF9F)),
     "han": ((0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF), (0x20000, 0x3134F)),
     "cyrillic": ((0x0400, 0x04FF), (0x0500, 0x052F)),
+    "thai": ((0x0E00, 0x0E7F), (0x0E80, 0x0EFF), (0x1000, 0x109F), (0x1780, 0x17FF)),  # with Lao, Myanmar, Khmer
+    "arabic": ((0x0600, 0x06FF), (0x0750, 0x077F), (0xFB50, 0xFDFF), (0xFE70, 0xFEFF)),
+    "greek": ((0x0370, 0x03FF), (0x1F00, 0x1FFF)),
+    "armenian": ((0x0530, 0x058F),),
 }
-#: Scripts written without spaces between words, or with particles attached to them: BM25 reads
-#: a run of their letters as overlapping character bigrams (:func:`tuner.text.terms.bm25_tokenize`).
-BIGRAM_SCRIPTS = ("hangul", "kana", "han")
+#: Scripts written without spaces between words (Chinese, Japanese; Thai, Lao, Myanmar and Khmer,
+#: counted as one), or with particles attached to them (Korean): BM25 reads a run of their characters
+#: as overlapping bigrams (:func:`tuner.text.terms.bm25_tokenize`).
+BIGRAM_SCRIPTS = ("hangul", "kana", "han", "thai")
 
 #: A run of letters of :data:`BIGRAM_SCRIPTS` (a Japanese run mixes kana and Han: one run).
 BIGRAM_RUN = re.compile("[" + "".join(f"{chr(a)}-{chr(b)}" for script in BIGRAM_SCRIPTS
@@ -153,8 +165,11 @@ def detect_language(texts: Iterable[str]) -> str:
         return "ko"
     if scripts["kana"] + scripts["han"] >= CJK_SHARE * letters:
         return "ja" if scripts["kana"] >= 0.1 * scripts["han"] else "zh"
-    if scripts["cyrillic"] > scripts["latin"]:
-        return "ru"
+    if scripts["thai"] >= CJK_SHARE * letters:
+        return "th"
+    for code in ("ru", "ar", "el", "hy"):  # an alphabet of its own, more of it than Latin
+        if scripts[LANGUAGES[code].script] > scripts["latin"]:
+            return code
     latin = [code for code, lang in LANGUAGES.items() if lang.script == "latin"]
     best, hits = max(((code, stopword_hits[code]) for code in latin), key=lambda pair: pair[1])
     if best != DEFAULT_LANGUAGE and hits > OTHER_LANGUAGE_FACTOR * stopword_hits[DEFAULT_LANGUAGE]:

@@ -6,13 +6,13 @@ Texts are lower-cased, split into words of two or more letters or digits
 (PyStemmer), as :data:`~tuner.text.language.LANGUAGES` declares them; in English (the default)
 Lucene's 33 stopwords (``the``, ``and``, ``of``, ...; bm25s's ``"en"`` list) and the English stemmer.
 
-Hangul, kana and Han are read otherwise, in every language: a run of them becomes its
-overlapping character bigrams (a run of one character, that character), as Lucene's CJK analyzer
-reads them. Chinese and Japanese put no spaces between words and Korean attaches particles to
-them, so a whole run would rarely recur; its bigrams do (``청킹을`` and ``청킹은`` share ``청킹``).
-The run is read out of the text first, so a word that mixes scripts (``chunking을``) gives its
-Latin part as a word of its own, and a text without those scripts reads exactly as before they
-were handled.
+Hangul, kana, Han and Thai (:data:`~tuner.text.language.BIGRAM_SCRIPTS`) are read otherwise, in
+every language: a run of them becomes its overlapping character bigrams (a run of one character,
+that character), as Lucene's CJK analyzer reads them. Chinese, Japanese and Thai put no spaces
+between words and Korean attaches particles to them, so a whole run would rarely recur; its
+bigrams do (``청킹을`` and ``청킹은`` share ``청킹``). The run is read out of the text first, so a word
+that mixes scripts (``chunking을``) gives its Latin part as a word of its own, and a text
+without those scripts reads exactly as before they were handled.
 
 >>> bm25_tokenize(["Chunking을 평가한다"])
 [['chunk', '을', '평가', '가한', '한다']]
@@ -66,7 +66,7 @@ def character_bigrams(run: str) -> list[str]:
 
 def bm25_tokenize(texts: Sequence[str], code: str = DEFAULT_LANGUAGE) -> list[list[str]]:
     """BM25's terms of each text read in language ``code`` (see the module docstring): its words'
-    terms, then the bigrams of its Hangul, kana and Han runs."""
+    terms, then the bigrams of its runs of :data:`~tuner.text.language.BIGRAM_SCRIPTS`."""
     import bm25s
 
     if not texts:
