@@ -17,9 +17,9 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "handbook"
 QUERIES = ROOT / "examples" / "handbook-queries.jsonl"
 #: Lines a summary prints only in some runs (a fallback, a wide tie, a held-out part, a note).
-CONDITIONAL = {"highest score", "note", "warning", "telling", "against the best baseline", "held-out questions",
-               "(on all questions the recommendation is flattered",
-               "on the held-out questions, against the token #/# default"}
+CONDITIONAL = {"highest score", "note", "warning", "telling", "in-sample, against the best baseline",
+               "held-out questions", "out of sample, on the # held-out questions, against the token #/# default",
+               "in-sample", "what the search adds, cross-validated"}
 
 
 def labels(text: str) -> list[str]:
