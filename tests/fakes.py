@@ -7,6 +7,8 @@ No model loads: tests that need *predictable* similarity, not MiniLM's, use thes
 from __future__ import annotations
 
 import hashlib
+import itertools
+import math
 import re
 from pathlib import Path
 
@@ -178,3 +180,19 @@ def word_corpus(root: Path, name: str, documents: int = 3, seed: int = 7) -> tup
     questions = root / "questions.jsonl"
     questions.write_text("".join(json.dumps(q) + "\n" for q in queries), encoding="utf-8")
     return folder, questions
+
+
+def brute_tau_b(x, y) -> float:
+    """τ-b by counting every pair: (concordant - discordant) / sqrt((pairs - ties in x) (pairs - ties in y))."""
+    concordant = discordant = tied_x = tied_y = pairs = 0
+    for i, j in itertools.combinations(range(len(x)), 2):
+        pairs += 1
+        dx, dy = x[i] - x[j], y[i] - y[j]
+        tied_x += dx == 0
+        tied_y += dy == 0
+        if dx * dy > 0:
+            concordant += 1
+        elif dx * dy < 0:
+            discordant += 1
+    denominator = math.sqrt((pairs - tied_x) * (pairs - tied_y))
+    return math.nan if denominator == 0 else (concordant - discordant) / denominator

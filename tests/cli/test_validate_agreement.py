@@ -4,9 +4,7 @@ one message naming the file or value, exit 2, nothing written."""
 
 from __future__ import annotations
 
-import itertools
 import json
-import math
 import os
 import subprocess
 import sys
@@ -20,22 +18,11 @@ from tuner.cli import main
 from tuner.evaluation.agreement import MIN_QUESTIONS, grid_rows
 from tuner.evaluation.config import EvaluationConfig
 
+from fakes import brute_tau_b
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "handbook"
 QUERIES = ROOT / "examples" / "handbook-queries.jsonl"
-
-
-def brute_tau_b(x, y) -> float:
-    """τ-b by counting every pair (no scipy)."""
-    concordant = discordant = tied_x = tied_y = pairs = 0
-    for i, j in itertools.combinations(range(len(x)), 2):
-        pairs += 1
-        dx, dy = x[i] - x[j], y[i] - y[j]
-        tied_x += dx == 0
-        tied_y += dy == 0
-        concordant += dx * dy > 0
-        discordant += dx * dy < 0
-    return (concordant - discordant) / math.sqrt((pairs - tied_x) * (pairs - tied_y))
 
 
 def chunkwise(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:

@@ -28,25 +28,11 @@ from tuner.evaluation.agreement import (
 )
 from tuner.evaluation.config import EvaluationConfig
 
+from fakes import brute_tau_b
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "handbook"
 QUERIES = ROOT / "examples" / "handbook-queries.jsonl"
-
-
-def brute_tau_b(x, y) -> float:
-    """τ-b by counting every pair: (concordant - discordant) / sqrt((pairs - ties in x) (pairs - ties in y))."""
-    concordant = discordant = tied_x = tied_y = pairs = 0
-    for i, j in itertools.combinations(range(len(x)), 2):
-        pairs += 1
-        dx, dy = x[i] - x[j], y[i] - y[j]
-        tied_x += dx == 0
-        tied_y += dy == 0
-        if dx * dy > 0:
-            concordant += 1
-        elif dx * dy < 0:
-            discordant += 1
-    denominator = math.sqrt((pairs - tied_x) * (pairs - tied_y))
-    return math.nan if denominator == 0 else (concordant - discordant) / denominator
 
 
 def table(name: str, rows, labels=("a", "b", "c", "d")) -> ScoreTable:

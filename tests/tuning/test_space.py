@@ -47,7 +47,8 @@ def write(tmp_path, text: str) -> Path:
     ("chunkers: {token: {}}\nretriever: x", "unknown key(s) retriever; allowed: chunkers, k, embedders"),
     ("chunkers: []", "'chunkers' must map chunker names to their parameters"),
     ("chunkers: {token: {}}\nembedders: [{provider: cohere}]",
-     "embedder.provider='cohere' is invalid; allowed: sentence-transformers, openai"),
+     "embedder.provider='cohere' is invalid; allowed: sentence-transformers, multilingual-e5, use-multilingual, "
+     "openai"),
     ("chunkers: {token: {size: {type: int, low: 1, high: 9, log: true, step: 2}}}",
      "log=true needs low > 0 and no step"),
     ("chunkers: [unclosed", "is not valid YAML"),
