@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import io
 import os
 import secrets
@@ -271,6 +272,21 @@ def check_writable(path: str | Path, error: type[ChunkwiseError] = ChunkwiseErro
         raise error(f"cannot write {path}: the folder {folder} does not exist")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise error(f"cannot write {path}: the folder {folder} is not writable")
+
+
+def size_and_sha256(path: str | Path, block: int = 1 << 22) -> tuple[int, str]:
+    """``(bytes, sha256 hex)`` of file ``path``, read in blocks (model files are gigabytes): what a
+    pinned file is checked against.
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    digest, size = hashlib.sha256(), 0
+    with open(path, "rb") as handle:
+        while chunk := handle.read(block):
+            digest.update(chunk)
+            size += len(chunk)
+    return size, digest.hexdigest()
 
 
 @contextlib.contextmanager

