@@ -200,8 +200,8 @@ def decision_bar(reference: Scores, fast: Scores, *, cheapness: Cheapness | None
                  top: int | None = TOP_CANDIDATES) -> Verdict:
     """Judge ``fast`` against ``reference`` (see the module docstring).
 
-    ``cheapness`` orders tied configurations as the product does (the cheapest is recommended);
-    without it the best tied one is. ``top``: how many of the highest-scoring configurations
+    ``cheapness``: recommend the cheapest of the tied, as the product did until issue 50; without
+    it the best, as the product does now. ``top``: how many of the highest-scoring configurations
     the tie gate considers (the product's :data:`~tuner.tuning.scoring.selection.TOP_CANDIDATES`).
     """
     names = _names(reference, fast)

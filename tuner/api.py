@@ -108,8 +108,9 @@ class TuningRun:
             return load_run_study(storage, self.name, corpus, where=storage.display_url)
 
     def recommendation(self, corpus: str | None = None) -> StudyRecommendation | None:
-        """The tie gate's verdict on ``corpus``'s study: the best configuration, those statistically
-        tied with it, and the cheapest of them (None before a trial with per-question scores)."""
+        """The recommendation of ``corpus``'s study: the best configuration, those statistically tied
+        with it, and the held-out check against the best baseline (None before a trial with
+        per-question scores)."""
         return recommend_for_study(self.study(corpus))
 
     @property

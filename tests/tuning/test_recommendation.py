@@ -1,7 +1,8 @@
-"""One recommendation, stated once (issue 27): the cheapest-tie rule runs once, a fallback is
-the best baseline itself, and the statement leads with the held-out comparison with the token
-800/400 default (out of sample, issue 50), then gives recall and context tokens on all questions,
-labelled in-sample, against the default and the best baseline, with the trade when recall is lower.
+"""One recommendation, stated once (issue 27): the search's choice is checked once against the
+best baseline, a fallback is the best baseline itself, and the statement leads with the held-out
+comparison with the token 800/400 default (out of sample, issue 50), then gives recall and
+context tokens on all questions, labelled in-sample, against the default and the best baseline,
+with the trade when recall is lower.
 
 Per-question scores are constructed so every figure below is worked out by hand.
 """
@@ -70,7 +71,7 @@ def test_a_fallback_is_the_best_baseline_and_is_named_once():
     # Recommended once: one "recommended:" line, no "recommending" anywhere else.
     assert lines[0].startswith("recommended: markdown(size=256, overlap=0), k=5, hybrid   [trial 5]")
     assert text.count("recommended") == 1 and "recommending" not in text
-    assert lines[1].startswith("why: the best baseline: the tie gate chose trial 28")
+    assert lines[1].startswith("why: the best baseline: the search chose trial 28")
     assert "not significantly better than this baseline on the held-out questions" in lines[1]
     # The headline is out of sample: on the 40 held-out questions both score 0.88 on every one.
     assert lines[2].startswith("out of sample, on the 40 held-out questions, against the token 800/400 default: "
@@ -97,10 +98,10 @@ def test_less_recall_than_the_default_says_what_was_gained_for_it():
     assert verdict.recommended.number == 28 and not verdict.fell_back
     lines = verdict.statement()
     assert lines[0] == "recommended: recursive(size=128, overlap=0), k=5   [trial 28]"
-    assert lines[1].startswith("why: the cheapest of the 2 configurations statistically tied with the highest "
-                               "score (trial 28; paired sign-flip test over 40 search questions, 95%), among the "
-                               "configurations meeting the constraints (context tokens <= 1000); significantly "
-                               "better than the best baseline (markdown 256/0 hybrid, trial 5) on the held-out")
+    assert lines[1].startswith("why: the highest score, statistically tied with 1 other configuration (paired "
+                               "sign-flip test over 40 search questions, 95%), among the configurations meeting the "
+                               "constraints (context tokens <= 1000); significantly better than the best baseline "
+                               "(markdown 256/0 hybrid, trial 5) on the held-out")
     # The headline, out of sample: held out, 0.78 against 0.88, every question alike: -10.0 points.
     assert lines[2].startswith("out of sample, on the 40 held-out questions, against the token 800/400 default: "
                                "score -0.1000")

@@ -19,8 +19,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     export.add_argument("--study", required=True, metavar="NAME", help="run name (or NAME/CORPUS)")
     export.add_argument("--corpus", metavar="ID", help="corpus of the run (optional when it has one)")
     export.add_argument("--trial", type=int, metavar="N",
-                        help="trial number (default: the recommended one, the cheapest configuration statistically "
-                             "tied with the best)")
+                        help="trial number (default: the recommended one: the highest score, or the best baseline "
+                             "when that is not significantly better on the held-out questions)")
     export.add_argument("--best", action="store_true", help="the highest-scoring trial instead of the recommended one")
     export.add_argument("--point", metavar="SETTING=VALUE,...",
                         help="the trial at another point of its inner loop (search spaces with inner_loop: true), "

@@ -133,8 +133,9 @@ def export_run_trial(run: str, path: str | Path, *, corpus: str | None = None, t
                      best: bool = False, storage: str | None = None,
                      point: dict[str, Any] | None = None) -> ExportedTrial:
     """Export a trial of run ``run``'s study for ``corpus``: by default the recommended one
-    (the cheapest configuration statistically tied with the best, see
-    :mod:`tuner.tuning.scoring.selection`), with ``best`` the highest-scoring one, or trial ``trial``;
+    (the highest score on the search questions, or the best baseline when that is not significantly
+    better than it on the held-out ones: :mod:`tuner.tuning.scoring.selection`), with ``best`` the
+    highest-scoring one, or trial ``trial``;
     with ``point`` (e.g. ``{"k": 3}``), that trial at another point of its inner loop
     (:meth:`~tuner.tuning.study.records.TrialRecord.at_point`).
 

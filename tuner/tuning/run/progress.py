@@ -227,7 +227,7 @@ class CorpusOutcome:
 
     @property
     def recommended(self) -> TrialRecord | None:
-        """What the tie gate recommends (the cheapest configuration tied with the best)."""
+        """What the study recommends (:func:`~tuner.tuning.scoring.selection.recommend_for_study`)."""
         return None if self.recommendation is None else self.recommendation.recommended
 
     @property

@@ -3,8 +3,8 @@
 A study's headline, "the recommendation against the default", is flattered when it is read on the
 questions that chose the recommendation. Repeated k-fold cross-validation takes that out: the
 questions are split into ``folds``; for each fold the study's own choice is made on the other
-folds (the tie gate of :func:`~.comparisons.recommend` over the configurations with the highest
-scores there, and the best baseline there), and the two are scored on the fold; repeated with
+folds (:func:`~.comparisons.recommend` over the configurations with the highest scores there, and
+the best baseline there), and the two are scored on the fold; repeated with
 ``repeats`` shuffles. Each question then has an out-of-fold gain per repeat; their mean per
 question is what the interval is drawn from (a bootstrap over questions, so it treats questions
 as independent and leaves out the spread that re-choosing on other folds adds: read it as
@@ -145,7 +145,8 @@ def search_gain(candidates: Sequence[Candidate], baselines: Sequence[Candidate],
 
 def _choose(candidates: Sequence[Candidate], train: np.ndarray, weights: Weights, scales: Scales,
             seed: int) -> Candidate:
-    """The study's choice on the ``train`` questions: the tie gate over the :data:`TOP` highest."""
+    """The study's choice on the ``train`` questions: :func:`~.comparisons.recommend` over the
+    :data:`TOP` highest."""
     on_train = sorted((c.on(train) for c in candidates), key=lambda c: (-c.score(weights, scales), c.number))[:TOP]
     chosen = recommend(on_train, weights, scales, seed=seed, samples=200).recommended
     return next(c for c in candidates if c.number == chosen)

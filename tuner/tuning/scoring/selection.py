@@ -1,10 +1,10 @@
 """What a study recommends, decided once (:func:`recommend_for_study`) for the summary, the
 report, the dashboard and ``export``.
 
-The recommendation is the *cheapest* configuration (modelled cost, then latency, then fewer
-chunks) among those not significantly worse than the best (the tie gate of
-:mod:`.comparisons`); it must then beat the best baseline on the held-out questions, or the
-best baseline itself is recommended.
+The recommendation is the configuration with the highest score on the search questions, with
+the configurations not significantly worse than it (the tie gate of :mod:`.comparisons`) named
+as its tie set; it must then beat the best baseline on the held-out questions, or the best
+baseline itself is recommended.
 
 Below :data:`~.comparisons.MIN_QUESTIONS` distinct search questions, or distinct held-out ones
 when some are held out, no paired comparison can be significant (see
@@ -163,7 +163,7 @@ class StudyRecommendation:
         if self.constraints:
             tie += f", among the configurations meeting the constraints ({self.constraints})"
         if check is not None and check.fell_back:
-            return (f"the best baseline: the tie gate chose trial {check.tuned} ({self.tuned.label()}), {tie}, but "
+            return (f"the best baseline: the search chose trial {check.tuned} ({self.tuned.label()}), {tie}, but "
                     f"it is not significantly better than this baseline on the {questions}: "
                     f"{check.comparison.describe()}")
         if check is None:
@@ -251,7 +251,7 @@ def baseline_records(study: optuna.Study) -> list[TrialRecord]:
 
 
 def recommend_for_study(study: optuna.Study) -> StudyRecommendation | None:
-    """THE recommendation of a study: the tie gate (the cheapest-tie rule, applied here once) on
+    """THE recommendation of a study: the tie gate (the highest score and its tie set) on
     the study's best configurations that meet its constraints, on its search questions, then
     its choice checked against the best baseline (a fallback must meet the constraints too) and
     the token 800/400 default. The summary, the dashboard note, the report and ``export`` all
