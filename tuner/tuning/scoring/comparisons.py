@@ -181,8 +181,8 @@ def pairwise_level(candidates: int, confidence: float = CONFIDENCE) -> float:
     Why every pair, when the gate compares only the best with each other: the best is chosen on the
     same questions, as the largest of them, so the gap between it and the others is the largest of
     all the gaps, not a typical one. Corrected for only the comparisons it makes, the gate left a
-    configuration as good as the best out of its tie set in 9% of simulated studies of 5 equal
-    configurations on 30 questions and 27% of 30 (``tests/tuning/test_significance.py``); shared
+    configuration as good as the best out of its tie set in 11% of simulated studies of 5 equal
+    configurations on 30 questions and 26% of 30 (``benchmarks/significance_rates.py``); shared
     among every pair, no such claim is wrong more often than ``1 - confidence`` (a wrong claim
     needs some pair of equal configurations to reach the level, whichever pair the data made the
     best).
