@@ -127,7 +127,7 @@ def _hits(flipped: np.ndarray, observed: np.ndarray) -> np.ndarray:
     return np.count_nonzero(np.abs(flipped) >= observed * (1 - 1e-9) - 1e-12, axis=0)
 
 
-@lru_cache(maxsize=32)
+@lru_cache(maxsize=17)  # one per m <= 16: 8 MB at most each
 def _all_signs(m: int) -> np.ndarray:
     """Every +-1 pattern of length ``m`` (``2**m`` rows), read-only (cached)."""
     signs = np.array(list(itertools.product((1.0, -1.0), repeat=m)))
@@ -135,7 +135,7 @@ def _all_signs(m: int) -> np.ndarray:
     return signs
 
 
-@lru_cache(maxsize=32)
+@lru_cache(maxsize=4)  # up to ~35,000 x questions floats each: a few, not dozens, kept
 def _random_signs(questions: int, seed: int, flips: int) -> np.ndarray:
     """``flips`` random +-1 patterns of length ``questions``, read-only (cached)."""
     signs = np.random.default_rng(seed).choice((1.0, -1.0), size=(flips, questions))
