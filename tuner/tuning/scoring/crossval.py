@@ -14,8 +14,8 @@ The same figure answers "does the search win here?" (its gain over the best base
 many questions would it take to tell?" (the questions a paired test of that mean gain would need
 at the observed spread).
 Whether the search *beats* the best baseline is judged on the weighted score, which is what the
-study maximises; recall is shown beside it, since the weights may trade some of it for IoU,
-latency or cost.
+study maximises, by the sign-flip test of the per-question gains (the interval only sizes it);
+recall is shown beside it, since the weights may trade some of it for IoU, latency or cost.
 
 >>> import numpy as np
 >>> from tuner.tuning.scoring.comparisons import Candidate
@@ -39,6 +39,7 @@ import numpy as np
 
 from .comparisons import BOOTSTRAP_SAMPLES, CONFIDENCE, MIN_QUESTIONS, Candidate, recommend
 from .objective import Scales, Weights
+from .significance import sign_flip_test
 
 #: Folds and repeated shuffles of the questions.
 FOLDS = 5
@@ -63,6 +64,9 @@ class Gain:
     #: Questions a paired test would need to tell this score gain (what the study maximises) from
     #: none at the observed spread (None: no gain to tell, or no spread).
     questions_to_tell: int | None
+    #: The sign-flip test's p-value of the per-question score gains (whether the gain is
+    #: significant: the interval only sizes it).
+    p_value: float = 1.0
 
     def describe(self) -> str:
         """``score +0.0120 [-0.0050, +0.0290], recall +2.0 points [-1.3, +5.1]``."""
@@ -104,8 +108,12 @@ class SearchGain:
         """Judged on the weighted score, what the study maximises (recall may fall where the weights
         buy IoU, latency or cost with it)."""
         gain = self.over_best_baseline
-        if gain.score_low > 0:
-            return "; the search beats the best baseline out of sample"
+        significant = gain.p_value <= 1 - self.confidence
+        if significant and gain.score > 0:
+            return f"; the search beats the best baseline out of sample (sign-flip test, p = {gain.p_value:.2g})"
+        if significant and gain.score < 0:
+            return (f"; out of sample the best baseline beats the search's choice (sign-flip test, "
+                    f"p = {gain.p_value:.2g})")
         needed = gain.questions_to_tell
         if gain.score <= 0 or needed is None:
             return "; out of sample the search does not beat the best baseline here"
@@ -173,7 +181,8 @@ class _Accumulator:
         recall_low, recall_high = np.quantile(recall[index].mean(axis=1), [tail, 1 - tail])
         score_low, score_high = np.quantile(score[index].mean(axis=1), [tail, 1 - tail])
         return Gain(float(score.mean()), float(score_low), float(score_high), float(recall.mean()),
-                    float(recall_low), float(recall_high), _questions_to_tell(score, confidence))
+                    float(recall_low), float(recall_high), _questions_to_tell(score, confidence),
+                    sign_flip_test(score, seed=seed).p_value)
 
 
 def _questions_to_tell(gains: np.ndarray, confidence: float) -> int | None:
