@@ -372,6 +372,7 @@ def test_export_load_and_rechunk_give_the_trials_chunks(tuned, tmp_path, capsys)
                               "weights": {"recall": 1.0, "iou": 0.5, "latency": 0.1, "cost": 0.1},
                               "selection": {"chosen": "recommended", "best_trial": outcome.best.number,
                                             "tied_with_best": tied,
+                                            "cheapest_tied": outcome.recommendation.recommendation.cheapest_tied,
                                             "tuned_trial": outcome.recommendation.tuned.number,
                                             "why": outcome.recommendation.statement(),
                                             **({"fell_back_to_baseline": chosen.attrs["baseline"]}

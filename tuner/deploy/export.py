@@ -154,6 +154,7 @@ def export_run_trial(run: str, path: str | Path, *, corpus: str | None = None, t
             record, why = verdict.recommended, "recommended"
             selection = {"chosen": why, "best_trial": verdict.recommendation.best,
                          "tied_with_best": list(verdict.recommendation.tied),
+                         "cheapest_tied": verdict.recommendation.cheapest_tied,
                          "tuned_trial": verdict.tuned.number, "why": verdict.statement()}
             if verdict.fell_back:
                 selection["fell_back_to_baseline"] = verdict.recommended.baseline
