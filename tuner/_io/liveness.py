@@ -1,5 +1,6 @@
-"""Whether a process of this host still runs: what a run asks of its workers, and the token
-cache of a claim's holder (the process that took it may have been killed)."""
+"""Whether a process of this host still runs, and whose child it is: what a run asks of its
+workers, the token cache of a claim's holder (the process that took it may have been killed) and
+the bundled writer of a half-assembled model file. Written once, here."""
 
 from __future__ import annotations
 
@@ -29,6 +30,16 @@ def pid_alive(pid: int, registered: float | None = None) -> bool:
         return False
     started = _process_start(int(fields[19]))
     return registered is None or started is None or started <= registered + PID_START_SLACK_S
+
+
+def parent_pid(pid: int) -> int | None:
+    """The pid of process ``pid``'s parent now (None when /proc cannot say): a process whose
+    parent died has been adopted by another (init, or a subreaper)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            return int(stat.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 #: Tolerance between a process's start time as /proc gives it (the boot time is whole

@@ -44,6 +44,7 @@ from types import TracebackType
 
 from .._io.cachedir import cache_dir
 from .._io.files import private_dir, size_and_sha256
+from .._io.liveness import pid_alive
 from ..errors import ChunkwiseError
 
 #: How long the server may take to load its model and answer its first request.
@@ -220,18 +221,8 @@ def _remove_dead_partials(target: Path) -> None:
     a gigabyte each, never renamed into place, and never reclaimed otherwise."""
     for partial in target.parent.glob(f".{target.name}.*.partial"):
         pid = partial.name[len(target.name) + 2: -len(".partial")]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not pid_alive(int(pid)):
             partial.unlink(missing_ok=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
 
 
 def _assembled_gemma() -> Path:

@@ -36,9 +36,9 @@ from enum import Enum
 import sqlalchemy as sa
 from optuna.storages import RDBStorage
 
-from ..._io.liveness import pid_alive
+from ..._io.liveness import parent_pid, pid_alive
 from ..._io.sqltables import create_tables
-from .processes import parent_in_id, parent_pid, this_host
+from .processes import parent_in_id, this_host
 
 _metadata = sa.MetaData()
 TARGETS = sa.Table(

@@ -48,16 +48,6 @@ def parent_in_id(worker_id: str) -> int | None:
     return int(parts[3]) if len(parts) == 4 and parts[3].isdigit() else None
 
 
-def parent_pid(pid: int) -> int | None:
-    """The pid of process ``pid``'s parent now (None when /proc cannot say): a process whose
-    parent died has been adopted by another (init, or a subreaper)."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
-            return int(stat.read().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
 #: Exit status of a worker process stopped by a ChunkwiseError (its message is on stderr).
 EXIT_ERROR = 2
 #: Exit status of a worker process stopped by a fatal error: the pool stops the others.
