@@ -16,7 +16,6 @@ unpacked weights are checked by size and sha256 once per process.
 from __future__ import annotations
 
 import functools
-import hashlib
 import importlib.metadata
 import importlib.util
 import os
@@ -102,12 +101,9 @@ def file_problem(pinned: PinnedFile, model: str, *, digest: bool = True) -> str 
     if size != pinned.size:
         return f"{path} is {size:,} bytes, not the pinned {pinned.size:,}"
     if digest:
-        sha = hashlib.sha256()
-        with open(path, "rb") as handle:
-            while block := handle.read(_BLOCK):
-                sha.update(block)
-        if sha.hexdigest() != pinned.sha256:
-            return f"{path} has sha256 {sha.hexdigest()[:16]}..., not the pinned {pinned.sha256[:16]}..."
+        _, sha = size_and_sha256(path)
+        if sha != pinned.sha256:
+            return f"{path} has sha256 {sha[:16]}..., not the pinned {pinned.sha256[:16]}..."
     return None
 
 
