@@ -46,7 +46,7 @@ def _verdict(tuned: TrialRecord, others: list[TrialRecord], tied: tuple[int, ...
     chosen = check.fallback if check.fell_back else tuned.number
     records = {r.number: r for r in [tuned, *others]}
     gain = compare(candidate(records[chosen]), candidate(default), RECALL_ONLY, Scales(), ~SEARCH)
-    gate = Recommendation(best=tied[0], recommended=tuned.number, tied=tied, runner_up=None,
+    gate = Recommendation(best=tuned.number, tied=tied, runner_up=None,
                           questions_to_separate=None, questions=40, confidence=0.95)
     return StudyRecommendation(gate, records, check, gain, default.number, None, True, constraints)
 

@@ -112,6 +112,18 @@ class Candidate:
                                     self.latency_s, self.cost_usd_per_1k, weights, scales, means))
 
 
+#: The tie gate looks at this many of the highest-scoring configurations.
+TOP_CANDIDATES = 30
+
+
+def ranked(candidates: Sequence[Candidate], weights: Weights, scales: Scales) -> list[int]:
+    """Indices of ``candidates`` from the highest score down (the lower trial number first on a
+    tie): the first is what the study recommends (:func:`recommend`, and the cross-validation's
+    choice on each fold)."""
+    observed = [c.score(weights, scales) for c in candidates]
+    return sorted(range(len(candidates)), key=lambda i: (-observed[i], candidates[i].number))
+
+
 @dataclass(frozen=True)
 class Recommendation:
     """The best configuration, those tied with it, and the one recommended: the best.
@@ -123,7 +135,6 @@ class Recommendation:
     the cheapest of the tied is named beside the recommendation for whoever wants it."""
 
     best: int
-    recommended: int
     tied: tuple[int, ...]  # trial numbers not significantly worse than the best (the best included)
     runner_up: int | None
     questions_to_separate: int | None  # to tell the best from the runner-up at the confidence level
@@ -133,6 +144,11 @@ class Recommendation:
     candidates: int = 0
     #: The cheapest configuration of the tie set (cost, then latency, then chunks); None: unknown.
     cheapest_tied: int | None = None
+
+    @property
+    def recommended(self) -> int:
+        """The trial recommended: the best (see the class docstring)."""
+        return self.best
 
     def why(self) -> str:
         """Why the tie gate chose :attr:`recommended`, as a clause (no verdict: the statement of
@@ -232,8 +248,8 @@ def recommend(candidates: Sequence[Candidate], weights: Weights, scales: Scales,
     """The tie gate (see the module docstring) over ``candidates``, which share their questions."""
     if not candidates:
         raise ValueError("no candidate to recommend")
+    order = ranked(candidates, weights, scales)
     observed = np.array([c.score(weights, scales) for c in candidates])
-    order = sorted(range(len(candidates)), key=lambda i: (-observed[i], candidates[i].number))
     best = order[0]
     others = [i for i in range(len(candidates)) if i != best]
     differences = np.array([candidates[best].differences(candidates[i], weights, scales) for i in others]).T
@@ -251,8 +267,7 @@ def recommend(candidates: Sequence[Candidate], weights: Weights, scales: Scales,
         needed = questions_to_separate(boot[0] - boot[1], observed[best] - observed[runner_up],
                                        len(candidates[0].recall), confidence)
     return Recommendation(
-        best=candidates[best].number, recommended=candidates[best].number,
-        tied=tuple(candidates[i].number for i in tied),
+        best=candidates[best].number, tied=tuple(candidates[i].number for i in tied),
         runner_up=None if runner_up is None else candidates[runner_up].number,
         questions_to_separate=needed, questions=len(candidates[0].recall), confidence=confidence,
         candidates=len(candidates), cheapest_tied=candidates[cheapest].number)

@@ -37,17 +37,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .comparisons import BOOTSTRAP_SAMPLES, CONFIDENCE, MIN_QUESTIONS, Candidate, recommend
+from .comparisons import BOOTSTRAP_SAMPLES, CONFIDENCE, MIN_QUESTIONS, Candidate, ranked
 from .objective import Scales, Weights
 from .significance import sign_flip_test
 
 #: Folds and repeated shuffles of the questions.
 FOLDS = 5
 REPEATS = 5
-
-#: The tie gate in each fold looks at this many of the configurations scoring highest there (the
-#: study's own :data:`~.selection.TOP_CANDIDATES`, repeated here to keep the layers one way).
-TOP = 30
 
 
 @dataclass(frozen=True)
@@ -140,7 +136,7 @@ def search_gain(candidates: Sequence[Candidate], baselines: Sequence[Candidate],
     for repeat in range(repeats):
         for part in np.array_split(np.random.default_rng(seed + repeat).permutation(n), folds):
             train = np.setdiff1d(np.arange(n), part)
-            pick = _choose(candidates, train, weights, scales, seed)
+            pick = _choose(candidates, train, weights, scales)
             picked_baseline += pick.number in baseline_numbers
             best_baseline = max(baselines, key=lambda b: (b.score(weights, scales, train), -b.number))
             over_best.add(pick, best_baseline, part, weights, scales)
@@ -151,13 +147,11 @@ def search_gain(candidates: Sequence[Candidate], baselines: Sequence[Candidate],
                       picked_baseline, confidence)
 
 
-def _choose(candidates: Sequence[Candidate], train: np.ndarray, weights: Weights, scales: Scales,
-            seed: int) -> Candidate:
-    """The study's choice on the ``train`` questions: :func:`~.comparisons.recommend` over the
-    :data:`TOP` highest."""
-    on_train = sorted((c.on(train) for c in candidates), key=lambda c: (-c.score(weights, scales), c.number))[:TOP]
-    chosen = recommend(on_train, weights, scales, seed=seed, samples=200).recommended
-    return next(c for c in candidates if c.number == chosen)
+def _choose(candidates: Sequence[Candidate], train: np.ndarray, weights: Weights, scales: Scales) -> Candidate:
+    """The study's choice on the ``train`` questions: the highest score there, as
+    :func:`~.comparisons.recommend` chooses (its tie set is not needed to choose)."""
+    on_train = [c.on(train) for c in candidates]
+    return candidates[ranked(on_train, weights, scales)[0]]
 
 
 class _Accumulator:

@@ -27,6 +27,7 @@ from ..study.settings import StudySettings
 from .comparisons import (
     CONFIDENCE,
     MIN_QUESTIONS,
+    TOP_CANDIDATES,
     BaselineCheck,
     Comparison,
     Optimism,
@@ -40,9 +41,6 @@ from .comparisons import (
 )
 from .crossval import SearchGain, search_gain
 from .objective import Scales, Weights
-
-#: The tie gate looks at this many of the highest-scoring configurations.
-TOP_CANDIDATES = 30
 
 
 @dataclass(frozen=True)
@@ -258,7 +256,8 @@ def recommend_for_study(study: optuna.Study) -> StudyRecommendation | None:
     call this, with no option of their own, so they name the same trial."""
     seed = 0
     settings = StudySettings.of(study)
-    ranked = sorted(recommendable(study), key=lambda r: (-r.score, r.number))[:TOP_CANDIDATES]
+    meeting = recommendable(study)
+    ranked = sorted(meeting, key=lambda r: (-r.score, r.number))[:TOP_CANDIDATES]
     records_by_number, candidates = {}, []
     search = None
     for record in ranked:
@@ -296,16 +295,17 @@ def recommend_for_study(study: optuna.Study) -> StudyRecommendation | None:
                                optimism(chosen, search, weights, scales, seed=seed), held_out,
                                settings.constraints.describe(), too_few,
                                LexicalOverlap.from_dict((settings.question_profile or {}).get("lexical")),
-                               None if too_few else study_search_gain(study, baselines, default, seed=seed))
+                               None if too_few else study_search_gain(settings, meeting, baselines, default,
+                                                                      seed=seed))
 
 
-def study_search_gain(study: optuna.Study, baselines: list[TrialRecord], default: TrialRecord | None, *,
-                      seed: int = 0) -> SearchGain | None:
-    """:func:`~.crossval.search_gain` of a study: its choice among every configuration that meets
-    its constraints, over its best baseline and the token 800/400 default, cross-validated over all
-    its questions (search and held-out alike: each fold is chosen on the others)."""
-    settings = StudySettings.of(study)
-    candidates = [c for r in recommendable(study) if (c := candidate(r)) is not None]
+def study_search_gain(settings: StudySettings, meeting: list[TrialRecord], baselines: list[TrialRecord],
+                      default: TrialRecord | None, *, seed: int = 0) -> SearchGain | None:
+    """:func:`~.crossval.search_gain` of a study: its choice among ``meeting`` (every configuration
+    that meets its constraints), over its best baseline and the token 800/400 default,
+    cross-validated over all its questions (search and held-out alike: each fold is chosen on the
+    others)."""
+    candidates = [c for r in meeting if (c := candidate(r)) is not None]
     if not candidates:
         return None
     size = len(candidates[0].recall)
