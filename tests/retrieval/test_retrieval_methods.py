@@ -421,3 +421,36 @@ def test_bundled_retrieval_space_loads():
     space = load_search_space(Path(__file__).resolve().parents[2] / "search_spaces" / "retrieval.yaml")
     assert set(space.retrieval) == {"method", "fusion", "alpha", "rrf_k", "context"}
     assert space.to_dict()["retrieval"]["method"] == {"type": "categorical", "choices": ["dense", "bm25", "hybrid"]}
+
+
+def test_near_ties_rank_by_the_exact_cosine_in_numpy_and_in_chromadb(tmp_path):
+    """Vectors whose cosines with the query differ by about 1e-9 (below float32's resolution):
+    both indexes order them as exact rational arithmetic on their float32 values does, and
+    identical vectors tie, to the lower row, so an evaluation and a production collection agree."""
+    from fractions import Fraction
+
+    from tuner.retrieval.indexes import ChromaIndex, NumpyIndex
+
+    rng = np.random.default_rng(7)
+    base = rng.normal(size=32)
+    base /= np.linalg.norm(base)
+    vectors = []
+    for row in range(40):  # every fourth a tiny step from the base vector (cosines within ~1e-8 of
+        # one another), the others farther off
+        v = base + rng.normal(size=32) * (3e-5 if row % 4 == 0 else 0.3)
+        vectors.append(v / np.linalg.norm(v))
+    vectors[13] = vectors[4]  # an exact duplicate, after row 4
+    vectors = np.asarray(vectors, dtype=np.float32)
+    query = np.asarray([base], dtype=np.float32)
+
+    def exact(row: int) -> Fraction:
+        return sum(Fraction(float(a)) * Fraction(float(b)) for a, b in zip(vectors[row], query[0]))
+
+    want = sorted(range(len(vectors)), key=lambda r: (-exact(r), r))[:10]
+    assert want.index(4) + 1 == want.index(13)
+    assert NumpyIndex(vectors).search(query, 10)[0].tolist() == want
+    chroma = ChromaIndex(vectors, path=tmp_path / "db")
+    try:
+        assert chroma.search(query, 10)[0].tolist() == want
+    finally:
+        chroma.close()

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InvalidParameterError
-from .ranking import Ranked, sorted_candidates, top_rows
+from .ranking import RESCORE_MARGIN, Ranked, rescored, top_rows
 
 #: Where dense vectors are searched: exact numpy search, or chromadb (HNSW).
 INDEX_BACKENDS = ("numpy", "chroma")
@@ -42,7 +42,11 @@ class VectorIndex(ABC):
 
 
 class NumpyIndex(VectorIndex):
-    """Exact cosine similarity (dot products of unit vectors); ties go to the lower row."""
+    """Exact cosine similarity (dot products of unit vectors); ties go to the lower row.
+
+    A float32 matrix product picks each query's candidates (a margin beyond ``k``), and
+    :func:`~tuner.retrieval.ranking.exact_cosines` ranks them, as every dense search does.
+    """
 
     def __init__(self, vectors: np.ndarray) -> None:
         self.vectors = np.ascontiguousarray(vectors, dtype=np.float32)
@@ -50,14 +54,19 @@ class NumpyIndex(VectorIndex):
     def search_scored(self, queries: np.ndarray, k: int) -> Ranked:
         if len(self.vectors) == 0 or len(queries) == 0:
             return Ranked.empty(len(queries), k)
-        return top_rows(np.asarray(queries, dtype=np.float32) @ self.vectors.T, k)
+        queries = np.asarray(queries, dtype=np.float32)
+        coarse = top_rows(queries @ self.vectors.T, min(k + RESCORE_MARGIN, len(self.vectors)))
+        candidates = [row[row >= 0] for row in coarse.rows]
+        return rescored(queries, candidates, lambda _, rows: self.vectors[rows], k)
 
 
 class CollectionIndex(VectorIndex):
     """Search in a chromadb collection (cosine space) whose items map to rows.
 
-    ``row_of(id, metadata)`` gives an item's row; the collection's distance ``d`` becomes the
-    similarity ``1 - d``.
+    ``row_of(id, metadata)`` gives an item's row. chromadb picks each query's candidates (a
+    margin beyond ``k``); their stored vectors are rescored with
+    :func:`~tuner.retrieval.ranking.exact_cosines`, as every dense search ranks, so a collection
+    orders near ties as the evaluation did.
     """
 
     def __init__(self, collection: Any, size: int, row_of: Callable[[str, dict | None], int]) -> None:
@@ -70,15 +79,16 @@ class CollectionIndex(VectorIndex):
     def search_scored(self, queries: np.ndarray, k: int) -> Ranked:
         if self.size == 0 or len(queries) == 0:
             return Ranked.empty(len(queries), k)
-        result = self.collection.query(query_embeddings=np.asarray(queries, dtype=np.float32),
-                                       n_results=min(k, self.size), include=["metadatas", "distances"])
-        rows, scores = [], []
-        for ids, metadatas, distances in zip(result["ids"], result["metadatas"], result["distances"]):
+        queries = np.asarray(queries, dtype=np.float32)
+        result = self.collection.query(query_embeddings=queries, n_results=min(k + RESCORE_MARGIN, self.size),
+                                       include=["metadatas", "embeddings"])
+        candidates, vectors = [], []
+        for ids, metadatas, embeddings in zip(result["ids"], result["metadatas"], result["embeddings"]):
             found = [self.row_of(i, m) for i, m in zip(ids, metadatas)]
             self.ids.update(zip(found, ids))
-            rows.append(np.asarray(found, dtype=np.int64))
-            scores.append(1.0 - np.asarray(distances, dtype=np.float64))
-        return sorted_candidates(rows, scores, k)
+            candidates.append(np.asarray(found, dtype=np.int64))
+            vectors.append(np.asarray(embeddings, dtype=np.float32).reshape(len(found), -1))
+        return rescored(queries, candidates, lambda q, _: vectors[q], k)
 
 
 class ChromaIndex(CollectionIndex):

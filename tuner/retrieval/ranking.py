@@ -6,6 +6,7 @@ Every retriever returns a :class:`Ranked`; a ranking at the largest ``k`` serves
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -53,6 +54,34 @@ def top_rows(scores: np.ndarray, depth: int, *, positive: bool = False) -> Ranke
         rows, values = np.where(keep, rows, -1), np.where(keep, values, np.nan)
     out.rows[:, :take], out.scores[:, :take] = rows, values
     return out
+
+
+#: Candidates a float32 search keeps beyond the depth asked for, so that rescoring them exactly
+#: (:func:`exact_cosines`) still finds the true top ``depth`` when float32 rounding moved a row
+#: across the cut.
+RESCORE_MARGIN = 16
+
+
+def exact_cosines(query: np.ndarray, vectors: np.ndarray) -> np.ndarray:
+    """The dot products of one query with each row of ``vectors``, in float64 and summed in the
+    same order for every row whatever its position or the search that fetched it.
+
+    Every dense search ranks its candidates by these, so an evaluation (a float32 matrix
+    product over every chunk) and a production collection (chromadb's own float32 distances)
+    order the same vectors identically: their float32 scores differ in the last digits, and a
+    near tie would otherwise fall differently on each side (and a hybrid's fusion magnifies a
+    swapped rank into a different candidate list). Identical vectors score identically.
+    """
+    return (np.asarray(vectors, dtype=np.float64) * np.asarray(query, dtype=np.float64)).sum(axis=1)
+
+
+def rescored(queries: np.ndarray, candidates: Sequence[np.ndarray], vectors_of: Callable[[int, np.ndarray], np.ndarray],
+             depth: int) -> Ranked:
+    """The ``depth`` best of each query's ``candidates`` (rows) by :func:`exact_cosines`, ties to
+    the lower row; ``vectors_of(query, rows)`` gives the candidates' vectors."""
+    scores = [exact_cosines(queries[q], vectors_of(q, rows)) if len(rows) else np.zeros(0)
+              for q, rows in enumerate(candidates)]
+    return sorted_candidates([np.asarray(r, dtype=np.int64) for r in candidates], scores, depth)
 
 
 def sorted_candidates(rows: list[np.ndarray], scores: list[np.ndarray], depth: int) -> Ranked:

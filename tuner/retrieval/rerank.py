@@ -60,13 +60,16 @@ def rerank(first: Ranked, questions: Sequence[str], texts: Callable[[Sequence[in
     rows = [row[row >= 0] for row in first.rows]
     wanted = sorted({int(r) for row in rows for r in row})
     text_of = dict(zip(wanted, texts(wanted))) if wanted else {}
-    pairs = [(questions[q], text_of[int(r)]) for q, row in enumerate(rows) for r in row]
-    scores = np.asarray(encoder.predict(pairs, batch_size=BATCH_SIZE, show_progress_bar=False),
-                        dtype=np.float64).reshape(-1) if pairs else np.zeros(0)
-    at = 0
     for q, row in enumerate(rows):
-        mine = scores[at : at + len(row)]
-        at += len(row)
+        # One question's pairs per predict call, never batched with another question's: padding
+        # follows the batch, so a score would otherwise move in its last digits with whichever
+        # questions shared it, and a near tie could order differently here and in production,
+        # which scores one question at a time.
+        pairs = [(questions[q], text_of[int(r)]) for r in row]
+        if not pairs:
+            continue
+        mine = np.asarray(encoder.predict(pairs, batch_size=BATCH_SIZE, show_progress_bar=False),
+                          dtype=np.float64).reshape(-1)
         order = np.argsort(-mine, kind="stable")[:k]  # stable: ties keep the first stage's order
         out.rows[q, : len(order)], out.scores[q, : len(order)] = row[order], mine[order]
     return Ranked(out.rows, out.scores, first_stage=first)
