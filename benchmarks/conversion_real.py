@@ -120,16 +120,16 @@ def html_variants() -> dict[str, Callable[[Path], str]]:
 
     def variant(fallback: Callable[[str], str] | None, landmarks: bool, region: bool) -> Callable[[Path], str]:
         def run(path: Path) -> str:
-            saved = convert._fallback_content, convert._CONTENT_MATCHERS, convert._content_region
-            convert._fallback_content = fallback or saved[0]
+            saved = convert.html._fallback_content, convert.html._CONTENT_MATCHERS, convert.html._content_region
+            convert.html._fallback_content = fallback or saved[0]
             if not landmarks:
-                convert._CONTENT_MATCHERS = []
+                convert.html._CONTENT_MATCHERS = []
             if not region:
-                convert._content_region = lambda page, extracted: BeautifulSoup(extracted, "lxml")
+                convert.html._content_region = lambda page, extracted: BeautifulSoup(extracted, "lxml")
             try:
                 return convert.convert_file(path, cache_dir=False)[0]
             finally:
-                convert._fallback_content, convert._CONTENT_MATCHERS, convert._content_region = saved
+                convert.html._fallback_content, convert.html._CONTENT_MATCHERS, convert.html._content_region = saved
         return run
 
     def trafilatura_html(markup: str) -> str:

@@ -229,7 +229,7 @@ def test_conversion_is_cached_by_content_and_converter(tmp_path, monkeypatch):
     def refuse(path, data, **options):
         raise AssertionError("converted twice")
 
-    monkeypatch.setitem(convert._CONVERTERS, "pdf", refuse)
+    monkeypatch.setitem(convert.formats.CONVERTERS, "pdf", refuse)
     again = load_corpus(path).documents[0]
     assert again.text == PDF_TEXT and again.conversion.cached and again.conversion == first.conversion
     cached = tmp_path / "cache" / "conversions" / f"{first.conversion.key}.json"

@@ -411,8 +411,8 @@ def test_the_running_head_of_a_two_page_chapter_goes_but_a_repeated_heading_stay
     ("iiii", None), ("vx", None),
 ])
 def test_page_number_forms(line, expected):
-    match = convert._PAGE_NUMBER.match(line.lower())
-    assert (convert._number(match.group(1)) if match else None) == expected
+    match = convert.pdf._PAGE_NUMBER.match(line.lower())
+    assert (convert.pdf._number(match.group(1)) if match else None) == expected
 
 
 # --- offsets, identity and studies -----------------------------------------------------------------

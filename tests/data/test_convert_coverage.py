@@ -115,15 +115,15 @@ def test_a_docbook_page_keeps_every_section_and_drops_its_navigation(tmp_path):
     assert "#" not in re.sub(r"(?m)^#+ ", "", text)  # the parameters' permalink signs went
     assert conversion.kept_share == 1.0
     # What the readability library alone picks on this page: the prose subsection only.
-    assert "enable_seqscan" not in convert._fallback_content(docbook_page())
-    assert "Genetic Query Optimizer" in convert._fallback_content(docbook_page())
+    assert "enable_seqscan" not in convert.html._fallback_content(docbook_page())
+    assert "Genetic Query Optimizer" in convert.html._fallback_content(docbook_page())
 
 
 def test_readabilitys_small_subsection_is_widened_to_the_whole_content(tmp_path):
     # The same page with class names no generator rule knows: readability picks the GEQO
     # subsection (70% of the visible words outside links), which the safety net widens to all of them.
     page = docbook_page(sect1="level-one", sect2="level-two")
-    assert "enable_seqscan" not in convert._fallback_content(page)
+    assert "enable_seqscan" not in convert.html._fallback_content(page)
     path = tmp_path / "query.html"
     path.write_text(page, encoding="utf-8")
     text, conversion = convert_file(path, cache_dir=False)
