@@ -1,5 +1,5 @@
-"""Late chunking (tuner/embedding/late.py): pooling over a token span, windows over a long
-document, the per-document token cache, and the configuration that asks for it. The model is a
+"""Late chunking (tuner/embedding/late.py, late_pooling.py, late_cache.py): pooling over a token
+span, windows over a long document, the per-document token cache, and the configuration that asks for it. The model is a
 tiny sentence-transformers model the tests save themselves (tests/fakes.py); expected token
 embeddings come from running its transformer directly on each window."""
 
@@ -22,16 +22,9 @@ from tuner.data.corpus import Corpus
 from tuner.data.document import Document
 from tuner.embedding import EmbedderConfig, EmbeddingCache, SentenceTransformerEmbedder
 from tuner.embedding.cache import text_key
-from tuner.embedding.late import (
-    STALE_CLAIM_S,
-    STALE_TEMP_S,
-    DocumentTokens,
-    LateChunkingEmbedder,
-    TokenEmbeddingCache,
-    owning_window,
-    token_cache_for,
-    window_starts,
-)
+from tuner.embedding.late import LateChunkingEmbedder
+from tuner.embedding.late_cache import STALE_CLAIM_S, STALE_TEMP_S, TokenEmbeddingCache, token_cache_for
+from tuner.embedding.late_pooling import DocumentTokens, owning_window, window_starts
 from tuner.errors import EmbeddingError, InvalidParameterError
 from tuner.evaluation.config import EvaluationConfig
 from tuner.retrieval.config import RetrievalConfig
@@ -363,7 +356,7 @@ def test_a_writer_killed_mid_write_leaves_a_temporary_file_that_a_later_cache_re
     # Issue 29, item 3: a SIGKILL while a document's file was written left its temporary file (as
     # large as the document's vectors) for good.
     folder = tmp_path / "tokens"
-    write = ("import sys, numpy as np; from tuner.embedding.late import DocumentTokens, TokenEmbeddingCache; "
+    write = ("import sys, numpy as np; from tuner.embedding.late_cache import DocumentTokens, TokenEmbeddingCache; "
              "TokenEmbeddingCache(sys.argv[1]).put('m', 'd', DocumentTokens(np.ones((1000, 384), dtype=np.float16), "
              "np.zeros((1000, 2), dtype=np.int64)), {})")
     killed = subprocess.run([sys.executable, "-c", write, str(folder)], capture_output=True, text=True, timeout=120,
@@ -485,11 +478,12 @@ def test_progress_counts_each_chunk_once_as_its_document_is_read(model_folder, t
 SHARED_PASS = """
 import json, sys
 from tuner.embedding import SentenceTransformerEmbedder
-from tuner.embedding.late import LateChunkingEmbedder, TokenEmbeddingCache
+from tuner.embedding.late import LateChunkingEmbedder
+from tuner.embedding.late_cache import TokenEmbeddingCache
 model, folder, texts, go = sys.argv[1], sys.argv[2], json.loads(open(sys.argv[3]).read()), sys.argv[4]
 late = LateChunkingEmbedder(SentenceTransformerEmbedder(model, device="cpu", precision="fp32"),
                             tokens=TokenEmbeddingCache(folder))
-late.base._model  # loaded before the start, so that both read at once
+late.base.modules  # the model loaded before the start, so that both read at once
 import os, time
 while not os.path.exists(go):
     time.sleep(0.01)
@@ -573,3 +567,16 @@ def test_evaluating_late_chunking_needs_the_late_chunking_embedder(model_folder)
         tuner.evaluate(corpus, evalset, config, embedder=SentenceTransformerEmbedder(str(model_folder)), cache=None)
     result = tuner.evaluate(corpus, evalset, config, cache=None)
     assert result.embedding["computed_texts"] == 2  # the document, once, and the question
+
+
+def test_late_chunking_reads_the_model_through_its_public_interface():
+    # Issue 52, item 4: late.py reached into SentenceTransformerEmbedder's _model, _tokenizer and _autocast.
+    import ast
+
+    import tuner.embedding.late as module
+
+    tree = ast.parse(Path(module.__file__).read_text(encoding="utf-8"))
+    reached = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)
+               and isinstance(node.value, ast.Attribute) and node.value.attr == "base"
+               and node.attr.startswith("_") and node.attr != "_embed"}  # _embed: every Embedder's hook
+    assert reached == set()

@@ -9,7 +9,8 @@
   and sha256 checks of every packaged model file (all-mpnet-base-v2's parts among them);
 * :mod:`.late`: late chunking, chunk vectors pooled from their document's token embeddings
   (``embedder: {late_chunking: true}``; also a proxy that scores any chunking without the
-  transformer once the documents are read);
+  transformer once the documents are read), with :mod:`.late_pooling` (windows and pooling) and
+  :mod:`.late_cache` (the token embeddings on disk, shared between processes);
 * :mod:`.static`: a static model distilled from the study's model with model2vec (a proxy);
 * :mod:`.cache`, :mod:`.shared_cache`: vectors kept by model identity and text, in a local
   SQLite file or in a PostgreSQL study's database;
@@ -20,7 +21,8 @@ from .._plugins import import_modules
 from .base import Embedder, EmbeddingStats
 from .cache import EmbeddingCache, EmbeddingCacheError, default_cache_path
 from .config import PRECISION_CHOICES, EmbedderConfig
-from .late import LateChunkingEmbedder, TokenEmbeddingCache
+from .late import LateChunkingEmbedder
+from .late_cache import TokenEmbeddingCache
 from .openai import DEFAULT_OPENAI_MODEL, OpenAIEmbedder
 from .registry import Provider, embedding_provider, make_embedder, provider_names, register_provider
 from .sentence_transformers import DEFAULT_MODEL, PRECISIONS, SentenceTransformerEmbedder

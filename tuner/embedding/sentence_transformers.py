@@ -191,6 +191,44 @@ class SentenceTransformerEmbedder(Embedder):
         tokenizer.no_padding()
         return tokenizer
 
+    def word_pieces(self, text: str) -> tuple[np.ndarray, np.ndarray]:
+        """``text`` in the model's own word pieces, whole (no special tokens, never truncated): their
+        ids (``(n,)`` int64) and each one's character offsets in ``text`` (``(n, 2)`` int64,
+        ``[start, end)``). The tokenizer only, not the model. Late chunking reads documents so
+        (:mod:`.late`)."""
+        encoding = self._tokenizer.encode(text, add_special_tokens=False)
+        return (np.asarray(encoding.ids, dtype=np.int64),
+                np.asarray(encoding.offsets, dtype=np.int64).reshape(-1, 2))
+
+    @cached_property
+    def modules(self) -> tuple[str, ...]:
+        """The kinds of the model's modules, in order (``("Transformer", "Pooling", "Normalize")`` for
+        all-MiniLM-L6-v2); loads the model."""
+        return tuple(type(module).__name__ for module in self._model)
+
+    @cached_property
+    def pooling_modes(self) -> tuple[str, ...]:
+        """How the model's second module pools its token embeddings into one vector (``("mean",)``
+        for all-MiniLM-L6-v2); empty when that module says nothing of it. Loads the model."""
+        model = self._model
+        pooling = getattr(model[1], "pooling_mode", None) if len(model) > 1 else None
+        return (pooling,) if isinstance(pooling, str) else tuple(pooling or ())
+
+    def token_embeddings(self, rows: np.ndarray) -> np.ndarray:
+        """The contextual embedding of every token of ``rows`` (``(inputs, length)`` int64 word-piece
+        ids, each row a whole input with its special tokens, all of one length: no padding), from the
+        model's first module (its Transformer) at the model's precision and on its device, before any
+        pooling: ``(inputs, length, dimension)`` float32. Loads the model. Late chunking pools chunks
+        from them (:mod:`.late`)."""
+        import torch
+
+        device = self.device
+        features = {"input_ids": torch.from_numpy(rows).to(device),
+                    "attention_mask": torch.ones(rows.shape, dtype=torch.int64, device=device),
+                    "token_type_ids": torch.zeros(rows.shape, dtype=torch.int64, device=device)}
+        with torch.inference_mode(), self._autocast():
+            return self._model[0](features)["token_embeddings"].float().cpu().numpy()
+
     def unread_characters(self, texts) -> np.ndarray:
         """Characters past the model's :attr:`window`, by its own tokenizer: the text after the
         last word piece that fits beside the special tokens. Only the tokenizer loads, not the model,
