@@ -69,7 +69,7 @@ def no_critique(request, monkeypatch):
     of its own after every other filter, is left out of them (it is tested apart, marked
     ``critique``)."""
     if "critique" not in request.keywords:
-        monkeypatch.setattr(generate_module, "_critique", lambda client, question, references: "")
+        monkeypatch.setattr(generate_module.filters, "_critique", lambda client, question, references: "")
 
 
 @pytest.fixture

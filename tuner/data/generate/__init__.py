@@ -1,0 +1,87 @@
+"""Generate an evaluation set from your own documents with an LLM (Chroma's pipeline).
+
+For each request a passage of about ``passage_chars`` characters is sampled (documents
+weighted by length); the model is asked, in JSON mode, for one specific question about
+it and the excerpts that answer it, copied exactly; it is shown no earlier questions (see
+below). A query is accepted only when every excerpt is
+found in the document: exactly first, then with whitespace normalised and mapped back to
+exact offsets. The reply is read as real models write it (:func:`generated_reply`): the JSON
+object alone, in a ```json code fence, or with prose before and after it; a reply with no
+such object (or cut off, or empty) is asked again and, if every attempt fails, ends the run
+with one error naming the endpoint (nothing invalid is cached). A question without excerpts
+is rejected and counted. Accepted queries are then filtered: a question too similar to an earlier
+one (cosine of question embeddings above ``duplicate_threshold``) is dropped, and so is a
+query whose least similar excerpt is below ``relevance_threshold``. Every rejection is
+counted by reason.
+
+The filters are the field's (Chroma's pipeline, the Hugging Face RAG-evaluation cookbook, InPars),
+cheapest first, and every rejection is counted under its reason (:data:`REJECTIONS`): the excerpt
+located in the passage (exactly, else tolerant of whitespace and markdown markup); a question, not
+a preamble ("Here are two questions..."); standalone (no "according to the passage"); one thing
+asked, not two; not a copy of its excerpt; not a near-duplicate of an earlier question; its excerpt
+close to it in embedding space; and, last (it costs a request), the model's own critique of the
+question against its excerpt: answered by it, at least :data:`CRITIQUE_KEEP` of 5
+(``critique=False`` leaves it out). Where the server constrains its
+output, the reply's JSON schema is sent with the request (llama.cpp turns it into a grammar; OpenAI
+gets ``json_schema``), so a small model cannot answer ``Question: ... Answer: ...``.
+
+Passages are drawn in proportion to the corpus's size and spread over it: attempt ``i`` of ``n``
+centres its passage on a character drawn from the ``i``-th of ``n`` equal slices of the whole
+corpus (documents end to end), in a seeded order, so a long document is asked about as often as
+its length says and no stretch of the corpus is left out by chance. The model is shown no
+earlier questions: Chroma's pipeline lists them ("do not repeat them"), and a small model copies
+from that list. On the realdocs documents Qwen2.5-Coder-1.5B, shown up to 10 earlier questions
+of the passage's document, re-asked a kept question in 72 of its first 279 replies, 69 of them with
+an excerpt of the new passage, not the original's, and more often as the set grew (5 in the first
+50 replies, 15 in the third 50): the yield fell as the list grew. Distinct passages make distinct
+questions, and the near-duplicate filter catches the rest.
+
+The round trip (does BM25 find a question's excerpt in its top 5?) is reported by
+:func:`tuner.evaluation.round_trip.round_trip`, never used to filter: keeping only the questions that retrieve their own
+passage keeps only the easy ones (Promptagator's filter is for training data, not evaluation).
+
+With ``excerpts="sampled"`` the roles turn around, for models that write a sensible question but
+not JSON or exact copies: chunkwise picks the excerpt (one or two sentences of the passage, at exact offsets),
+shows it inside its passage, and asks for one question that it answers, in plain text
+(:func:`sampled_question`). Nothing is left to locate; the same filters apply, and a question
+that only repeats its excerpt is rejected.
+
+The output is chunkwise JSONL, appended as queries are accepted, so a run can stop at any
+time (even killed) and the same command continues toward ``n``. The file is created with the
+first accepted query, never before (a run that fails at its first request leaves no empty
+file), private to its owner (mode 0600), and each query is written whole or not at all.
+
+The package: :mod:`.writer` holds the writing loop (:func:`generate_evaluation_set`);
+:mod:`.passages` draws passages and locates or samples excerpts; :mod:`.prompts` holds what the
+model is asked and the readers of its replies; :mod:`.filters` the rejections, in the order they
+run; :mod:`.calibration` the similarity distributions that calibrate the thresholds.
+"""
+
+from __future__ import annotations
+
+from .calibration import format_distributions, similarity_distributions
+from .filters import CRITIQUE_KEEP, REJECTIONS, copies, critique_rating, question_flaw
+from .passages import PassageSampler, locate, passage_around, sample_excerpt
+from .prompts import (
+    CRITIQUE_INSTRUCTIONS,
+    CRITIQUE_PROMPT_VERSION,
+    CRITIQUE_SCHEMA,
+    INSTRUCTIONS,
+    PROMPT_VERSION,
+    REPLY_SCHEMA,
+    REPLY_TOKENS,
+    SAMPLED_INSTRUCTIONS,
+    SAMPLED_PROMPT_VERSION,
+    critique_reply,
+    generated_reply,
+    sampled_question,
+)
+from .writer import EXCERPT_SOURCES, GenerationReport, generate_evaluation_set
+
+__all__ = [
+    "CRITIQUE_INSTRUCTIONS", "CRITIQUE_KEEP", "CRITIQUE_PROMPT_VERSION", "CRITIQUE_SCHEMA", "EXCERPT_SOURCES",
+    "INSTRUCTIONS", "PROMPT_VERSION", "REJECTIONS", "REPLY_SCHEMA", "REPLY_TOKENS", "SAMPLED_INSTRUCTIONS",
+    "SAMPLED_PROMPT_VERSION", "GenerationReport", "PassageSampler", "copies", "critique_rating", "critique_reply",
+    "format_distributions", "generate_evaluation_set", "generated_reply", "locate", "passage_around",
+    "question_flaw", "sample_excerpt", "sampled_question", "similarity_distributions",
+]

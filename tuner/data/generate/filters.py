@@ -1,0 +1,130 @@
+"""The filters a generated question passes, cheapest first, each rejection counted under its reason
+(:data:`REJECTIONS`): one attempt asks the model (:func:`attempt`), then applies the rule-based
+filters (:func:`question_flaw`), the embedding filters (near-duplicate, relevance) and, last, the
+model's critique (:data:`CRITIQUE_KEEP`)."""
+
+from __future__ import annotations
+
+import difflib
+import re
+
+import numpy as np
+
+from ...llm.client import LLMClient
+from ..evalset import Query, Reference
+from ..lexical import QUESTION_WORDS
+from .prompts import ask_about_sampled_excerpt, ask_for_question_and_excerpts, critique_rating
+
+#: A question is kept when the critique rates it at least this (the cookbook's bar).
+CRITIQUE_KEEP = 4
+
+#: Why a generated question is not kept, in the order the checks run (every reason is one row
+#: of the yield table, counted or not).
+REJECTIONS = (
+    "no sentence to ask about",
+    "question without excerpts",
+    "reference not in the text",
+    "not a question",
+    "not standalone",
+    "asks two things",
+    "question repeats its excerpt",
+    "near-duplicate question",
+    "weakest reference too dissimilar",
+    "critique: not answered by its excerpt",
+)
+
+
+def attempt(corpus, client, embedder, rng, passage, accepted, question_vectors, duplicate_threshold,
+             relevance_threshold, excerpts="model", critique=True) -> tuple[Query | None, str]:
+    document_id, start, end = passage
+    text = corpus.document(document_id).text
+    asked = ask_about_sampled_excerpt if excerpts == "sampled" else ask_for_question_and_excerpts
+    question, references, reason = asked(client, rng, document_id, text, (start, end))
+    if question is None:
+        return None, reason
+    if reason := question_flaw(question, " ".join(r.content for r in references)):
+        return None, reason
+    vectors = embedder.embed([question] + [r.content for r in references])
+    if question_vectors and float(np.max(np.stack(question_vectors) @ vectors[0])) > duplicate_threshold:
+        return None, "near-duplicate question"
+    if float(np.min(vectors[1:] @ vectors[0])) < relevance_threshold:
+        return None, "weakest reference too dissimilar"
+    if critique and (reason := _critique(client, question, references)):
+        return None, reason
+    question_vectors.append(vectors[0])
+    query_id = f"g{len(accepted) + 1:04d}"
+    return Query(query_id, question, corpus.name, tuple(references), origin="generated", model=str(client.model)), ""
+
+
+#: A reply that is not one question but talk about questions.
+_PREAMBLE = re.compile(r"^\s*(?:here (?:is|are)|sure\b|certainly\b|okay\b|ok\b|of course\b|i (?:can|will|would))",
+                       re.I)
+#: A question that leans on the text it was written from.
+_NOT_STANDALONE = re.compile(
+    r"\b(?:(?:according to|in|from|based on|per|within|given) (?:the|this|that|these) "
+    r"(?:passage|excerpt|text|document|context|section|paragraph|article|snippet|above)|"
+    r"(?:the|this|that) (?:passage|excerpt|snippet)|(?:mentioned|described|stated|given) above)\b", re.I)
+#: Two questions in one: a second question mark, or "..., and what/how/...".
+_TWO_THINGS = re.compile(r"\?\s*\S|,?\s+and\s+(?:what|how|why|when|where|which|who|whom|whose|is|are|does|do|"
+                         r"can|should)\b", re.I)
+#: A question whose content words stand in its excerpt in one run covering at least this share of
+#: them copies the excerpt (InPars drops such questions: they test string matching, not search).
+_COPIED_SHARE = 0.75
+_COPIED_WORDS = 4
+
+
+def question_flaw(question: str, excerpt: str) -> str:
+    """Why ``question`` (asked about ``excerpt``) is not kept, by the rule-based filters of
+    :data:`REJECTIONS`, or ``""``.
+
+    >>> question_flaw("Here are two questions about the scheduler?", "")
+    'not a question'
+    >>> question_flaw("What does the passage say about retries?", "")
+    'not standalone'
+    >>> question_flaw("How long is the warranty, and who pays for shipping?", "")
+    'asks two things'
+    >>> question_flaw("What compression method can be set to gzip, lz4, zstd, or none?",
+    ...               "The compression method can be set to gzip, lz4, zstd, or none.")
+    'question repeats its excerpt'
+    >>> question_flaw("Which compression methods does the backup tool support?",
+    ...               "The compression method can be set to gzip, lz4, zstd, or none.")
+    ''
+    """
+    if _PREAMBLE.search(question) or not re.search(r"[A-Za-z]{2}", question):
+        return "not a question"
+    if _NOT_STANDALONE.search(question):
+        return "not standalone"
+    if _TWO_THINGS.search(question.rstrip().rstrip("?")):
+        return "asks two things"
+    if excerpt and copies(question, excerpt):
+        return "question repeats its excerpt"
+    return ""
+
+
+def copies(question: str, excerpt: str) -> bool:
+    """Whether ``question`` is its excerpt's words in a row: its words (question words aside)
+    stand in the excerpt as one run of at least four covering at least 75% of them, in order.
+
+    >>> copies("What is the default setting for wal_buffers?", "The default setting for wal_buffers is -1.")
+    True
+    >>> copies("How large is the WAL buffer by default?", "The default setting for wal_buffers is -1.")
+    False
+    """
+    # Both sides without the words a question adds ("What is the X" of "The X is"), so a run stays a run.
+    skipped = _FILLER.union(QUESTION_WORDS)
+    asked, said = ([w for w in re.findall(r"\w+", text.lower()) if w not in skipped] for text in (question, excerpt))
+    if not asked:
+        return False
+    matcher = difflib.SequenceMatcher(None, asked, said, autojunk=False)
+    run = matcher.find_longest_match(0, len(asked), 0, len(said)).size
+    return run >= min(_COPIED_WORDS, len(asked)) and run / len(asked) >= _COPIED_SHARE
+
+
+#: Words a question adds or drops around a copied sentence ("What is the ..." of "The ... is").
+_FILLER = frozenset(("the", "a", "an", "is", "are", "was", "be", "of", "to", "that", "it", "this"))
+
+
+def _critique(client: LLMClient, question: str, references: list[Reference]) -> str:
+    """The model's rating of ``question`` against its excerpt: a reason to reject it, or ``""``."""
+    answered = critique_rating(client, question, references)
+    return "critique: not answered by its excerpt" if answered < CRITIQUE_KEEP else ""

@@ -1,0 +1,163 @@
+"""Where questions are asked about and where their excerpts are: passages drawn in proportion to
+the corpus's size and spread over it (:class:`PassageSampler`), an excerpt sampled from a passage
+(:func:`sample_excerpt`), and a model's copy of an excerpt located at exact offsets (:func:`locate`)."""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import random
+import re
+
+from ...errors import ChunkwiseError
+from ...text.sentences import split_sentences
+from ..corpus import Corpus
+from ..excerpts import locate as locate_excerpt
+
+#: A sampled excerpt: a sentence of at least this many words, joined by the next one while shorter
+#: than ``_SHORT_EXCERPT`` characters, and never longer than ``_LONG_EXCERPT``.
+_EXCERPT_WORDS = 8
+_SHORT_EXCERPT = 120
+_LONG_EXCERPT = 600
+
+
+class PassageSampler:
+    """Passages in proportion to the corpus's size and spread over it (see the module docstring):
+    draw ``i`` centres its passage on a character of the ``i``-th of ``slices`` equal slices of
+    the corpus's text (documents end to end), slices taken in a seeded order."""
+
+    def __init__(self, corpus: Corpus, chars: int, slices: int, rng: random.Random) -> None:
+        self.documents = [d for d in corpus if d.text.strip()]
+        if not self.documents:
+            raise ChunkwiseError(f"the corpus {corpus.name!r} has no text to ask questions about")
+        self.ends = list(itertools.accumulate(len(d.text) for d in self.documents))
+        self.chars, self.rng, self.slices = chars, rng, max(1, slices)
+        self.order = list(range(self.slices))
+        rng.shuffle(self.order)
+        self.drawn = 0
+
+    def next(self) -> tuple[str, int, int]:
+        """A (document id, start, end) window of about ``chars`` characters, cut at whitespace."""
+        piece = self.order[self.drawn % self.slices]
+        self.drawn += 1
+        total = self.ends[-1]
+        position = min(total - 1, int((piece + self.rng.random()) * total / self.slices))
+        index = bisect.bisect_right(self.ends, position)
+        document = self.documents[index]
+        offset = position - (self.ends[index - 1] if index else 0)
+        return (document.id, *passage_around(document.text, offset, self.chars))
+
+
+def passage_around(text: str, offset: int, chars: int) -> tuple[int, int]:
+    """The (start, end) of about ``chars`` characters of ``text`` centred on ``offset`` (moved
+    inward at the text's ends), widened to whitespace so no word is cut.
+
+    >>> text = "alpha beta gamma delta epsilon"
+    >>> start, end = passage_around(text, 13, 10)
+    >>> text[start:end]
+    'beta gamma delta'
+    """
+    if len(text) <= chars:
+        return 0, len(text)
+    start = min(max(0, offset - chars // 2), len(text) - chars)
+    end = start + chars
+    while start > 0 and not text[start - 1].isspace():
+        start -= 1
+    while end < len(text) and not text[end].isspace():
+        end += 1
+    return start, end
+
+
+def _whole_word_matches(text: str, content: str, start: int, end: int) -> list[int]:
+    """Where ``content`` occurs in ``text[start:end]`` without cutting a word at either end: an
+    excerpt is never the tail of a longer word ("cov" inside "vcov" is not a copy of "cov").
+
+    >>> _whole_word_matches("vcov and cov", "cov", 0, 12)
+    [9]
+    """
+    out, at = [], text.find(content, start, end)
+    while at != -1:
+        if not _cuts_a_word(text, at, at + len(content)):
+            out.append(at)
+        at = text.find(content, at + 1, end)
+    return out
+
+
+def _cuts_a_word(text: str, start: int, end: int) -> bool:
+    """Whether ``text[start:end]`` begins or ends inside a word of ``text``."""
+    def word(char: str) -> bool:
+        return char.isalnum() or char == "_"
+
+    return bool((start > 0 and word(text[start - 1]) and word(text[start]))
+                or (end < len(text) and word(text[end]) and word(text[end - 1])))
+
+
+def locate(text: str, content: str, window: tuple[int, int]) -> tuple[int, int] | None:
+    """Exact offsets of ``content`` in ``text``, preferring the passage ``window``.
+
+    Exact matches first (inside the window, else a unique one in the whole text), then a
+    whitespace-normalised match inside the window mapped back to exact offsets, then one that
+    leaves markdown markup out too (:func:`tuner.data.excerpts.locate`: found once in the window).
+
+    >>> text = "See the `max_jobs` setting: it **caps** parallel jobs."
+    >>> start, end = locate(text, "the max_jobs setting: it caps parallel jobs.", (0, len(text)))
+    >>> text[start:end]
+    'the `max_jobs` setting: it **caps** parallel jobs.'
+    """
+    content = content.strip()
+    if not content:
+        return None
+    inside = _whole_word_matches(text, content, *window)
+    if inside:
+        return inside[0], inside[0] + len(content)
+    anywhere = _whole_word_matches(text, content, 0, len(text))
+    if len(anywhere) == 1:
+        return anywhere[0], anywhere[0] + len(content)
+    # Whitespace-normalised: collapse runs of whitespace, remembering original positions.
+    passage = text[window[0] : window[1]]
+    normal_chars, origin = [], []
+    for i, ch in enumerate(passage):
+        if ch.isspace():
+            if normal_chars and normal_chars[-1] == " ":
+                continue
+            normal_chars.append(" ")
+        else:
+            normal_chars.append(ch)
+        origin.append(window[0] + i)
+    normal = "".join(normal_chars)
+    needle = re.sub(r"\s+", " ", content)
+    for at in _whole_word_matches(normal, needle, 0, len(normal)):
+        return origin[at], origin[at + len(needle) - 1] + 1
+    # Markdown markup lost in the copy (``**``, backticks, link targets), found once in the passage.
+    found = locate_excerpt(passage, content)
+    if not found.found or _cuts_a_word(passage, found.start, found.end):
+        return None
+    return window[0] + found.start, window[0] + found.end
+
+def sample_excerpt(text: str, window: tuple[int, int], rng: random.Random) -> tuple[int, int] | None:
+    """Exact (start, end) offsets of one or two sentences inside ``window`` worth a question: a
+    sentence of at least eight words (a heading, a code line or a table row rarely is; a fenced code
+    block never counts), joined by the next sentence of its paragraph while shorter than 120
+    characters, never past 600; None when the passage has none.
+
+    >>> text = "Intro. The scheduler runs each job at most once per window, in submission order. Then it waits."
+    >>> start, end = sample_excerpt(text, (0, len(text)), random.Random(0))
+    >>> text[start:end]
+    'The scheduler runs each job at most once per window, in submission order. Then it waits.'
+    """
+    start, end = window
+    spans = [(start + a, start + b) for a, b in split_sentences(text[start:end])]
+    candidates = [i for i, (a, b) in enumerate(spans)
+                  if b - a <= _LONG_EXCERPT and not text.startswith(("```", "~~~"), a)
+                  and len(re.findall(r"[A-Za-z]{2,}", text[a:b])) >= _EXCERPT_WORDS]
+    if not candidates:
+        return None
+    first = rng.choice(candidates)
+    a, b = spans[first]
+    if b - a < _SHORT_EXCERPT and first + 1 < len(spans):
+        after_start, after_end = spans[first + 1]
+        # the next sentence of the same paragraph (not a table row or the next block), if the two fit
+        if (after_end - a <= _LONG_EXCERPT and "\n\n" not in text[b:after_start]
+                and len(re.findall(r"[A-Za-z]{2,}", text[after_start:after_end])) >= 3):
+            b = after_end
+    return a, b

@@ -1,0 +1,210 @@
+"""What the model is asked and how its replies are read: the instructions and reply schemas of the
+three requests (a question with the excerpts that answer it; a question about a sampled excerpt;
+the critique of a question against its excerpt), the requests themselves, and the parsers that read
+a reply as real models write it."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+
+from ...llm.client import LLMClient
+from ...llm.endpoint import UnfitAnswer
+from ..evalset import Reference
+from .passages import locate, sample_excerpt
+
+PROMPT_VERSION = "generate-v4"
+#: The instructions, at the start of the one user message (no system message: some chat templates
+#: drop it, others refuse it).
+INSTRUCTIONS = """You write questions to evaluate a retrieval system over a document collection.
+You are given a passage of one document. Write ONE question that a user of these documents could
+ask and that this passage answers, and copy the parts of the passage that answer it.
+
+Rules:
+- The question is specific: it has one clear answer found in the passage.
+- Ask about one thing only: no compound questions joined by "and".
+- References are exact copies of consecutive text from the passage, character for character:
+  do not fix typos, change punctuation, or use ellipses. Use 1 to 3 references, each at most
+  a few sentences long.
+
+Answer with a JSON object: {"question": "...", "references": [{"content": "..."}]}"""
+#: The reply's JSON schema, sent where the server can hold the model to it.
+REPLY_SCHEMA = {"type": "object", "properties": {
+    "question": {"type": "string"},
+    "references": {"type": "array", "minItems": 1, "maxItems": 3,
+                   "items": {"type": "object", "properties": {"content": {"type": "string"}},
+                             "required": ["content"]}}},
+    "required": ["question", "references"]}
+
+CRITIQUE_PROMPT_VERSION = "critique-v2"
+#: The model's critique of a question against its excerpt (the Hugging Face RAG-evaluation
+#: cookbook's groundedness critique). Standalone-ness is the rule-based filter's: asked of the model
+#: too, Qwen2.5-Coder-1.5B rated all 14 questions that reached it below 4 (BENCHMARKS.md).
+CRITIQUE_INSTRUCTIONS = """You check questions written to evaluate a search system. Rate on a scale
+from 1 to 5 how completely the excerpt below answers the question. 1: not at all; 3: partly, or only
+with guessing; 5: the excerpt states the full answer.
+
+Answer with a JSON object: {"answered": N}"""
+CRITIQUE_SCHEMA = {"type": "object", "properties": {
+    "answered": {"type": "integer", "enum": [1, 2, 3, 4, 5]}},
+    "required": ["answered"]}
+
+SAMPLED_PROMPT_VERSION = "generate-sampled-v2"
+SAMPLED_INSTRUCTIONS = """You write questions to evaluate a retrieval system over a document collection.
+You are given a passage of one document and an excerpt of that passage. Write ONE question that a
+user of these documents could ask and that the excerpt answers.
+
+Rules:
+- The question is specific: the excerpt gives its answer.
+- Ask about one thing only.
+- Ask as a user who has not read the excerpt would: do not copy its sentences.
+
+Answer with the question alone, on one line."""
+#: The longest question :func:`sampled_question` accepts, in characters.
+_LONGEST_QUESTION = 300
+
+#: The most tokens a reply may take (a rambling small model is cut off there, and asked again).
+REPLY_TOKENS = 1500
+
+_CODE_FENCE = re.compile(r"```[A-Za-z]*[ \t]*\n?(.*?)```", re.S)
+
+
+def critique_rating(client: LLMClient, question: str, references: Sequence[Reference]) -> int:
+    """How completely the excerpts answer ``question``, 1-5, as the model behind ``client`` rates it."""
+    excerpt = "\n...\n".join(r.content for r in references)
+    user = f"{CRITIQUE_INSTRUCTIONS}\n\nQuestion: {question}\n\nExcerpt:\n<excerpt>\n{excerpt}\n</excerpt>"
+    return client.chat([{"role": "user", "content": user}], prompt_version=CRITIQUE_PROMPT_VERSION,
+                       json_mode=True, json_schema=CRITIQUE_SCHEMA, parse=critique_reply, max_tokens=100)
+
+
+def critique_reply(reply: str) -> int:
+    """The rating (1-5) in a critique's reply; an :class:`~tuner.llm.endpoint.UnfitAnswer` for a
+    reply without one.
+
+    >>> critique_reply('{"answered": 5}')
+    5
+    >>> critique_reply('```json\\n{"answered": "3"}\\n```')
+    3
+    """
+    data = _json_object(reply) or {}
+    value = data.get("answered")
+    try:
+        rating = int(str(value).strip())
+    except ValueError:
+        rating = None
+    if rating is None or not 1 <= rating <= 5 or isinstance(value, bool):
+        start = " ".join(reply[:60].split())
+        raise UnfitAnswer(f"the critique has no rating from 1 to 5 (it starts {start!r})")
+    return rating
+
+
+def ask_for_question_and_excerpts(client, rng, document_id, text, window):
+    """Chroma's request: a question and the excerpts that answer it, copied by the model and located here."""
+    start, end = window
+    user = f"{INSTRUCTIONS}\n\nPassage from {document_id}:\n<passage>\n{text[start:end]}\n</passage>\n"
+    question, contents = client.chat([{"role": "user", "content": user}], prompt_version=PROMPT_VERSION,
+                                     json_mode=True, json_schema=REPLY_SCHEMA, temperature=0.7,
+                                     parse=generated_reply, max_tokens=REPLY_TOKENS)
+    if not contents:
+        return None, [], "question without excerpts"
+    references = []
+    for content in contents:
+        found = locate(text, content, window)
+        if found is None:
+            return None, [], "reference not in the text"
+        references.append(Reference(document_id, found[0], found[1], text[found[0] : found[1]]))
+    return question, references, ""
+
+
+def ask_about_sampled_excerpt(client, rng, document_id, text, window):
+    """An excerpt picked here (:func:`sample_excerpt`), and the model asked only for its question."""
+    span = sample_excerpt(text, window, rng)
+    if span is None:
+        return None, [], "no sentence to ask about"
+    excerpt = text[span[0] : span[1]]
+    user = (f"{SAMPLED_INSTRUCTIONS}\n\nPassage from {document_id}:\n<passage>\n{text[window[0] : window[1]]}\n"
+            f"</passage>\n\nExcerpt:\n<excerpt>\n{excerpt}\n</excerpt>\n")
+    question = client.chat([{"role": "user", "content": user}], prompt_version=SAMPLED_PROMPT_VERSION,
+                           temperature=0.7, parse=sampled_question, max_tokens=REPLY_TOKENS)
+    return question, [Reference(document_id, span[0], span[1], excerpt)], ""
+
+
+def sampled_question(reply: str) -> str:
+    """The question in a model's plain-text reply: its first line that asks something, with labels,
+    list marks, quotes and emphasis taken off (a JSON object's ``question`` counts too); an
+    :class:`~tuner.llm.endpoint.UnfitAnswer` when no line ends its question with "?".
+
+    >>> sampled_question('Question: "How often does the scheduler run a job?"')
+    'How often does the scheduler run a job?'
+    >>> sampled_question('- What does write.table write?')
+    'What does write.table write?'
+    >>> sampled_question('{"question": "Why?"}')
+    'Why?'
+    """
+    data = _json_object(reply)
+    if data is not None and isinstance(data.get("question"), str) and data["question"].strip().endswith("?"):
+        return data["question"].strip()
+    for line in reply.splitlines():
+        line = re.sub(r"^\s*(?:[-*•]|\d{1,2}[.)])\s+", "", line)  # a list mark
+        line = re.sub(r"^(?:\*\*)?\s*(?:question|q)\s*:\s*(?:\*\*)?", "", line, flags=re.I)  # a label
+        line = line.strip().strip("*_`\"'“”‘’ ").strip()
+        if "?" in line:
+            question = line[: line.index("?") + 1].strip().strip("*_`\"'“”‘’ ").strip()
+            if 10 <= len(question) <= _LONGEST_QUESTION:
+                return question
+    start = " ".join(reply[:60].split())
+    raise UnfitAnswer(f"the reply holds no question ending with '?' (it starts {start!r})")
+
+
+def generated_reply(reply: str) -> tuple[str, list[str]]:
+    """The question and excerpt texts in a model's reply, read as models write it: a JSON object
+    ``{"question": ..., "references": [{"content": ...}]}`` alone, in a code fence, or with
+    prose around it (an excerpt given as a bare string counts too). Excerpts may be missing
+    (the caller rejects the question); an :class:`~tuner.llm.endpoint.UnfitAnswer` when there
+    is no object with a question.
+
+    >>> generated_reply('Sure!\\n```json\\n{"question": "Why?", "references": [{"content": "Because."}]}\\n```')
+    ('Why?', ['Because.'])
+    >>> generated_reply('{"question": "Why?"}')
+    ('Why?', [])
+    """
+    data = _json_object(reply)
+    if data is None:
+        start = " ".join(reply[:60].split())
+        raise UnfitAnswer(f"the reply holds no JSON object (it starts {start!r})")
+    question = data.get("question")
+    if not isinstance(question, str) or not question.strip():
+        raise UnfitAnswer(f"the reply's JSON object has no question (keys: {', '.join(map(str, data)) or 'none'})")
+    references = data.get("references")
+    contents = []
+    for reference in references if isinstance(references, list) else []:
+        content = reference.get("content") if isinstance(reference, dict) else reference
+        if isinstance(content, str) and content.strip():
+            contents.append(content)
+    return question.strip(), contents
+
+
+def _json_object(text: str) -> dict | None:
+    """The JSON object in ``text``: the whole text, else a code fence's body, else the first
+    object found after prose (one with a ``question`` preferred)."""
+    candidates = [text.strip(), *(body.strip() for body in _CODE_FENCE.findall(text))]
+    for candidate in candidates:
+        try:
+            value = json.loads(candidate)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            return value
+    decoder = json.JSONDecoder()
+    first = None
+    for match in re.finditer(r"\{", text):
+        try:
+            value, _ = decoder.raw_decode(text, match.start())
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            if "question" in value:
+                return value
+            first = first if first is not None else value
+    return first
