@@ -1,11 +1,15 @@
-"""Score one configuration end to end: chunk, embed, index, retrieve, measure."""
+"""Score one configuration end to end: chunk, embed, index, retrieve, measure.
+
+The steps have modules of their own: :mod:`.vectors` (how the chunks are embedded), :mod:`.ranking`
+(the indexes and the rankings), :mod:`.result` (what was measured) and :mod:`.window` (what the
+embedder leaves unread); this module chunks once and measures at each fidelity asked for."""
 
 from __future__ import annotations
 
 import dataclasses
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
@@ -15,201 +19,25 @@ from ..chunkers import Chunk
 from ..chunkers.config import ChunkerConfig
 from ..data.corpus import Corpus
 from ..data.evalset import EvaluationSet
-from ..data.repeats import OccurrenceTable, RepeatSummary
+from ..data.repeats import OccurrenceTable
 from ..embedding import Embedder, EmbeddingCache
 from ..embedding.config import EmbedderConfig
-from ..embedding.late import LateChunkingEmbedder
 from ..errors import EmbeddingError
-from ..retrieval import BM25Index, make_index, retrieve
 from ..retrieval.config import RetrievalConfig
 from ..retrieval.context import contextualize, header_of
 from ..retrieval.llm_context import context_client
 from ..text.tokens import count_span, count_tokens_batch
 from .config import EvaluationConfig
 from .fidelity import FULL, Fidelity, distractor_sample, holding_references
-from .metrics import ChunkIntervals, QueryScores, UnitSpace, query_references, score, summarise
+from .metrics import ChunkIntervals, UnitSpace, query_references, score
+from .ranking import rank
+from .result import EvaluationResult, identical_chunks
+from .vectors import late_vectors, progress_bar, stats_delta, stats_snapshot
+from .window import TRUNCATION_WARNING, embedder_window, window_note
 
-
-@dataclass
-class EvaluationResult:
-    """What :func:`evaluate` measured.
-
-    Attributes:
-        config: the configuration scored (every parameter spelled out).
-        metrics: ``{"overall": {metric: {"mean", "std"}}, "per_corpus": {...}}`` at
-            ``config.retrieval.k``, as fractions.
-        scores: per-query scores at every ``k`` up to the one searched.
-        chunks: every chunk, in corpus and document order; ``chunk_corpora`` gives
-            each chunk's corpus.
-        query_corpora: each query's corpus, in evaluation-set order.
-        ranking: retrieved chunk indices per query, best first, shape
-            ``(n_queries, k)``; ``-1`` marks an empty slot.
-        query_tokens: mean cl100k tokens per question.
-        indexed_texts: what was embedded and indexed for each chunk: its text, with the
-            context header in front when ``config.retrieval.context`` asks for one.
-        chunks_searched: mean number of chunks in the index a query searched.
-        timings: seconds per stage (``chunking``, split into ``unit_embedding`` and
-            ``segmentation`` for semantic chunkers; ``embedding``, ``retrieval``,
-            ``scoring``, ``total``).
-        embedding: texts and tokens embedded for the index and the questions, the cache
-            hit rate, and what semantic chunkers embedded while splitting (``unit_*``);
-            ``index_tokens``: cl100k tokens of the texts the index embedded (headers
-            included; 0 for ``bm25``, which embeds nothing).
-        notes: things the caller should know about how the figures were obtained, one
-            sentence each (e.g. ``k`` larger than the chunks there were to retrieve, so
-            queries retrieved fewer than ``k``). The command line prints them.
-        repeats: how many references occur more than once in their corpus (scored at any
-            copy unless ``config.copies`` is ``"marked"``).
-        window: the embedder's input window (``max_input_tokens``) and what lies past it:
-            ``truncated_chunks``, the share of chunks the model reads only in part, and
-            ``unread_text``, the share of all chunk characters it never reads (of the
-            chunks indexed).
-        fidelity: the share of distractor chunks indexed (1.0: every chunk; see
-            :mod:`tuner.evaluation.fidelity`); ``indexed_chunks`` counts the chunks the index held.
-            Chunk counts, tokens and the modelled latency and cost always describe the
-            full index.
-        first_stage: with a reranker, ``{"candidates": n, "recall": per-query recall}`` of the
-            ``n`` candidates the first stage handed it (None without one): what the reranker
-            could at best keep, beside the reranked recall at ``k``.
-    """
-
-    config: EvaluationConfig
-    metrics: dict[str, Any]
-    scores: QueryScores
-    chunks: list[Chunk]
-    chunk_corpora: list[str]
-    query_corpora: list[str]
-    ranking: np.ndarray
-    query_tokens: float
-    chunks_searched: float
-    timings: dict[str, float] = field(default_factory=dict)
-    embedding: dict[str, Any] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
-    repeats: RepeatSummary | None = None
-    window: dict[str, Any] = field(default_factory=dict)
-    indexed_texts: list[str] = field(default_factory=list, repr=False)
-    fidelity: float = 1.0
-    indexed_chunks: int | None = None
-    first_stage: dict[str, Any] | None = None
-    #: The proxy that scored this result (a first rung: see :class:`~tuner.evaluation.fidelity.Fidelity`), or None.
-    proxy: str | None = None
-    #: The same chunks and vectors ranked by the other retrievals asked for (``variants`` of
-    #: :func:`evaluate_rungs`: an inner loop's fusions), each a result of its own.
-    variants: tuple[EvaluationResult, ...] = field(default=(), repr=False)
-    #: What :attr:`chunk_stats` and :attr:`chunk_token_counts` computed from ``chunks``, shared with
-    #: every :meth:`cut` (the same chunks): an inner loop scores 150 cuts of one result.
-    _chunk_memo: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
-
-    def metrics_at(self, k: int) -> dict[str, Any]:
-        """The metric summary at another cut-off ``k`` (up to the searched one)."""
-        return summarise(self.scores.at(k), self.query_corpora)
-
-    def cut(self, k: int) -> EvaluationResult:
-        """This result at a smaller cut-off ``k``: the first ``k`` chunks of the same ranking, as an
-        evaluation at ``k`` would have retrieved them (a reranker's candidates aside, which stay)."""
-        if not 1 <= k <= self.config.retrieval.k:
-            raise ValueError(f"k={k} is outside 1..{self.config.retrieval.k}, the cut-offs this result ranked")
-        config = dataclasses.replace(self.config, retrieval=dataclasses.replace(self.config.retrieval, k=k))
-        notes = [note for note in self.notes if not note.startswith("k=")]
-        if note := _short_index_note(k, self._chunks_per_index()):
-            notes.insert(0, note)
-        return dataclasses.replace(self, config=config, metrics=self.metrics_at(k), ranking=self.ranking[:, :k],
-                                   notes=notes, variants=(), _chunk_memo=self._chunk_memo)
-
-    def _chunks_per_index(self) -> dict[str, int]:
-        if self.config.retrieval.scope == "pooled":
-            return {"": len(self.chunks)}
-        return {name: self.chunk_corpora.count(name) for name in dict.fromkeys(self.query_corpora)}
-
-    @property
-    def chunk_token_counts(self) -> np.ndarray:
-        """Each chunk's token count (read-only)."""
-        if "token_counts" not in self._chunk_memo:
-            counts = np.array([c.token_count for c in self.chunks], dtype=np.float64)
-            counts.flags.writeable = False
-            self._chunk_memo["token_counts"] = counts
-        return self._chunk_memo["token_counts"]
-
-    @property
-    def chunk_stats(self) -> dict[str, float]:
-        if "stats" not in self._chunk_memo:
-            counts = self.chunk_token_counts
-            self._chunk_memo["stats"] = {
-                "chunks": len(self.chunks),
-                "mean_chunk_tokens": float(counts.mean()) if len(counts) else 0.0,
-                "max_chunk_tokens": int(counts.max()) if len(counts) else 0,
-                "identical_chunks": identical_chunks(self.chunks),
-            }
-        return dict(self._chunk_memo["stats"])
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready summary (no per-query arrays, no chunk texts)."""
-        return {
-            "config": self.config.to_dict(),
-            "queries": len(self.query_corpora),
-            "metrics": self.metrics,
-            "chunks": self.chunk_stats,
-            "embedding": self.embedding,
-            "timings": self.timings,
-            "notes": self.notes,
-            "repeated_references": None if self.repeats is None else self.repeats.to_dict(),
-            "window": self.window,
-            **({"first_stage": {"candidates": self.first_stage["candidates"],
-                                "recall": {"mean": float(np.mean(self.first_stage["recall"])),
-                                           "std": float(np.std(self.first_stage["recall"]))}}}
-               if self.first_stage is not None else {}),
-        }
-
-
-#: Above this share of truncated chunks, a configuration's scores come with a warning.
-TRUNCATION_WARNING = 0.05
-
-
-def embedder_window(model: Embedder, chunks: Sequence[Chunk] | Sequence[str]) -> dict[str, Any]:
-    """The model's input window and how much of the chunks (or the texts embedded for them,
-    context headers included) lies past it (see ``window``)."""
-    texts = [c if isinstance(c, str) else c.text for c in chunks]
-    unread = model.unread_characters(texts) if texts else np.zeros(0, dtype=np.int64)
-    total = sum(len(t) for t in texts)
-    ratio = model.tokens_per_cl100k(texts)
-    return {"max_input_tokens": model.max_input_tokens,
-            "truncated_chunks": float(np.mean(unread > 0)) if len(unread) else 0.0,
-            "unread_text": float(unread.sum() / total) if total else 0.0,
-            **({"tokens_per_cl100k": round(ratio, 3)} if ratio is not None else {})}
-
-
-#: Of the model's own tokens per cl100k token, a ratio this far from 1 (either way) makes a chunk
-#: size mean something else to the model than it says: the note names it. all-MiniLM-L6-v2 reads
-#: 0.94-1.07 word pieces per cl100k token on the English chroma-dev corpora, 1.51 on a Korean one.
-SIZE_RATIO_WARNING = 1.25
-
-
-def window_note(window: dict[str, Any], model: str) -> str | None:
-    """A sentence when more than :data:`TRUNCATION_WARNING` of the chunks exceed the window, and one
-    when the model's tokens per cl100k token (``tokens_per_cl100k``) are :data:`SIZE_RATIO_WARNING`
-    times more or fewer than 1.
-
-    >>> print(window_note({"max_input_tokens": 256, "truncated_chunks": 0.0, "unread_text": 0.0,
-    ...                    "tokens_per_cl100k": 2.5}, "m"))  # doctest: +NORMALIZE_WHITESPACE
-    chunk sizes count cl100k tokens, but m reads 2.50 of its own tokens per cl100k token of these chunks:
-    a size of 100 is about 250 of its tokens
-    """
-    notes = []
-    if window.get("truncated_chunks", 0.0) > TRUNCATION_WARNING:
-        notes.append(f"{window['truncated_chunks']:.0%} of the chunks exceed {model}'s input window of "
-                     f"{window['max_input_tokens']} tokens ({window['unread_text']:.0%} of their text is never "
-                     "embedded): they are retrieved on their first part only")
-    ratio = window.get("tokens_per_cl100k")
-    if ratio and not 1 / SIZE_RATIO_WARNING < ratio < SIZE_RATIO_WARNING:
-        notes.append(f"chunk sizes count cl100k tokens, but {model} reads {ratio:.2f} of its own tokens per cl100k "
-                     f"token of these chunks: a size of 100 is about {100 * ratio:.0f} of its tokens")
-    return "; ".join(notes) or None
-
-
-def identical_chunks(chunks: Sequence[Chunk]) -> int:
-    """Chunks whose text equals an earlier chunk's (identical texts embed identically: the
-    index ranks them by position, the earlier first, so rankings stay deterministic)."""
-    return len(chunks) - len({c.text for c in chunks})
+#: Names callers imported from this module before the result and the window notes had modules of their own.
+__all__ = ["TRUNCATION_WARNING", "EvaluationResult", "embedder_window", "evaluate", "evaluate_rungs",
+           "identical_chunks", "window_note"]
 
 
 def evaluate(corpora: Corpus | Sequence[Corpus], evaluation_set: EvaluationSet,
@@ -368,7 +196,7 @@ class _Chunked:
         splitter = config.chunker.build()
         if splitter.needs_embedder:
             splitter = splitter.bind(model)
-        before_units = _stats_snapshot(model)
+        before_units = stats_snapshot(model)
         llm_usage = getattr(splitter, "llm_usage", None)
         llm_before = 0 if llm_usage is None else llm_usage.prompt_tokens + llm_usage.completion_tokens
         # LLM-written context headers: one client for the whole corpus, its tokens counted as the chunker's are.
@@ -386,7 +214,7 @@ class _Chunked:
                 chunk_corpora.extend([corpus.name] * len(pieces))
             indexed += contextualize(chunks[first:], corpus, config.retrieval.context, writer)
         seconds = time.perf_counter() - t
-        units = _stats_delta(model, before_units)
+        units = stats_delta(model, before_units)
         llm_tokens = None if llm_usage is None else (
             llm_usage.prompt_tokens + llm_usage.completion_tokens - llm_before)
         if writer is not None:
@@ -428,11 +256,11 @@ class _Chunked:
 
         questions = [q.question for q in queries]
         t = time.perf_counter()
-        before = _stats_snapshot(model)
+        before = stats_snapshot(model)
         chunk_vectors = query_vectors = None
         if config.retrieval.embeds:  # BM25 alone embeds nothing
             total = len(indexed) + len(queries)
-            with _progress_bar(progress, total) as bar:
+            with progress_bar(progress, total) as bar:
                 update = bar
                 if on_progress is not None:
                     done = [0]
@@ -446,7 +274,7 @@ class _Chunked:
                 if config.embedder.late_chunking or pooled:
                     headers = ([header_of(self.indexed[i], chunks[i].text) for i in members]
                                if config.retrieval.context != "none" else None)
-                    chunk_vectors = _late_vectors(model, self.corpora, [chunks[i] for i in members],
+                    chunk_vectors = late_vectors(model, self.corpora, [chunks[i] for i in members],
                                                   [chunk_corpora[i] for i in members], update, headers,
                                                   as_read=pooled)
                 else:
@@ -456,7 +284,7 @@ class _Chunked:
 
         t = time.perf_counter()
         retrievals = [config.retrieval, *variants]
-        ranked = _rank(retrievals, chunk_vectors, [chunk_corpora[i] for i in members], query_vectors,
+        ranked = rank(retrievals, chunk_vectors, [chunk_corpora[i] for i in members], query_vectors,
                        [q.corpus for q in queries], index_path, indexed, questions, [chunks[i].text for i in members])
         timings["retrieval"] = time.perf_counter() - t
 
@@ -478,7 +306,7 @@ class _Chunked:
             notes.append(f"low fidelity: {len(members)} of {len(chunks)} chunks indexed (every chunk holding a "
                          f"reference, {fraction:.0%} of the others)")
         query_tokens = float(np.mean(count_tokens_batch(questions)))
-        embedding = _stats_delta(model, before)
+        embedding = stats_delta(model, before)
         embedding["index_tokens"] = self.index_tokens
         embedding["unit_texts"], embedding["unit_tokens"] = self.units["texts"], self.units["tokens"]
         embedding["unit_model_seconds"] = self.units["model_seconds"]
@@ -510,43 +338,6 @@ class _Chunked:
         return dataclasses.replace(results[0], variants=tuple(results[1:]))
 
 
-def _late_vectors(model: Embedder, corpora: list[Corpus], chunks: list[Chunk], chunk_corpora: list[str],
-                  progress: Callable[[int], None] | None, headers: list[str] | None = None, *,
-                  as_read: bool = False) -> np.ndarray:
-    """Late-chunked vectors of ``chunks`` (see :mod:`tuner.embedding.late`), corpus by corpus; ``headers``
-    (a proxy's, one per chunk) are pooled with their chunks; ``as_read`` (a proxy's): only what the model
-    reads of each chunk embedded alone, its first window of word pieces, the header's first."""
-    if not isinstance(model, LateChunkingEmbedder):
-        raise EmbeddingError(f"the configuration asks for late chunking, but the embedder given ({model.identity}) "
-                             "embeds texts alone: pass the configuration's embedder (config.embedder.build())")
-    vectors = np.zeros((len(chunks), model.dimension), dtype=np.float32)
-    labels = np.asarray(chunk_corpora)
-    for corpus in corpora:
-        rows = np.flatnonzero(labels == corpus.name)
-        if len(rows):
-            vectors[rows] = model.embed_chunks(corpus, [chunks[i] for i in rows], progress=progress,
-                                               headers=None if headers is None else [headers[i] for i in rows],
-                                               as_read=as_read)
-    return vectors
-
-
-def _short_index_note(k: int, chunks_per_index: dict[str, int]) -> str | None:
-    """One sentence when an index holds fewer than ``k`` chunks: its queries then retrieve
-    every chunk there is (the ranking is padded), which the metrics at ``k`` silently reflect.
-
-    ``chunks_per_index`` maps each searched corpus to its chunk count (``{"": n}`` pooled).
-    """
-    short = {name: n for name, n in chunks_per_index.items() if n < k}
-    if not short:
-        return None
-    if list(short) == [""]:
-        return (f"k={k} but the index holds only {short['']} chunk(s): each query retrieved all of them, "
-                f"fewer than k")
-    listed = ", ".join(f"{name!r} has {n}" for name, n in short.items())
-    return (f"k={k} but some corpora have fewer chunks ({listed}): their queries retrieved every chunk of "
-            "their corpus, fewer than k")
-
-
 def _merge_config(config, chunker, chunker_params, k, unit, scope, index, embedder, copies,
                   retrieval_overrides: dict[str, Any] | None = None) -> EvaluationConfig:
     base = config or EvaluationConfig()
@@ -574,97 +365,3 @@ def _merge_config(config, chunker, chunker_params, k, unit, scope, index, embedd
                       if value is not None})
     return EvaluationConfig(chunker_config.resolved(), embedder_config, RetrievalConfig(**retrieval),
                             unit if unit is not None else base.unit, copies if copies is not None else base.copies)
-
-
-def _rank(retrievals: Sequence[RetrievalConfig], chunk_vectors: np.ndarray | None, chunk_corpora: list[str],
-          query_vectors: np.ndarray | None, query_corpora: list[str], index_path: str | None,
-          indexed_texts: Sequence[str] = (), questions: Sequence[str] = (),
-          chunk_texts: Sequence[str] = ()) -> list[tuple[np.ndarray, np.ndarray | None]]:
-    """Per retrieval (one method and context, e.g. an inner loop's fusions), the top-k chunk indices
-    per query (numbering the chunks given), pooled or per corpus, ranked by
-    :func:`tuner.retrieval.retrieve` (the function production queries call too); with a reranker, also
-    the first stage's candidates (else None). The indexes are built, and each searched to a depth,
-    once for all of them. The reranker reads ``chunk_texts`` (the chunks' own texts, as a production
-    collection stores them)."""
-    head = retrievals[0]
-    texts = list(indexed_texts)
-    rankings = [np.full((len(query_corpora), r.k), -1, dtype=np.int64) for r in retrievals]
-    firsts = [np.full((len(query_corpora), r.depth), -1, dtype=np.int64) if r.rerank else None for r in retrievals]
-    if head.scope == "pooled":
-        groups = [(np.arange(len(chunk_corpora)), np.arange(len(query_corpora)), None)]
-    else:
-        chunk_labels, query_labels = np.asarray(chunk_corpora), np.asarray(query_corpora)
-        groups = [(np.flatnonzero(chunk_labels == corpus), np.flatnonzero(query_labels == corpus),
-                   f"chunkwise-{corpus}" if index_path else None) for corpus in dict.fromkeys(query_corpora)]
-    for members, asking, collection in groups:
-        dense = (make_index(chunk_vectors[members], head.index, path=index_path, collection=collection)
-                 if head.embeds else None)
-        lexical = BM25Index([texts[i] for i in members]) if head.lexical else None
-        try:
-            searched_dense, searched_lexical = _Searched(dense), _Searched(lexical)
-            for retrieval, ranking, first in zip(retrievals, rankings, firsts):
-                ranked = retrieve(retrieval, dense=None if dense is None else searched_dense,
-                                  lexical=None if lexical is None else searched_lexical,
-                                  query_vectors=None if query_vectors is None else query_vectors[asking],
-                                  questions=[questions[i] for i in asking],
-                                  texts=lambda rows, members=members: [chunk_texts[members[r]] for r in rows])
-                local = ranked.rows
-                ranking[asking] = np.where(local >= 0, members[np.maximum(local, 0)], -1)
-                if first is not None and ranked.first_stage is not None:
-                    candidates = ranked.first_stage.rows
-                    first[asking] = np.where(candidates >= 0, members[np.maximum(candidates, 0)], -1)
-        finally:
-            if dense is not None:
-                dense.close()
-    return list(zip(rankings, firsts))
-
-
-class _Searched:
-    """An index whose searches are kept by depth: the retrievals :func:`_rank` ranks together ask
-    the same questions, so each depth is searched once."""
-
-    def __init__(self, index: Any) -> None:
-        self.index, self.kept = index, {}
-
-    def search_scored(self, queries: Any, k: int) -> Any:
-        if k not in self.kept:
-            self.kept[k] = self.index.search_scored(queries, k)
-        return self.kept[k]
-
-
-def _stats_snapshot(model: Embedder) -> tuple[int, int, int, int, float, float]:
-    s = model.stats
-    return s.texts, s.tokens, s.computed, s.computed_tokens, s.model_seconds, s.seconds
-
-
-def _stats_delta(model: Embedder, before: tuple) -> dict[str, Any]:
-    texts, tokens, computed, computed_tokens, model_seconds, seconds = (
-        a - b for a, b in zip(_stats_snapshot(model), before))
-    return {
-        "model": model.identity,
-        "texts": texts,
-        "tokens": tokens,
-        "computed_texts": computed,
-        "computed_tokens": computed_tokens,
-        "model_seconds": model_seconds,
-        "seconds": seconds,
-        "cache_hit_rate": 1.0 if texts == 0 else 1.0 - computed / texts,
-    }
-
-
-class _progress_bar:
-    """A tqdm bar on stderr when asked for and stderr is a terminal; else a no-op."""
-
-    def __init__(self, enabled: bool, total: int) -> None:
-        self.bar = None
-        if enabled:
-            from tqdm import tqdm
-
-            self.bar = tqdm(total=total, desc="embedding", unit="text", leave=False, disable=None)
-
-    def __enter__(self):
-        return None if self.bar is None else self.bar.update
-
-    def __exit__(self, *exc) -> None:
-        if self.bar is not None:
-            self.bar.close()
