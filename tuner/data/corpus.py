@@ -4,13 +4,11 @@ Text files (UTF-8, or marked by a byte-order mark) are read as they are; PDF, HT
 XLSX and EPUB files are converted to text once (:mod:`tuner.data.convert`), and the converted text is
 the document. Folders and globs can be narrowed with ``include``/``exclude`` patterns, and a
 folder's loading is summarised in one line: what was read and what was skipped, per suffix.
+A folder's or glob's files are found by :mod:`.finding`, and text files decoded by :mod:`.decoding`.
 """
 
 from __future__ import annotations
 
-import codecs
-import contextlib
-import fnmatch
 import glob as globlib
 import hashlib
 import logging
@@ -22,10 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from .._io.files import why_missing
-from ..errors import ChunkwiseError, CorpusError, option
+from ..errors import CorpusError, option
 from ..text.tokens import count_tokens_batch
 from .convert import CONVERTIBLE_SUFFIXES, convert_file, text_loss_warning
+from .decoding import decode_text
 from .document import Document
+from .finding import find_files, glob_root, matches
 
 #: Text file suffixes read from a folder (a file named explicitly is read whatever its suffix).
 TEXT_SUFFIXES = frozenset({".md", ".markdown", ".mdx", ".txt", ".text", ".rst"})
@@ -135,7 +135,7 @@ class Corpus:
         except KeyError:
             raise CorpusError(
                 f"corpus {self.name!r} has no document {document_id!r}; "
-                f"it has: {_preview(self._by_id)}"
+                f"it has: {preview(self._by_id)}"
             ) from None
 
     def token_count(self) -> int:
@@ -219,9 +219,9 @@ def load_corpus(source: str | Path, name: str | None = None, *, include: Sequenc
     summary = LoadSummary()
     many = True
     if globlib.has_magic(source_str) and not path.exists():
-        root = _glob_root(source_str)
+        root = glob_root(source_str)
         pattern = Path(source_str).parts[len(root.parts) if root != Path(".") else 0:]
-        found = sorted(_find_files(root, pattern)) if root.is_dir() else []
+        found = sorted(find_files(root, pattern)) if root.is_dir() else []
         found = _inside(found, root, summary, name or default_corpus_name(source_str))
         if not found:
             raise CorpusError(f"corpus pattern {str(source)!r} matches no file")
@@ -231,7 +231,7 @@ def load_corpus(source: str | Path, name: str | None = None, *, include: Sequenc
                               f"{option('include')}/{option('exclude')}")
     elif path.is_dir():
         root = path
-        found = _inside(sorted(_find_files(path, ("**", "*"))), root, summary, name or default_corpus_name(source_str))
+        found = _inside(sorted(find_files(path, ("**", "*"))), root, summary, name or default_corpus_name(source_str))
         files = _select(found, root, include, exclude, summary, by_suffix=True)
         if not files:
             left_out = (f"; {summary.excluded} file(s) left out by {option('include')}/{option('exclude')}"
@@ -283,7 +283,7 @@ def _inside(files: list[Path], root: Path, summary: LoadSummary, corpus: str) ->
         else:
             summary.outside.append(f.relative_to(root).as_posix())
     if summary.outside:
-        log.warning(f"corpus {corpus!r}: left out {_preview(summary.outside)}: symbolic link(s) leading outside "
+        log.warning(f"corpus {corpus!r}: left out {preview(summary.outside)}: symbolic link(s) leading outside "
                     f"{str(root)!r} (nothing outside the corpus folder is read)")
     return kept
 
@@ -304,24 +304,6 @@ def _select(files: list[Path], root: Path, include: Sequence[str], exclude: Sequ
     return chosen
 
 
-def matches(relative: str, pattern: str) -> bool:
-    """Whether a file's relative path matches an ``include``/``exclude`` glob pattern: a
-    pattern without ``/`` is matched against the file name, one with ``/`` against the whole
-    relative path (``*`` may cross ``/`` there); a leading ``./`` or ``**/`` is ignored.
-
-    >>> matches("reports/2024/q1.pdf", "*.pdf"), matches("reports/2024/q1.pdf", "reports/*")
-    (True, True)
-    >>> matches("reports/2024/q1.pdf", "drafts/*"), matches("notes.md", "**/notes.md")
-    (False, True)
-    """
-    pattern = pattern.removeprefix("./")
-    while pattern.startswith("**/"):
-        pattern = pattern[3:]
-    if "/" not in pattern:
-        return fnmatch.fnmatchcase(relative.rsplit("/", 1)[-1], pattern)
-    return fnmatch.fnmatchcase(relative, pattern)
-
-
 def _read_document(path: Path, document_id: str, conversion_cache: str | Path | bool,
                    keep_links: bool = False) -> Document:
     data = _read_bytes(path)
@@ -338,86 +320,6 @@ def _read_document(path: Path, document_id: str, conversion_cache: str | Path | 
     return Document(document_id, text, encoding)
 
 
-#: Byte-order marks and the codecs they announce; UTF-32 LE first, as it begins like UTF-16 LE.
-_BOMS = (
-    (codecs.BOM_UTF32_LE, "utf-32-le"),
-    (codecs.BOM_UTF32_BE, "utf-32-be"),
-    (codecs.BOM_UTF8, "utf-8-sig"),
-    (codecs.BOM_UTF16_LE, "utf-16-le"),
-    (codecs.BOM_UTF16_BE, "utf-16-be"),
-)
-#: Bytes examined to tell text from binary.
-_SNIFF = 8192
-
-
-def decode_text(data: bytes, where: str | Path,
-                error: type[ChunkwiseError] = CorpusError) -> tuple[str, str]:
-    """Decode a text file's bytes; returns ``(text, encoding)``.
-
-    Text is strict UTF-8, or, when the data starts with a byte-order mark, the UTF-8,
-    UTF-16 or UTF-32 flavour the mark announces (``encoding`` is then ``"utf-8-sig"``,
-    ``"utf-16-le"`` and so on; otherwise ``"utf-8"``). The mark is dropped: offsets into
-    ``text`` count the characters after it. Line endings are kept as they are.
-
-    Raises:
-        error: the data is binary, or not valid in its encoding; the message names
-            ``where`` and, when it can be told, the encoding the data seems to be in.
-    """
-    for bom, encoding in _BOMS:
-        if data.startswith(bom):
-            label = _label(encoding)
-            try:
-                text = data[len(bom):].decode(encoding.removesuffix("-sig"))
-            except UnicodeDecodeError as exc:
-                raise error(f"{where} starts with a {label} byte-order mark but is not valid {label} "
-                            f"(byte {exc.start + len(bom)}); convert it to UTF-8 first") from None
-            if "\0" in text[:_SNIFF]:
-                raise error(f"{where} is a binary file, not text (it starts like {label} but holds NUL "
-                            "characters)")
-            return text, encoding
-    if b"\0" in data[:_SNIFF]:
-        guess = _bomless_utf16_or_32(data)
-        if guess:
-            raise error(f"{where} is a binary file, not UTF-8 text; it looks like {guess} text without a "
-                        "byte-order mark: convert it to UTF-8 (or save it with a byte-order mark)")
-        raise error(f"{where} is a binary file, not UTF-8 text")
-    try:
-        return data.decode("utf-8"), "utf-8"
-    except UnicodeDecodeError as exc:
-        guess = ""
-        with contextlib.suppress(UnicodeDecodeError):
-            data.decode("cp1252")
-            guess = "; it may be Windows-1252 or Latin-1"
-        raise error(
-            f"{where} is not valid UTF-8 (byte {exc.start}: {data[exc.start:exc.start + 1]!r}){guess}; "
-            "convert it to UTF-8 first"
-        ) from None
-
-
-def _label(encoding: str) -> str:
-    return encoding.removesuffix("-sig").upper().replace("-LE", " LE").replace("-BE", " BE")
-
-
-def _bomless_utf16_or_32(data: bytes) -> str | None:
-    """``"UTF-16 LE"`` (etc.) when NUL-bearing data reads like mostly-ASCII UTF-16/32 text."""
-    sample = data[:_SNIFF]
-    for width, encoding in ((4, "utf-32-le"), (4, "utf-32-be"), (2, "utf-16-le"), (2, "utf-16-be")):
-        body = sample[: len(sample) - len(sample) % width]
-        if not body:
-            continue
-        # ASCII in UTF-16 LE is "x\0", in UTF-16 BE "\0x"; the zero bytes sit at fixed offsets.
-        zero_at = range(1, width) if encoding.endswith("le") else range(width - 1)
-        units = len(body) // width
-        if all(body[i::width].count(0) >= 0.9 * units for i in zero_at):
-            try:
-                text = body.decode(encoding)
-            except UnicodeDecodeError:
-                continue
-            if "\0" not in text:
-                return _label(encoding)
-    return None
-
-
 def _read_bytes(path: Path) -> bytes:
     try:
         return path.read_bytes()
@@ -425,61 +327,7 @@ def _read_bytes(path: Path) -> bytes:
         raise CorpusError(f"cannot read {path}: {exc.strerror}") from None
 
 
-def _find_files(root: Path, pattern: Sequence[str]) -> set[Path]:
-    """Files below ``root`` whose relative path matches ``pattern``, one glob component per
-    item (``"**"``: any number of folders, none included).
-
-    Hidden entries are skipped and links to folders are not entered, so the search stays
-    inside ``root`` and sees each file once; links to files are returned.
-    """
-    found: set[Path] = set()
-    if pattern:
-        _search(root, tuple(pattern), found)
-    return found
-
-
-def _search(folder: Path, pattern: tuple[str, ...], found: set[Path]) -> None:
-    head, rest = pattern[0], pattern[1:]
-    if head == "**":
-        if rest:
-            _search(folder, rest, found)
-        for entry in _entries(folder):
-            if not rest and entry.is_file():
-                found.add(Path(entry.path))
-            if entry.is_dir(follow_symlinks=False):
-                _search(Path(entry.path), pattern, found)
-        return
-    for entry in _entries(folder):
-        if not fnmatch.fnmatchcase(entry.name, head):
-            continue
-        if rest:
-            if entry.is_dir(follow_symlinks=False):
-                _search(Path(entry.path), rest, found)
-        elif entry.is_file():
-            found.add(Path(entry.path))
-
-
-def _entries(folder: Path) -> list[os.DirEntry]:
-    """The folder's entries, hidden ones left out; an unreadable folder is an error."""
-    try:
-        with os.scandir(folder) as entries:
-            return [e for e in entries if not e.name.startswith(".")]
-    except OSError as exc:
-        raise CorpusError(f"cannot read folder {folder}: {exc.strerror}") from None
-
-
-def _glob_root(pattern: str) -> Path:
-    """The longest leading folder of ``pattern`` without glob magic."""
-    parts = Path(pattern).parts
-    fixed = []
-    for part in parts[:-1]:
-        if globlib.has_magic(part):
-            break
-        fixed.append(part)
-    return Path(*fixed) if fixed else Path(".")
-
-
-def _preview(names: Iterable[str], limit: int = 5) -> str:
+def preview(names: Iterable[str], limit: int = 5) -> str:
     names = list(names)
     shown = ", ".join(repr(n) for n in names[:limit])
     return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
@@ -501,7 +349,7 @@ def default_corpus_name(source: str | Path) -> str:
     text = str(source)
     path = Path(text).expanduser()
     if globlib.has_magic(text) and not path.exists():
-        return _glob_root(text).resolve().name
+        return glob_root(text).resolve().name
     if path.is_dir() or text.endswith(("/", "\\")):
         return path.resolve().name
     return path.stem

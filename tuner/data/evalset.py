@@ -59,7 +59,8 @@ from typing import Any
 
 from .._io.files import _kind, why_missing, write_atomically
 from ..errors import EvaluationSetError, option
-from .corpus import Corpus, _preview, decode_text
+from .corpus import Corpus, preview
+from .decoding import decode_text
 from .document import Document
 from .excerpts import Location, Normalized, locate
 
@@ -458,7 +459,7 @@ def _resolve_chroma_corpus(corpus_id: str, corpora: list[Corpus], where: str) ->
                 return corpora[0].name, doc.id
     raise EvaluationSetError(
         f"{where}: corpus_id {corpus_id!r} matches no loaded corpus with one document "
-        f"(loaded: {_preview(c.name for c in corpora)})"
+        f"(loaded: {preview(c.name for c in corpora)})"
     )
 
 
@@ -478,7 +479,7 @@ def _validate(path: Path, raw: list[_Raw], corpora: dict[str, Corpus],
         corpus = corpora.get(query.corpus)
         if corpus is None:
             problems.append(f"{label}: unknown corpus {query.corpus!r} "
-                            f"(loaded: {_preview(corpora)})")
+                            f"(loaded: {preview(corpora)})")
             continue
         fixed = []
         for i, ref in enumerate(query.references, start=1):
@@ -589,7 +590,7 @@ def _unknown_document_hint(name: str, corpus: Corpus) -> str:
                 "file system spells it")
     close = difflib.get_close_matches(name, ids, n=5, cutoff=0.6)
     ordered = close + [i for i in ids if i not in close]
-    return f" ({'nearest first' if close else 'it has'}: {_preview(ordered)})"
+    return f" ({'nearest first' if close else 'it has'}: {preview(ordered)})"
 
 
 def _normal_form(text: str) -> str:

@@ -47,7 +47,8 @@ from pathlib import Path
 from typing import Any
 
 from .._io.files import write_atomically, writers_lock
-from ..data.corpus import Corpus, _preview, decode_text
+from ..data.corpus import Corpus, preview
+from ..data.decoding import decode_text
 from ..data.evalset import (
     MAX_LISTED,
     REVIEWS,
@@ -427,7 +428,7 @@ class ReviewStore:
         if elsewhere:  # the file was written about other documents, or the corpus is the wrong one
             raise EvaluationSetError(
                 f"questions file {str(self.path)!r} does not match corpus {self.corpus.name!r} (documents: "
-                f"{_preview(d.id for d in self.corpus)}): {count} problem(s)\n  " + "\n  ".join(listed) + more +
+                f"{preview(d.id for d in self.corpus)}): {count} problem(s)\n  " + "\n  ".join(listed) + more +
                 f"\nIs {option('corpus_path')} the corpus the questions were written about?")
         raise EvaluationSetError(f"questions file {str(self.path)!r}: {count} problem(s)\n  " + "\n  ".join(listed)
                                  + more)
