@@ -282,7 +282,7 @@ def test_a_budget_lets_cheap_trials_run_and_stops_expensive_ones(tmp_path, opena
     """BM25 baselines (priced at their cold price, 0 s: they embed nothing) fit; dense ones are
     priced from the calibrated embedding throughput, made here to say an hour per trial."""
     from tuner.tuning.run import trial as trial_module
-    spec = _spec(tmp_path, openai_server, trials=None, timeout=60)
+    spec = _spec(tmp_path, openai_server, trials=None, timeout=60, full_budget=True)  # the budget's own end
     original = trial_module.TrialObjective.cold_seconds
     trial_module.TrialObjective.cold_seconds = lambda self, config: 0.0 if not config.retrieval.embeds else 3600.0
     try:

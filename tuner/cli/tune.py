@@ -61,6 +61,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                            "third; 'auto' (default) screens dense and hybrid trials with the late-chunking proxy and "
                            "confirms its best 3 at full fidelity on corpora of 500,000 characters or more, and uses "
                            "0.05,1 (the best quarter promoted) on 2 MB or more")
+    tune.add_argument("--full-budget", action="store_true",
+                      help="spend the whole --timeout even when, half-way, the search does not beat the best "
+                           "baseline out of sample (by default such a run stops there and says so)")
     tune.add_argument("--set", action="append", default=[], metavar="OPTION=VALUE", dest="options",
                       help="any option of a study file, its value written as in the file (YAML), e.g. --set "
                            "rates='{reader_usd_per_mtok: 0.5}' or --set grace_period=60 (repeatable; the other "
@@ -125,7 +128,8 @@ def run(args: argparse.Namespace) -> int:
                  validation=args.validation, weights=args.weights, storage=args.storage, trials=args.n_trials,
                  jobs=args.jobs, seed=args.seed, cache=args.cache, repair_references=args.repair_references,
                  include=args.include, exclude=args.exclude, keep_links=args.keep_links, fidelity=args.fidelity,
-                 timeout=args.timeout, backend=args.backend, scheduler=args.scheduler, pareto=args.pareto)
+                 timeout=args.timeout, full_budget=args.full_budget, backend=args.backend, scheduler=args.scheduler,
+                 pareto=args.pareto)
     options = parse_set_options(args.options) | {key: value for key, value in flags.items()
                                                   if value is not None and value is not False}
     if args.corpus:  # --corpus wins over --set corpora=..., as every flag wins over --set

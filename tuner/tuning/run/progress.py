@@ -224,6 +224,8 @@ class CorpusOutcome:
     #: The time budget ended the run before the study reached its target.
     budget_ended: bool = False
     timeout: float | None = None
+    #: Why the futility checkpoint stopped the run early (empty: it did not).
+    futile: str = ""
 
     @property
     def recommended(self) -> TrialRecord | None:
@@ -259,6 +261,9 @@ def format_outcomes(outcomes: list[CorpusOutcome]) -> str:
         if item.budget_ended:
             notes.append(f"the time budget ({format_duration(item.timeout or 0)}) ended the run after {item.added} "
                          "trial(s); run the same command to continue the study")
+        if item.futile:
+            notes.append(f"{item.futile}; the rest of the budget was not spent (give {option('full_budget', True)} to "
+                         "spend it all; running the same command continues the study)")
         if item.exhausted and evaluated < item.target:
             notes.append(f"the search space looks exhausted: {evaluated} distinct configurations evaluated "
                          f"of the {item.target} asked for")

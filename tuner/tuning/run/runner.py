@@ -53,7 +53,7 @@ def run_study_spec(spec: StudySpec, *, progress: bool = True, echo: Echo = print
             # Each corpus gets an equal share of the time the budget has left when it starts.
             worker = WorkerOptions(spec.storage, "", spec.seed, 1, spec.heartbeat_interval, spec.grace_period,
                                    spec.cache, deadline=budget_share(deadline, time.time(), len(data.corpora) - number))
-            crew = Crew(worker, jobs, spec.backend, spec.scheduler, spec.timeout)
+            crew = Crew(worker, jobs, spec.backend, spec.scheduler, spec.timeout, spec.full_budget)
             outcomes.append(_tune_corpus(spec, data, corpus, crew, progress, echo))
     return outcomes
 

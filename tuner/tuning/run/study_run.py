@@ -24,6 +24,7 @@ from optuna.trial import TrialState
 from ..._faults import hold_point
 from ...errors import ChunkwiseError, StudyError, option
 from ...evaluation.registry import label as metric_label
+from ..scoring.futility import judge_futility
 from ..scoring.selection import recommend_for_study
 from ..search.baselines import queue_baselines, unqueue_baselines
 from ..search.confirmations import queue_confirmations
@@ -60,6 +61,8 @@ class Crew:
     backend: str = "local"
     scheduler: str | None = None
     timeout: float | None = None
+    #: Spend the whole budget whatever the futility checkpoint shows (see :meth:`StudyRun.work`).
+    full_budget: bool = False
 
     @property
     def storage(self) -> str:
@@ -96,6 +99,12 @@ class StudyRun:
         #: The proxy trials whose configurations this run confirmed at full fidelity.
         self.confirming: list[int] = []
         self._heartbeat: Heartbeat | None = None
+        #: Why the futility checkpoint stopped the run (empty: it did not).
+        self.futile = ""
+        self.started = time.time()
+        #: Why this process's last worker stopped (``workers.WorkerReport.stopped``; empty: not
+        #: known, for a pool of processes).
+        self.stopped = ""
 
     # --- join ------------------------------------------------------------------------------
     def join(self, added: int, *, joining: bool = False) -> None:
@@ -165,41 +174,96 @@ class StudyRun:
 
     def work(self, show_progress: bool = True) -> None:
         """Run the workers until the study holds its target (or the budget, or the space, ends); behind
-        a proxy, then run the confirmations the sampled trials call for (:mod:`..search.confirmations`)."""
+        a proxy, then run the confirmations the sampled trials call for (:mod:`..search.confirmations`).
+
+        A run that would spend its whole time budget pauses its workers when
+        :data:`~..study.defaults.FUTILITY_CHECK_AT` of it is spent, confirms what the proxy found so
+        far (behind a proxy), and judges the search (:mod:`..scoring.futility`): where it does not
+        beat the best baseline out of sample, the run stops there and says so; else it goes on."""
         total = None if self.added >= defaults.UNBOUNDED_TRIALS else max(0, self.target - self.before.finished)
         best = self.best_before
+        self.started = time.time()
         bar = ProgressBar(show_progress, total, self.name, self.before.finished,
                           None if best is None else best.score, self.crew.deadline)
         try:
             with storage_errors(self.crew.storage):
-                self._run_workers(bar)
-                fidelity = StudySettings.of(self.study).fidelity
-                if fidelity.proxy is not None and not self.pool.errors:
-                    self.confirming = queue_confirmations(self.study, fidelity.confirm)
-                    if self.confirming:
-                        self.target = self.ledger.raise_target(self.study_id, len(self.confirming))
-                        self.study.set_user_attr(TARGET_ATTR, self.target)
-                        self.echo(f"confirming at full fidelity the best {len(self.confirming)} by the proxy: "
-                                  f"trial(s) {', '.join(str(number) for number in self.confirming)}")
-                        bar.extend(len(self.confirming))
+                checkpoint = self._checkpoint()
+                self._run_workers(bar, pause_at=checkpoint)
+                if self._paused(checkpoint):
+                    self._confirm(bar)
+                    if not self.pool.errors and self._judged_futile(bar):
+                        return
+                    if self._short_of_target():
                         self._run_workers(bar)
+                if not self.pool.errors:
+                    self._confirm(bar)
                 self._final_reclaim()
         finally:
             bar.close()
 
-    def _run_workers(self, bar: ProgressBar) -> None:
+    def _checkpoint(self) -> float | None:
+        """When this run judges whether the rest of its budget is worth spending: only a run that adds
+        trials until its time budget ends does, unless told to spend all of it."""
+        if self.crew.full_budget or self.crew.deadline is None or self.added < defaults.UNBOUNDED_TRIALS:
+            return None
+        now = time.time()
+        return now + defaults.FUTILITY_CHECK_AT * max(0.0, self.crew.deadline - now)
+
+    def _paused(self, checkpoint: float | None) -> bool:
+        """Whether the workers stopped at the checkpoint, with the study short of its target and time
+        left (not for an error, the space's end, or proposals the budget could not fit)."""
+        return (checkpoint is not None and time.time() >= checkpoint and not self.pool.errors
+                and not self.exhausted and self.stopped in ("", "paused") and self._short_of_target())
+
+    def _short_of_target(self) -> bool:
+        return self.progress() < self.target and self.crew.time_left()
+
+    def _confirm(self, bar: ProgressBar) -> None:
+        """Behind a proxy: run at full fidelity the best configurations it found that none confirmed yet."""
+        fidelity = StudySettings.of(self.study).fidelity
+        if fidelity.proxy is None:
+            return
+        confirming = queue_confirmations(self.study, fidelity.confirm)
+        if not confirming:
+            return
+        self.confirming += confirming
+        self.target = self.ledger.raise_target(self.study_id, len(confirming))
+        self.study.set_user_attr(TARGET_ATTR, self.target)
+        self.echo(f"confirming at full fidelity the best {len(confirming)} by the proxy: "
+                  f"trial(s) {', '.join(str(number) for number in confirming)}")
+        bar.extend(len(confirming))
+        self._run_workers(bar, until_confirmed=True)
+
+    def _judged_futile(self, bar: ProgressBar) -> bool:
+        """The checkpoint's verdict, said; True (and the run stops) where the search is futile."""
+        verdict = judge_futility(self.study)
+        if verdict is None:
+            return False
+        spent = format_duration(time.time() - self.started)
+        budget = format_duration(self.crew.timeout or 0)
+        if not verdict.futile:
+            bar.write(f"study {self.name}: {spent} of the {budget} budget spent; {verdict.reason}; going on")
+            return False
+        self.futile = f"stopped after {spent} of the {budget} budget: {verdict.reason}"
+        bar.write(f"study {self.name}: {self.futile}; stopping here ({option('full_budget', True)} spends it all)")
+        return True
+
+    def _run_workers(self, bar: ProgressBar, *, pause_at: float | None = None, until_confirmed: bool = False) -> None:
         crew = self.crew
-        options = crew.workers_for(self.name)
+        options = [dataclasses.replace(o, pause_at=pause_at, only_queued=until_confirmed)
+                   for o in crew.workers_for(self.name)]
         if crew.backend == "dask":
             from .dask_cluster import run_on_cluster
 
             self.pool, reports = run_on_cluster(options, crew.scheduler, on_poll=lambda: self._poll(bar))
             self.reclaimed += [number for report in reports for number in report.reclaimed]
             self.exhausted = any(report.stopped == "exhausted" for report in reports)
+            self.stopped = "budget" if any(report.stopped == "budget" for report in reports) else ""
         elif crew.jobs == 1:
             report = run_worker(options[0], on_trial=bar.on_trial)
             self.reclaimed += report.reclaimed
             self.exhausted = report.stopped == "exhausted"
+            self.stopped = report.stopped
         else:
             self.pool = WorkerPool(
                 options, echo=bar.write, on_poll=lambda: self._poll(bar),
@@ -254,18 +318,20 @@ class StudyRun:
         toward it) when no other process works the study."""
         with storage_errors(self.crew.storage):
             finished = self.progress()
-            budget_ended = (self.crew.deadline is not None and finished < self.target
+            budget_ended = (not self.futile and self.crew.deadline is not None and finished < self.target
                             and (not self.crew.time_left() or _budget_stopped(self.study)))
-            if budget_ended and self.ledger.alone(self.study_id, self.crew.worker.grace_period):
+            if (budget_ended or self.futile) and self.ledger.alone(self.study_id, self.crew.worker.grace_period):
                 self.ledger.lower_target(self.study_id, finished)
                 self.study.set_user_attr(TARGET_ATTR, finished)
-            if finished < self.target and not self.exhausted and not self.pool.errors and not budget_ended:
+            if (finished < self.target and not self.exhausted and not self.pool.errors and not budget_ended
+                    and not self.futile):
                 self.exhausted = _space_exhausted(self.study)
             outcome = CorpusOutcome(
                 corpus=self.name.split("/", 1)[1], study=self.name, summary=summarize(self.study),
                 best=best_trial(self.study), target=self.target, added=finished - self.before.finished,
                 reclaimed=self.reclaimed, lost_workers=self.pool.lost_workers, exhausted=self.exhausted,
-                recommendation=recommend_for_study(self.study), budget_ended=budget_ended, timeout=self.crew.timeout)
+                recommendation=recommend_for_study(self.study), budget_ended=budget_ended, timeout=self.crew.timeout,
+                futile=self.futile)
             write_note(self.study, outcome)
             save_pareto_plot(self.storage, self.study, outcome.recommendation)  # beside the note, the same verdict
         if self.pool.errors:

@@ -107,6 +107,12 @@ class WorkerOptions:
     max_retry: int = defaults.MAX_RETRY
     #: ``time.time()`` by which the run's time budget ends: no trial starts that cannot finish.
     deadline: float | None = None
+    #: ``time.time()`` at which the worker stops asking for trials (its trials in flight finish) and
+    #: returns, for the run to judge the study before it goes on (None: never).
+    pause_at: float | None = None
+    #: Run only the trials queued in the study (confirmations, baselines) and return when none is
+    #: left, sampling none.
+    only_queued: bool = False
     #: Optuna's log level in the worker (default: the creating process's level).
     verbosity: int = field(default_factory=optuna.logging.get_verbosity)
     #: The pid of the run that started this worker process (None: the worker runs in the run's
@@ -130,7 +136,7 @@ class WorkerReport:
     failed: int = 0
     duplicates: int = 0
     reclaimed: list[int] = field(default_factory=list)
-    stopped: str = "target"  # target | exhausted | budget
+    stopped: str = "target"  # target | exhausted | budget | paused
     out_of_budget: int = 0
 
 
@@ -194,6 +200,12 @@ def _trial_loop(study: optuna.Study, study_id: int, ledger: Ledger, worker_id: s
             return report
         if options.deadline is not None and time.time() >= options.deadline:
             report.stopped = "budget"
+            return report
+        if options.pause_at is not None and time.time() >= options.pause_at:
+            report.stopped = "paused"
+            return report
+        if options.only_queued and not study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+            report.stopped = "paused"
             return report
         if progress.finished + progress.running >= progress.target:
             time.sleep(WAIT_POLL_S)  # the last trials run elsewhere: take over if their workers die

@@ -335,6 +335,10 @@ def format_plan(spec: StudySpec, plans: list[CorpusPlan]) -> str:
             by_kind = ", ".join(f"about {round(p.trials * share)} {kind}" for kind, share in p.kinds.items() if share)
             lines.append(f"    of which {by_kind}; the baselines run first (BM25 ones take seconds)")
     total = sum(p.wall_seconds for p in plans)
+    if spec.timeout is not None and spec.trials is None and not spec.full_budget:
+        lines += ["", f"half-way through each corpus's budget the run judges the search: where it does not beat the "
+                      f"best baseline out of sample, the run stops there and says so ({option('full_budget', True)} "
+                      "spends it all)"]
     lines += ["", f"at most {format_duration(total)} in all (every trial priced cold; chunks shared between trials "
                   "come from the embedding cache, so real runs are shorter)"]
     return "\n".join(lines)

@@ -17,6 +17,7 @@ A study file (YAML) says what to tune, on what, and where results go::
     storage: sqlite:///example.db               # default: sqlite:///studies/<name>.db
     trials: 30                                  # trials added per run, per corpus
     timeout: 45m                                # time budget of a run (no trial starts that cannot finish)
+    full_budget: false                          # true: spend all of it even when the search is not ahead
     jobs: 1
     seed: 0
     heartbeat: {interval: 10, grace_period: 30}
@@ -104,6 +105,9 @@ class StudySpec:
     keep_links: bool = False
     #: ``"auto"``, ``"full"`` or explicit rungs (see :func:`~tuner.evaluation.fidelity.parse_fidelity`).
     fidelity: str | Fidelity = "auto"
+    #: Spend the whole time budget even when, half-way, the search is not ahead of the baselines out
+    #: of sample (see :mod:`tuner.tuning.scoring.futility`); by default such a run stops there.
+    full_budget: bool = False
     #: Where the workers run: ``"local"`` (``jobs`` processes here) or ``"dask"`` (see :mod:`.cluster`).
     backend: str = setting("local", str, choices=defaults.RUN_BACKENDS)
     #: The Dask scheduler's address (``tcp://HOST:8786``) for ``backend="dask"``.
@@ -310,6 +314,7 @@ OPTION_READERS: dict[str, Callable[[Any, str], Any]] = {
     "exclude": _read_patterns,
     "repair_references": _read_flag,
     "keep_links": _read_flag,
+    "full_budget": _read_flag,
 }
 
 
