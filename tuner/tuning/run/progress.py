@@ -16,6 +16,7 @@ from optuna.trial import FrozenTrial, TrialState
 from ...errors import option
 from ...evaluation.evaluator import TRUNCATION_WARNING
 from ...evaluation.fidelity import PROXIES
+from ..scoring.embedders import EmbedderComparison
 from ..scoring.selection import StudyRecommendation
 from ..study.records import (
     BASELINE_ATTR,
@@ -226,6 +227,8 @@ class CorpusOutcome:
     timeout: float | None = None
     #: Why the futility checkpoint stopped the run early (empty: it did not).
     futile: str = ""
+    #: Each searched embedder's best trial and cost (None: the study searched one embedder).
+    embedders: EmbedderComparison | None = None
 
     @property
     def recommended(self) -> TrialRecord | None:
@@ -286,6 +289,8 @@ def format_outcomes(outcomes: list[CorpusOutcome]) -> str:
         if (truncated := chosen.metric("truncated_chunks")) > TRUNCATION_WARNING:
             lines.append(f"    note: {truncated:.0%} of its chunks exceed the embedder's input window "
                          f"({chosen.metric('unread_text'):.0%} of their text is never embedded)")
+        if item.embedders is not None:
+            lines += [f"    {line}" for line in item.embedders.describe()]
         if chosen.number != best.number:
             lines.append(f"    highest score: {best.describe()}   [trial {best.number}, score {best.score:.4f}; "
                          f"export it with {option('best', True)}]")

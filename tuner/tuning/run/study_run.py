@@ -24,6 +24,7 @@ from optuna.trial import TrialState
 from ..._faults import hold_point
 from ...errors import ChunkwiseError, StudyError, option
 from ...evaluation.registry import label as metric_label
+from ..scoring.embedders import compare_embedders
 from ..scoring.futility import judge_futility
 from ..scoring.selection import recommend_for_study
 from ..search.baselines import queue_baselines, unqueue_baselines
@@ -331,7 +332,7 @@ class StudyRun:
                 best=best_trial(self.study), target=self.target, added=finished - self.before.finished,
                 reclaimed=self.reclaimed, lost_workers=self.pool.lost_workers, exhausted=self.exhausted,
                 recommendation=recommend_for_study(self.study), budget_ended=budget_ended, timeout=self.crew.timeout,
-                futile=self.futile)
+                futile=self.futile, embedders=compare_embedders(self.study))
             write_note(self.study, outcome)
             save_pareto_plot(self.storage, self.study, outcome.recommendation)  # beside the note, the same verdict
         if self.pool.errors:
