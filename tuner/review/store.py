@@ -21,9 +21,10 @@ is a patch of one question applied to the file as it is now, and each question c
 go through. Two reviews of one file (two processes) take turns the same way: an action holds an
 exclusive ``flock`` of the file's folder while it reads, patches and writes.
 
-Opening the file checks it against the corpus: a question about another corpus, or naming a
-document the corpus does not hold, means the file was written for other documents, and the
-review is refused with the questions named. A reference whose excerpt is no longer at its offsets
+Opening the file checks it against the corpus (:func:`tuner.data.evalset.check_records`): a
+question about another corpus, or naming a document the corpus does not hold, means the file was
+written for other documents, and the review is refused with the questions named. A reference
+whose excerpt is no longer at its offsets
 (the document changed since the question was written) is re-located where its excerpt still
 occurs once, and the question marked ``"stale": true`` until a review accepts or edits it; a stale
 question whose excerpt is gone, or now occurs more than once, is left out of ``tune`` until then.
@@ -47,16 +48,14 @@ from pathlib import Path
 from typing import Any
 
 from .._io.files import write_atomically, writers_lock
-from ..data.corpus import Corpus, preview
+from ..data.corpus import Corpus
 from ..data.decoding import decode_text
 from ..data.evalset import (
-    MAX_LISTED,
     REVIEWS,
     STATE_LABELS,
-    JsonlRecord,
-    _unknown_document_hint,
+    Query,
+    check_records,
     query_of_record,
-    query_problems,
     read_jsonl_records,
     read_regular_file,
 )
@@ -112,14 +111,16 @@ class Opened:
 @dataclass
 class _Loaded:
     """The file as last read or written: its questions as read (``records``, fields unknown to
-    chunkwise kept), their ids, each one's JSON line, and the progress counts."""
+    chunkwise kept), their ids, each one's JSON line, the query each holds as the evaluation set's
+    reader parsed it (``queries``), and the progress counts."""
 
     identity: tuple[int, ...] | None  # None: no file yet
     records: list[dict[str, Any]]
     ids: list[str]
     lines: list[str]
     line_numbers: list[int]
-    counts: Counter = field(default_factory=Counter)  # what :func:`_counted` adds up over ``records``
+    queries: list[Query]
+    counts: Counter = field(default_factory=Counter)  # what :func:`_counted` adds up over ``queries``
     index: dict[str, int] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -184,8 +185,7 @@ class ReviewStore:
         with self.locked():
             loaded = self._current()
         return {"corpus": self.corpus.name, "file": str(self.path), "documents": [d.id for d in self.corpus],
-                "questions": [self.view(record, question_id) for record, question_id in zip(loaded.records,
-                                                                                            loaded.ids)],
+                "questions": [self.view(record, query) for record, query in zip(loaded.records, loaded.queries)],
                 "counts": _progress(loaded.counts), "labels": STATE_LABELS}
 
     def document(self, document_id: str) -> dict[str, Any]:
@@ -194,15 +194,16 @@ class ReviewStore:
             raise ReviewError(f"the corpus {self.corpus.name!r} has no document {document_id!r}", 404)
         return {"id": document_id, "text": self.corpus.document(document_id).text}
 
-    def view(self, record: dict[str, Any], question_id: str) -> dict[str, Any]:
-        """A question as the page shows it: each excerpt located (``found`` false where it is not,
-        ``problem`` saying why: ``"gone"``; ``"ambiguous"`` where it now occurs more than once;
-        ``"moved"`` where its offsets were changed outside the review)."""
+    def view(self, record: dict[str, Any], query: Query) -> dict[str, Any]:
+        """A question as the page shows it (``record`` as the file has it, ``query`` as the evaluation
+        set's reader parsed it): each excerpt located (``found`` false where it is not, ``problem``
+        saying why: ``"gone"``; ``"ambiguous"`` where it now occurs more than once; ``"moved"`` where
+        its offsets were changed outside the review)."""
         references = [self._shown_reference(ref) for ref in record["references"]]
-        return {"id": question_id, "question": record["question"], "references": references,
+        return {"id": query.id, "question": record["question"], "references": references,
                 "origin": record.get("origin") or "hand", "model": record.get("model"),
                 "review": record.get("review"), "stale": bool(record.get("stale")),
-                "revision": record.get("revision", 0), "state": state_of(record)}
+                "revision": record.get("revision", 0), "state": query.state}
 
     def _shown_reference(self, ref: dict[str, Any]) -> dict[str, Any]:
         document, content = ref["document"], ref["content"]
@@ -264,7 +265,7 @@ class ReviewStore:
                     record.pop("stale", None)
                 record["revision"] = revision + 1
                 saved = self._save(loaded, {at: record})
-            return {"question": self.view(saved.records[at], saved.ids[at]), "counts": _progress(saved.counts)}
+            return {"question": self.view(saved.records[at], saved.queries[at]), "counts": _progress(saved.counts)}
 
     def _find(self, loaded: _Loaded, question_id: Any) -> int:
         at = loaded.index.get(str(question_id)) if isinstance(question_id, (str, int)) else None
@@ -274,7 +275,7 @@ class ReviewStore:
 
     def _check_found(self, question_id: str, record: dict[str, Any]) -> None:
         """Refuse to accept a question an excerpt of which is not in its document, saying why."""
-        for i, ref in enumerate(self.view(record, question_id)["references"], start=1):
+        for i, ref in enumerate((self._shown_reference(ref) for ref in record["references"]), start=1):
             if ref["problem"] == "ambiguous":
                 raise ReviewError(f"question {question_id!r}: excerpt {i} now occurs {ref['occurrences']} times "
                                   f"in {ref['document']!r} (its document changed): select the passage meant (set "
@@ -345,11 +346,11 @@ class ReviewStore:
             return self._loaded
         read = read_regular_file(self.path, "questions file")
         if read is None:  # created by the first new question
-            self._loaded = _Loaded(None, [], [], [], [])
+            self._loaded = _Loaded(None, [], [], [], [], [])
             return self._loaded
         data, status = read
         rows = read_jsonl_records(self.path, decode_text(data, self.path, EvaluationSetError)[0], self.corpus.name)
-        self._check(rows)
+        check_records(self.path, rows, self.corpus)
         lines = []
         for row in rows:  # each line kept as it is, unless its offsets were digit strings ("12"): numbers then
             lines.append(row.text.rstrip("\r") + "\n")
@@ -357,10 +358,10 @@ class ReviewStore:
                 if "start_index" in ref and (type(ref["start_index"]) is not int or type(ref["end_index"]) is not int):
                     ref["start_index"], ref["end_index"] = parsed.start_index, parsed.end_index
                     lines[-1] = _line(row.record)
-        records = [row.record for row in rows]
-        tally = Counter(key for record in records for key in _counted(record))
+        records, queries = [row.record for row in rows], [row.query for row in rows]
+        tally = Counter(key for query in queries for key in _counted(query))
         self._loaded = _Loaded(_status_identity(status), records, [row.query.id for row in rows], lines,
-                               [row.line for row in rows], tally)
+                               [row.line for row in rows], queries, tally)
         return self._loaded
 
     def _save(self, loaded: _Loaded, changed: dict[int, dict[str, Any]], new: dict[str, Any] | None = None) -> _Loaded:
@@ -369,6 +370,7 @@ class ReviewStore:
         was read under. Returns what the file now holds."""
         records, lines = list(loaded.records), list(loaded.lines)
         ids, line_numbers, tally = list(loaded.ids), list(loaded.line_numbers), loaded.counts.copy()
+        queries = list(loaded.queries)
         for at, record in enumerate(records):
             if "id" not in record:  # the loader's id, kept fixed from now on (a line above may come or go)
                 changed.setdefault(at, dict(record))["id"] = ids[at]
@@ -380,12 +382,15 @@ class ReviewStore:
             changed[len(records) - 1] = new
         for at, record in changed.items():
             try:
-                query_of_record(record, f"question {ids[at]!r}", line_numbers[at], self.corpus.name)
+                query = query_of_record(record, f"question {ids[at]!r}", line_numbers[at], self.corpus.name)
             except EvaluationSetError as exc:
                 raise ReviewError(f"{exc}; nothing was saved") from None
             if at < len(loaded.records):
-                tally.subtract(_counted(loaded.records[at]))
-            tally.update(_counted(record))
+                tally.subtract(_counted(loaded.queries[at]))
+                queries[at] = query
+            else:  # the new question (the last one changed)
+                queries.append(query)
+            tally.update(_counted(query))
             records[at], lines[at] = record, _line(record)
         text = "".join(lines)
         write_atomically(self.path, text, EvaluationSetError)
@@ -393,45 +398,9 @@ class ReviewStore:
         # Kept only when the file now is what was written (size): a writer that replaced it at once
         # makes the next action read it again.
         saved = _Loaded(identity if identity is not None and identity[2] == len(text.encode()) else None,
-                        records, ids, lines, line_numbers, tally)
+                        records, ids, lines, line_numbers, queries, tally)
         self._loaded = saved
         return saved
-
-    def _check(self, rows: list[JsonlRecord]) -> None:
-        """Refuse a file a review cannot work on: repeated ids, questions with no text or excerpt
-        (the rules ``validate`` applies), questions about another corpus or naming documents it does
-        not hold (the file was written for other documents). Rejected questions are left out of tune,
-        so an empty or unknown excerpt of theirs is no problem; their ids still must be unique."""
-        problems, elsewhere = [], []
-        lines_of: dict[str, list[int]] = {}
-        for row in rows:
-            lines_of.setdefault(row.query.id, []).append(row.line)
-        problems += [f"id {question_id!r} is used by lines {', '.join(map(str, lines))}"
-                     for question_id, lines in lines_of.items() if len(lines) > 1]
-        for row in rows:
-            query, where = row.query, f"{row.where} ({row.query.id})"
-            if query.corpus != self.corpus.name:
-                elsewhere.append(f"{where}: about corpus {query.corpus!r}, not {self.corpus.name!r}")
-                continue
-            if query.review == "rejected":
-                continue
-            problems += query_problems(query, row.where)
-            for ref in query.references:
-                if ref.document not in self.corpus:
-                    elsewhere.append(f"{where}: names document {ref.document!r}, which the corpus does not hold"
-                                     f"{_unknown_document_hint(ref.document, self.corpus)}")
-        if not problems and not elsewhere:
-            return
-        listed = (elsewhere + problems)[:MAX_LISTED]
-        count = len(elsewhere) + len(problems)
-        more = f"\n  ... and {count - len(listed)} more" if count > len(listed) else ""
-        if elsewhere:  # the file was written about other documents, or the corpus is the wrong one
-            raise EvaluationSetError(
-                f"questions file {str(self.path)!r} does not match corpus {self.corpus.name!r} (documents: "
-                f"{preview(d.id for d in self.corpus)}): {count} problem(s)\n  " + "\n  ".join(listed) + more +
-                f"\nIs {option('corpus_path')} the corpus the questions were written about?")
-        raise EvaluationSetError(f"questions file {str(self.path)!r}: {count} problem(s)\n  " + "\n  ".join(listed)
-                                 + more)
 
     def _relocate(self, record: dict[str, Any]) -> tuple[dict[str, Any], str] | None:
         """Re-locate each excerpt no longer at its offsets: None when all were in place; else the
@@ -497,15 +466,10 @@ def _line(record: dict[str, Any]) -> str:
     return json.dumps(record, ensure_ascii=False) + "\n"
 
 
-def state_of(record: dict[str, Any]) -> str:
-    """A record's state, as :attr:`tuner.data.evalset.Query.state` names it."""
-    return record.get("review") or ("generated" if record.get("origin") == "generated" else "hand")
-
-
-def _counted(record: dict[str, Any]) -> list[str]:
-    """What a question adds to the progress counts."""
-    return ["total", state_of(record), *(["reviewed"] if record.get("review") else []),
-            *(["stale"] if record.get("stale") else [])]
+def _counted(query: Query) -> list[str]:
+    """What a question adds to the progress counts: its state (:attr:`~tuner.data.evalset.Query.state`),
+    whether it was reviewed, whether it is stale."""
+    return ["total", query.state, *(["reviewed"] if query.review else []), *(["stale"] if query.stale else [])]
 
 
 def _progress(tally: Counter) -> dict[str, int]:
@@ -513,9 +477,9 @@ def _progress(tally: Counter) -> dict[str, int]:
             **{s: tally[s] for s in STATE_LABELS if s != "stale"}}
 
 
-def counts(records: list[dict[str, Any]]) -> dict[str, int]:
+def counts(queries: list[Query]) -> dict[str, int]:
     """Progress: questions, reviewed, and how many are in each state."""
-    return _progress(Counter(key for record in records for key in _counted(record)))
+    return _progress(Counter(key for query in queries for key in _counted(query)))
 
 
 def _question(action: dict[str, Any]) -> str:
@@ -527,4 +491,4 @@ def _question(action: dict[str, Any]) -> str:
     return question.strip()
 
 
-__all__ = ["ACTIONS", "REVIEWS", "Opened", "ReviewError", "ReviewStore", "counts", "state_of"]
+__all__ = ["ACTIONS", "REVIEWS", "Opened", "ReviewError", "ReviewStore", "counts"]

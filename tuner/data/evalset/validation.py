@@ -1,0 +1,227 @@
+"""An evaluation set checked against its corpora: every reference equal to its document's text at
+its offsets, an excerpt given without offsets located, a mismatch explained (the nearest match,
+another document that holds it, a byte-order mark or line endings); and the check a review makes
+of a questions file before working on it (:func:`check_records`)."""
+
+from __future__ import annotations
+
+import difflib
+import unicodedata
+from dataclasses import replace
+from functools import partial
+from pathlib import Path
+
+from ...errors import EvaluationSetError, option
+from ..corpus import Corpus, preview
+from ..document import Document
+from ..excerpts import Location, Normalized, locate
+from .jsonl import JsonlRecord, shorten
+from .records import UNLOCATED, EvaluationSet, Query, RawQuery, Reference
+
+#: How many offending queries an error message lists before summarising.
+MAX_LISTED = 10
+
+
+def validate(path: Path, raw: list[RawQuery], corpora: dict[str, Corpus],
+              repair: bool) -> EvaluationSet:
+    problems: list[str] = []
+    queries: list[Query] = []
+    repaired = located = 0
+    normalized: dict[tuple[str, str], Normalized] = {}  # per document, for excerpts located in it
+    seen_ids: set[str] = set()
+    for where, query in raw:
+        if query.id in seen_ids:
+            problems.append(f"{where}: duplicate query id {query.id!r}")
+        seen_ids.add(query.id)
+        label = f"{where} ({shorten(query.question)})"
+        problems += query_problems(query, where)
+        corpus = corpora.get(query.corpus)
+        if corpus is None:
+            problems.append(f"{label}: unknown corpus {query.corpus!r} "
+                            f"(loaded: {preview(corpora)})")
+            continue
+        fixed = []
+        for i, ref in enumerate(query.references, start=1):
+            if ref.document not in corpus:
+                problems.append(f"{label}: reference {i} names unknown document "
+                                f"{ref.document!r} in corpus {corpus.name!r}"
+                                f"{_unknown_document_hint(ref.document, corpus)}")
+                continue
+            document = corpus.document(ref.document)
+            text = document.text
+            if ref.start_index == UNLOCATED:
+                found = locate(text, ref.content, partial(_normalized, normalized, corpus.name, document))
+                if found.found:
+                    fixed.append(replace(ref, start_index=found.start, end_index=found.end,
+                                         content=text[found.start:found.end]))
+                    located += 1
+                else:
+                    problems.append(f"{label}: reference {i}: {_unlocated(found, ref, corpus, normalized)}")
+                continue
+            ok = 0 <= ref.start_index < ref.end_index <= len(text)
+            if ok and text[ref.start_index : ref.end_index] == ref.content:
+                fixed.append(ref)
+                continue
+            occurrences = _count_occurrences(text, ref.content) if ref.content else 0
+            if repair and occurrences == 1:
+                start = text.find(ref.content)
+                fixed.append(replace(ref, start_index=start, end_index=start + len(ref.content)))
+                repaired += 1
+                continue
+            found = repr(shorten(text[ref.start_index : ref.end_index])) if ok else "out of range"
+            hint = {0: "content not found in the document",
+                    1: "content occurs once: repairing would re-locate it"}.get(
+                occurrences, "content occurs more than once, cannot re-locate")
+            problems.append(
+                f"{label}: reference {i} [{ref.start_index}:{ref.end_index}] of "
+                f"{ref.document!r} does not match its content (text there: {found}; {hint})"
+                f"{_encoding_hint(document, ref)}"
+            )
+        queries.append(replace(query, references=tuple(fixed)))
+    if problems:
+        listed = "\n  ".join(problems[:MAX_LISTED])
+        more = f"\n  ... and {len(problems) - MAX_LISTED} more" if len(problems) > MAX_LISTED else ""
+        raise EvaluationSetError(
+            f"evaluation set {str(path)!r} does not match its corpus: "
+            f"{len(problems)} problem(s)\n  {listed}{more}"
+        )
+    return EvaluationSet(tuple(queries), repaired, str(path), located)
+
+
+def query_problems(query: Query, where: str) -> list[str]:
+    """What makes a query unusable whatever the corpus: an empty question, no excerpt."""
+    problems = []
+    if not query.question.strip():
+        problems.append(f"{where}: empty question")
+    if not query.references:
+        problems.append(f"{where} ({shorten(query.question)}): no references")
+    return problems
+
+
+def stale_left_out(query: Query, corpora: dict[str, Corpus]) -> bool:
+    """Whether a stale query has a reference that no longer matches its document (or names one
+    that is gone): it is left out until a review re-locates its excerpt."""
+    corpus = corpora.get(query.corpus)
+    if corpus is None:
+        return False  # reported: the file names a corpus that is not loaded
+    for ref in query.references:
+        if ref.document not in corpus:
+            return True
+        text = corpus.document(ref.document).text
+        if ref.start_index == UNLOCATED:
+            if not locate(text, ref.content).found:
+                return True
+        elif text[ref.start_index:ref.end_index] != ref.content or ref.start_index >= ref.end_index:
+            return True
+    return False
+
+
+def _normalized(memo: dict[tuple[str, str], Normalized], corpus: str, document: Document) -> Normalized:
+    key = (corpus, document.id)
+    if key not in memo:
+        memo[key] = Normalized.of(document.text)
+    return memo[key]
+
+
+def _unlocated(found: Location, ref: Reference, corpus: Corpus, memo: dict[tuple[str, str], Normalized]) -> str:
+    """Why an excerpt could not be located, and what to do about it (a missing one: the nearest
+    match in its document, or another document that holds it)."""
+    excerpt = repr(shorten(ref.content))
+    if found.count > 1:
+        times = "at least 3 times" if found.count > 2 else "twice"
+        lines = ", ".join(map(str, found.lines))
+        return (f"the excerpt {excerpt} occurs {times} in {ref.document!r} (lines {lines}): give more context "
+                "(a longer excerpt) so it occurs once")
+    elsewhere = [doc.id for doc in corpus if doc.id != ref.document
+                 and locate(doc.text, ref.content, partial(_normalized, memo, corpus.name, doc)).found]
+    hint = f"; it occurs once in {elsewhere[0]!r}: is the document right?" if elsewhere else ""
+    return f"the excerpt {excerpt} is not in {ref.document!r}; {found.nearest}{hint}"
+
+
+def _unknown_document_hint(name: str, corpus: Corpus) -> str:
+    """The ids the reference probably meant: one equal up to Unicode normalisation (a
+    name typed on one system, the file saved on another), else the closest spellings."""
+    ids = [d.id for d in corpus]
+    same = [i for i in ids if unicodedata.normalize("NFC", i) == unicodedata.normalize("NFC", name)]
+    if same:
+        return (f": it differs from the corpus's {same[0]!r} only in Unicode normalisation (the reference "
+                f"is {_normal_form(name)}, the file name {_normal_form(same[0])}); write the name as the "
+                "file system spells it")
+    close = difflib.get_close_matches(name, ids, n=5, cutoff=0.6)
+    ordered = close + [i for i in ids if i not in close]
+    return f" ({'nearest first' if close else 'it has'}: {preview(ordered)})"
+
+
+def _normal_form(text: str) -> str:
+    for form in ("NFC", "NFD"):
+        if unicodedata.normalize(form, text) == text:
+            return form
+    return "in neither NFC nor NFD"
+
+
+def _encoding_hint(document: Document, ref: Reference) -> str:
+    """Why a reference may not match: the evaluation set was made from a copy of the file
+    with its byte-order mark counted, or with its line endings converted."""
+    text, start, end, content = document.text, ref.start_index, ref.end_index, ref.content
+    if document.had_bom and start >= 1 and text[start - 1 : end - 1] == content:
+        return (f"; the offsets are one character past the content: {document.id!r} starts with a "
+                "byte-order mark, which these offsets count but chunkwise does not (offsets count the "
+                f"characters after it); {option('repair_references', True)} re-locates them")
+    if "\r\n" in text and text.replace("\r\n", "\n")[start:end] == content.replace("\r\n", "\n"):
+        return (f"; the reference matches {document.id!r} with its CRLF line endings converted to LF: the "
+                "set was made from a newline-translated copy, but chunkwise reads files as they are (make "
+                "the offsets from the file itself, or convert the file to LF line endings)")
+    if "\r\n" in content and "\r\n" not in text and content.replace("\r\n", "\n") in text:
+        return (f"; the content has CRLF line endings but {document.id!r} has LF: the set was made from a "
+                "copy with Windows line endings (convert the file or the set so they agree)")
+    return ""
+
+
+def _count_occurrences(text: str, needle: str) -> int:
+    """Occurrences of ``needle`` in ``text``, counted up to 2 (enough to tell "once")."""
+    count, start = 0, text.find(needle)
+    while start != -1 and count < 2:
+        count += 1
+        start = text.find(needle, start + 1)
+    return count
+
+
+def check_records(path: str | Path, rows: list[JsonlRecord], corpus: Corpus) -> None:
+    """Refuse a questions file a review cannot work on: repeated ids, questions with no text or excerpt
+    (the rules ``validate`` applies), questions about another corpus or naming documents it does
+    not hold (the file was written for other documents). Rejected questions are left out of tune,
+    so an empty or unknown excerpt of theirs is no problem; their ids still must be unique.
+
+    Raises:
+        EvaluationSetError: listing the problems, at most :data:`MAX_LISTED`.
+    """
+    problems, elsewhere = [], []
+    lines_of: dict[str, list[int]] = {}
+    for row in rows:
+        lines_of.setdefault(row.query.id, []).append(row.line)
+    problems += [f"id {question_id!r} is used by lines {', '.join(map(str, lines))}"
+                 for question_id, lines in lines_of.items() if len(lines) > 1]
+    for row in rows:
+        query, where = row.query, f"{row.where} ({row.query.id})"
+        if query.corpus != corpus.name:
+            elsewhere.append(f"{where}: about corpus {query.corpus!r}, not {corpus.name!r}")
+            continue
+        if query.review == "rejected":
+            continue
+        problems += query_problems(query, row.where)
+        for ref in query.references:
+            if ref.document not in corpus:
+                elsewhere.append(f"{where}: names document {ref.document!r}, which the corpus does not hold"
+                                 f"{_unknown_document_hint(ref.document, corpus)}")
+    if not problems and not elsewhere:
+        return
+    listed = (elsewhere + problems)[:MAX_LISTED]
+    count = len(elsewhere) + len(problems)
+    more = f"\n  ... and {count - len(listed)} more" if count > len(listed) else ""
+    if elsewhere:  # the file was written about other documents, or the corpus is the wrong one
+        raise EvaluationSetError(
+            f"questions file {str(path)!r} does not match corpus {corpus.name!r} (documents: "
+            f"{preview(d.id for d in corpus)}): {count} problem(s)\n  " + "\n  ".join(listed) + more +
+            f"\nIs {option('corpus_path')} the corpus the questions were written about?")
+    raise EvaluationSetError(f"questions file {str(path)!r}: {count} problem(s)\n  " + "\n  ".join(listed)
+                             + more)
