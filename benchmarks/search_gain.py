@@ -38,7 +38,28 @@ def parse_budget(text: str) -> float:
     return float(text)
 
 
-def specs(args: argparse.Namespace, storage: str) -> list:
+def questions_for(args: argparse.Namespace, corpora: tuple[tuple[str, str], ...], folder: Path) -> str:
+    """chroma-dev's questions, only those of ``corpora`` when ``--corpora`` chose some (its file names
+    a corpus per question, and a question of a corpus not loaded is refused)."""
+    source = args.data / "questions.csv"
+    if not args.corpora:
+        return str(source)
+    import csv
+
+    names = {name for name, _ in corpora}
+    with source.open(newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        rows = [row for row in reader if Path(row["corpus_id"]).stem in names]
+        fields = reader.fieldnames
+    target = folder / "questions.csv"
+    with target.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+    return str(target)
+
+
+def specs(args: argparse.Namespace, storage: str, folder: Path) -> list:
     from tuner.tuning import StudySpec
 
     budget = parse_budget(args.budget)
@@ -47,13 +68,14 @@ def specs(args: argparse.Namespace, storage: str) -> list:
                     if not args.corpora or p.stem in args.corpora)
     if corpora:
         # A run's budget is shared among its corpora: each of the three gets ``budget``.
-        out.append(StudySpec(name="gain", corpora=corpora, queries=str(args.data / "questions.csv"), space=args.space,
-                             storage=storage, timeout=budget * len(corpora), seed=args.seed, validation=0.25))
+        out.append(StudySpec(name="gain", corpora=corpora, queries=questions_for(args, corpora, folder),
+                             space=args.space, storage=storage, timeout=budget * len(corpora), seed=args.seed,
+                             validation=0.25, full_budget=not args.checkpoint))
     for root, name in ((args.realdocs, "realdocs"), (args.valgrind, "valgrind")):
         if root and (not args.corpora or name in args.corpora):
             out.append(StudySpec(name="gain", corpora=((name, str(root / "raw")),),
                                  queries=str(root / "questions.jsonl"), space=args.space, storage=storage,
-                                 timeout=budget, seed=args.seed, validation=0.25))
+                                 timeout=budget, seed=args.seed, validation=0.25, full_budget=not args.checkpoint))
     return out
 
 
@@ -68,6 +90,10 @@ def main() -> int:
     parser.add_argument("--storage", help="study storage (default: a temporary SQLite file)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, help="write the table as JSON")
+    parser.add_argument("--checkpoint", action="store_true",
+                        help="let each run judge the search half-way and stop where it is futile, as a run does by "
+                             "default (without it, each study spends its whole budget: what the search adds at the "
+                             "full budget)")
     args = parser.parse_args()
     require_chroma_dev(args.data)
     optuna.logging.set_verbosity(optuna.logging.ERROR)
@@ -78,12 +104,12 @@ def main() -> int:
     rows = []
     with tempfile.TemporaryDirectory(prefix="search-gain-") as tmp:
         storage = args.storage or f"sqlite:///{tmp}/gain.db"
-        for spec in specs(args, storage):
+        for spec in specs(args, storage, Path(tmp)):
             for outcome in run_study_spec(spec, progress=True, echo=lambda line: print(line, file=sys.stderr)):
                 verdict = outcome.recommendation
                 gain = None if verdict is None else verdict.gain
                 study = optuna.load_study(study_name=outcome.study, storage=storage)
-                rows.append({"corpus": outcome.corpus, "trials": len(study.trials),
+                rows.append({"corpus": outcome.corpus, "trials": len(study.trials), "stopped_early": outcome.futile,
                              "recommended": None if verdict is None else verdict.recommended.label(),
                              "recommended_is_baseline": None if verdict is None else verdict.recommended.baseline,
                              "gain": None if gain is None else asdict(gain)})
