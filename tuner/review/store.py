@@ -24,10 +24,10 @@ exclusive ``flock`` of the file's folder while it reads, patches and writes.
 Opening the file checks it against the corpus (:func:`tuner.data.evalset.check_records`): a
 question about another corpus, or naming a document the corpus does not hold, means the file was
 written for other documents, and the review is refused with the questions named. A reference
-whose excerpt is no longer at its offsets
-(the document changed since the question was written) is re-located where its excerpt still
-occurs once, and the question marked ``"stale": true`` until a review accepts or edits it; a stale
-question whose excerpt is gone, or now occurs more than once, is left out of ``tune`` until then.
+whose excerpt is no longer at its offsets (the document changed since the question was written) is
+re-located where its excerpt still occurs once, and the question marked ``"stale": true`` until a
+review accepts or edits it; a stale question whose excerpt is gone, or now occurs more than once, is
+left out of ``tune`` until then.
 
 What was read is kept, with the file's identity (device, inode, size, times), and read again only
 when the file changed: an action on a file of 100,000 questions re-encodes one line, not all.
@@ -38,7 +38,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
-import os
 import re
 import threading
 from collections import Counter
@@ -61,21 +60,8 @@ from ..data.evalset import (
 )
 from ..data.excerpts import locate
 from ..errors import EvaluationSetError, option
-
-#: Actions a page sends (``new`` writes a question; the others change one by its id).
-ACTIONS = ("accept", "reject", "edit", "new")
-#: The longest question text accepted.
-MAX_QUESTION_CHARS = 4000
-#: How many excerpts one question may have.
-MAX_REFERENCES = 20
-
-
-class ReviewError(EvaluationSetError):
-    """An action that cannot be done; ``status`` is the HTTP status the page gets."""
-
-    def __init__(self, message: str, status: int = 400) -> None:
-        super().__init__(message)
-        self.status = status
+from .actions import ACTIONS, ReviewError, question_of, references_of
+from .files import file_identity, remove_leftovers, status_identity
 
 
 @dataclass(frozen=True)
@@ -159,7 +145,7 @@ class ReviewStore:
         :class:`EvaluationSetError` when the file is not a questions file the other commands read,
         or does not match the corpus."""
         with self.locked():
-            removed = self._remove_leftovers()
+            removed = remove_leftovers(self.path)
             loaded = self._load()
             changed: dict[int, dict[str, Any]] = {}
             relocated = missing = ambiguous = 0
@@ -259,8 +245,8 @@ class ReviewStore:
                 elif kind == "reject":
                     record["review"] = "rejected"
                 else:
-                    record["question"] = _question(action)
-                    record["references"] = self._references(action)
+                    record["question"] = question_of(action)
+                    record["references"] = references_of(action, self.corpus)
                     record["review"] = "edited"
                     record.pop("stale", None)
                 record["revision"] = revision + 1
@@ -290,41 +276,8 @@ class ReviewStore:
 
     def _new(self, loaded: _Loaded, action: dict[str, Any]) -> dict[str, Any]:
         taken = [int(m.group(1)) for i in loaded.ids if (m := re.fullmatch(r"r(\d+)", i))]
-        return {"id": f"r{max(taken, default=0) + 1:04d}", "question": _question(action), "corpus": self.corpus.name,
-                "references": self._references(action), "origin": "hand"}
-
-    def _references(self, action: dict[str, Any]) -> list[dict[str, Any]]:
-        """The action's excerpts, each checked against its document (exact offsets, in characters of
-        the converted text); the content saved is the document's."""
-        given = action.get("references")
-        if not isinstance(given, list) or not given:
-            raise ReviewError("a question needs at least one excerpt: select the passage that answers it")
-        if len(given) > MAX_REFERENCES:
-            raise ReviewError(f"a question has at most {MAX_REFERENCES} excerpts")
-        references: list[dict[str, Any]] = []
-        for i, ref in enumerate(given, start=1):
-            if not isinstance(ref, dict):
-                raise ReviewError(f"excerpt {i} is not an object")
-            document, start, end = ref.get("document"), ref.get("start_index"), ref.get("end_index")
-            if not isinstance(document, str) or document not in self.corpus:
-                raise ReviewError(f"excerpt {i}: the corpus has no document {document!r}", 404)
-            text = self.corpus.document(document).text
-            if not (type(start) is int and type(end) is int and 0 <= start < end <= len(text)):
-                raise ReviewError(f"excerpt {i}: offsets [{start}:{end}] are not a non-empty range of {document!r} "
-                                  f"(0 to {len(text)} characters)")
-            content = text[start:end]
-            if "content" in ref and ref["content"] != content:
-                raise ReviewError(f"excerpt {i}: its text does not match {document!r} at [{start}:{end}] "
-                                  f"(the document reads {content[:40]!r}); reload the page")
-            if not content.strip():
-                raise ReviewError(f"excerpt {i}: {document!r} [{start}:{end}] is only white space: select the "
-                                  "words that answer the question")
-            saved = {"document": document, "start_index": start, "end_index": end, "content": content}
-            if saved in references:
-                raise ReviewError(f"excerpts {references.index(saved) + 1} and {i} are the same passage of "
-                                  f"{document!r} [{start}:{end}]: give each excerpt once")
-            references.append(saved)
-        return references
+        return {"id": f"r{max(taken, default=0) + 1:04d}", "question": question_of(action), "corpus": self.corpus.name,
+                "references": references_of(action, self.corpus), "origin": "hand"}
 
     # ----------------------------------------------------------------------------------- the file
 
@@ -342,7 +295,7 @@ class ReviewStore:
     def _load(self) -> _Loaded:
         """The file's questions, read by the evaluation set's reader and checked against the
         corpus; what was read last when the file has not changed since."""
-        if self._loaded is not None and self._loaded.identity == _identity(self.path):
+        if self._loaded is not None and self._loaded.identity == file_identity(self.path):
             return self._loaded
         read = read_regular_file(self.path, "questions file")
         if read is None:  # created by the first new question
@@ -360,7 +313,7 @@ class ReviewStore:
                     lines[-1] = _line(row.record)
         records, queries = [row.record for row in rows], [row.query for row in rows]
         tally = Counter(key for query in queries for key in _counted(query))
-        self._loaded = _Loaded(_status_identity(status), records, [row.query.id for row in rows], lines,
+        self._loaded = _Loaded(status_identity(status), records, [row.query.id for row in rows], lines,
                                [row.line for row in rows], queries, tally)
         return self._loaded
 
@@ -394,7 +347,7 @@ class ReviewStore:
             records[at], lines[at] = record, _line(record)
         text = "".join(lines)
         write_atomically(self.path, text, EvaluationSetError)
-        identity = _identity(self.path)
+        identity = file_identity(self.path)
         # Kept only when the file now is what was written (size): a writer that replaced it at once
         # makes the next action read it again.
         saved = _Loaded(identity if identity is not None and identity[2] == len(text.encode()) else None,
@@ -429,39 +382,6 @@ class ReviewStore:
                 outcome = "gone"
         return record | {"references": references}, outcome
 
-    def _remove_leftovers(self) -> tuple[str, ...]:
-        """Remove the temporary files a killed save of this file left beside it: regular files
-        named as :func:`tuner._io.files.write_atomically` names its own (``.NAME.8 hex.tmp``, beside
-        the file a link leads to), and nothing else. Called under the folder's lock, which every
-        review's save holds: none of these is being written now."""
-        target = Path(os.path.realpath(self.path))
-        pattern = re.compile(rf"\.{re.escape(target.name)}\.[0-9a-f]{{8}}\.tmp")
-        removed = []
-        try:
-            entries = list(os.scandir(target.parent))
-        except OSError:
-            return ()
-        for entry in entries:
-            if pattern.fullmatch(entry.name) and entry.is_file(follow_symlinks=False):
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(entry.path)
-                    removed.append(entry.name)
-        return tuple(sorted(removed))
-
-
-def _identity(path: Path) -> tuple[int, ...] | None:
-    try:
-        return _status_identity(os.stat(path))
-    except OSError:
-        return None
-
-
-def _status_identity(status: os.stat_result) -> tuple[int, ...]:
-    """What tells one version of the file from another: a save replaces the file (a new inode),
-    an editor that writes in place changes its size or times."""
-    return status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns
-
-
 def _line(record: dict[str, Any]) -> str:
     return json.dumps(record, ensure_ascii=False) + "\n"
 
@@ -480,15 +400,6 @@ def _progress(tally: Counter) -> dict[str, int]:
 def counts(queries: list[Query]) -> dict[str, int]:
     """Progress: questions, reviewed, and how many are in each state."""
     return _progress(Counter(key for query in queries for key in _counted(query)))
-
-
-def _question(action: dict[str, Any]) -> str:
-    question = action.get("question")
-    if not isinstance(question, str) or not question.strip():
-        raise ReviewError("the question is empty: write the question this excerpt answers")
-    if len(question) > MAX_QUESTION_CHARS:
-        raise ReviewError(f"the question is longer than {MAX_QUESTION_CHARS} characters")
-    return question.strip()
 
 
 __all__ = ["ACTIONS", "REVIEWS", "Opened", "ReviewError", "ReviewStore", "counts"]
