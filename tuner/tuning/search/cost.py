@@ -6,12 +6,15 @@ takes seconds; dense and hybrid retrieval embed every chunk; a semantic chunker 
 its units first. So the estimate is the median wall time of this study's complete trials of
 the same kind (cache hits included: that is what the next trial of that kind will see too),
 and, before any trial of that kind has finished, the calibrated cold price of
-:mod:`.plan` (the corpus's tokens over the embedder's measured throughput).
+:mod:`.plan` (the corpus's tokens over the embedder's measured throughput: each embedder's own, when
+the search space lists several, :func:`embedding_seconds`).
 
 >>> kind_of({"chunker": {"name": "token"}, "retrieval": {"method": "bm25"}})
 'bm25'
 >>> median_seconds([3.0, 1.0, 2.0, 400.0])
 2.5
+>>> embedding_seconds(1024, [1.0, 1.0], [1024.0, 128.0])  # one pass each with two embedders, 8x apart: (1 + 8) / 2
+4.5
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import statistics
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import numpy as np
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
@@ -49,6 +53,15 @@ def trial_kind(chunker: str, method: str) -> str:
     except InvalidParameterError:  # an unknown method: price it as the dearer kind
         embeds = True
     return DENSE if embeds else BM25
+
+
+def embedding_seconds(tokens: float, passes: Sequence[float], tokens_per_s: Sequence[float]) -> float:
+    """The mean seconds configurations spend embedding a corpus of ``tokens`` tokens, the i-th embedding
+    ``passes[i]`` corpus passes at its own embedder's ``tokens_per_s[i]``: a pass of a model 8x slower
+    costs 8x the time (0 for no configuration)."""
+    if not passes:
+        return 0.0
+    return float(tokens * np.mean([p / rate for p, rate in zip(passes, tokens_per_s, strict=True)]))
 
 
 def kind_of(config: dict[str, Any]) -> str:

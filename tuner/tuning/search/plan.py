@@ -3,7 +3,8 @@
 ``chunkwise tune --dry-run`` loads the corpora and questions, samples configurations from the
 search space (chunking is cheap: nothing is embedded), and prints per corpus the documents,
 cl100k tokens, trials, the embedding work of a cold trial, the estimated wall time of the run
-from the embedder's calibrated throughput and ``--jobs``, and the API cost for an OpenAI
+from the embedder's calibrated throughput and ``--jobs`` (each embedder's own when the search space
+lists several: a trial is priced at the throughput of the embedder it samples), and the API cost for an OpenAI
 embedder, at the configured model's list price (``rates.embed_usd_per_mtok`` overrides). The
 estimate is an upper bound: every trial is priced cold, while trials that share chunks reuse
 the embedding cache. With fidelity rungs, a trial is priced at the expected share
@@ -24,7 +25,7 @@ import numpy as np
 import optuna
 
 from ...embedding import EmbeddingCache, embedding_provider
-from ...embedding.config import shared_embedder
+from ...embedding.config import EmbedderConfig, embedder_key, shared_embedder
 from ...errors import option
 from ...retrieval.llm_context import estimated_tokens
 from ...text.tokens import count_tokens_batch
@@ -37,7 +38,7 @@ from ..study.settings import StudySettings, build_settings, resolve_fidelity
 from ..study.spec import StudySpec
 from ..study.storage import make_storage, storage_created, storage_errors
 from .baselines import BASELINES, baseline_points
-from .cost import BM25, DENSE, KINDS, SEMANTIC, trial_kind
+from .cost import BM25, DENSE, KINDS, SEMANTIC, embedding_seconds, trial_kind
 from .space import SearchSpace
 
 #: Configurations sampled from the space to estimate the embedding work of a trial.
@@ -77,6 +78,9 @@ class CorpusPlan:
     #: The embedding throughput the trials are priced at, and where it comes from
     #: (``1,147 tokens/s, measured 2026-11-20 10:02 UTC on this machine``); empty for a hosted model.
     priced_at: str = ""
+    #: Per embedder the space lists (its model), a cold dense trial's seconds at its own throughput (empty
+    #: with one embedder).
+    embedder_seconds: dict[str, float] = field(default_factory=dict)
     #: A proxy rung's proxy (``late``) and its pass over the corpus, paid once per embedder.
     proxy: str | None = None
     proxy_seconds: float = 0.0
@@ -101,27 +105,32 @@ def fixed_work_seconds(proxy_seconds: float, full_seconds: float, jobs: int) -> 
     return proxy_seconds + full_seconds / jobs
 
 
-def kind_shares(sampled: list[tuple[str, float, tuple[int, int] | None]]) -> dict[str, tuple[float, float]]:
+#: One sampled configuration (:func:`_sampled`): its kind, the tokens it embeds per corpus token, its
+#: LLM contexts' ``(size, overlap)`` (None without), and its embedder (None: the study's).
+Sampled = tuple[str, float, "tuple[int, int] | None", "EmbedderConfig | None"]
+
+
+def kind_shares(sampled: list[Sampled]) -> dict[str, tuple[float, float]]:
     """Per kind of trial (:data:`.cost.KINDS`) among sampled configurations (:func:`_sampled`):
     its share, and the mean tokens it embeds per corpus token."""
     out = {}
     for kind in KINDS:
-        factors = [factor for k, factor, _ in sampled if k == kind]
+        factors = [factor for k, factor, *_ in sampled if k == kind]
         out[kind] = (len(factors) / len(sampled), float(np.mean(factors)) if factors else 0.0)
     return out
 
 
-def _sampled(space: SearchSpace, samples: int, seed: int) -> list[tuple[str, float, tuple[int, int] | None]]:
-    """``(kind, tokens embedded per corpus token, LLM contexts)`` of configurations sampled at
+def _sampled(space: SearchSpace, samples: int, seed: int) -> list[Sampled]:
+    """``(kind, tokens embedded per corpus token, LLM contexts, embedder)`` of configurations sampled at
     random: overlap re-embeds text (``1 / (1 - overlap / size)``), semantic chunkers embed their
-    units first, BM25 trials embed nothing; the last is the chunks' ``(size, overlap)`` when an
+    units first, BM25 trials embed nothing; the third is the chunks' ``(size, overlap)`` when an
     LLM writes their context headers (:data:`LLM_CONTEXT_CHUNK_TOKENS` for a chunker without a
-    size), else None."""
+    size), else None; the embedder is the one the space samples (None when it lists none: the study's)."""
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=seed))
     out = []
     for _ in range(samples):
         trial = study.ask()
-        chunker, _, _ = space.sample(trial)
+        chunker, _, embedder = space.sample(trial)
         retrieval = space.sample_retrieval(trial, 1)
         params = chunker.params
         size, overlap = params.get("size"), params.get("overlap", 0) or 0
@@ -131,7 +140,7 @@ def _sampled(space: SearchSpace, samples: int, seed: int) -> list[tuple[str, flo
             factor += SEMANTIC_UNIT_FACTOR
         contexts = ((size or LLM_CONTEXT_CHUNK_TOKENS, overlap if size else 0) if retrieval.context == "llm"
                     else None)
-        out.append((kind, 0.0 if kind == BM25 else factor, contexts))
+        out.append((kind, 0.0 if kind == BM25 else factor, contexts, embedder))
         study.tell(trial, 0.0)
     return out
 
@@ -180,41 +189,52 @@ def plan_run(spec: StudySpec) -> list[CorpusPlan]:
     data = load_study_data(spec)
     refuse_changed_studies(spec, data)  # a run that would be refused has no price
     sampled = _sampled(data.space, SAMPLED_CONFIGURATIONS, spec.seed)  # once: the factor and the kinds
-    factor = float(np.mean([f for _, f, _ in sampled]))
-    contexts = [c for _, _, c in sampled if c is not None]
+    factor = float(np.mean([f for _, f, *_ in sampled]))
+    contexts = [c for _, _, c, _ in sampled if c is not None]
     shares = kind_shares(sampled)
     cache = EmbeddingCache(spec.cache) if spec.cache else EmbeddingCache()
     embedder = shared_embedder(spec.embedder, cache)
     rates = resolve_rates(spec.rates, embedder, spec.embedder.provider)
-    priced_at = ""
-    if spec.rates.embed_tokens_per_s is not None:
-        priced_at = f"{rates.embed_tokens_per_s:,.0f} tokens/s (the configured rates.embed_tokens_per_s)"
-    elif spec.embedder.local:
-        calibration = stored_calibration(embedder)
-        measured = describe_measured(None if calibration is None else calibration.measured)
-        priced_at = f"{rates.embed_tokens_per_s:,.0f} tokens/s, {measured} on this machine"
+    # Each embedder the space lists at its own throughput, as the run prices its trials (the study's own
+    # embedder when the space lists none); the baselines use the first one listed.
+    listed = list(data.space.embedders) or [spec.embedder]
+    speeds = {embedder_key(config): resolve_rates(spec.rates, shared_embedder(config, cache),
+                                                  config.provider).embed_tokens_per_s for config in listed}
+    priced = [(kind, f, speeds[embedder_key(config or spec.embedder)], _screened(config or spec.embedder))
+              for kind, f, _, config in sampled]
+    priced_at = _priced_at(spec, listed, speeds, cache)
     plans = []
     for corpus in data.corpora:
         tokens = corpus.token_count()
         fidelity = resolve_fidelity(spec.fidelity, corpus, spec.embedder)
         share = fidelity.expected_share(spec.trials_to_add)
         per_trial = tokens * factor
-        seconds = per_trial / rates.embed_tokens_per_s
-        kind_seconds = {kind: max(MIN_TRIAL_S, tokens * kind_factor * share / rates.embed_tokens_per_s)
-                        for kind, (_, kind_factor) in shares.items()}
-        behind_proxy = fidelity.proxy is not None and bool(shares[DENSE][0])
-        if behind_proxy:  # a proxy's trial pools its vectors: about a BM25 trial
-            kind_seconds[DENSE] = MIN_TRIAL_S
+        seconds = embedding_seconds(tokens, [f for _, f, _, _ in priced], [rate for _, _, rate, _ in priced])
+        kind_seconds = {kind: max(MIN_TRIAL_S, share * embedding_seconds(
+            tokens, [f for k, f, _, _ in priced if k == kind], [rate for k, _, rate, _ in priced if k == kind]))
+            for kind in shares}
+        # Behind a proxy, a dense trial whose embedder gives token embeddings pools its vectors (about a BM25
+        # trial); one whose embedder does not climbs the rungs alone.
+        screened = [(f, rate) for kind, f, rate, readable in priced if kind == DENSE and readable]
+        behind_proxy = fidelity.proxy is not None and bool(screened)
+        if behind_proxy:
+            dense = [MIN_TRIAL_S if readable else max(MIN_TRIAL_S, share * tokens * f / rate)
+                     for kind, f, rate, readable in priced if kind == DENSE]
+            kind_seconds[DENSE] = float(np.mean(dense))
         mean_s = sum(kind_share * kind_seconds[kind] for kind, (kind_share, _) in shares.items())
         passes = {"baselines": baseline_passes(data.space)}
         # Behind a proxy the fixed work comes first: the pass reads every document once, and the dense
         # baselines and the proxy's best are embedded at full fidelity (the passes priced below).
-        proxy_s = tokens / rates.embed_tokens_per_s if behind_proxy else 0.0
+        # One pass per embedder that gives token embeddings, at its own throughput.
+        readers = [speeds[embedder_key(config)] for config in listed if _screened(config)]
+        proxy_s = sum(tokens / rate for rate in readers) if behind_proxy else 0.0
         full_s = 0.0
         if behind_proxy:
-            passes.update({"proxy pass": 1.0, "proxy trials": 0.0,
+            passes.update({"proxy pass": float(len(readers)), "proxy trials": 0.0,
                            "confirmations": fidelity.confirm * shares[DENSE][1]})
-            full_s = (passes["baselines"] + passes["confirmations"]) * tokens / rates.embed_tokens_per_s
+            # The dense baselines with the first embedder listed; the confirmations with the screened ones.
+            full_s = (passes["baselines"] * tokens / speeds[embedder_key(listed[0])]
+                      + fidelity.confirm * embedding_seconds(tokens, *zip(*screened)))
         budget_s = None if spec.timeout is None else spec.timeout / len(data.corpora)  # run.budget_share
         trials = spec.trials_to_add
         if budget_s is not None:  # as many as fit in the corpus's share of the budget, after the fixed work
@@ -234,15 +254,42 @@ def plan_run(spec: StudySpec) -> list[CorpusPlan]:
                    "llm_context_usd": trials * llm_share * tokens_each * rates.reader_usd_per_mtok / 1e6,
                    "reader_usd_per_mtok": rates.reader_usd_per_mtok}
         wall_s = (trials * mean_s + full_s) / jobs + proxy_s
+        per_embedder = ({config.model: max(MIN_TRIAL_S, tokens * shares[DENSE][1] / speeds[embedder_key(config)])
+                         for config in listed} if len(listed) > 1 else {})
         plans.append(CorpusPlan(corpus.name, len(corpus), tokens, len(data.evaluation_sets[corpus.name]), trials,
                                 per_trial, seconds, wall_s if budget_s is None else min(wall_s, budget_s), api,
                                 fidelity.rungs, share,
                                 {kind: kind_share for kind, (kind_share, _) in shares.items()}, kind_seconds,
                                 rates.embed_usd_per_mtok if api is not None else None, jobs, **llm,
-                                priced_at=priced_at, proxy=fidelity.proxy, proxy_seconds=proxy_s,
+                                priced_at=priced_at, embedder_seconds=per_embedder, proxy=fidelity.proxy,
+                                proxy_seconds=proxy_s,
                                 confirm=fidelity.confirm, full_seconds=full_s, passes=passes,
                                 budget_seconds=budget_s))
     return plans
+
+
+def _screened(config: EmbedderConfig) -> bool:
+    """Whether a proxy rung can screen a trial of this embedder: it gives token embeddings (and does not
+    chunk late already), as :meth:`~tuner.tuning.run.trial.TrialObjective.proxy_embedder` decides."""
+    return not config.late_chunking and embedding_provider(config.provider).token_embeddings
+
+
+def _priced_at(spec: StudySpec, listed: list[EmbedderConfig], speeds: dict[str, float],
+               cache: EmbeddingCache) -> str:
+    """Where the throughput the trials are priced at comes from (empty for a hosted model): the configured
+    rate, else each local embedder's calibration on this machine, and when it was measured."""
+    if spec.rates.embed_tokens_per_s is not None:
+        return f"{spec.rates.embed_tokens_per_s:,.0f} tokens/s (the configured rates.embed_tokens_per_s)"
+    described = []
+    for config in listed:
+        if config.local:
+            calibration = stored_calibration(shared_embedder(config, cache))
+            measured = describe_measured(None if calibration is None else calibration.measured)
+            described.append((config.model, f"{speeds[embedder_key(config)]:,.0f} tokens/s", measured))
+    if len(listed) == 1:
+        return f"{described[0][1]}, {described[0][2]} on this machine" if described else ""
+    return ("each embedder at its own throughput on this machine: "
+            + ", ".join(f"{model} {rate} ({measured})" for model, rate, measured in described)) if described else ""
 
 
 def recalibrate(spec: StudySpec) -> str | None:
@@ -314,6 +361,9 @@ def format_plan(spec: StudySpec, plans: list[CorpusPlan]) -> str:
                 lines.append(f"    that work alone is priced at {format_duration(p.fixed_seconds)}, beyond the "
                              f"budget's {format_duration(p.budget_seconds)}: the run may end before it confirms the "
                              f"proxy's best (give it more time, or {option('fidelity', 'full')})")
+        if p.embedder_seconds:
+            lines.append("    a cold dense trial per embedder: " + ", ".join(
+                f"{model} about {format_duration(seconds)}" for model, seconds in p.embedder_seconds.items()))
         if len(p.rungs) > 1:
             lines.append(f"    fidelity rungs {', '.join(f'{r:g}' for r in p.rungs)}: a trial embeds about "
                          f"{p.fidelity_share:.0%} of that on average, plus the chunks holding references")
