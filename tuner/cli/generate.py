@@ -55,6 +55,22 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                                "except with --bundled, whose model's ratings are not informative)")
     generate.add_argument("--no-critique", dest="critique", action="store_false",
                           help="keep a question without asking the model to rate it against its excerpt")
+    generate.add_argument("--examples", metavar="FILE",
+                          help="your own questions (an evaluation set, chunkwise JSONL or Chroma CSV; only the "
+                               "question texts are read, so their excerpts may be about other documents): up to 8, "
+                               "chosen by --seed, are shown with every request as the style to follow; a question "
+                               "that copies one is rejected")
+    generate.add_argument("--draw", choices=("size", "documents"), default="size",
+                          help="how passages are drawn: in proportion to each document's size (default), or "
+                               "across documents and their markdown sections, each asked about equally often")
+    generate.add_argument("--answer-check", action="store_true",
+                          help="the answer round trip: ask the model to copy the answer of each question that "
+                               "passed the other filters from its passage, and keep the question only when that "
+                               "answer overlaps its excerpt (one more request per question that reaches it)")
+    generate.add_argument("--style", choices=("lookup", "users"), default="lookup",
+                          help="the questions asked for: one specific question each passage answers (lookup, "
+                               "default), or what a reader of the documents would ask (users: how to do a task, "
+                               "why something happens, what happens when), not the name of an identifier")
     generate.add_argument("--calibrate", action="store_true",
                           help="print the similarity distributions of the output's queries instead of generating")
     generate.set_defaults(handler=run)
@@ -63,11 +79,13 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..data.corpus import load_corpus
     from ..data.evalset import load_evaluation_set
-    from ..data.generate import format_distributions, similarity_distributions
+    from ..data.generate import format_distributions, read_example_questions, similarity_distributions
     from ..embedding import EmbeddingCache
     from ..embedding.config import EmbedderConfig
     from ..llm.client import LLMClient
 
+    # The team's questions are read before anything else: a bad file is one message, and nothing started.
+    examples = read_example_questions(args.examples) if args.examples and not args.calibrate else None
     corpus = load_corpus(args.corpus, args.name, include=args.include or (), exclude=args.exclude or (),
                          keep_links=args.keep_links)
     embedder = (EmbedderConfig.parse(args.embedder) if args.embedder else EmbedderConfig()).build(EmbeddingCache())
@@ -83,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
             client = stack.enter_context(bundled_writer(args))
         else:
             client = LLMClient(model=args.model, base_url=args.base_url)
-        return _generate(args, corpus, embedder, client)
+        return _generate(args, corpus, embedder, client, examples)
 
 
 def critiquing(args: argparse.Namespace) -> bool:
@@ -117,9 +135,9 @@ def bundled_writer(args: argparse.Namespace):
         yield LLMClient(model=server.model, base_url=server.base_url, api_key="none", answer_timeout_s=600)
 
 
-def _generate(args: argparse.Namespace, corpus, embedder, client) -> int:
+def _generate(args: argparse.Namespace, corpus, embedder, client, examples: list[str] | None = None) -> int:
     from ..data.evalset import load_evaluation_set
-    from ..data.generate import generate_evaluation_set
+    from ..data.generate import describe_styles, generate_evaluation_set
     from ..data.lexical import LexicalOverlap
     from ..evaluation.round_trip import ROUND_TRIP_K, ROUND_TRIP_SIZE, round_trip
 
@@ -127,7 +145,8 @@ def _generate(args: argparse.Namespace, corpus, embedder, client) -> int:
         corpus, args.output, args.n, client, embedder, passage_chars=args.passage_chars,
         duplicate_threshold=args.duplicate_threshold, relevance_threshold=args.relevance_threshold, seed=args.seed,
         max_attempts=args.max_attempts, price_in=args.price_in, price_out=args.price_out, progress=True,
-        excerpts=args.excerpts, critique=critiquing(args),
+        excerpts=args.excerpts, critique=critiquing(args), examples=examples, draw=args.draw,
+        answer_check=args.answer_check, style=args.style,
         echo=lambda line: print(line, file=sys.stderr))
     rejected = ", ".join(f"{reason}: {count}" for reason, count in report.rejected.most_common()) or "none"
     print(f"{args.output}: {report.already + report.accepted} queries ({report.accepted} new from "
@@ -144,5 +163,6 @@ def _generate(args: argparse.Namespace, corpus, embedder, client) -> int:
               "the easy questions")
         if lexical := LexicalOverlap.of(evalset):
             print(lexical.describe())
+        print(describe_styles(q.question for q in evalset))
     # A run that added nothing while queries were still wanted failed, whatever it printed.
     return EXIT_NOTHING_GENERATED if report.accepted == 0 and report.already < args.n else 0

@@ -60,28 +60,41 @@ run; :mod:`.calibration` the similarity distributions that calibrate the thresho
 from __future__ import annotations
 
 from .calibration import format_distributions, similarity_distributions
+from .examples import MAX_EXAMPLES, choose_examples, read_example_questions
 from .filters import CRITIQUE_KEEP, REJECTIONS, copies, critique_rating, question_flaw
-from .passages import PassageSampler, locate, passage_around, sample_excerpt
+from .passages import DRAWS, PassageSampler, SectionSampler, locate, passage_around, sample_excerpt, sections
 from .prompts import (
+    ANSWER_INSTRUCTIONS,
+    ANSWER_PROMPT_VERSION,
+    ANSWER_SCHEMA,
     CRITIQUE_INSTRUCTIONS,
     CRITIQUE_PROMPT_VERSION,
     CRITIQUE_SCHEMA,
+    EXAMPLES_HEADER,
     INSTRUCTIONS,
     PROMPT_VERSION,
     REPLY_SCHEMA,
     REPLY_TOKENS,
     SAMPLED_INSTRUCTIONS,
     SAMPLED_PROMPT_VERSION,
+    STYLES,
+    USERS_RULE,
+    Asking,
+    answer_reply,
     critique_reply,
     generated_reply,
     sampled_question,
 )
+from .styles import QUESTION_STYLES, describe_styles, question_style, style_counts
 from .writer import EXCERPT_SOURCES, GenerationReport, generate_evaluation_set
 
 __all__ = [
-    "CRITIQUE_INSTRUCTIONS", "CRITIQUE_KEEP", "CRITIQUE_PROMPT_VERSION", "CRITIQUE_SCHEMA", "EXCERPT_SOURCES",
-    "INSTRUCTIONS", "PROMPT_VERSION", "REJECTIONS", "REPLY_SCHEMA", "REPLY_TOKENS", "SAMPLED_INSTRUCTIONS",
-    "SAMPLED_PROMPT_VERSION", "GenerationReport", "PassageSampler", "copies", "critique_rating", "critique_reply",
-    "format_distributions", "generate_evaluation_set", "generated_reply", "locate", "passage_around",
-    "question_flaw", "sample_excerpt", "sampled_question", "similarity_distributions",
+    "ANSWER_INSTRUCTIONS", "ANSWER_PROMPT_VERSION", "ANSWER_SCHEMA", "CRITIQUE_INSTRUCTIONS", "CRITIQUE_KEEP",
+    "CRITIQUE_PROMPT_VERSION", "CRITIQUE_SCHEMA", "DRAWS", "EXAMPLES_HEADER", "EXCERPT_SOURCES", "INSTRUCTIONS",
+    "MAX_EXAMPLES", "PROMPT_VERSION", "QUESTION_STYLES", "REJECTIONS", "REPLY_SCHEMA", "REPLY_TOKENS",
+    "SAMPLED_INSTRUCTIONS", "SAMPLED_PROMPT_VERSION", "STYLES", "USERS_RULE", "Asking", "GenerationReport",
+    "PassageSampler", "SectionSampler", "answer_reply", "choose_examples", "copies", "critique_rating",
+    "critique_reply", "describe_styles", "format_distributions", "generate_evaluation_set", "generated_reply",
+    "locate", "passage_around", "question_flaw", "question_style", "read_example_questions", "sample_excerpt",
+    "sampled_question", "sections", "similarity_distributions", "style_counts",
 ]

@@ -1,19 +1,22 @@
 """The filters a generated question passes, cheapest first, each rejection counted under its reason
 (:data:`REJECTIONS`): one attempt asks the model (:func:`attempt`), then applies the rule-based
-filters (:func:`question_flaw`), the embedding filters (near-duplicate, relevance) and, last, the
+filters (:func:`question_flaw`), the embedding filters (a copy of one of the team's example
+questions, near-duplicate, relevance), the answer round trip (``answer_check``) and, last, the
 model's critique (:data:`CRITIQUE_KEEP`)."""
 
 from __future__ import annotations
 
 import difflib
 import re
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from ...llm.client import LLMClient
 from ..evalset import Query, Reference
 from ..lexical import QUESTION_WORDS
-from .prompts import ask_about_sampled_excerpt, ask_for_question_and_excerpts, critique_rating
+from .examples import normalised
+from .prompts import Asking, answer_span, ask_about_sampled_excerpt, ask_for_question_and_excerpts, critique_rating
 
 #: A question is kept when the critique rates it at least this (the cookbook's bar).
 CRITIQUE_KEEP = 4
@@ -28,32 +31,68 @@ REJECTIONS = (
     "not standalone",
     "asks two things",
     "question repeats its excerpt",
+    "copies an example",
     "near-duplicate question",
     "weakest reference too dissimilar",
+    "answer outside its excerpt",
     "critique: not answered by its excerpt",
 )
 
 
+@dataclass(frozen=True, eq=False)
+class Checks:
+    """How one run asks and filters, beyond the thresholds: what changes the question request
+    (``asking``), the team's example questions' embeddings (a question identical to one, case and
+    space aside, or closer to one than the duplicate threshold, copies it), the answer round trip
+    and the critique."""
+
+    asking: Asking = field(default_factory=Asking)
+    example_vectors: np.ndarray | None = None
+    answer_check: bool = False
+    critique: bool = True
+
+    def copies_an_example(self, question: str, vector: np.ndarray, duplicate_threshold: float) -> bool:
+        if not self.asking.examples:
+            return False
+        if normalised(question) in {normalised(e) for e in self.asking.examples}:
+            return True
+        return self.example_vectors is not None and float(np.max(self.example_vectors @ vector)) > duplicate_threshold
+
+
 def attempt(corpus, client, embedder, rng, passage, accepted, question_vectors, duplicate_threshold,
-             relevance_threshold, excerpts="model", critique=True) -> tuple[Query | None, str]:
+            relevance_threshold, excerpts="model", critique=True, checks: Checks | None = None
+            ) -> tuple[Query | None, str]:
+    checks = checks if checks is not None else Checks(critique=critique)
     document_id, start, end = passage
     text = corpus.document(document_id).text
     asked = ask_about_sampled_excerpt if excerpts == "sampled" else ask_for_question_and_excerpts
-    question, references, reason = asked(client, rng, document_id, text, (start, end))
+    question, references, reason = asked(client, rng, document_id, text, (start, end), checks.asking)
     if question is None:
         return None, reason
     if reason := question_flaw(question, " ".join(r.content for r in references)):
         return None, reason
     vectors = embedder.embed([question] + [r.content for r in references])
+    if checks.copies_an_example(question, vectors[0], duplicate_threshold):
+        return None, "copies an example"
     if question_vectors and float(np.max(np.stack(question_vectors) @ vectors[0])) > duplicate_threshold:
         return None, "near-duplicate question"
     if float(np.min(vectors[1:] @ vectors[0])) < relevance_threshold:
         return None, "weakest reference too dissimilar"
-    if critique and (reason := _critique(client, question, references)):
+    if checks.answer_check and not _answer_inside(client, question, document_id, text, (start, end), references):
+        return None, "answer outside its excerpt"
+    if checks.critique and (reason := _critique(client, question, references)):
         return None, reason
     question_vectors.append(vectors[0])
     query_id = f"g{len(accepted) + 1:04d}"
     return Query(query_id, question, corpus.name, tuple(references), origin="generated", model=str(client.model)), ""
+
+
+def _answer_inside(client: LLMClient, question: str, document_id: str, text: str, window: tuple[int, int],
+                   references: list[Reference]) -> bool:
+    """Whether the answer the model copies for ``question`` from its passage overlaps (shares a
+    character with) one of its excerpts; an answer not found in the passage does not."""
+    span = answer_span(client, question, document_id, text, window)
+    return span is not None and any(span[0] < r.end_index and r.start_index < span[1] for r in references)
 
 
 #: A reply that is not one question but talk about questions.

@@ -1,5 +1,6 @@
 """Where questions are asked about and where their excerpts are: passages drawn in proportion to
-the corpus's size and spread over it (:class:`PassageSampler`), an excerpt sampled from a passage
+the corpus's size and spread over it (:class:`PassageSampler`, ``draw="size"``) or across documents
+and their sections (:class:`SectionSampler`, ``draw="documents"``), an excerpt sampled from a passage
 (:func:`sample_excerpt`), and a model's copy of an excerpt located at exact offsets (:func:`locate`)."""
 
 from __future__ import annotations
@@ -19,6 +20,15 @@ from ..excerpts import locate as locate_excerpt
 _EXCERPT_WORDS = 8
 _SHORT_EXCERPT = 120
 _LONG_EXCERPT = 600
+
+#: How passages are drawn: in proportion to the corpus's size (:class:`PassageSampler`), or across
+#: documents and their sections, each asked about equally often (:class:`SectionSampler`).
+DRAWS = ("size", "documents")
+
+
+def passage_sampler(corpus: Corpus, draw: str, chars: int, slices: int, rng: random.Random):
+    """The sampler of ``draw`` (one of :data:`DRAWS`); ``slices`` is the size draw's number of slices."""
+    return SectionSampler(corpus, chars, rng) if draw == "documents" else PassageSampler(corpus, chars, slices, rng)
 
 
 class PassageSampler:
@@ -46,6 +56,99 @@ class PassageSampler:
         document = self.documents[index]
         offset = position - (self.ends[index - 1] if index else 0)
         return (document.id, *passage_around(document.text, offset, self.chars))
+
+
+class SectionSampler:
+    """Passages across documents and sections, not in proportion to size: documents are taken in a
+    seeded round-robin (each once per round, every round in a fresh seeded order), so each is asked
+    about equally often however long it is; within a document its sections (:func:`sections`) are
+    taken in turn the same way, and the passage is drawn inside the section
+    (:func:`passage_in_section`)."""
+
+    def __init__(self, corpus: Corpus, chars: int, rng: random.Random) -> None:
+        self.documents = [d for d in corpus if d.text.strip()]
+        if not self.documents:
+            raise ChunkwiseError(f"the corpus {corpus.name!r} has no text to ask questions about")
+        self.sections = [sections(d.text) for d in self.documents]
+        self.chars, self.rng = chars, rng
+        self.round: list[int] = []
+        self.section_rounds: list[list[int]] = [[] for _ in self.documents]
+
+    def next(self) -> tuple[str, int, int]:
+        """A (document id, start, end) window of about ``chars`` characters, cut at whitespace."""
+        index = self._turn(self.round, len(self.documents))
+        document = self.documents[index]
+        spans = self.sections[index]
+        span = spans[self._turn(self.section_rounds[index], len(spans))]
+        return (document.id, *passage_in_section(document.text, span, self.chars, self.rng))
+
+    def _turn(self, left: list[int], count: int) -> int:
+        """The next of ``count`` items in a seeded round-robin whose round's remainder is ``left``."""
+        if not left:
+            left.extend(range(count))
+            self.rng.shuffle(left)
+        return left.pop()
+
+
+#: A markdown ATX heading (``#`` to ``######`` and a space, or alone on its line).
+_HEADING = re.compile(r" {0,3}#{1,6}(?:[ \t]|$)")
+#: The fence that opens or closes a fenced code block (inside it, ``# comment`` is no heading).
+_FENCE = re.compile(r" {0,3}(```|~~~)")
+
+
+def sections(text: str) -> list[tuple[int, int]]:
+    """The (start, end) spans of ``text``'s sections: each markdown heading (``#`` to ``######``,
+    outside fenced code) starts one that runs to the next heading, and the text before the first
+    heading is one too. A section with nothing but its heading (or blank) is left out; a text
+    without headings is one section.
+
+    >>> text = "Intro.\\n# A\\nalpha\\n```\\n# not a heading\\n```\\n## B\\n## C\\ngamma\\n"
+    >>> [text[a:b] for a, b in sections(text)]
+    ['Intro.\\n', '# A\\nalpha\\n```\\n# not a heading\\n```\\n', '## C\\ngamma\\n']
+    >>> sections("no headings here")
+    [(0, 16)]
+    """
+    starts, fence, at = [0], None, 0
+    for line in text.splitlines(keepends=True):
+        opened = _FENCE.match(line)
+        if fence is not None:
+            if opened and opened.group(1) == fence:
+                fence = None
+        elif opened:
+            fence = opened.group(1)
+        elif _HEADING.match(line) and at:
+            starts.append(at)
+        at += len(line)
+    bounds = [*starts, len(text)]
+    spans = []
+    for start, end in itertools.pairwise(bounds):
+        body = text[start:end]
+        if _HEADING.match(body):
+            body = body.split("\n", 1)[1] if "\n" in body else ""
+        if body.strip():
+            spans.append((start, end))
+    return spans or [(0, len(text))]
+
+
+def passage_in_section(text: str, section: tuple[int, int], chars: int, rng: random.Random) -> tuple[int, int]:
+    """The (start, end) of about ``chars`` characters of ``text`` for a question about ``section``:
+    a section longer than ``chars`` gets a passage inside it, centred on a character drawn evenly
+    (cut at whitespace, never past the section); a shorter one is shown whole, in the middle of a
+    passage of ``chars`` around it.
+
+    >>> text = "# A\\nshort\\n# B\\n" + "word " * 40
+    >>> start, end = passage_in_section(text, (16, len(text)), 30, random.Random(0))
+    >>> 16 <= start and end <= len(text) and end - start >= 30
+    True
+    >>> passage_in_section(text, (0, 10), 1000, random.Random(0)) == (0, len(text))
+    True
+    """
+    start, end = section
+    if end - start <= chars:
+        return passage_around(text, (start + end) // 2, chars)
+    offset = chars // 2 + int(rng.random() * (end - start - chars))
+    inner_start, inner_end = passage_around(text[start:end], offset, chars)
+    return start + inner_start, start + inner_end
 
 
 def passage_around(text: str, offset: int, chars: int) -> tuple[int, int]:

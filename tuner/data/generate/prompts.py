@@ -1,13 +1,16 @@
 """What the model is asked and how its replies are read: the instructions and reply schemas of the
-three requests (a question with the excerpts that answer it; a question about a sampled excerpt;
-the critique of a question against its excerpt), the requests themselves, and the parsers that read
-a reply as real models write it."""
+four requests (a question with the excerpts that answer it; a question about a sampled excerpt;
+the answer round trip of a question; the critique of a question against its excerpt), what changes
+a question request (:class:`Asking`: the style asked for, the team's questions shown as examples),
+the requests themselves, and the parsers that read a reply as real models write it."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from ...llm.client import LLMClient
 from ...llm.endpoint import UnfitAnswer
@@ -61,8 +64,80 @@ Rules:
 - Ask as a user who has not read the excerpt would: do not copy its sentences.
 
 Answer with the question alone, on one line."""
+
+#: The styles of question a request asks for: ``lookup`` (the instructions above, unchanged) or
+#: ``users`` (what a reader of the documents would ask, :data:`USERS_RULE` added to the rules).
+STYLES = ("lookup", "users")
+#: The rule ``style="users"`` adds, first among the rules of either question request.
+USERS_RULE = """- Ask what a reader of these documents would ask while using them: how to do a task, why
+  something happens, or what happens when something is done or goes wrong. Say in plain words what
+  the reader wants; do not ask for the exact name of a function, option, flag, setting or value."""
+#: What introduces the team's own questions (``examples``), after the rules.
+EXAMPLES_HEADER = ("Questions the team asks about these documents look like these; write yours in the same "
+                   "style, about the passage, never one of these:")
+
+
+@dataclass(frozen=True)
+class Asking:
+    """What changes a question request beyond its passage: the ``style`` asked for (one of
+    :data:`STYLES`) and the team's own questions shown as ``examples``. Each is part of the
+    request's cache version (:meth:`version`), so a reply cached for another prompt is never reused
+    (the default, ``lookup`` without examples, keeps the plain version and its cached replies)."""
+
+    style: str = "lookup"
+    examples: tuple[str, ...] = ()
+
+    def instructions(self, base: str) -> str:
+        """``base`` (:data:`INSTRUCTIONS` or :data:`SAMPLED_INSTRUCTIONS`) with the style's rule and
+        the examples, before its closing "Answer with ..." paragraph.
+
+        >>> text = Asking("users", ("How do I restore a backup?",)).instructions(SAMPLED_INSTRUCTIONS)
+        >>> text.index("Rules:\\n- Ask what a reader") < text.index(EXAMPLES_HEADER) < text.index("Answer with")
+        True
+        >>> "- How do I restore a backup?" in text
+        True
+        >>> Asking().instructions(INSTRUCTIONS) == INSTRUCTIONS
+        True
+        """
+        text = base
+        if self.style == "users":
+            text = text.replace("\nRules:\n", "\nRules:\n" + USERS_RULE + "\n", 1)
+        if self.examples:
+            body, _, closing = text.rpartition("\n\nAnswer with")
+            shown = "\n".join(f"- {' '.join(q.split())}" for q in self.examples)
+            text = f"{body}\n\n{EXAMPLES_HEADER}\n{shown}\n\nAnswer with{closing}"
+        return text
+
+    def version(self, base: str) -> str:
+        """The cache version of a request whose plain version is ``base``.
+
+        >>> Asking().version(PROMPT_VERSION), Asking("users").version(PROMPT_VERSION)
+        ('generate-v4', 'generate-v4+users')
+        >>> Asking(examples=("Why?",)).version(PROMPT_VERSION)
+        'generate-v4+examples-5d8a995a6fa7'
+        """
+        parts = [base]
+        if self.style != "lookup":
+            parts.append(self.style)
+        if self.examples:
+            digest = hashlib.sha256("\n".join(self.examples).encode("utf-8")).hexdigest()[:12]
+            parts.append(f"examples-{digest}")
+        return "+".join(parts)
+
+
 #: The longest question :func:`sampled_question` accepts, in characters.
 _LONGEST_QUESTION = 300
+
+ANSWER_PROMPT_VERSION = "answer-v1"
+#: The answer round trip (``answer_check``): given the passage and its own question, the model copies
+#: the answer; the question is kept only when the copy overlaps one of its excerpts.
+ANSWER_INSTRUCTIONS = """You answer questions about a passage of a document. Copy from the passage
+the words that answer the question below: one stretch of consecutive text, character for character,
+no longer than the full answer needs (at most a few sentences). Do not rephrase it, fix it, or
+shorten it with ellipses.
+
+Answer with a JSON object: {"answer": "..."}"""
+ANSWER_SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
 
 #: The most tokens a reply may take (a rambling small model is cut off there, and asked again).
 REPLY_TOKENS = 1500
@@ -99,11 +174,50 @@ def critique_reply(reply: str) -> int:
     return rating
 
 
-def ask_for_question_and_excerpts(client, rng, document_id, text, window):
+def answer_span(client: LLMClient, question: str, document_id: str, text: str,
+                window: tuple[int, int]) -> tuple[int, int] | None:
+    """The answer round trip: the model, shown the passage ``window`` of ``text`` and ``question``,
+    copies the answer; its exact (start, end) in ``text`` (:func:`~.passages.locate`), or None when
+    the copy is not found."""
+    start, end = window
+    user = (f"{ANSWER_INSTRUCTIONS}\n\nPassage from {document_id}:\n<passage>\n{text[start:end]}\n</passage>\n\n"
+            f"Question: {question}")
+    answer = client.chat([{"role": "user", "content": user}], prompt_version=ANSWER_PROMPT_VERSION,
+                         json_mode=True, json_schema=ANSWER_SCHEMA, parse=answer_reply, max_tokens=REPLY_TOKENS)
+    return locate(text, answer, window)
+
+
+def answer_reply(reply: str) -> str:
+    """The answer a model copied: the ``answer`` of the JSON object in its reply (alone, in a code
+    fence, or among prose), else the reply's own text, quotes taken off; an
+    :class:`~tuner.llm.endpoint.UnfitAnswer` for an empty reply or an object without an answer.
+
+    >>> answer_reply('{"answer": "Archives are kept for thirty days."}')
+    'Archives are kept for thirty days.'
+    >>> answer_reply('"Archives are kept for thirty days."')
+    'Archives are kept for thirty days.'
+    """
+    data = _json_object(reply)
+    if data is not None:
+        answer = data.get("answer")
+        if isinstance(answer, list) and answer and isinstance(answer[0], str):
+            answer = answer[0]
+        if isinstance(answer, str) and answer.strip():
+            return answer.strip()
+        raise UnfitAnswer(f"the reply's JSON object has no answer (keys: {', '.join(map(str, data)) or 'none'})")
+    answer = reply.strip().strip("\"'“”‘’`").strip()
+    if not answer:
+        raise UnfitAnswer("the reply holds no answer")
+    return answer
+
+
+def ask_for_question_and_excerpts(client, rng, document_id, text, window, asking: Asking = Asking()):
     """Chroma's request: a question and the excerpts that answer it, copied by the model and located here."""
     start, end = window
-    user = f"{INSTRUCTIONS}\n\nPassage from {document_id}:\n<passage>\n{text[start:end]}\n</passage>\n"
-    question, contents = client.chat([{"role": "user", "content": user}], prompt_version=PROMPT_VERSION,
+    user = (f"{asking.instructions(INSTRUCTIONS)}\n\nPassage from {document_id}:\n<passage>\n{text[start:end]}\n"
+            "</passage>\n")
+    question, contents = client.chat([{"role": "user", "content": user}],
+                                     prompt_version=asking.version(PROMPT_VERSION),
                                      json_mode=True, json_schema=REPLY_SCHEMA, temperature=0.7,
                                      parse=generated_reply, max_tokens=REPLY_TOKENS)
     if not contents:
@@ -117,15 +231,16 @@ def ask_for_question_and_excerpts(client, rng, document_id, text, window):
     return question, references, ""
 
 
-def ask_about_sampled_excerpt(client, rng, document_id, text, window):
+def ask_about_sampled_excerpt(client, rng, document_id, text, window, asking: Asking = Asking()):
     """An excerpt picked here (:func:`sample_excerpt`), and the model asked only for its question."""
     span = sample_excerpt(text, window, rng)
     if span is None:
         return None, [], "no sentence to ask about"
     excerpt = text[span[0] : span[1]]
-    user = (f"{SAMPLED_INSTRUCTIONS}\n\nPassage from {document_id}:\n<passage>\n{text[window[0] : window[1]]}\n"
-            f"</passage>\n\nExcerpt:\n<excerpt>\n{excerpt}\n</excerpt>\n")
-    question = client.chat([{"role": "user", "content": user}], prompt_version=SAMPLED_PROMPT_VERSION,
+    user = (f"{asking.instructions(SAMPLED_INSTRUCTIONS)}\n\nPassage from {document_id}:\n<passage>\n"
+            f"{text[window[0] : window[1]]}\n</passage>\n\nExcerpt:\n<excerpt>\n{excerpt}\n</excerpt>\n")
+    question = client.chat([{"role": "user", "content": user}],
+                           prompt_version=asking.version(SAMPLED_PROMPT_VERSION),
                            temperature=0.7, parse=sampled_question, max_tokens=REPLY_TOKENS)
     return question, [Reference(document_id, span[0], span[1], excerpt)], ""
 

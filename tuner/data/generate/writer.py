@@ -11,6 +11,7 @@ import os
 import random
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,8 +22,10 @@ from ...llm.client import LLMClient
 from ...schema import ParamSpec, check_value
 from ..corpus import Corpus
 from ..evalset import Query, load_evaluation_set
-from .filters import REJECTIONS, attempt
-from .passages import PassageSampler
+from .examples import choose_examples, read_example_questions
+from .filters import REJECTIONS, Checks, attempt
+from .passages import DRAWS, passage_sampler
+from .prompts import STYLES, Asking
 
 #: How the excerpts that answer a question are chosen: by the model (Chroma's pipeline), or
 #: sampled by chunkwise and the model asked only for the question.
@@ -70,20 +73,37 @@ def generate_evaluation_set(corpus: Corpus, output: str | Path, n: int, client: 
                             passage_chars: int = 4000, duplicate_threshold: float = 0.9,
                             relevance_threshold: float = 0.3, seed: int = 0, max_attempts: int | None = None,
                             price_in: float = 0.15, price_out: float = 0.60, progress: bool = False,
-                            excerpts: str = "model", critique: bool = True, echo=print) -> GenerationReport:
+                            excerpts: str = "model", critique: bool = True,
+                            examples: str | Path | Sequence[str] | None = None, draw: str = "size",
+                            answer_check: bool = False, style: str = "lookup", echo=print) -> GenerationReport:
     """Generate (or continue generating) ``n`` accepted queries into ``output``.
 
     Args:
         price_in, price_out: $ per million prompt and completion tokens, for the cost estimate.
-        max_attempts: requests for questions at most (default ``5 * n``); the critique's requests
-            are not counted.
+        max_attempts: requests for questions at most (default ``5 * n``); the requests of the
+            answer check and the critique are not counted.
         excerpts: ``"model"`` (the model copies the excerpts that answer its question) or
             ``"sampled"`` (chunkwise picks the excerpt and asks only for a question; see the module).
         critique: ask the model to rate each question that passed the other filters against its
             excerpt, and keep it only at :data:`CRITIQUE_KEEP` or more.
+        examples: the team's own questions, shown as the style to follow: an evaluation set's path
+            (chunkwise JSONL or Chroma CSV, about any corpus: only its question texts are read,
+            :func:`~.examples.read_example_questions`) or the question texts. Up to
+            :data:`~.examples.MAX_EXAMPLES`, chosen by ``seed`` and spread over them, go with every
+            question request; a question that copies one is rejected ("copies an example").
+        draw: ``"size"`` (passages in proportion to the corpus's size) or ``"documents"`` (each
+            document, and each section of a document, asked about equally often).
+        answer_check: the answer round trip: ask the model, given the passage and a question that
+            passed the other filters, to copy its answer, and keep the question only when the copy
+            overlaps one of its excerpts (one more request per question that reaches it).
+        style: ``"lookup"`` (one specific question the passage answers) or ``"users"`` (what a
+            reader would ask: how to do a task, why something happens, what happens when).
     """
     check_value(ParamSpec(int, low=1), n, option("n"))
     check_value(ParamSpec(str, choices=EXCERPT_SOURCES), excerpts, option("excerpts"))
+    check_value(ParamSpec(str, choices=DRAWS), draw, option("draw"))
+    check_value(ParamSpec(str, choices=STYLES), style, option("style"))
+    shown = _examples(examples, seed)
     output = Path(output)
     _check_output(output)
     accepted: list[Query] = list(load_evaluation_set(output, corpus, rejected=True)) if output.is_file() and \
@@ -92,7 +112,8 @@ def generate_evaluation_set(corpus: Corpus, output: str | Path, n: int, client: 
     rng = random.Random(f"{seed}:{len(accepted)}")
     question_vectors = list(embedder.embed([q.question for q in accepted])) if accepted else []
     limit = max_attempts if max_attempts is not None else 5 * n
-    passages = PassageSampler(corpus, passage_chars, limit, rng)
+    passages = passage_sampler(corpus, draw, passage_chars, limit, rng)
+    checks = Checks(Asking(style, shown), embedder.embed(list(shown)) if shown else None, answer_check, critique)
     bar = None
     if progress:
         from tqdm import tqdm
@@ -105,7 +126,7 @@ def generate_evaluation_set(corpus: Corpus, output: str | Path, n: int, client: 
         while len(accepted) < n and report.attempts < limit:
             report.attempts += 1
             query, reason = attempt(corpus, client, embedder, rng, passages.next(), accepted, question_vectors,
-                                     duplicate_threshold, relevance_threshold, excerpts, critique)
+                                    duplicate_threshold, relevance_threshold, excerpts, checks=checks)
             if query is None:
                 report.rejected[reason] += 1
                 continue
@@ -128,6 +149,20 @@ def generate_evaluation_set(corpus: Corpus, output: str | Path, n: int, client: 
         echo(f"stopped after {report.attempts} requests with {len(accepted)} of {n} queries{why}; run again to "
              "continue")
     return report
+
+
+def _examples(examples: str | Path | Sequence[str] | None, seed: int) -> tuple[str, ...]:
+    """The team's questions a run shows (see :func:`generate_evaluation_set`), read and checked
+    before anything is asked or written."""
+    if examples is None:
+        return ()
+    if isinstance(examples, (str, Path)):
+        questions = read_example_questions(examples)
+    else:
+        questions = [" ".join(q.split()) for q in examples if isinstance(q, str) and q.strip()]
+        if not questions:
+            raise ChunkwiseError(f"{option('examples')}: no question given")
+    return choose_examples(questions, seed)
 
 
 def _check_output(output: Path) -> None:
