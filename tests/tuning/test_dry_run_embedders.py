@@ -67,7 +67,7 @@ def test_an_embedder_pass_is_priced_at_that_embedders_own_rate(priced):
     assert minilm.kind_seconds["dense"] < both.kind_seconds["dense"] < e5.kind_seconds["dense"]
     assert both.embedder_seconds == {"all-MiniLM-L6-v2": pytest.approx(minilm.kind_seconds["dense"]),
                                      "multilingual-e5-small": pytest.approx(e5.kind_seconds["dense"])}
-    assert both.priced_at == ("each embedder at its own throughput on this machine: all-MiniLM-L6-v2 200 tokens/s "
+    assert both.priced_at == ("each embedder's own throughput on this machine: all-MiniLM-L6-v2 200 tokens/s "
                               "(measured 2026-01-01 00:00 UTC), multilingual-e5-small 25 tokens/s (measured "
                               "2026-01-01 00:00 UTC)")
 

@@ -288,7 +288,7 @@ def _priced_at(spec: StudySpec, listed: list[EmbedderConfig], speeds: dict[str, 
             described.append((config.model, f"{speeds[embedder_key(config)]:,.0f} tokens/s", measured))
     if len(listed) == 1:
         return f"{described[0][1]}, {described[0][2]} on this machine" if described else ""
-    return ("each embedder at its own throughput on this machine: "
+    return ("each embedder's own throughput on this machine: "
             + ", ".join(f"{model} {rate} ({measured})" for model, rate, measured in described)) if described else ""
 
 
