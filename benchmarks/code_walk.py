@@ -14,6 +14,11 @@ process (``jobs=1``) under ``sys.setprofile`` and records, until the first call 
 For each, "modules entered" counts the distinct modules, and "returns" counts the calls that
 come back to a module the walk had already left (consecutive calls in one module are one visit).
 
+And **the rooms entered** (issue 52): from the start of the run to the first evaluation, how many
+times ``tuner`` code elsewhere calls into each of :data:`ROOMS` (a call from within the module, or
+a library's callback into it such as SQLAlchemy's connection hooks, is part of a visit, not an
+entry; a ``with`` of one of its context managers counts once).
+
     python benchmarks/code_walk.py            # prints both measures, and the walk itself
 """
 
@@ -27,6 +32,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 #: The shapes a run's settings take on the way (whichever of them exist in the version measured).
 SETTINGS_CLASSES = ("StudySpec", "RunSettings", "WorkerOptions", "StudySettings")
+#: The modules whose entries the issue counts (by their last name: they move between subpackages).
+ROOMS = ("settings", "storage", "ledger")
 
 
 def _carries_settings(frame) -> bool:
@@ -60,6 +67,7 @@ def measure() -> dict[str, tuple[int, int, list[str]]]:
     import tuner
 
     walk: list[str] = []
+    rooms = dict.fromkeys(ROOMS, 0)
     stack: list[str] = []
     done = False
 
@@ -70,7 +78,16 @@ def measure() -> dict[str, tuple[int, int, list[str]]]:
         module = frame.f_globals.get("__name__", "")
         if not module.startswith("tuner"):
             return
-        if module == "tuner.evaluation.evaluator" and frame.f_code.co_name == "evaluate":
+        room = module.rsplit(".", 1)[-1]
+        if room in rooms and frame.f_code.co_name != "<module>":
+            caller = frame.f_back
+            while caller is not None and caller.f_globals.get("__name__") == "contextlib":
+                caller = caller.f_back  # a context manager entered or left: whoever wrote the ``with``
+            called_from = "" if caller is None else caller.f_globals.get("__name__", "")
+            if called_from.startswith("tuner") and called_from != module and not (
+                    frame.f_code.co_name == "storage_errors" and caller.f_code.co_name == "__exit__"):
+                rooms[room] += 1
+        if module.startswith("tuner.evaluation.evaluator") and frame.f_code.co_name in ("evaluate", "evaluate_rungs"):
             done = True
             chain, current = [], frame
             while current is not None:
@@ -95,14 +112,18 @@ def measure() -> dict[str, tuple[int, int, list[str]]]:
                        progress=False, echo=lambda _: None, cache=str(Path(folder) / "cache.sqlite3"))
         finally:
             sys.setprofile(None)
-    return {"the spec's walk": visits(walk), "the stack": visits(stack)}
+    return {"the spec's walk": visits(walk), "the stack": visits(stack), "rooms": rooms}
 
 
 def main() -> None:
     argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()
-    for label, (entered, returns, path) in measure().items():
+    measured = measure()
+    rooms = measured.pop("rooms")
+    for label, (entered, returns, path) in measured.items():
         print(f"{label}: {entered} modules entered, {returns} returns to a module already left")
         print("   " + " -> ".join(m.removeprefix("tuner.") for m in path))
+    print("the rooms entered, from the run's start to the first evaluation: "
+          + ", ".join(f"{room}.py {count} times" for room, count in rooms.items()))
 
 
 if __name__ == "__main__":

@@ -128,7 +128,7 @@ def verdicts(monkeypatch):
 
     Verdicts.calls = []
 
-    def judge(study):
+    def judge(study, settings=None):
         Verdicts.calls.append(time.time())
         return Futility(Verdicts.futile, "a verdict fixed by the test")
 

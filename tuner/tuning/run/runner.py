@@ -31,7 +31,7 @@ from .ledger import Ledger
 from .processes import stop_handlers
 from .progress import CorpusOutcome, format_duration
 from .study_run import TARGET_WAIT_S, Crew, run_study
-from .workers import WAIT_POLL_S, WorkerOptions
+from .workers import WAIT_POLL_S, WorkerInputs, WorkerOptions
 
 Echo = Callable[[str], None]
 
@@ -128,7 +128,12 @@ def _tune_corpus(spec: StudySpec, data: LoadedStudyData, corpus: Corpus, crew: C
     if resolved is not None:
         with storage_errors(spec.storage):
             resolved.store(study)
-    return run_study(storage, study, crew, spec.trials_to_add, progress=progress, echo=echo)
+    # The settings and the loaded inputs go down to the run and to a worker in this process, which
+    # would otherwise read the settings and load the corpus again.
+    settings = resolved if resolved is not None else stored
+    inputs = WorkerInputs(settings, corpus, data.evaluation_sets[corpus.name])
+    return run_study(storage, study, crew, spec.trials_to_add, progress=progress, echo=echo, settings=settings,
+                     inputs=inputs)
 
 
 #: A space whose chunks can be this many times the embedder's window is worth a warning.

@@ -44,7 +44,7 @@ from .ledger import Ledger
 from .processes import PoolReport, WorkerPool, WorkerStopped, new_worker_id
 from .progress import CorpusOutcome, ProgressBar, format_duration, summarize
 from .trial import reclaim, retry_interrupted
-from .workers import WAIT_POLL_S, Heartbeat, WorkerOptions, run_worker
+from .workers import WAIT_POLL_S, Heartbeat, WorkerInputs, WorkerOptions, run_worker
 
 Echo = Callable[[str], None]
 #: How long a run that adds no trials (``worker`` without a trial count) waits for the run that
@@ -88,8 +88,13 @@ class Crew:
 class StudyRun:
     """This process's part in running one study (see the module docstring)."""
 
-    def __init__(self, storage: StudyStorage, study: optuna.Study, crew: Crew, echo: Echo = print) -> None:
+    def __init__(self, storage: StudyStorage, study: optuna.Study, crew: Crew, echo: Echo = print, *,
+                 settings: StudySettings | None = None, inputs: WorkerInputs | None = None) -> None:
         self.storage, self.study, self.crew, self.echo = storage, study, crew, echo
+        #: The study's settings, read once (or as the run that opened the study resolved them).
+        self.settings = settings if settings is not None else StudySettings.of(study)
+        #: The corpus and questions the run loaded, for a worker in this process (None: it reads them).
+        self.inputs = inputs
         self.name = study.study_name
         self.ledger = Ledger(storage)
         self.study_id = storage.get_study_id_from_name(self.name)
@@ -126,7 +131,7 @@ class StudyRun:
             self.reclaimed += reclaim(self.study, self.ledger, self.study_id, self.crew.worker.grace_period,
                                       defaults.MAX_RETRY if self.before.finished < self.target else 0)
             waiting = len(self.study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
-            self.baselines = queue_baselines(self.study, StudySettings.of(self.study).space,
+            self.baselines = queue_baselines(self.study, self.settings.space,
                                              self.target - self.before.finished - waiting)
             self.best_before = best_trial(self.study)
         self._heartbeat = Heartbeat(lambda: self.ledger.beat_run(self.run_id), self.crew.worker.heartbeat_interval)
@@ -148,7 +153,7 @@ class StudyRun:
                          f"have stopped before it started). Give {option('n_trials', 'N')} to run N trials")
 
     def _announce(self) -> None:
-        fidelity = StudySettings.of(self.study).fidelity
+        fidelity = self.settings.fidelity
         done = f"{self.before.finished} {'finished' if fidelity.multi else 'complete'} trial(s)"
         workers = self.crew.describe() + (f"; {fidelity.describe()}" if fidelity.multi else "")
         where = self.storage.display_url
@@ -221,7 +226,7 @@ class StudyRun:
 
     def _confirm(self, bar: ProgressBar) -> None:
         """Behind a proxy: run at full fidelity the best configurations it found that none confirmed yet."""
-        fidelity = StudySettings.of(self.study).fidelity
+        fidelity = self.settings.fidelity
         if fidelity.proxy is None:
             return
         confirming = queue_confirmations(self.study, fidelity.confirm)
@@ -237,11 +242,11 @@ class StudyRun:
 
     def _judged_futile(self, bar: ProgressBar) -> bool:
         """The checkpoint's verdict, said; True (and the run stops) where the search is futile."""
-        verdict = judge_futility(self.study)
+        verdict = judge_futility(self.study, self.settings)
         if verdict is None:
             return False
         spent = format_duration(time.time() - self.started)
-        budget = format_duration(self.crew.timeout or 0)
+        budget = format_duration(max(0.0, (self.crew.deadline or self.started) - self.started))  # this corpus's share
         if not verdict.futile:
             bar.write(f"study {self.name}: {spent} of the {budget} budget spent; {verdict.reason}; going on")
             return False
@@ -261,7 +266,7 @@ class StudyRun:
             self.exhausted = any(report.stopped == "exhausted" for report in reports)
             self.stopped = "budget" if any(report.stopped == "budget" for report in reports) else ""
         elif crew.jobs == 1:
-            report = run_worker(options[0], on_trial=bar.on_trial)
+            report = run_worker(options[0], on_trial=bar.on_trial, inputs=self.inputs)
             self.reclaimed += report.reclaimed
             self.exhausted = report.stopped == "exhausted"
             self.stopped = report.stopped
@@ -331,20 +336,24 @@ class StudyRun:
                 corpus=self.name.split("/", 1)[1], study=self.name, summary=summarize(self.study),
                 best=best_trial(self.study), target=self.target, added=finished - self.before.finished,
                 reclaimed=self.reclaimed, lost_workers=self.pool.lost_workers, exhausted=self.exhausted,
-                recommendation=recommend_for_study(self.study), budget_ended=budget_ended, timeout=self.crew.timeout,
-                futile=self.futile, embedders=compare_embedders(self.study))
-            write_note(self.study, outcome)
-            save_pareto_plot(self.storage, self.study, outcome.recommendation)  # beside the note, the same verdict
+                recommendation=recommend_for_study(self.study, self.settings), budget_ended=budget_ended,
+                timeout=self.crew.timeout, futile=self.futile, embedders=compare_embedders(self.study))
+            write_note(self.study, outcome, self.settings)
+            # Beside the note, the same verdict.
+            save_pareto_plot(self.storage, self.study, outcome.recommendation, self.settings)
         if self.pool.errors:
             raise ChunkwiseError(f"study {self.name}: " + "; ".join(self.pool.errors))
         return outcome
 
 
 def run_study(storage: StudyStorage, study: optuna.Study, crew: Crew, added: int, *, progress: bool = True,
-              echo: Echo = print, joining: bool = False) -> CorpusOutcome:
-    """Run ``study`` toward its target raised by ``added``, and say what the run left."""
+              echo: Echo = print, joining: bool = False, settings: StudySettings | None = None,
+              inputs: WorkerInputs | None = None) -> CorpusOutcome:
+    """Run ``study`` toward its target raised by ``added``, and say what the run left. ``settings``:
+    the study's, as the run that opened it resolved them (None: read from the study); ``inputs``:
+    what a worker in this process takes instead of reading the corpus and questions again."""
     with storage_errors(crew.storage):
-        run = StudyRun(storage, study, crew, echo)
+        run = StudyRun(storage, study, crew, echo, settings=settings, inputs=inputs)
     run.join(added, joining=joining)
     try:
         run.work(progress)
@@ -369,11 +378,11 @@ def _space_exhausted(study: optuna.Study) -> bool:
     return bool(recent) and all(DUPLICATE_ATTR in t.user_attrs for t in recent)
 
 
-def write_note(study: optuna.Study, result: CorpusOutcome) -> None:
+def write_note(study: optuna.Study, result: CorpusOutcome, settings: StudySettings | None = None) -> None:
     """The study's markdown note in optuna-dashboard: corpus, queries, weights, best configuration."""
     import optuna_dashboard
 
-    settings = StudySettings.of(study)
+    settings = settings if settings is not None else StudySettings.of(study)
     weights = ", ".join(f"{k} {v:g}" for k, v in settings.weights.used().items())
     axes = " against ".join(metric_label(axis) for axis in settings.pareto)
     limits = settings.constraints.describe()

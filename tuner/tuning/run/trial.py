@@ -179,7 +179,8 @@ class TrialObjective:
         self._corpus_tokens: int | None = None
         # Found once per worker: every trial scores repeated references against the same copies.
         self.occurrences = OccurrenceTable.build(evaluation_set, [corpus])
-        self.search = np.array([q.id not in settings.held_out for q in evaluation_set], dtype=bool)
+        held_out = settings.held_out  # a frozenset built on each access: once, not once per question
+        self.search = np.array([q.id not in held_out for q in evaluation_set], dtype=bool)
         self.resolved_rates = dict(settings.resolved_rates)
 
     def proxy_embedder(self, config: EmbedderConfig) -> Embedder | None:

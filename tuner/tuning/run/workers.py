@@ -36,6 +36,8 @@ from optuna.trial import FrozenTrial, TrialState
 
 from ..._faults import arm_during_tell, fault_point, hold_point
 from ..._io.secrets import redact
+from ...data.corpus import Corpus
+from ...data.evalset import EvaluationSet
 from ...errors import ChunkwiseError, StudyError
 from ..search.samplers import WeightedScoreSampler
 from ..study import defaults
@@ -140,12 +142,24 @@ class WorkerReport:
     out_of_budget: int = 0
 
 
+@dataclass(frozen=True)
+class WorkerInputs:
+    """What a worker in the run's own process is handed instead of reading it again: the study's
+    settings as the run resolved them, and the corpus and questions the run loaded and checked."""
+
+    settings: StudySettings
+    corpus: Corpus
+    evaluation_set: EvaluationSet
+
+
 def run_worker(options: WorkerOptions,
-               on_trial: Callable[[optuna.Study, FrozenTrial], None] | None = None) -> WorkerReport:
+               on_trial: Callable[[optuna.Study, FrozenTrial], None] | None = None,
+               inputs: WorkerInputs | None = None) -> WorkerReport:
     """Join a study and run trials until it holds its target of finished trials.
 
-    Each worker builds its own storage connection and sampler, loads the corpus and queries
-    named in the study's settings (or the given paths) and checks their hashes.
+    Each worker builds its own storage connection and sampler; a worker process loads the corpus
+    and queries named in the study's settings (or the given paths) and checks their hashes, a
+    worker in the run's own process takes them, with the settings, from ``inputs``.
     """
     from ..study.opening import load_study_inputs
 
@@ -166,8 +180,11 @@ def run_worker(options: WorkerOptions,
         with storage_errors(options.storage):
             study = optuna.load_study(study_name=options.study, storage=storage,
                                       sampler=WeightedScoreSampler(seed=seed))
-            settings = StudySettings.of(study)
-        corpus, evalset = load_study_inputs(settings, options.study, options.corpus_path, options.queries_path)
+            settings = StudySettings.of(study) if inputs is None else inputs.settings
+        if inputs is None:
+            corpus, evalset = load_study_inputs(settings, options.study, options.corpus_path, options.queries_path)
+        else:
+            corpus, evalset = inputs.corpus, inputs.evaluation_set
         from ...embedding.shared_cache import cache_for_study
 
         # A PostgreSQL study shares one embedding cache between machines, in its own database.

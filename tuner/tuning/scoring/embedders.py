@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import optuna
 
+from ...retrieval.config import RetrievalConfig
 from ..study.records import MODEL_TOKENS_ATTR, TrialRecord, recommendable, records
 from ..study.settings import StudySettings
 
@@ -103,7 +104,7 @@ def _embedder_of(record: TrialRecord) -> str | None:
     """``provider:model`` of a trial that embeds (dense or hybrid); None for BM25 or an unknown one."""
     config = record.config or {}
     retrieval, embedder = config.get("retrieval") or {}, config.get("embedder") or {}
-    if retrieval.get("method", "dense") == "bm25" or not embedder.get("model"):
+    if not RetrievalConfig.from_dict(retrieval).embeds or not embedder.get("model"):
         return None
     return f"{embedder.get('provider', 'sentence-transformers')}:{embedder['model']}"
 

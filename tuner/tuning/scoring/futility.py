@@ -29,6 +29,7 @@ import optuna
 from optuna.trial import TrialState
 
 from ..study.records import BASELINE_ATTR
+from ..study.settings import StudySettings
 from .selection import recommend_for_study
 
 
@@ -40,13 +41,13 @@ class Futility:
     reason: str
 
 
-def judge_futility(study: optuna.Study) -> Futility | None:
+def judge_futility(study: optuna.Study, settings: StudySettings | None = None) -> Futility | None:
     """The checkpoint's verdict on ``study`` (see the module docstring); None: not judged yet
     (a baseline still to finish, no baseline evaluated, nothing to read)."""
     unsettled = study.get_trials(deepcopy=False, states=(TrialState.WAITING, TrialState.RUNNING))
     if any(BASELINE_ATTR in t.user_attrs for t in unsettled):
         return None
-    recommendation = recommend_for_study(study)
+    recommendation = recommend_for_study(study, settings)
     if recommendation is None or recommendation.baselines is None:
         return None
     if recommendation.too_few:

@@ -248,14 +248,14 @@ def baseline_records(study: optuna.Study) -> list[TrialRecord]:
     return list(found.values())
 
 
-def recommend_for_study(study: optuna.Study) -> StudyRecommendation | None:
+def recommend_for_study(study: optuna.Study, settings: StudySettings | None = None) -> StudyRecommendation | None:
     """THE recommendation of a study: the tie gate (the highest score and its tie set) on
     the study's best configurations that meet its constraints, on its search questions, then
     its choice checked against the best baseline (a fallback must meet the constraints too) and
     the token 800/400 default. The summary, the dashboard note, the report and ``export`` all
     call this, with no option of their own, so they name the same trial."""
     seed = 0
-    settings = StudySettings.of(study)
+    settings = settings if settings is not None else StudySettings.of(study)
     meeting = recommendable(study)
     ranked = sorted(meeting, key=lambda r: (-r.score, r.number))[:TOP_CANDIDATES]
     records_by_number, candidates = {}, []

@@ -219,7 +219,8 @@ def label_objectives(storage: RDBStorage, where: str) -> str | None:
     return f"named the objectives of {', '.join(named)} after the metric registry"
 
 
-def save_pareto_plot(storage: RDBStorage, study: optuna.Study, recommendation: StudyRecommendation | None) -> None:
+def save_pareto_plot(storage: RDBStorage, study: optuna.Study, recommendation: StudyRecommendation | None,
+                     settings: StudySettings | None = None) -> None:
     """Write chunkwise's Pareto plot of ``study`` to its optuna-dashboard plots, replacing the one
     an earlier run wrote: the study's first two Pareto axes (recall against context tokens by
     default), the recommended trial ringed and named, the best score starred, the token 800/400
@@ -234,7 +235,7 @@ def save_pareto_plot(storage: RDBStorage, study: optuna.Study, recommendation: S
     trials = evaluated(study)
     if not trials:
         return
-    settings = StudySettings.of(study)
+    settings = settings if settings is not None else StudySettings.of(study)
     y, x = (PlotAxis.of_metric(axis) for axis in settings.pareto[:2])
     marks = []
     if recommendation is not None:
