@@ -376,3 +376,17 @@ def test_the_users_style_and_every_lever_from_the_command(openai_server, tmp_pat
     assert USERS_RULE in question and shown_examples(requests[0].json_body) == ["How do I silence one alert?"]
     assert len(tuner.load_evaluation_set(out, tuner.load_corpus(EXAMPLE))) == 3
     assert Asking("users", ("x",)).version(PROMPT_VERSION).startswith(PROMPT_VERSION + "+users+examples-")
+
+
+def test_validate_prints_the_styles_of_a_set(tmp_path, capsys):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "jobs.md").write_text("The scheduler runs jobs in the order they arrive. Pause it with the stop button.\n")
+    queries = tmp_path / "q.jsonl"
+    queries.write_text(
+        '{"question": "How do I pause the scheduler?", "references": [{"document": "jobs.md", '
+        '"content": "Pause it with the stop button."}]}\n'
+        '{"question": "Why does the scheduler keep jobs in order?", "references": [{"document": "jobs.md", '
+        '"content": "The scheduler runs jobs in the order they arrive."}]}\n')
+    assert main(["validate", "--corpus", str(docs), "--queries", str(queries)]) == 0
+    assert "styles: 1 how-to, 1 why, 0 what-happens, 0 identifier, 0 other\n" in capsys.readouterr().out

@@ -63,6 +63,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..data.evalset import load_evaluation_set
+    from ..data.generate.styles import describe_styles
     from ..data.lexical import LexicalOverlap
     from ..data.repeats import OccurrenceTable
     from ..evaluation.agreement import check_comparable
@@ -85,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
         print(repeated, file=summary)
     if lexical := LexicalOverlap.of(evalset):
         print(lexical.describe(), file=summary)
+    print(describe_styles(q.question for q in evalset), file=summary)
     if own is not None:
         print(f"{args.agreement}: {len(own)} queries, {sum(len(q.references) for q in own)} references: "
               "all match their documents", file=summary)
