@@ -18,14 +18,15 @@ The filters are the field's (Chroma's pipeline, the Hugging Face RAG-evaluation 
 cheapest first, and every rejection is counted under its reason (:data:`REJECTIONS`): the excerpt
 located in the passage (exactly, else tolerant of whitespace and markdown markup); a question, not
 a preamble ("Here are two questions..."); standalone (no "according to the passage"); one thing
-asked, not two; not a copy of its excerpt; not a near-duplicate of an earlier question; its excerpt
-close to it in embedding space; and, last (it costs a request), the model's own critique of the
-question against its excerpt: answered by it, at least :data:`CRITIQUE_KEEP` of 5
-(``critique=False`` leaves it out). Where the server constrains its
+asked, not two; not a copy of its excerpt; not a copy of one of the team's example questions (with
+``examples``); not a near-duplicate of an earlier question; its excerpt close to it in embedding
+space; with ``answer_check``, its answer inside its excerpt (a request); and, last (it costs a
+request), the model's own critique of the question against its excerpt: answered by it, at least
+:data:`CRITIQUE_KEEP` of 5 (``critique=False`` leaves it out). Where the server constrains its
 output, the reply's JSON schema is sent with the request (llama.cpp turns it into a grammar; OpenAI
 gets ``json_schema``), so a small model cannot answer ``Question: ... Answer: ...``.
 
-Passages are drawn in proportion to the corpus's size and spread over it: attempt ``i`` of ``n``
+By default passages are drawn in proportion to the corpus's size and spread over it: attempt ``i`` of ``n``
 centres its passage on a character drawn from the ``i``-th of ``n`` equal slices of the whole
 corpus (documents end to end), in a seeded order, so a long document is asked about as often as
 its length says and no stretch of the corpus is left out by chance. The model is shown no
@@ -35,6 +36,34 @@ of the passage's document, re-asked a kept question in 72 of its first 279 repli
 an excerpt of the new passage, not the original's, and more often as the set grew (5 in the first
 50 replies, 15 in the third 50): the yield fell as the list grew. Distinct passages make distinct
 questions, and the near-duplicate filter catches the rest.
+
+Four levers (issue 49) change what is asked; none is measured yet against a team's own questions
+(the Kendall τ-b of ``chunkwise validate --agreement``), so each is off by default:
+
+- ``examples``: the team's own questions (an evaluation set about any corpus: only the question texts
+  are read, :func:`read_example_questions`). Up to :data:`MAX_EXAMPLES` of them, chosen by the seed
+  and spread over the file (:func:`choose_examples`), go with every question request as the style to
+  follow (Promptagator's few-shot); they are never kept as generated questions: one identical to an
+  example (case and space aside) or closer to one than ``duplicate_threshold`` is rejected ("copies
+  an example"). No extra request; a longer prompt.
+- ``draw="documents"``: passages across documents and sections instead of in proportion to size
+  (:class:`SectionSampler`): documents in a seeded round-robin, each asked about equally often, and
+  within a document its markdown sections (:func:`sections`) likewise, the passage drawn inside the
+  section, at exact offsets as before.
+- ``answer_check``: the answer round trip. A question that passed the other filters goes back to the
+  model with its passage, and the model copies the answer; located like an excerpt
+  (:func:`locate`), it must share a character with one of the question's excerpts, or the question
+  is rejected ("answer outside its excerpt", also when the copy is not found). One request per
+  question that reaches it, before the critique.
+- ``style="users"``: the questions a reader would ask (how to do a task, why something happens,
+  what happens when), not the exact name of an identifier (:data:`USERS_RULE`). The mix of styles
+  a set holds (:func:`question_style`, :func:`describe_styles`) is printed by ``generate`` and
+  ``validate``.
+
+``style`` and ``examples`` change the question request, so both are part of its cache version
+(:class:`Asking`): a reply cached for another prompt is never reused, and the default prompt keeps
+its version and its cached replies. The draw changes only which passages are shown (the same
+passage is the same request), and the answer check has a request and a version of its own.
 
 The round trip (does BM25 find a question's excerpt in its top 5?) is reported by
 :func:`tuner.evaluation.round_trip.round_trip`, never used to filter: keeping only the questions that retrieve their own
@@ -54,7 +83,8 @@ file), private to its owner (mode 0600), and each query is written whole or not 
 The package: :mod:`.writer` holds the writing loop (:func:`generate_evaluation_set`);
 :mod:`.passages` draws passages and locates or samples excerpts; :mod:`.prompts` holds what the
 model is asked and the readers of its replies; :mod:`.filters` the rejections, in the order they
-run; :mod:`.calibration` the similarity distributions that calibrate the thresholds.
+run; :mod:`.examples` reads and chooses the team's example questions; :mod:`.styles` tells a
+question's style; :mod:`.calibration` the similarity distributions that calibrate the thresholds.
 """
 
 from __future__ import annotations
