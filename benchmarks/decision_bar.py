@@ -4,7 +4,7 @@ user is told unchanged? Written once here, so every fast path is judged the same
 A path's result is a mapping *configuration -> per-question weighted scores* (the same
 questions, in the same order, for every configuration and both paths; a configuration's score
 is the mean of its per-question scores). Benchmarks build each question's weighted score with
-:func:`tuner.tuning.scoring.objective.weighted_score` from that question's recall and IoU and the
+:func:`tuner.tuning.core.objective.weighted_score` from that question's recall and IoU and the
 configuration's modelled latency and cost.
 
 :func:`decision_bar` compares a fast path with its reference on one grid:
@@ -47,6 +47,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tuner.evaluation.fidelity import promoted
+from tuner.tuning.core.objective import Scales, Weights
 from tuner.tuning.scoring.comparisons import (
     BOOTSTRAP_SAMPLES,
     CONFIDENCE,
@@ -55,7 +56,6 @@ from tuner.tuning.scoring.comparisons import (
     not_worse,
     pairwise_level,
 )
-from tuner.tuning.scoring.objective import Scales, Weights
 from tuner.tuning.scoring.selection import TOP_CANDIDATES
 from tuner.tuning.scoring.significance import SignFlipTest, flips_for, sign_flip_tests
 

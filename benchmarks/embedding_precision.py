@@ -138,8 +138,8 @@ def agreement_tables(args: argparse.Namespace, precision: str, cache_dir: Path) 
     import tuner
     from tuner.data.evalset import load_chroma_dataset
     from tuner.embedding import EmbeddingCache
+    from tuner.tuning.core.objective import Rates, Scales, Weights, weighted_score
     from tuner.tuning.scoring.measures import resolve_rates, trial_attributes
-    from tuner.tuning.scoring.objective import Rates, Scales, Weights, weighted_score
 
     corpora, pooled_set = load_chroma_dataset(args.data)
     embedder = tuner.EmbedderConfig(precision=precision).build(EmbeddingCache(cache_dir / f"{precision}.sqlite3"))

@@ -107,8 +107,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     from tuner.evaluation.config import EvaluationConfig
     from tuner.evaluation.evaluator import evaluate
     from tuner.retrieval.config import RetrievalConfig
+    from tuner.tuning.core.objective import Rates, Scales, Weights, weighted_score
     from tuner.tuning.scoring.measures import resolve_rates, trial_attributes
-    from tuner.tuning.scoring.objective import Rates, Scales, Weights, weighted_score
 
     corpus, queries, pool = build_corpus(args.data, args.mb)
     chars = sum(len(d.text) for d in corpus)

@@ -93,8 +93,8 @@ def reselect(args: argparse.Namespace, out) -> None:
     what changes when only the definition of "best" does, with no new search."""
     import optuna
 
-    from tuner.tuning.scoring.objective import Constraints, Scales, Weights, weighted_score
-    from tuner.tuning.study.records import evaluated
+    from tuner.tuning.core.objective import Constraints, Scales, Weights, weighted_score
+    from tuner.tuning.core.records import evaluated
     from tuner.tuning.study.storage import make_storage
 
     folder = Path(args.storage_dir).resolve()
@@ -130,8 +130,8 @@ def own_studies(args: argparse.Namespace, out) -> None:
     """Per objective's own study: its highest-scoring trial and the tie gate's recommendation."""
     import optuna
 
+    from tuner.tuning.core.records import best_trial
     from tuner.tuning.scoring.selection import recommend_for_study
-    from tuner.tuning.study.records import best_trial
     from tuner.tuning.study.storage import make_storage
 
     folder = Path(args.storage_dir).resolve()

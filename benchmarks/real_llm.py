@@ -231,7 +231,7 @@ def run_context(server: LocalLLMServer, max_document_tokens: int, size: int) -> 
     from tuner.llm.client import LLMClient, UnfitAnswerError
     from tuner.retrieval.llm_context import estimated_tokens
     from tuner.text.tokens import count_tokens
-    from tuner.tuning.scoring.objective import Rates
+    from tuner.tuning.core.objective import Rates
 
     class Writer(LLMClient):
         """The shared context writer: counts its answers, prints progress, and indexes a chunk

@@ -373,8 +373,8 @@ def score_table(raw: Path, queries: Path, rows: list[tuple[str, dict]], cache_di
     """
     from tuner import EvaluationConfig, evaluate, load_corpus, load_evaluation_set
     from tuner.embedding.cache import EmbeddingCache
+    from tuner.tuning.core.objective import Rates, Scales, Weights
     from tuner.tuning.scoring.measures import ResolvedRates, resolve_rates, trial_attributes
-    from tuner.tuning.scoring.objective import Rates, Scales, Weights
 
     corpus = load_corpus(raw, name=CORPUS)
     evalset = load_evaluation_set(queries, corpus)
@@ -516,7 +516,7 @@ def study_trials(storage: str) -> tuple[list[tuple[str, dict]], dict | None]:
 
     import optuna
 
-    from tuner.tuning.study.records import CONFIG_ATTR, CONFIRMS_ATTR
+    from tuner.tuning.core.records import CONFIG_ATTR, CONFIRMS_ATTR
     from tuner.tuning.study.settings import StudySettings
 
     baselines, rates = [], None

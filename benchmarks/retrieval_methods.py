@@ -85,7 +85,7 @@ def fixed(data: dict, out) -> None:
 
 def studies(data: dict, args: argparse.Namespace, out) -> None:
     from tuner.tuning import StudySpec, run_study_spec
-    from tuner.tuning.study.records import records
+    from tuner.tuning.core.records import records
     from tuner.tuning.study.storage import make_storage
 
     grid = yaml.safe_load((ROOT / "search_spaces" / "default-grid.yaml").read_text(encoding="utf-8"))

@@ -58,7 +58,7 @@ def run_sampler(sampler: optuna.samplers.BaseSampler, space, table: dict, trials
     As in ``chunkwise tune``, a proposal of an already evaluated configuration is pruned
     without evaluation and does not count: every sampler gets ``trials`` evaluations.
     """
-    from tuner.tuning.study.records import DUPLICATE_ATTR, SCORE_ATTR
+    from tuner.tuning.core.records import DUPLICATE_ATTR, SCORE_ATTR
 
     study = optuna.create_study(directions=["maximize", "maximize"], sampler=sampler)
     best, curve = float("-inf"), []
@@ -96,7 +96,7 @@ WEIGHT_SETS = {
 
 def rescore(table: dict, weights, scales) -> dict:
     """The same table under other weights (recall, IoU, latency and cost do not change)."""
-    from tuner.tuning.scoring.objective import weighted_score
+    from tuner.tuning.core.objective import weighted_score
 
     return {key: {**a, "score": weighted_score(a["recall"], a["iou"], a["latency_ms"] / 1000,
                                                a["cost_usd_per_1k_queries"], weights, scales)}

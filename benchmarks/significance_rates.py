@@ -20,8 +20,8 @@ import sys
 
 import numpy as np
 
+from tuner.tuning.core.objective import Scales, Weights
 from tuner.tuning.scoring.comparisons import CONFIDENCE, Candidate, compare, recommend
-from tuner.tuning.scoring.objective import Scales, Weights
 from tuner.tuning.scoring.significance import sign_flip_tests
 
 RECALL_ONLY = Weights(recall=1.0, iou=0.0, latency=0.0, cost=0.0)

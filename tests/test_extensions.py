@@ -27,8 +27,8 @@ from tuner.embedding.config import EmbedderConfig
 from tuner.evaluation import Metric, register_metric
 from tuner.evaluation.config import EvaluationConfig
 from tuner.retrieval import RetrievalMethod, register_method
+from tuner.tuning.core.objective import Scales, Weights
 from tuner.tuning.scoring.measures import ResolvedRates, trial_attributes
-from tuner.tuning.scoring.objective import Scales, Weights
 from tuner.tuning.search.cost import kind_of
 
 ROOT = Path(__file__).resolve().parents[1]

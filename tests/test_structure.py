@@ -7,7 +7,7 @@ import ast
 import re
 from pathlib import Path
 
-from tuner.tuning.study import records
+from tuner.tuning.core import records
 
 PACKAGE = Path(__file__).resolve().parents[1] / "tuner"
 #: The stages from the bottom up: a package may import its own layer and the layers below it,
@@ -182,7 +182,7 @@ def test_only_the_command_line_speaks_in_flags():
 def test_only_the_records_spell_what_a_study_stores():
     assert {"score", "duplicate_of", "worker", "settings", "target_trials"} <= ATTRIBUTE_NAMES
     for module, path in MODULES.items():
-        if module == "tuner.tuning.study.records":
+        if module == "tuner.tuning.core.records":
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"))
         commands = {node.args[0].value for node in ast.walk(tree)  # sub-command names ("worker")

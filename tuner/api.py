@@ -32,12 +32,12 @@ from .data.evalset import EvaluationSet
 from .deploy.export import ExportedTrial, export_run_trial
 from .errors import ChunkwiseError
 from .reporting.report import write_report
+from .tuning.core.records import TrialRecord, best_trial, evaluated
 from .tuning.run.progress import CorpusOutcome, format_outcomes
 from .tuning.run.runner import run_study_spec
 from .tuning.scoring.selection import StudyRecommendation, recommend_for_study
 from .tuning.search.space_file import DEFAULT_SPACE
 from .tuning.study.lookup import load_run_study, run_studies, split_study_name
-from .tuning.study.records import TrialRecord, best_trial, evaluated
 from .tuning.study.spec import StudySpec, load_study_file
 from .tuning.study.storage import (
     StudyStorage,

@@ -347,8 +347,8 @@ def test_calibration_file_is_private_and_never_half_written(tmp_path, monkeypatc
 
 def test_a_study_says_it_measures_throughput_only_when_it_does(tmp_path, monkeypatch):
     from tuner.embedding.config import EmbedderConfig
+    from tuner.tuning.core.objective import Rates
     from tuner.tuning.scoring import calibration
-    from tuner.tuning.scoring.objective import Rates
     from tuner.tuning.study import settings
 
     from fakes import study_settings

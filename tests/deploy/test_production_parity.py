@@ -155,7 +155,7 @@ def test_a_failed_build_leaves_no_bm25_index(stub, tmp_path, monkeypatch):
 
 def test_a_tuned_retrieval_is_recorded_exported_and_served_as_evaluated(stub, tmp_path):
     from tuner.tuning import StudySpec, run_study_spec
-    from tuner.tuning.study.records import records
+    from tuner.tuning.core.records import records
     from tuner.tuning.study.storage import make_storage
 
     space = tmp_path / "space.yaml"

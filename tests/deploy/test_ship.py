@@ -495,7 +495,7 @@ def test_report_writes_plots_and_summary_with_intervals(tuned, tmp_path):
 
 def test_the_best_recall_within_each_budget_by_hand():
     from tuner.reporting.report import best_within
-    from tuner.tuning.study.records import TrialRecord
+    from tuner.tuning.core.records import TrialRecord
 
     def record(number, recall, tokens, score=0.5):
         return TrialRecord.from_attrs(number, {"recall": recall, "context_tokens": tokens, "score": score})

@@ -16,9 +16,9 @@ from tuner.embedding import sentence_transformers
 from tuner.embedding.config import EmbedderConfig
 from tuner.embedding.sentence_transformers import auto_precision, cpu_supports_bf16
 from tuner.tuning import StudyError, StudySpec, run_study_spec
+from tuner.tuning.core.objective import Rates, Scales, Weights
+from tuner.tuning.core.records import PRECISION_ATTR, SETTINGS_ATTR
 from tuner.tuning.scoring.measures import ResolvedRates, trial_attributes
-from tuner.tuning.scoring.objective import Rates, Scales, Weights
-from tuner.tuning.study.records import PRECISION_ATTR, SETTINGS_ATTR
 from tuner.tuning.study.storage import make_storage
 
 from fakes import WordEmbedder, two_corpora

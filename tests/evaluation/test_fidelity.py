@@ -23,8 +23,8 @@ from tuner.evaluation.evaluator import evaluate, evaluate_rungs
 from tuner.evaluation.fidelity import Fidelity, block_kept, distractor_sample, holding_references, promoted
 from tuner.retrieval.config import RetrievalConfig
 from tuner.tuning import StudyError, StudySpec, run_study_spec
+from tuner.tuning.core.records import BASELINE_ATTR, DUPLICATE_ATTR, RUNG_SCORES_ATTR, STOPPED_AT_ATTR
 from tuner.tuning.run.progress import EmbeddingReport
-from tuner.tuning.study.records import BASELINE_ATTR, DUPLICATE_ATTR, RUNG_SCORES_ATTR, STOPPED_AT_ATTR
 from tuner.tuning.study.storage import make_storage
 
 from fakes import WordEmbedder

@@ -16,9 +16,9 @@ from tuner.data.evalset import EvaluationSet, Query, Reference
 from tuner.data.repeats import OccurrenceTable
 from tuner.evaluation.metrics import ChunkIntervals, UnitSpace, query_references, score
 from tuner.text.tokens import count_tokens
+from tuner.tuning.core.objective import Scales, Weights
 from tuner.tuning.scoring.comparisons import Candidate, questions_to_separate, recommend
 from tuner.tuning.scoring.crossval import search_gain
-from tuner.tuning.scoring.objective import Scales, Weights
 from tuner.tuning.study.settings import validation_split
 
 # Four adjacent chunks of 10 units: [0,10) [10,20) [20,30) [30,40).

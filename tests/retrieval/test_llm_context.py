@@ -202,7 +202,7 @@ def test_a_study_searches_llm_contexts_records_and_exports_them(llm, tmp_path):
 
     from tuner.cli import main
     from tuner.tuning import StudySpec, run_study_spec
-    from tuner.tuning.study.records import records
+    from tuner.tuning.core.records import records
     from tuner.tuning.study.storage import make_storage
 
     space = tmp_path / "space.yaml"

@@ -80,8 +80,8 @@ def test_evaluate_reports_first_stage_recall_beside_the_reranked_recall(model):
         scores = predicted(model, query.question, [texts[r] for r in candidates])
         assert reranked.ranking[q].tolist() == [candidates[int(np.argmax(scores))]]
     assert reranked.to_dict()["first_stage"]["candidates"] == 3
+    from tuner.tuning.core.objective import Scales, Weights
     from tuner.tuning.scoring.measures import ResolvedRates, trial_attributes
-    from tuner.tuning.scoring.objective import Scales, Weights
 
     attrs = trial_attributes(reranked, ResolvedRates(0.0, 0.15, 5000.0, 1e6, 2e-7, 1e6), Weights(), Scales())
     assert attrs["first_stage_recall"] == pytest.approx(float(np.mean(plain.scores.at(3)["recall"])))

@@ -25,8 +25,8 @@ from tuner.retrieval import (
 )
 from tuner.retrieval.config import RetrievalConfig
 from tuner.tuning import SearchSpaceError
+from tuner.tuning.core.objective import Scales, Weights
 from tuner.tuning.scoring.measures import ResolvedRates, trial_attributes
-from tuner.tuning.scoring.objective import Scales, Weights
 from tuner.tuning.search.space_file import parse_search_space
 
 from fakes import WordEmbedder, two_corpora

@@ -21,14 +21,8 @@ from optuna.trial import TrialState
 from tuner.embedding.config import EmbedderConfig
 from tuner.evaluation.config import EvaluationConfig
 from tuner.tuning import StudySpec, Weights, run_study_spec
-from tuner.tuning.run.progress import EmbeddingReport, format_outcomes
-from tuner.tuning.scoring.comparisons import candidate, check_baselines, compare, optimism
-from tuner.tuning.scoring.objective import Scales
-from tuner.tuning.search.baselines import BASELINES, baseline_points, queue_baselines, unqueue_baselines
-from tuner.tuning.search.cost import kind_of, trial_seconds
-from tuner.tuning.search.domains import Domain
-from tuner.tuning.search.space_file import load_search_space, parse_search_space
-from tuner.tuning.study.records import (
+from tuner.tuning.core.objective import Scales
+from tuner.tuning.core.records import (
     BASELINE_ATTR,
     BUDGET_ATTR,
     CONFIG_ATTR,
@@ -40,6 +34,12 @@ from tuner.tuning.study.records import (
     SKIPPED_ATTR,
     TrialRecord,
 )
+from tuner.tuning.run.progress import EmbeddingReport, format_outcomes
+from tuner.tuning.scoring.comparisons import candidate, check_baselines, compare, optimism
+from tuner.tuning.search.baselines import BASELINES, baseline_points, queue_baselines, unqueue_baselines
+from tuner.tuning.search.cost import kind_of, trial_seconds
+from tuner.tuning.search.domains import Domain
+from tuner.tuning.search.space_file import load_search_space, parse_search_space
 from tuner.tuning.study.spec import StudyError, parse_duration
 from tuner.tuning.study.storage import make_storage
 

@@ -10,8 +10,8 @@ import optuna
 from optuna.distributions import IntDistribution
 from optuna.trial import create_trial
 
+from tuner.tuning.core.objective import Weights
 from tuner.tuning.scoring.embedders import compare_embedders
-from tuner.tuning.scoring.objective import Weights
 
 from fakes import study_settings
 

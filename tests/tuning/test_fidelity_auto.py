@@ -10,9 +10,9 @@ import pytest
 
 from tuner.embedding.config import EmbedderConfig
 from tuner.tuning import StudyError, StudySpec, run_study_spec
-from tuner.tuning.scoring.objective import Rates
+from tuner.tuning.core.objective import Rates
+from tuner.tuning.core.records import SETTINGS_ATTR
 from tuner.tuning.study import settings
-from tuner.tuning.study.records import SETTINGS_ATTR
 from tuner.tuning.study.storage import make_storage
 
 ROOT = Path(__file__).resolve().parents[2]

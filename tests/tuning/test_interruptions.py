@@ -34,8 +34,8 @@ import yaml
 from optuna.trial import TrialState
 from test_lifecycle import chunkwise, finish, load, wait_held, write_study
 
+from tuner.tuning.core.records import BASELINE_ATTR
 from tuner.tuning.search.baselines import DEFAULT_BASELINE
-from tuner.tuning.study.records import BASELINE_ATTR
 from tuner.tuning.study.storage import make_storage
 
 from openai_stub import EmbeddingGate, OpenAIStub

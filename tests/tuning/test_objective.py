@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tuner.errors import InvalidParameterError
+from tuner.tuning.core.objective import Rates, Scales, Weights, utilities, weighted_score
 from tuner.tuning.scoring.measures import ResolvedRates, model_latency_and_cost
-from tuner.tuning.scoring.objective import Rates, Scales, Weights, utilities, weighted_score
 
 
 def test_weighted_score_by_hand():
@@ -68,7 +68,7 @@ def test_the_score_weighs_rank_and_context_metrics_by_hand():
 
 
 def test_weights_speak_the_metric_vocabulary():
-    from tuner.tuning.scoring.objective import weighable
+    from tuner.tuning.core.objective import weighable
 
     built_in = {"recall", "precision", "iou", "precision_omega", "hit_rate", "mrr", "ndcg", "doc_recall",
                 "context_tokens"}
@@ -82,7 +82,7 @@ def test_weights_speak_the_metric_vocabulary():
 
 
 def test_constraints_and_pareto_axes_are_checked():
-    from tuner.tuning.scoring.objective import Constraints, check_pareto, pareto_directions
+    from tuner.tuning.core.objective import Constraints, check_pareto, pareto_directions
 
     assert Constraints(context_tokens=1000).violations({"context_tokens": 800.0}) == {"context_tokens": -200.0}
     assert Constraints().violations({"context_tokens": 1e9}) == {}

@@ -12,7 +12,7 @@ import pytest
 from tuner.api import spec_for
 from tuner.cli.tune import parse_set_options
 from tuner.errors import StudyError
-from tuner.tuning.scoring.objective import Rates, Scales, Weights
+from tuner.tuning.core.objective import Rates, Scales, Weights
 from tuner.tuning.study.spec import STUDY_KEYS, StudySpec, build_spec, load_study_file, study_options
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -16,6 +16,8 @@ import pytest
 from optuna.distributions import IntDistribution
 from optuna.trial import create_trial
 
+from tuner.tuning.core.objective import Scales, Weights
+from tuner.tuning.core.records import BASELINE_ATTR, PER_QUERY_SYSTEM_ATTR
 from tuner.tuning.scoring.comparisons import (
     MIN_QUESTIONS,
     Candidate,
@@ -23,9 +25,7 @@ from tuner.tuning.scoring.comparisons import (
     minimum_questions,
     recommend,
 )
-from tuner.tuning.scoring.objective import Scales, Weights
 from tuner.tuning.scoring.selection import recommend_for_study
-from tuner.tuning.study.records import BASELINE_ATTR, PER_QUERY_SYSTEM_ATTR
 
 from fakes import study_settings
 

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 import tuner
+from tuner.tuning.core.objective import Scales, Weights
+from tuner.tuning.core.records import TrialRecord, decode_per_query, encode_per_query
 from tuner.tuning.scoring.measures import ResolvedRates, trial_attributes
-from tuner.tuning.scoring.objective import Scales, Weights
-from tuner.tuning.study.records import TrialRecord, decode_per_query, encode_per_query
 
 from fakes import WordEmbedder, two_corpora
 

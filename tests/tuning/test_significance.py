@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 from scipy.stats import permutation_test
 
+from tuner.tuning.core.objective import Scales, Weights
 from tuner.tuning.scoring.comparisons import CONFIDENCE, Candidate, compare, recommend
-from tuner.tuning.scoring.objective import Scales, Weights
 from tuner.tuning.scoring.significance import MONTE_CARLO_FLIPS, minimum_questions, sign_flip_test
 
 RECALL_ONLY = Weights(recall=1.0, iou=0.0, latency=0.0, cost=0.0)

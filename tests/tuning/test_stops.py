@@ -34,9 +34,9 @@ from test_lifecycle import (
 )
 
 from tuner._io.liveness import pid_alive
+from tuner.tuning.core.records import CONFIG_ATTR, INTERRUPTED, LOST_ATTR, WORKER_ATTR
 from tuner.tuning.run.ledger import Ledger, WorkerRow, worker_alive
 from tuner.tuning.run.processes import this_host, worker_process
-from tuner.tuning.study.records import CONFIG_ATTR, INTERRUPTED, LOST_ATTR, WORKER_ATTR
 from tuner.tuning.study.storage import make_storage
 
 from openai_stub import EmbeddingGate

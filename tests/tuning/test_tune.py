@@ -25,7 +25,7 @@ from optuna.trial import TrialState
 from tuner.cli import main
 from tuner.embedding.config import EmbedderConfig
 from tuner.tuning import StudyError, StudySpec, Weights, run_study_spec, weighted_score
-from tuner.tuning.scoring.objective import Constraints, Scales
+from tuner.tuning.core.objective import Constraints, Scales
 from tuner.tuning.study.storage import make_storage
 
 from fakes import complete_trial_count

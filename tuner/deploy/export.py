@@ -39,7 +39,7 @@ from ..evaluation.config import EvaluationConfig
 from .pipeline import TunedPipeline
 
 if TYPE_CHECKING:
-    from ..tuning.study.records import TrialRecord
+    from ..tuning.core.records import TrialRecord
 
 SCHEMA_VERSION = 1
 SCHEMA_KEY = "chunkwise_export"
@@ -72,7 +72,7 @@ class ExportedConfig:
     @property
     def llm_models(self) -> dict[str, str]:
         """The models that made the trial's LLM-made parts (``{"chunker": ..., "context": ...}``)."""
-        from ..tuning.study.records import LLM_MODELS_ATTR  # an export writes them under the trial's name
+        from ..tuning.core.records import LLM_MODELS_ATTR  # an export writes them under the trial's name
 
         return {str(role): str(model) for role, model in (self.data.get(LLM_MODELS_ATTR) or {}).items()}
 
@@ -102,7 +102,7 @@ def export_trial(study, record: TrialRecord, storage_display_url: str, path: str
     ``storage_display_url`` is recorded as the trial's source: pass it with the password
     hidden (exports are shared; they never hold a secret).
     """
-    from ..tuning.study.records import LLM_MODELS_ATTR, exported_metric_attrs
+    from ..tuning.core.records import LLM_MODELS_ATTR, exported_metric_attrs
     from ..tuning.study.settings import StudySettings
 
     settings = StudySettings.of(study)
@@ -137,13 +137,13 @@ def export_run_trial(run: str, path: str | Path, *, corpus: str | None = None, t
     better than it on the held-out ones: :mod:`tuner.tuning.scoring.selection`), with ``best`` the
     highest-scoring one, or trial ``trial``;
     with ``point`` (e.g. ``{"k": 3}``), that trial at another point of its inner loop
-    (:meth:`~tuner.tuning.study.records.TrialRecord.at_point`).
+    (:meth:`~tuner.tuning.core.records.TrialRecord.at_point`).
 
     ``run`` may be ``RUN`` or ``RUN/CORPUS``; ``storage`` defaults to ``sqlite:///studies/RUN.db``.
     """
+    from ..tuning.core.records import select_trial
     from ..tuning.scoring.selection import recommend_for_study
     from ..tuning.study.lookup import load_run_study
-    from ..tuning.study.records import select_trial
     from ..tuning.study.storage import existing_run_storage, storage_errors
 
     study_storage = existing_run_storage(run, storage)

@@ -39,7 +39,7 @@ class Metric:
 
     ``count``: a count (cl100k tokens), shown as a number, never as a percentage.
     ``higher_is_better``: a Pareto axis maximises it (else minimises it).
-    ``scale``: the field of :class:`tuner.tuning.scoring.objective.Scales` at which its utility is one
+    ``scale``: the field of :class:`tuner.tuning.core.objective.Scales` at which its utility is one
     half (``x / (x + half)`` when more is better, ``half / (x + half)`` when less is); ``None``:
     the metric is a fraction in [0, 1] and is its own utility.
     ``default_weight``: its weight in the score when the user names none.

@@ -36,6 +36,7 @@ from ..evaluation.evaluator import evaluate
 from ..evaluation.registry import label as metric_label
 from ..evaluation.registry import metric as declared_metric
 from ..retrieval.config import RetrievalConfig
+from ..tuning.core.records import TrialRecord, best_trial, evaluated
 from ..tuning.run.progress import summarize
 from ..tuning.scoring.comparisons import CONFIDENCE
 from ..tuning.scoring.measures import trial_attributes
@@ -44,7 +45,6 @@ from ..tuning.scoring.significance import sign_flip_test
 from ..tuning.study.dashboard import Mark, PlotAxis, pareto, pareto_figure
 from ..tuning.study.lookup import run_studies
 from ..tuning.study.opening import load_study_inputs
-from ..tuning.study.records import TrialRecord, best_trial, evaluated
 from ..tuning.study.settings import StudySettings
 from ..tuning.study.storage import existing_run_storage, storage_errors
 

@@ -13,17 +13,17 @@ The modules, one concept each:
 """
 
 from ..errors import StudyError
+from .core.objective import Rates, Scales, Weights, weighted_score
+from .core.records import TrialRecord, best_trial, select_trial
 from .run.progress import CorpusOutcome
 from .run.runner import join_run, run_study_spec
 from .run.trial import TrialObjective
 from .run.workers import WorkerOptions, run_worker
-from .scoring.objective import Rates, Scales, Weights, weighted_score
 from .search.domains import SearchSpaceError
 from .search.samplers import WeightedScoreSampler
 from .search.space import SearchSpace
 from .search.space_file import bundled_spaces, load_search_space, parse_search_space
 from .study.lookup import run_studies
-from .study.records import TrialRecord, best_trial, select_trial
 from .study.spec import StudySpec, load_study_file
 from .study.storage import StorageError, default_storage_url, make_storage
 

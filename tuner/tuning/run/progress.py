@@ -16,9 +16,7 @@ from optuna.trial import FrozenTrial, TrialState
 from ...errors import option
 from ...evaluation.evaluator import TRUNCATION_WARNING
 from ...evaluation.fidelity import PROXIES
-from ..scoring.embedders import EmbedderComparison
-from ..scoring.selection import StudyRecommendation
-from ..study.records import (
+from ..core.records import (
     BASELINE_ATTR,
     CLIMB_BUDGET_ATTR,
     CONFIRMS_ATTR,
@@ -33,6 +31,8 @@ from ..study.records import (
     TrialRecord,
     records,
 )
+from ..scoring.embedders import EmbedderComparison
+from ..scoring.selection import StudyRecommendation
 from ..study.settings import StudySettings
 
 

@@ -24,6 +24,13 @@ from optuna.trial import TrialState
 from ..._faults import hold_point
 from ...errors import ChunkwiseError, StudyError, option
 from ...evaluation.registry import label as metric_label
+from ..core.records import (
+    BUDGET_ATTR,
+    DUPLICATE_ATTR,
+    TARGET_ATTR,
+    WORKER_ATTR,
+    best_trial,
+)
 from ..scoring.embedders import compare_embedders
 from ..scoring.futility import judge_futility
 from ..scoring.selection import recommend_for_study
@@ -31,13 +38,6 @@ from ..search.baselines import queue_baselines, unqueue_baselines
 from ..search.confirmations import queue_confirmations
 from ..study import defaults
 from ..study.dashboard import save_pareto_plot
-from ..study.records import (
-    BUDGET_ATTR,
-    DUPLICATE_ATTR,
-    TARGET_ATTR,
-    WORKER_ATTR,
-    best_trial,
-)
 from ..study.settings import StudySettings
 from ..study.storage import StudyStorage, storage_errors
 from .ledger import Ledger

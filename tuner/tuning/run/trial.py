@@ -26,21 +26,7 @@ from ...evaluation.evaluator import EvaluationResult, evaluate_rungs
 from ...evaluation.fidelity import FULL, Fidelity, promoted
 from ...retrieval.config import RetrievalConfig
 from ...retrieval.methods import retrieval_method
-from ..scoring.calibration import check_calibration, stored_throughput
-from ..scoring.inner import best_point
-from ..scoring.measures import ResolvedRates, api_usage_attributes, resolve_rates, trial_attributes
-from ..search.confirmations import confirmed_trial, reserve_seconds, scores_at_rung
-from ..search.cost import (
-    BM25,
-    SEMANTIC,
-    cold_trial_seconds,
-    kind_of,
-    measured_seconds,
-    median_seconds,
-    rung_seconds,
-    trial_seconds,
-)
-from ..study.records import (
+from ..core.records import (
     BASELINE_ATTR,
     CHUNKER_ATTR,
     CLIMB_BUDGET_ATTR,
@@ -60,6 +46,20 @@ from ..study.records import (
     TOKENS_EMBEDDED_ATTR,
     WORKER_ATTR,
     encode_per_query,
+)
+from ..scoring.calibration import check_calibration, stored_throughput
+from ..scoring.inner import best_point
+from ..scoring.measures import ResolvedRates, api_usage_attributes, resolve_rates, trial_attributes
+from ..search.confirmations import confirmed_trial, reserve_seconds, scores_at_rung
+from ..search.cost import (
+    BM25,
+    SEMANTIC,
+    cold_trial_seconds,
+    kind_of,
+    measured_seconds,
+    median_seconds,
+    rung_seconds,
+    trial_seconds,
 )
 from ..study.settings import StudySettings
 from .ledger import Claim, ClaimResult, Ledger, worker_alive

@@ -39,9 +39,7 @@ from ..._io.secrets import redact
 from ...data.corpus import Corpus
 from ...data.evalset import EvaluationSet
 from ...errors import ChunkwiseError, StudyError
-from ..search.samplers import WeightedScoreSampler
-from ..study import defaults
-from ..study.records import (
+from ..core.records import (
     BASELINE_ATTR,
     BUDGET_ATTR,
     DUPLICATE_ATTR,
@@ -52,6 +50,8 @@ from ..study.records import (
     SKIPPED_ATTR,
     STOPPED_AT_ATTR,
 )
+from ..search.samplers import WeightedScoreSampler
+from ..study import defaults
 from ..study.settings import StudySettings
 from ..study.storage import make_storage, storage_errors
 from .ledger import Claim, ClaimResult, Ledger

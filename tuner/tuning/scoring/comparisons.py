@@ -27,8 +27,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ...errors import InvalidParameterError
-from ..study.records import TrialRecord
-from .objective import Scales, Weights, modelled_utilities, utility_slope, weighted_score
+from ..core.objective import Scales, Weights, modelled_utilities, utility_slope, weighted_score
+from ..core.records import TrialRecord
 from .significance import SignFlipTest, flips_for, minimum_questions, sign_flip_test, sign_flip_tests
 
 CONFIDENCE = 0.95

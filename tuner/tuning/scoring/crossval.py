@@ -19,7 +19,7 @@ recall is shown beside it, since the weights may trade some of it for IoU, laten
 
 >>> import numpy as np
 >>> from tuner.tuning.scoring.comparisons import Candidate
->>> from tuner.tuning.scoring.objective import Scales, Weights
+>>> from tuner.tuning.core.objective import Scales, Weights
 >>> weights = Weights(recall=1.0, iou=0.0, latency=0.0, cost=0.0)
 >>> def config(number, recall): return Candidate(number, np.array(recall), np.zeros(12), 0.0, 0.0, 1)
 >>> base, better = config(0, [0.5] * 12), config(1, [1.0] * 12)
@@ -37,8 +37,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..core.objective import Scales, Weights
 from .comparisons import BOOTSTRAP_SAMPLES, CONFIDENCE, MIN_QUESTIONS, Candidate, ranked
-from .objective import Scales, Weights
 from .significance import sign_flip_test
 
 #: Folds and repeated shuffles of the questions.

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import optuna
 
 from ...retrieval.config import RetrievalConfig
-from ..study.records import MODEL_TOKENS_ATTR, TrialRecord, recommendable, records
+from ..core.records import MODEL_TOKENS_ATTR, TrialRecord, recommendable, records
 from ..study.settings import StudySettings
 
 

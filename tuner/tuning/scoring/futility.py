@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import optuna
 from optuna.trial import TrialState
 
-from ..study.records import BASELINE_ATTR
+from ..core.records import BASELINE_ATTR
 from ..study.settings import StudySettings
 from .selection import recommend_for_study
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from ...evaluation.evaluator import EvaluationResult
 from ...retrieval.config import RetrievalConfig
-from ..study.records import POINT_SETTINGS, SCORE_ATTR, exported_metric_attrs
+from ..core.records import POINT_SETTINGS, SCORE_ATTR, exported_metric_attrs
 
 
 def point_settings(retrieval: RetrievalConfig) -> dict[str, Any]:

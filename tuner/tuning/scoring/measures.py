@@ -1,7 +1,7 @@
 """The latency and cost model, and what one trial records: its metrics over the search and
 held-out questions, the modelled latency and cost (see :mod:`.objective` for the model's
 formulas), and what it paid a hosted API, as the trial attributes of
-:mod:`tuner.tuning.study.records`."""
+:mod:`tuner.tuning.core.records`."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ import numpy as np
 
 from ...embedding import Embedder, embedding_provider
 from ...retrieval import retrieval_method
-from ..study.records import (
+from ..core.objective import Rates, Scales, Weights, weighted_score
+from ..core.records import (
     API_TOKENS_ATTR,
     API_USD_ATTR,
     CONFIG_ATTR,
@@ -24,7 +25,6 @@ from ..study.records import (
     VALIDATION_PREFIX,
 )
 from .calibration import calibrated_throughput
-from .objective import Rates, Scales, Weights, weighted_score
 
 
 def api_usage_attributes(api_tokens: int, rates: ResolvedRates) -> dict[str, Any]:

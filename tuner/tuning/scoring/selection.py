@@ -21,8 +21,9 @@ import numpy as np
 import optuna
 
 from ...data.lexical import LexicalOverlap
+from ..core.objective import Scales, Weights
+from ..core.records import BASELINE_ATTR, TrialRecord, recommendable, records
 from ..search.baselines import DEFAULT_BASELINE
-from ..study.records import BASELINE_ATTR, TrialRecord, recommendable, records
 from ..study.settings import StudySettings
 from .comparisons import (
     CONFIDENCE,
@@ -40,7 +41,6 @@ from .comparisons import (
     recommend,
 )
 from .crossval import SearchGain, search_gain
-from .objective import Scales, Weights
 
 
 @dataclass(frozen=True)

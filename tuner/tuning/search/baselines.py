@@ -26,7 +26,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from ..study.records import (
+from ..core.records import (
     BASELINE_ATTR,
     BUDGET_ATTR,
     CONFIRMS_ATTR,

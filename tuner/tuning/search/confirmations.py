@@ -29,7 +29,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from ...evaluation.fidelity import PROXIES
-from ..study.records import CONFIG_ATTR, CONFIRMS_ATTR, RUNG_SCORES_ATTR, STOPPED_AT_ATTR
+from ..core.records import CONFIG_ATTR, CONFIRMS_ATTR, RUNG_SCORES_ATTR, STOPPED_AT_ATTR
 from .baselines import settles
 
 

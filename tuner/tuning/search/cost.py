@@ -32,7 +32,7 @@ from ...chunkers import chunker_class
 from ...errors import InvalidParameterError
 from ...retrieval import retrieval_method
 from ...retrieval.config import RetrievalConfig
-from ..study.records import CONFIG_ATTR, STOPPED_AT_ATTR
+from ..core.records import CONFIG_ATTR, STOPPED_AT_ATTR
 
 #: The kinds of trial, by what they embed: BM25 nothing, dense its chunks (hybrid too), semantic its
 #: units and then its chunks. Declared once: every comparison of a kind names one of these.

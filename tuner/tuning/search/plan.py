@@ -29,11 +29,11 @@ from ...embedding.config import EmbedderConfig, embedder_key, shared_embedder
 from ...errors import option
 from ...retrieval.llm_context import estimated_tokens
 from ...text.tokens import count_tokens_batch
+from ..core.records import SETTINGS_ATTR
 from ..run.progress import format_duration
 from ..scoring.calibration import calibrated_throughput, describe_measured, stored_calibration
 from ..scoring.measures import resolve_rates
 from ..study.opening import LoadedStudyData, load_study_data, resumed_settings
-from ..study.records import SETTINGS_ATTR
 from ..study.settings import StudySettings, build_settings, resolve_fidelity
 from ..study.spec import StudySpec
 from ..study.storage import make_storage, storage_created, storage_errors

@@ -33,7 +33,7 @@ from ..._faults import fault_point, hold_point
 from ...errors import ChunkwiseError, InvalidParameterError, option
 from ...evaluation.registry import label as metric_label
 from ...evaluation.registry import metric
-from .records import PARETO_PLOT_ATTR, SETTINGS_ATTR, TrialRecord, best_trial, evaluated
+from ..core.records import PARETO_PLOT_ATTR, SETTINGS_ATTR, TrialRecord, best_trial, evaluated
 from .settings import StudySettings
 from .storage import StorageError, storage_errors
 

@@ -17,7 +17,7 @@ from typing import Any
 import optuna
 
 from ...errors import StudyError, option, shown
-from .records import (
+from ..core.records import (
     SETTINGS_ATTR,
 )
 

@@ -12,13 +12,13 @@ import optuna
 from ...data.corpus import Corpus, load_corpus
 from ...data.evalset import EvaluationSet, load_evaluation_set
 from ...errors import StudyError, option
-from ..scoring.objective import (
+from ..core.objective import (
     pareto_directions,
 )
+from ..core.records import SETTINGS_ATTR
 from ..search.space import SearchSpace
 from ..search.space_file import load_search_space, resolve_space
 from .dashboard import name_objectives
-from .records import SETTINGS_ATTR
 from .settings import StudySettings
 from .spec import StudySpec
 

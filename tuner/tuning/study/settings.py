@@ -36,13 +36,13 @@ from ...evaluation.config import COPIES
 from ...evaluation.fidelity import FULL, Fidelity
 from ...evaluation.metrics import UNITS
 from ...schema import check_settings, codec, setting, stored
+from ..core.objective import DEFAULT_PARETO, LEGACY_PARETO, Constraints, Rates, Scales, Weights
+from ..core.records import SETTINGS_ATTR, SUMMARY_ATTRS, stored_constraints
 from ..scoring.calibration import stored_throughput
 from ..scoring.measures import ResolvedRates, resolve_rates
-from ..scoring.objective import DEFAULT_PARETO, LEGACY_PARETO, Constraints, Rates, Scales, Weights
 from ..search.space import SearchSpace
 from ..search.space_file import parse_search_space
 from .lookup import settings_of
-from .records import SETTINGS_ATTR, SUMMARY_ATTRS, stored_constraints
 
 if TYPE_CHECKING:
     from .spec import StudySpec

@@ -12,7 +12,7 @@ A study file (YAML) says what to tune, on what, and where results go::
     weights: {recall: 1.0, iou: 0.25, latency: 0.1, cost: 0.1}   # any metric: mrr, ndcg, context_tokens, ...
     constraints: {context_tokens: 1500}         # optional: never recommend a trial above the budget
     pareto: [recall, context_tokens]            # optional: the Pareto front's axes (the default)
-    rates: {reader_usd_per_mtok: 0.15}          # optional, see tuner.tuning.scoring.objective
+    rates: {reader_usd_per_mtok: 0.15}          # optional, see tuner.tuning.core.objective
     scales: {iou_half: 0.05}                    # optional
     storage: sqlite:///example.db               # default: sqlite:///studies/<name>.db
     trials: 30                                  # trials added per run, per corpus
@@ -57,7 +57,7 @@ from ...evaluation.config import COPIES
 from ...evaluation.fidelity import Fidelity, parse_fidelity
 from ...evaluation.metrics import UNITS
 from ...schema import check_settings, setting
-from ..scoring.objective import Constraints, Rates, Scales, Weights, check_pareto
+from ..core.objective import Constraints, Rates, Scales, Weights, check_pareto
 from ..search.domains import SearchSpaceError
 from ..search.space_file import DEFAULT_SPACE, resolve_space
 from . import defaults
@@ -81,7 +81,7 @@ class StudySpec:
     weights: Weights = field(default_factory=Weights)
     rates: Rates = field(default_factory=Rates)
     scales: Scales = field(default_factory=Scales)
-    #: Limits a recommended trial must meet (see :class:`~tuner.tuning.scoring.objective.Constraints`).
+    #: Limits a recommended trial must meet (see :class:`~tuner.tuning.core.objective.Constraints`).
     constraints: Constraints = field(default_factory=Constraints)
     #: The Pareto front's metrics; None: recall against context tokens for a new study, and the
     #: stored axes for a study that exists.
