@@ -248,20 +248,37 @@ def test_documents_of_very_unequal_sizes_are_asked_about_equally_often(openai_se
 
 
 def test_passages_drawn_across_documents_keep_exact_offsets(openai_server, client, tmp_path):
+    questions = iter(["Who gets paged first?", "Where do the settings live?", "How do I install it offline?",
+                      "When does a job start?", "What should I check first after a crash?"])
+
     def reply(body):
-        passage = passage_of(body)
-        sentence = re.findall(r"[A-Z][^.!?\n]{30,}[.!?]", passage)[0]
-        return json.dumps({"question": f"What is said about {' '.join(sentence.split()[:6])}?",
-                           "references": [{"content": sentence}]})
+        sentence = re.findall(r"[A-Z][^.!?\n]{30,}[.!?]", passage_of(body))[0]
+        return json.dumps({"question": next(questions), "references": [{"content": sentence}]})
 
     openai_server.chat_handler = reply
     corpus = tuner.load_corpus(EXAMPLE)
     out = tmp_path / "g.jsonl"
     report = generate_evaluation_set(corpus, out, 5, client, HashedWordsEmbedder(), relevance_threshold=-1.0,
                                      duplicate_threshold=1.0, critique=False, draw="documents")
-    assert report.accepted == 5
+    assert (report.accepted, report.attempts) == (5, 5)
     evalset = tuner.load_evaluation_set(out, corpus)  # validates every offset
     assert len({q.references[0].document for q in evalset}) == 5  # five documents, one question each
+
+
+def test_a_short_section_drawn_again_is_shown_whole_with_other_context():
+    import random
+
+    from tuner.data.generate import SectionSampler
+
+    # Three 200-character sections in a 2,000-character document; 300-character passages.
+    text = "filler words. " * 50 + "# One\n" + "one " * 50 + "\n# Two\n" + "two " * 50 + "\n# Three\n" + \
+        "three " * 34 + "\n" + "more filler. " * 50
+    sampler = SectionSampler(Corpus("c", (Document("d.md", text),)), 300, random.Random(0))
+    windows = [sampler.next() for _ in range(40)]
+    two = text.index("# Two"), text.index("# Three")
+    around_two = [(start, end) for _, start, end in windows if start <= two[0] and two[1] <= end]
+    assert len(around_two) >= 8  # a quarter of the draws (four sections: the filler before the first heading too)
+    assert len(set(around_two)) >= 4  # not the same request again and again
 
 
 # ---------------------------------------------------------------- the answer round trip

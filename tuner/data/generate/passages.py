@@ -133,8 +133,9 @@ def sections(text: str) -> list[tuple[int, int]]:
 def passage_in_section(text: str, section: tuple[int, int], chars: int, rng: random.Random) -> tuple[int, int]:
     """The (start, end) of about ``chars`` characters of ``text`` for a question about ``section``:
     a section longer than ``chars`` gets a passage inside it, centred on a character drawn evenly
-    (cut at whitespace, never past the section); a shorter one is shown whole, in the middle of a
-    passage of ``chars`` around it.
+    (cut at whitespace, never past the section); a shorter one is shown whole, inside a passage of
+    ``chars`` centred on a point drawn so that the section still fits (the same section drawn again
+    comes with other context, so it is another request, not the cached reply to the same one).
 
     >>> text = "# A\\nshort\\n# B\\n" + "word " * 40
     >>> start, end = passage_in_section(text, (16, len(text)), 30, random.Random(0))
@@ -145,7 +146,8 @@ def passage_in_section(text: str, section: tuple[int, int], chars: int, rng: ran
     """
     start, end = section
     if end - start <= chars:
-        return passage_around(text, (start + end) // 2, chars)
+        low, high = max(start, end - chars // 2), min(end, start + chars // 2)
+        return passage_around(text, low + int(rng.random() * (high - low + 1)), chars)
     offset = chars // 2 + int(rng.random() * (end - start - chars))
     inner_start, inner_end = passage_around(text[start:end], offset, chars)
     return start + inner_start, start + inner_end
