@@ -409,7 +409,7 @@ def phases(storage: str, study_name: str) -> None:
 def study_passes(study) -> str:
     """A study's embedding work in corpus passes, by phase (the run's summary line; empty for a study whose
     trials did not count their tokens)."""
-    from tuner.tuning.run.progress import summarize
+    from tuner.tuning.outcome.summary import summarize
 
     return summarize(study).describe_work()
 

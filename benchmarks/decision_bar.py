@@ -12,7 +12,7 @@ configuration's modelled latency and cost.
 1. the fast path's recommendation is inside the reference's tie set, and the reference's
    recommendation inside the fast path's: the product's tie gate
    (:mod:`tuner.tuning.scoring.comparisons`: paired bootstrap over the questions, 95%, among the
-   :data:`~tuner.tuning.scoring.selection.TOP_CANDIDATES` highest-scoring configurations, the
+   :data:`~tuner.tuning.outcome.selection.TOP_CANDIDATES` highest-scoring configurations, the
    cheapest tied one recommended);
 2. the mean absolute difference of the weighted score over the whole grid is below a tenth of
    the median half-width of the reference's per-configuration 95% confidence intervals
@@ -48,6 +48,7 @@ import numpy as np
 
 from tuner.evaluation.fidelity import promoted
 from tuner.tuning.core.objective import Scales, Weights
+from tuner.tuning.outcome.selection import TOP_CANDIDATES
 from tuner.tuning.scoring.comparisons import (
     BOOTSTRAP_SAMPLES,
     CONFIDENCE,
@@ -56,7 +57,6 @@ from tuner.tuning.scoring.comparisons import (
     not_worse,
     pairwise_level,
 )
-from tuner.tuning.scoring.selection import TOP_CANDIDATES
 from tuner.tuning.scoring.significance import SignFlipTest, flips_for, sign_flip_tests
 
 #: Criterion 2: the mean absolute score difference must stay below this share of the median CI half-width.
@@ -202,7 +202,7 @@ def decision_bar(reference: Scores, fast: Scores, *, cheapness: Cheapness | None
 
     ``cheapness``: recommend the cheapest of the tied, as the product did until issue 50; without
     it the best, as the product does now. ``top``: how many of the highest-scoring configurations
-    the tie gate considers (the product's :data:`~tuner.tuning.scoring.selection.TOP_CANDIDATES`).
+    the tie gate considers (the product's :data:`~tuner.tuning.outcome.selection.TOP_CANDIDATES`).
     """
     names = _names(reference, fast)
     ref, new = _Grid(reference, names, samples, seed), _Grid(fast, names, samples, seed)

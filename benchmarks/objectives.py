@@ -131,7 +131,7 @@ def own_studies(args: argparse.Namespace, out) -> None:
     import optuna
 
     from tuner.tuning.core.records import best_trial
-    from tuner.tuning.scoring.selection import recommend_for_study
+    from tuner.tuning.outcome.selection import recommend_for_study
     from tuner.tuning.study.storage import make_storage
 
     folder = Path(args.storage_dir).resolve()

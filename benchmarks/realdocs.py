@@ -502,7 +502,7 @@ def study_passes(storage: str) -> str:
     """The run's embedding work in corpus passes, by phase (its summary line), for its one study."""
     import optuna
 
-    from tuner.tuning.run.progress import summarize
+    from tuner.tuning.outcome.summary import summarize
 
     said = [summarize(optuna.load_study(study_name=name, storage=storage)).describe_work()
             for name in optuna.get_all_study_names(storage)]

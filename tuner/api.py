@@ -33,9 +33,9 @@ from .deploy.export import ExportedTrial, export_run_trial
 from .errors import ChunkwiseError
 from .reporting.report import write_report
 from .tuning.core.records import TrialRecord, best_trial, evaluated
-from .tuning.run.progress import CorpusOutcome, format_outcomes
+from .tuning.outcome.selection import StudyRecommendation, recommend_for_study
+from .tuning.outcome.summary import CorpusOutcome, format_outcomes
 from .tuning.run.runner import run_study_spec
-from .tuning.scoring.selection import StudyRecommendation, recommend_for_study
 from .tuning.search.space_file import DEFAULT_SPACE
 from .tuning.study.lookup import load_run_study, run_studies, split_study_name
 from .tuning.study.spec import StudySpec, load_study_file
@@ -115,7 +115,7 @@ class TuningRun:
 
     @property
     def recommended(self) -> TrialRecord | None:
-        """The recommended trial (:func:`~tuner.tuning.scoring.selection.recommend_for_study`: the one the
+        """The recommended trial (:func:`~tuner.tuning.outcome.selection.recommend_for_study`: the one the
         summary, the report, the dashboard note and ``export`` name; the best itself when nothing
         can be compared); the run must have one corpus."""
         verdict = self.recommendation()

@@ -284,8 +284,8 @@ def test_dashboard_names_objectives_and_serves_the_pareto_plot_marking_the_expor
     (a writer killed inside it leaves the old plot whole)."""
     import plotly.graph_objects as go
 
-    from tuner.tuning.scoring.selection import recommend_for_study
-    from tuner.tuning.study.dashboard import save_pareto_plot
+    from tuner.tuning.outcome.dashboard import save_pareto_plot
+    from tuner.tuning.outcome.selection import recommend_for_study
 
     spec, _ = tuned
     hand = _hand_study(spec.storage)
@@ -294,8 +294,8 @@ def test_dashboard_names_objectives_and_serves_the_pareto_plot_marking_the_expor
     stale = go.Figure(go.Scatter(x=list(range(3000)), y=list(range(3000))), layout={"title": {"text": "stale"}})
     optuna_dashboard.save_plotly_graph_object(hand, stale, graph_object_id="chunkwise-pareto")
     write = ("import optuna, sys; from tuner.tuning.study.storage import make_storage; "
-             "from tuner.tuning.study.dashboard import save_pareto_plot; "
-             "from tuner.tuning.scoring.selection import recommend_for_study; "
+             "from tuner.tuning.outcome.dashboard import save_pareto_plot; "
+             "from tuner.tuning.outcome.selection import recommend_for_study; "
              "storage = make_storage(sys.argv[1]); study = optuna.load_study(study_name='hand/handbook', "
              "storage=storage); save_pareto_plot(storage, study, recommend_for_study(study))")
     killed = subprocess.run([sys.executable, "-c", write, spec.storage], capture_output=True, text=True,
@@ -531,7 +531,7 @@ def test_summary_note_report_and_export_name_one_recommended_trial(tuned, tmp_pa
     export all name the same recommended trial, and each names it once."""
     import optuna
 
-    from tuner.tuning.run.progress import format_outcomes
+    from tuner.tuning.outcome.summary import format_outcomes
 
     spec, outcome = tuned
     number = outcome.recommended.number

@@ -34,7 +34,8 @@ from tuner.tuning.core.records import (
     SKIPPED_ATTR,
     TrialRecord,
 )
-from tuner.tuning.run.progress import EmbeddingReport, format_outcomes
+from tuner.tuning.outcome.summary import format_outcomes
+from tuner.tuning.run.progress import EmbeddingReport
 from tuner.tuning.scoring.comparisons import candidate, check_baselines, compare, optimism
 from tuner.tuning.search.baselines import BASELINES, baseline_points, queue_baselines, unqueue_baselines
 from tuner.tuning.search.cost import kind_of, trial_seconds

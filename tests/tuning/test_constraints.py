@@ -13,7 +13,7 @@ from optuna.trial import create_trial
 from tuner.errors import StudyError
 from tuner.tuning.core.objective import Constraints, Weights
 from tuner.tuning.core.records import PER_QUERY_SYSTEM_ATTR, best_trial, evaluated, select_trial
-from tuner.tuning.scoring.selection import recommend_for_study
+from tuner.tuning.outcome.selection import recommend_for_study
 
 from fakes import study_settings
 

@@ -11,7 +11,7 @@ from optuna.distributions import IntDistribution
 from optuna.trial import create_trial
 
 from tuner.tuning.core.objective import Weights
-from tuner.tuning.scoring.embedders import compare_embedders
+from tuner.tuning.outcome.embedders import compare_embedders
 
 from fakes import study_settings
 

@@ -9,7 +9,7 @@ import datetime
 import optuna
 from optuna.trial import TrialState, create_trial
 
-from tuner.tuning.run.progress import PHASES, StudySummary, embedding_work, summarize
+from tuner.tuning.outcome.summary import PHASES, StudySummary, embedding_work, summarize
 
 
 def _timed(trial, start, seconds):

@@ -89,7 +89,7 @@ def test_the_summary_counts_the_embedding_work_in_corpus_passes(study):
     # in trial order, the texts each trial needs (a dense trial its chunks and the questions, a proxy trial
     # the questions and, the first time, the documents for the pass), each counted the first time only (one cache).
     from tuner.text.tokens import count_tokens
-    from tuner.tuning.run.progress import trial_phase
+    from tuner.tuning.outcome.summary import trial_phase
 
     _, _, folder, questions, outcome, trials = study
     corpus = tuner.load_corpus(folder, name="words")

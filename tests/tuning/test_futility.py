@@ -22,9 +22,9 @@ from tuner.embedding.config import EmbedderConfig
 from tuner.tuning import StudySpec, run_study_spec
 from tuner.tuning.core.objective import Weights
 from tuner.tuning.core.records import BASELINE_ATTR, PER_QUERY_SYSTEM_ATTR, TARGET_ATTR
+from tuner.tuning.outcome.futility import Futility, judge_futility
+from tuner.tuning.outcome.summary import format_outcomes
 from tuner.tuning.run import study_run
-from tuner.tuning.run.progress import format_outcomes
-from tuner.tuning.scoring.futility import Futility, judge_futility
 from tuner.tuning.study.spec import build_spec
 from tuner.tuning.study.storage import make_storage
 

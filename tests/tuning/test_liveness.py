@@ -112,7 +112,7 @@ def test_a_killed_workers_row_gets_its_end(tmp_path):
 
 
 def test_interrupted_trials_are_not_counted_as_lost(tmp_path):
-    from tuner.tuning.run.progress import summarize
+    from tuner.tuning.outcome.summary import summarize
 
     _, study, _, _ = _study(tmp_path)
     for lost in ("interrupted", "interrupted", "its worker stopped before the trial ended"):

@@ -18,6 +18,7 @@ from optuna.trial import create_trial
 
 from tuner.tuning.core.objective import Scales, Weights
 from tuner.tuning.core.records import BASELINE_ATTR, PER_QUERY_SYSTEM_ATTR
+from tuner.tuning.outcome.selection import recommend_for_study
 from tuner.tuning.scoring.comparisons import (
     MIN_QUESTIONS,
     Candidate,
@@ -25,7 +26,6 @@ from tuner.tuning.scoring.comparisons import (
     minimum_questions,
     recommend,
 )
-from tuner.tuning.scoring.selection import recommend_for_study
 
 from fakes import study_settings
 

@@ -13,8 +13,8 @@ from optuna.trial import TrialState
 from tuner.embedding.config import EmbedderConfig
 from tuner.reporting.report import write_report
 from tuner.tuning import StudySpec, run_study_spec
+from tuner.tuning.outcome.summary import format_outcomes, summarize
 from tuner.tuning.run.ledger import Ledger
-from tuner.tuning.run.progress import format_outcomes, summarize
 from tuner.tuning.run.runner import resume_advice
 from tuner.tuning.study.storage import make_storage
 

@@ -31,7 +31,8 @@ MAX_PORT = 65535
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..tuning.study.dashboard import dashboard_server, label_objectives, serve_dashboard
+    from ..tuning.outcome.dashboard import dashboard_server, serve_dashboard
+    from ..tuning.study.naming import label_objectives
     from ..tuning.study.storage import existing_storage, only_local_storage
 
     if not 0 <= args.port <= MAX_PORT:

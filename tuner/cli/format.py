@@ -5,7 +5,7 @@ from __future__ import annotations
 import shlex
 
 from ..evaluation.registry import metrics as declared_metrics
-from ..tuning.run.progress import CorpusOutcome, format_outcomes
+from ..tuning.outcome.summary import CorpusOutcome, format_outcomes
 from ..tuning.study.storage import portable_url
 
 

@@ -134,7 +134,7 @@ def export_run_trial(run: str, path: str | Path, *, corpus: str | None = None, t
                      point: dict[str, Any] | None = None) -> ExportedTrial:
     """Export a trial of run ``run``'s study for ``corpus``: by default the recommended one
     (the highest score on the search questions, or the best baseline when that is not significantly
-    better than it on the held-out ones: :mod:`tuner.tuning.scoring.selection`), with ``best`` the
+    better than it on the held-out ones: :mod:`tuner.tuning.outcome.selection`), with ``best`` the
     highest-scoring one, or trial ``trial``;
     with ``point`` (e.g. ``{"k": 3}``), that trial at another point of its inner loop
     (:meth:`~tuner.tuning.core.records.TrialRecord.at_point`).
@@ -142,7 +142,7 @@ def export_run_trial(run: str, path: str | Path, *, corpus: str | None = None, t
     ``run`` may be ``RUN`` or ``RUN/CORPUS``; ``storage`` defaults to ``sqlite:///studies/RUN.db``.
     """
     from ..tuning.core.records import select_trial
-    from ..tuning.scoring.selection import recommend_for_study
+    from ..tuning.outcome.selection import recommend_for_study
     from ..tuning.study.lookup import load_run_study
     from ..tuning.study.storage import existing_run_storage, storage_errors
 

@@ -11,7 +11,7 @@ how it compares with the common token 800/400 default, 95% bootstrap confidence 
 over questions for the top configurations (with the selection caveat: the winner was
 chosen on those questions), the recommendation of the tie gate, the held-out check
 (search against validation score) and a cross-validated estimate of the gain over the
-default (:mod:`tuner.tuning.scoring.selection`).
+default (:mod:`tuner.tuning.outcome.selection`).
 
 Per-query scores come from the trials, which store them; only the baseline (and a trial
 recorded before chunkwise stored them) is evaluated, with the study's own settings.
@@ -37,12 +37,12 @@ from ..evaluation.registry import label as metric_label
 from ..evaluation.registry import metric as declared_metric
 from ..retrieval.config import RetrievalConfig
 from ..tuning.core.records import TrialRecord, best_trial, evaluated
-from ..tuning.run.progress import summarize
+from ..tuning.outcome.dashboard import Mark, PlotAxis, pareto, pareto_figure
+from ..tuning.outcome.selection import recommend_for_study
+from ..tuning.outcome.summary import summarize
 from ..tuning.scoring.comparisons import CONFIDENCE
 from ..tuning.scoring.measures import trial_attributes
-from ..tuning.scoring.selection import recommend_for_study
 from ..tuning.scoring.significance import sign_flip_test
-from ..tuning.study.dashboard import Mark, PlotAxis, pareto, pareto_figure
 from ..tuning.study.lookup import run_studies
 from ..tuning.study.opening import load_study_inputs
 from ..tuning.study.settings import StudySettings

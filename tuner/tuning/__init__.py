@@ -15,7 +15,7 @@ The modules, one concept each:
 from ..errors import StudyError
 from .core.objective import Rates, Scales, Weights, weighted_score
 from .core.records import TrialRecord, best_trial, select_trial
-from .run.progress import CorpusOutcome
+from .outcome.summary import CorpusOutcome
 from .run.runner import join_run, run_study_spec
 from .run.trial import TrialObjective
 from .run.workers import WorkerOptions, run_worker

@@ -21,6 +21,7 @@ from ...embedding import EmbeddingCache
 from ...embedding.config import shared_embedder
 from ...errors import ChunkwiseError, StudyError, option
 from ...schema import invalid
+from ..outcome.summary import CorpusOutcome, format_duration
 from ..study import defaults
 from ..study.lookup import run_studies
 from ..study.opening import LoadedStudyData, load_study_data, open_study
@@ -29,7 +30,6 @@ from ..study.spec import StudySpec
 from ..study.storage import StudyStorage, make_storage, storage_errors
 from .ledger import Ledger
 from .processes import stop_handlers
-from .progress import CorpusOutcome, format_duration
 from .study_run import TARGET_WAIT_S, Crew, run_study
 from .workers import WAIT_POLL_S, WorkerInputs, WorkerOptions
 

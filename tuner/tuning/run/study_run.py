@@ -31,18 +31,19 @@ from ..core.records import (
     WORKER_ATTR,
     best_trial,
 )
-from ..scoring.embedders import compare_embedders
-from ..scoring.futility import judge_futility
-from ..scoring.selection import recommend_for_study
+from ..outcome.dashboard import save_pareto_plot
+from ..outcome.embedders import compare_embedders
+from ..outcome.futility import judge_futility
+from ..outcome.selection import recommend_for_study
+from ..outcome.summary import CorpusOutcome, format_duration, summarize
 from ..search.baselines import queue_baselines, unqueue_baselines
 from ..search.confirmations import queue_confirmations
 from ..study import defaults
-from ..study.dashboard import save_pareto_plot
 from ..study.settings import StudySettings
 from ..study.storage import StudyStorage, storage_errors
 from .ledger import Ledger
 from .processes import PoolReport, WorkerPool, WorkerStopped, new_worker_id
-from .progress import CorpusOutcome, ProgressBar, format_duration, summarize
+from .progress import ProgressBar
 from .trial import reclaim, retry_interrupted
 from .workers import WAIT_POLL_S, Heartbeat, WorkerInputs, WorkerOptions, run_worker
 

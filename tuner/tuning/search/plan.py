@@ -30,7 +30,7 @@ from ...errors import option
 from ...retrieval.llm_context import estimated_tokens
 from ...text.tokens import count_tokens_batch
 from ..core.records import SETTINGS_ATTR
-from ..run.progress import format_duration
+from ..outcome.summary import format_duration
 from ..scoring.calibration import calibrated_throughput, describe_measured, stored_calibration
 from ..scoring.measures import resolve_rates
 from ..study.opening import LoadedStudyData, load_study_data, resumed_settings

@@ -16,7 +16,7 @@ GRACE_PERIOD_S = 30
 VALIDATION = 0.25
 MAX_VALIDATION = 0.5
 #: Share of a time budget after which a run that would spend all of it judges whether the search
-#: is worth the rest (:mod:`tuner.tuning.scoring.futility`), and stops when it is not.
+#: is worth the rest (:mod:`tuner.tuning.outcome.futility`), and stops when it is not.
 FUTILITY_CHECK_AT = 0.5
 #: How often a trial lost with its worker is retried with the same parameters.
 MAX_RETRY = 3

@@ -18,7 +18,7 @@ from ..core.objective import (
 from ..core.records import SETTINGS_ATTR
 from ..search.space import SearchSpace
 from ..search.space_file import load_search_space, resolve_space
-from .dashboard import name_objectives
+from .naming import name_objectives
 from .settings import StudySettings
 from .spec import StudySpec
 

@@ -106,7 +106,7 @@ class StudySpec:
     #: ``"auto"``, ``"full"`` or explicit rungs (see :func:`~tuner.evaluation.fidelity.parse_fidelity`).
     fidelity: str | Fidelity = "auto"
     #: Spend the whole time budget even when, half-way, the search is not ahead of the baselines out
-    #: of sample (see :mod:`tuner.tuning.scoring.futility`); by default such a run stops there.
+    #: of sample (see :mod:`tuner.tuning.outcome.futility`); by default such a run stops there.
     full_budget: bool = False
     #: Where the workers run: ``"local"`` (``jobs`` processes here) or ``"dask"`` (see :mod:`.cluster`).
     backend: str = setting("local", str, choices=defaults.RUN_BACKENDS)

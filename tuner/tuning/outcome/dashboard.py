@@ -1,9 +1,8 @@
-"""What optuna-dashboard shows of a chunkwise study beyond Optuna's own records: its objectives
-named after the metric registry, and chunkwise's Pareto plot with the recommended trial marked.
+"""What optuna-dashboard shows of a chunkwise study beyond Optuna's own records: chunkwise's Pareto
+plot with the recommended trial marked, and the dashboard's server (its objectives are named when
+the study is opened: :mod:`..study.naming`).
 
-optuna-dashboard 0.21 names a study's objectives (the Pareto plot's axis menus, the trial table's
-columns) after ``study.set_metric_names``; its study list shows directions only, whatever the
-names. Its own Pareto plot has no axis titles and cannot mark a trial, so each run adds
+optuna-dashboard's own Pareto plot has no axis titles and cannot mark a trial, so each run adds
 chunkwise's plot to the study as a user-defined plot, where it writes the study's note
 (:func:`save_pareto_plot`).
 
@@ -19,7 +18,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -30,19 +28,17 @@ import sqlalchemy as sa
 from optuna.storages import RDBStorage
 
 from ..._faults import fault_point, hold_point
-from ...errors import ChunkwiseError, InvalidParameterError, option
-from ...evaluation.registry import label as metric_label
+from ...errors import ChunkwiseError, option
 from ...evaluation.registry import metric
-from ..core.records import PARETO_PLOT_ATTR, SETTINGS_ATTR, TrialRecord, best_trial, evaluated
-from .settings import StudySettings
-from .storage import StorageError, storage_errors
+from ..core.records import PARETO_PLOT_ATTR, TrialRecord, best_trial, evaluated
+from ..study.settings import StudySettings
 
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
 
     import plotly.graph_objects as go
 
-    from ..scoring.selection import StudyRecommendation
+    from .selection import StudyRecommendation
 
 #: Optuna's tables that hold a study and its system attributes (its RDB schema, kept by its
 #: migrations since Optuna 1): the plot is written to them in one transaction.
@@ -171,52 +167,6 @@ def _named(record: TrialRecord, text: str, x: PlotAxis, y: PlotAxis, xs: Sequenc
     return {"x": px, "y": py, "text": text, "showarrow": True, "arrowhead": 2, "arrowcolor": RECOMMENDED_COLOUR,
             "font": {"color": RECOMMENDED_COLOUR}, "bgcolor": "rgba(255,255,255,0.8)",
             "ax": -60 if share_x > 0.5 else 60, "ay": 40 if share_y > 0.5 else -40}
-
-
-def objective_names(axes: Sequence[str]) -> list[str]:
-    """The dashboard's names of a study's objectives: each Pareto axis's label in the metric registry."""
-    return [metric_label(axis) for axis in axes]
-
-
-def name_objectives(study: optuna.Study, axes: Sequence[str]) -> None:
-    """Name the objectives of ``study`` (its Pareto ``axes``) for optuna-dashboard."""
-    with warnings.catch_warnings():  # experimental in Optuna, but what the dashboard reads
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        study.set_metric_names(objective_names(axes))
-
-
-def label_objectives(storage: RDBStorage, where: str) -> str | None:
-    """Name the objectives of every chunkwise study in ``storage`` (shown as ``where``) that has
-    no names or other names than the metric registry gives (a study made by an older chunkwise);
-    what to tell the user, or None when every study was named already.
-
-    A study whose axes the registry does not know (a metric added by an extension that is not
-    installed here) keeps its names. One attribute is written per study, in one transaction, as
-    Optuna names objectives; a storage that cannot be written is said, not raised: the dashboard
-    serves it as it is.
-    """
-    named = []
-    try:
-        with storage_errors(where):
-            for frozen in storage.get_all_studies():
-                stored = frozen.user_attrs.get(SETTINGS_ATTR)
-                if not isinstance(stored, dict):
-                    continue  # not a chunkwise study
-                axes = StudySettings.stored_field(frozen, "pareto")
-                try:
-                    names = objective_names(axes)
-                except InvalidParameterError:
-                    continue
-                study = optuna.load_study(study_name=frozen.study_name, storage=storage)
-                if len(study.directions) != len(names) or study.metric_names == names:
-                    continue
-                name_objectives(study, axes)
-                named.append(frozen.study_name)
-    except StorageError as exc:
-        return f"warning: the objectives of older studies could not be named ({exc}); they show as numbers"
-    if not named:
-        return None
-    return f"named the objectives of {', '.join(named)} after the metric registry"
 
 
 def save_pareto_plot(storage: RDBStorage, study: optuna.Study, recommendation: StudyRecommendation | None,

@@ -23,9 +23,7 @@ import optuna
 from ...data.lexical import LexicalOverlap
 from ..core.objective import Scales, Weights
 from ..core.records import BASELINE_ATTR, TrialRecord, recommendable, records
-from ..search.baselines import DEFAULT_BASELINE
-from ..study.settings import StudySettings
-from .comparisons import (
+from ..scoring.comparisons import (
     CONFIDENCE,
     MIN_QUESTIONS,
     TOP_CANDIDATES,
@@ -40,7 +38,9 @@ from .comparisons import (
     optimism,
     recommend,
 )
-from .crossval import SearchGain, search_gain
+from ..scoring.crossval import SearchGain, search_gain
+from ..search.baselines import DEFAULT_BASELINE
+from ..study.settings import StudySettings
 
 
 @dataclass(frozen=True)
