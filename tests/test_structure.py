@@ -28,6 +28,14 @@ LAYERS = (
     {"cli", "__main__"},
 )
 LAYER_OF = {name: level for level, names in enumerate(LAYERS) for name in names}
+#: Inside ``tuning/``, its subpackages from the bottom up (issue 52): the core of records and the
+#: objective; scoring and search on it; the study; the outcome a user reads; the run on top. A module
+#: may import its own layer and those below (``tuning/__init__.py`` re-exports the public names).
+TUNING_LAYERS = ({"core"}, {"scoring", "search"}, {"study"}, {"outcome"}, {"run"})
+TUNING_LAYER_OF = {name: level for level, names in enumerate(TUNING_LAYERS) for name in names}
+#: The longest a module may grow: one concern per module (issue 52, item 2); tuning/'s are shorter.
+MAX_MODULE_LINES = 500
+MAX_TUNING_MODULE_LINES = 400
 #: What a study stores, by name: only tuning/records.py may spell these out.
 ATTRIBUTE_NAMES = {value for name, value in vars(records).items() if name.endswith("_ATTR") and isinstance(value, str)}
 #: Words that are also keys of other schemas, not checked: the configuration schema shared with
@@ -95,6 +103,39 @@ def test_no_stage_imports_a_stage_above_it():
         if above:
             offenders[module] = sorted(above)
     assert not offenders
+
+
+def _tuning_layer(module: str) -> str | None:
+    """The subpackage of ``tuning/`` a module sits in (None: outside it, or ``tuning/__init__``)."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[1] == "tuning" else None
+
+
+def test_every_tuning_module_sits_in_a_known_layer():
+    assert {layer for m in MODULES if (layer := _tuning_layer(m)) is not None} <= set(TUNING_LAYER_OF)
+
+
+def test_no_tuning_layer_imports_one_above_it():
+    offenders = {}
+    for module, path in MODULES.items():
+        layer = _tuning_layer(module)
+        if layer is None:
+            continue
+        above = {target for target in _imported(module, path)
+                 if (other := _tuning_layer(target)) is not None and TUNING_LAYER_OF[other] > TUNING_LAYER_OF[layer]}
+        if above:
+            offenders[module] = sorted(above)
+    assert not offenders
+
+
+def test_no_module_outgrows_its_limit():
+    too_long = {}
+    for module, path in MODULES.items():
+        limit = MAX_TUNING_MODULE_LINES if _stage(module) == "tuning" else MAX_MODULE_LINES
+        lines = len(path.read_text(encoding="utf-8").splitlines())
+        if lines > limit:
+            too_long[module] = f"{lines} lines, more than {limit}"
+    assert not too_long
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:

@@ -36,7 +36,8 @@ from tuner.tuning.core.records import (
 )
 from tuner.tuning.outcome.summary import format_outcomes
 from tuner.tuning.run.progress import EmbeddingReport
-from tuner.tuning.scoring.comparisons import candidate, check_baselines, compare, optimism
+from tuner.tuning.scoring.baseline_check import check_baselines, optimism
+from tuner.tuning.scoring.comparisons import candidate, compare
 from tuner.tuning.search.baselines import BASELINES, baseline_points, queue_baselines, unqueue_baselines
 from tuner.tuning.search.cost import kind_of, trial_seconds
 from tuner.tuning.search.domains import Domain

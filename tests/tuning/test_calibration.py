@@ -77,7 +77,7 @@ def test_a_calibration_within_2x_or_a_small_trial_stands(machine):
 
 def test_the_dry_run_says_when_the_price_was_measured_and_recalibrate_measures_again(machine, tmp_path, capsys,
                                                                                      monkeypatch):
-    from tuner.tuning.search import plan
+    from tuner.tuning.run import plan
 
     model, path = machine
     # A calibration stored before chunkwise recorded the date: 1,147 tokens/s, at a busy moment.

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tuner.tuning.run import plan
 from tuner.tuning.scoring import calibration
-from tuner.tuning.search import plan
 from tuner.tuning.study.spec import StudySpec
 
 from fakes import HashedWordsEmbedder, WordEmbedder

@@ -125,7 +125,7 @@ def test_the_summary_counts_the_embedding_work_in_corpus_passes(study):
 
 
 def test_the_dry_run_prices_the_proxy_pass_once(study):
-    from tuner.tuning.search.plan import format_plan, plan_run
+    from tuner.tuning.run.plan import format_plan, plan_run
 
     spec, *_ = study
     text = format_plan(spec, plan_run(spec))
@@ -145,7 +145,7 @@ def test_the_dry_run_of_a_time_budget_keeps_to_it_after_the_work_a_proxy_always_
     # counts) comes out of the budget first; sampled trials get what is left.
     from dataclasses import replace
 
-    from tuner.tuning.search.plan import format_plan, plan_run
+    from tuner.tuning.run.plan import format_plan, plan_run
 
     spec, *_ = study
     (unbounded,) = plan_run(spec)

@@ -18,7 +18,7 @@ from optuna.trial import TrialState
 from tuner.tuning.core.records import WORKER_ATTR
 from tuner.tuning.run.ledger import Ledger, WorkerRow, worker_alive
 from tuner.tuning.run.processes import new_worker_id, this_host
-from tuner.tuning.run.trial import ask_owned, reclaim
+from tuner.tuning.run.reclaim import ask_owned, reclaim
 from tuner.tuning.study.storage import make_storage
 
 HOUR = 3600.0

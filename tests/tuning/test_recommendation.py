@@ -18,7 +18,8 @@ from tuner.tuning import Weights
 from tuner.tuning.core.objective import Scales
 from tuner.tuning.core.records import BASELINE_ATTR, TrialRecord
 from tuner.tuning.outcome.selection import StudyRecommendation, gained
-from tuner.tuning.scoring.comparisons import Recommendation, candidate, check_baselines, compare
+from tuner.tuning.scoring.baseline_check import check_baselines
+from tuner.tuning.scoring.comparisons import Recommendation, candidate, compare
 
 RECALL_ONLY = Weights(recall=1.0, iou=0.0, latency=0.0, cost=0.0)
 #: 40 search questions, then 40 held out.

@@ -138,16 +138,16 @@ def run(args: argparse.Namespace) -> int:
                       precision=args.precision, max_context_tokens=args.max_context_tokens, **options)
     quiet_optuna()
     if args.recalibrate:
-        from ..tuning.search.plan import recalibrate
+        from ..tuning.run.plan import recalibrate
 
         print_err(recalibrate(spec) or "nothing to measure: the embedder is hosted, or its rate is set by hand")
     if args.dry_run:
-        from ..tuning.search.plan import format_plan, plan_run
+        from ..tuning.run.plan import format_plan, plan_run
 
         print(format_plan(spec, plan_run(spec)))
         return 0
+    from ..tuning.run.plan import warn_if_long
     from ..tuning.run.processes import WorkerStopped, stop_handlers
-    from ..tuning.search.plan import warn_if_long
     from ..tuning.study.storage import display_url, storage_created
 
     warn_if_long(spec, print_err)

@@ -1,15 +1,17 @@
-"""Tuning: search spaces, the weighted objective, samplers, SQL storage and runs.
+"""Tuning: a study per corpus, searched, scored and run, in five layers from the bottom up.
 
-The modules, one concept each:
+Each layer imports only its own and those below (``tests/test_structure.py`` holds it to that):
 
-* :mod:`.space`: search spaces (YAML, validated, bundled spaces by name);
-* :mod:`.objective`: what a trial measures and how "best" is scored;
-* :mod:`.samplers`: TPE on the weighted score;
-* :mod:`.records`: what a study stores, and the one way to read it back;
-* :mod:`.storage`, :mod:`.ledger`: SQL storage, and the workers' shared ledger of claims;
-* :mod:`.study`: study files and the settings a study keeps;
-* :mod:`.trial`, :mod:`.workers`, :mod:`.run`: one trial, worker processes, whole runs;
-* :mod:`.progress`: the progress bar and each study's dashboard note.
+* :mod:`.core`: what a trial records and how it is read back (:mod:`.core.records`), and the
+  objective it is scored by (:mod:`.core.objective`);
+* :mod:`.scoring` (what "better" means: the sign-flip test, comparisons, the tie gate, the
+  cross-validated gain, a trial's measures) and :mod:`.search` (what a study searches: spaces,
+  samplers, baselines, confirmations, what a trial costs), side by side on the core;
+* :mod:`.study`: a study's spec and stored settings, its SQL storage, opening and naming it;
+* :mod:`.outcome`: what a user reads: THE recommendation, the futility verdict, the embedder
+  comparison, the summary and the dashboard's plot and note;
+* :mod:`.run`: runs on top: the runner, its workers and their ledger of claims, one trial, the
+  lost ones reclaimed, the progress bar and the dry run's plan.
 """
 
 from ..errors import StudyError

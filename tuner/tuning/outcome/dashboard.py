@@ -29,6 +29,7 @@ from optuna.storages import RDBStorage
 
 from ..._faults import fault_point, hold_point
 from ...errors import ChunkwiseError, option
+from ...evaluation.registry import label as metric_label
 from ...evaluation.registry import metric
 from ..core.records import PARETO_PLOT_ATTR, TrialRecord, best_trial, evaluated
 from ..study.settings import StudySettings
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     import plotly.graph_objects as go
 
     from .selection import StudyRecommendation
+    from .summary import CorpusOutcome
 
 #: Optuna's tables that hold a study and its system attributes (its RDB schema, kept by its
 #: migrations since Optuna 1): the plot is written to them in one transaction.
@@ -298,3 +300,48 @@ def serve_dashboard(server: WSGIServer) -> None:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def write_note(study: optuna.Study, result: CorpusOutcome, settings: StudySettings | None = None) -> None:
+    """The study's markdown note in optuna-dashboard: corpus, queries, weights, best configuration."""
+    import optuna_dashboard
+
+    settings = settings if settings is not None else StudySettings.of(study)
+    weights = ", ".join(f"{k} {v:g}" for k, v in settings.weights.used().items())
+    axes = " against ".join(metric_label(axis) for axis in settings.pareto)
+    limits = settings.constraints.describe()
+    summary = result.summary
+    lines = [
+        f"## chunkwise study `{study.study_name}`",
+        "",
+        f"- **corpus**: `{settings.corpus}` ({settings.corpus_path})",
+        f"- **queries**: {settings.queries} ({settings.queries_path})",
+        f"- **embedder**: {settings.embedder.provider}:{settings.embedder.model}; unit: {settings.unit}",
+        f"- **weights**: {weights}",
+        f"- **trials**: {summary.describe()}, {summary.duplicates} repeated proposals pruned",
+        "",
+        f"Objectives: {axes} (the Pareto front). Best = highest weighted `score` user attribute"
+        + (f" among the trials meeting the constraints ({limits})." if limits else "."),
+        "",
+    ]
+    if result.recommendation is not None:
+        statement = result.recommendation.statement()
+        chosen = result.recommended
+        lines += [f"### Recommended: trial {chosen.number}", "", f"`{chosen.describe()}`", "",
+                  *[f"- {line}" for line in statement[1:]], ""]
+    best = best_trial(study)
+    if best is not None:
+        lines += [
+            f"### Highest score: trial {best.number}",
+            "",
+            f"`{best.describe()}`",
+            "",
+            "| score | recall | IoU | precision-Ω | latency | cost / 1k queries |",
+            "|---|---|---|---|---|---|",
+            f"| {best.score:.4f} | {best.recall:.1%} | {best.iou:.2%} | {best.precision_omega:.1%} "
+            f"| {best.latency_ms:.0f} ms | ${best.cost_usd_per_1k_queries:.3f} |",
+            "",
+        ]
+        if held_out := best.validation_line():
+            lines += [held_out, ""]
+    optuna_dashboard.save_note(study, "\n".join(lines))

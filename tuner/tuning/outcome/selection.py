@@ -23,19 +23,15 @@ import optuna
 from ...data.lexical import LexicalOverlap
 from ..core.objective import Scales, Weights
 from ..core.records import BASELINE_ATTR, TrialRecord, recommendable, records
+from ..scoring.baseline_check import BaselineCheck, Optimism, best_baseline, check_baselines, optimism
 from ..scoring.comparisons import (
     CONFIDENCE,
     MIN_QUESTIONS,
     TOP_CANDIDATES,
-    BaselineCheck,
     Comparison,
-    Optimism,
     Recommendation,
-    best_baseline,
     candidate,
-    check_baselines,
     compare,
-    optimism,
     recommend,
 )
 from ..scoring.crossval import SearchGain, search_gain

@@ -349,3 +349,33 @@ class WorkerPool:
                 process.kill()
                 process.wait()
             self._ended(process)
+
+
+def limit_threads(threads: int) -> None:
+    """Cap the math libraries' threads so parallel workers do not oversubscribe the cores."""
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(threads)
+    import torch
+
+    torch.set_num_threads(threads)
+
+
+class Heartbeat:
+    """Call ``beat()`` (refresh a ``seen`` time in the ledger) every ``interval`` seconds from a
+    daemon thread."""
+
+    def __init__(self, beat: Callable[[], None], interval: float) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(beat, interval), daemon=True,
+                                        name="chunkwise-heartbeat")
+        self._thread.start()
+
+    def _run(self, beat: Callable[[], None], interval: float) -> None:
+        while not self._stop.wait(interval):
+            with contextlib.suppress(Exception):  # a lock or a lost connection: beat again next time
+                beat()
+
+    def stop(self) -> None:
+        self._stop.set()

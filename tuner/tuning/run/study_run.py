@@ -23,7 +23,6 @@ from optuna.trial import TrialState
 
 from ..._faults import hold_point
 from ...errors import ChunkwiseError, StudyError, option
-from ...evaluation.registry import label as metric_label
 from ..core.records import (
     BUDGET_ATTR,
     DUPLICATE_ATTR,
@@ -31,7 +30,7 @@ from ..core.records import (
     WORKER_ATTR,
     best_trial,
 )
-from ..outcome.dashboard import save_pareto_plot
+from ..outcome.dashboard import save_pareto_plot, write_note
 from ..outcome.embedders import compare_embedders
 from ..outcome.futility import judge_futility
 from ..outcome.selection import recommend_for_study
@@ -42,10 +41,10 @@ from ..study import defaults
 from ..study.settings import StudySettings
 from ..study.storage import StudyStorage, storage_errors
 from .ledger import Ledger
-from .processes import PoolReport, WorkerPool, WorkerStopped, new_worker_id
+from .processes import Heartbeat, PoolReport, WorkerPool, WorkerStopped, new_worker_id
 from .progress import ProgressBar
-from .trial import reclaim, retry_interrupted
-from .workers import WAIT_POLL_S, Heartbeat, WorkerInputs, WorkerOptions, run_worker
+from .reclaim import reclaim, retry_interrupted
+from .workers import WAIT_POLL_S, WorkerInputs, WorkerOptions, run_worker
 
 Echo = Callable[[str], None]
 #: How long a run that adds no trials (``worker`` without a trial count) waits for the run that
@@ -377,50 +376,5 @@ def _budget_stopped(study: optuna.Study) -> bool:
 def _space_exhausted(study: optuna.Study) -> bool:
     recent = study.get_trials(deepcopy=False, states=(TrialState.PRUNED,))[-5:]
     return bool(recent) and all(DUPLICATE_ATTR in t.user_attrs for t in recent)
-
-
-def write_note(study: optuna.Study, result: CorpusOutcome, settings: StudySettings | None = None) -> None:
-    """The study's markdown note in optuna-dashboard: corpus, queries, weights, best configuration."""
-    import optuna_dashboard
-
-    settings = settings if settings is not None else StudySettings.of(study)
-    weights = ", ".join(f"{k} {v:g}" for k, v in settings.weights.used().items())
-    axes = " against ".join(metric_label(axis) for axis in settings.pareto)
-    limits = settings.constraints.describe()
-    summary = result.summary
-    lines = [
-        f"## chunkwise study `{study.study_name}`",
-        "",
-        f"- **corpus**: `{settings.corpus}` ({settings.corpus_path})",
-        f"- **queries**: {settings.queries} ({settings.queries_path})",
-        f"- **embedder**: {settings.embedder.provider}:{settings.embedder.model}; unit: {settings.unit}",
-        f"- **weights**: {weights}",
-        f"- **trials**: {summary.describe()}, {summary.duplicates} repeated proposals pruned",
-        "",
-        f"Objectives: {axes} (the Pareto front). Best = highest weighted `score` user attribute"
-        + (f" among the trials meeting the constraints ({limits})." if limits else "."),
-        "",
-    ]
-    if result.recommendation is not None:
-        statement = result.recommendation.statement()
-        chosen = result.recommended
-        lines += [f"### Recommended: trial {chosen.number}", "", f"`{chosen.describe()}`", "",
-                  *[f"- {line}" for line in statement[1:]], ""]
-    best = best_trial(study)
-    if best is not None:
-        lines += [
-            f"### Highest score: trial {best.number}",
-            "",
-            f"`{best.describe()}`",
-            "",
-            "| score | recall | IoU | precision-Ω | latency | cost / 1k queries |",
-            "|---|---|---|---|---|---|",
-            f"| {best.score:.4f} | {best.recall:.1%} | {best.iou:.2%} | {best.precision_omega:.1%} "
-            f"| {best.latency_ms:.0f} ms | ${best.cost_usd_per_1k_queries:.3f} |",
-            "",
-        ]
-        if held_out := best.validation_line():
-            lines += [held_out, ""]
-    optuna_dashboard.save_note(study, "\n".join(lines))
 
 

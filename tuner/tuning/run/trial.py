@@ -7,15 +7,12 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import datetime
 from typing import Any
 
 import numpy as np
 import optuna
-from optuna.exceptions import UpdateFinishedTrialError
 from optuna.trial import FrozenTrial, TrialState
 
-from ..._faults import hold_point
 from ...data.corpus import Corpus
 from ...data.evalset import EvaluationSet
 from ...data.repeats import OccurrenceTable
@@ -33,9 +30,7 @@ from ..core.records import (
     CONFIG_ATTR,
     CONFIRMS_ATTR,
     INNER_POINTS_ATTR,
-    INTERRUPTED,
     K_ATTR,
-    LOST_ATTR,
     MODEL_TOKENS_ATTR,
     PARAMS_ATTR,
     PASS_TOKENS_ATTR,
@@ -44,7 +39,6 @@ from ..core.records import (
     SCORE_ATTR,
     STOPPED_AT_ATTR,
     TOKENS_EMBEDDED_ATTR,
-    WORKER_ATTR,
     encode_per_query,
 )
 from ..scoring.calibration import check_calibration, stored_throughput
@@ -62,8 +56,7 @@ from ..search.cost import (
     trial_seconds,
 )
 from ..study.settings import StudySettings
-from .ledger import Claim, ClaimResult, Ledger, worker_alive
-from .processes import WorkerStopped, deferred_stops, parent_in_id, this_host, worker_process
+from .ledger import Claim, ClaimResult
 from .progress import EmbeddingReport, print_err
 
 
@@ -393,112 +386,3 @@ class TrialObjective:
         raise AssertionError("the last rung is full fidelity")  # pragma: no cover - Fidelity checks it
 
 
-def retry_trial(study: optuna.Study, trial: FrozenTrial, max_retry: int) -> bool:
-    """Queue a WAITING copy of a lost trial (same parameters), as Optuna's ``RetryHeartbeatStaleTrialCallback``."""
-    history = [*trial.system_attrs.get("retry_history", []), trial.number]
-    if len(history) > max_retry or not trial.params:
-        return False
-    study.add_trial(optuna.trial.create_trial(
-        state=TrialState.WAITING, params=trial.params, distributions=trial.distributions,
-        user_attrs={key: trial.user_attrs[key] for key in (BASELINE_ATTR, CONFIRMS_ATTR) if key in trial.user_attrs},
-        system_attrs={"failed_trial": trial.system_attrs.get("failed_trial", trial.number),
-                      "retry_history": history}))
-    return True
-
-
-def reclaim(study: optuna.Study, ledger: Ledger, study_id: int, grace_period: float, max_retry: int, *,
-            stopped_by: int | None = None) -> list[int]:
-    """Fail (and re-queue) the RUNNING trials whose worker is gone; returns their numbers.
-
-    ``stopped_by``: the pid of a run that Ctrl-C or SIGTERM stopped, with its workers. Its own workers'
-    trials fail as interrupted, as the workers fail them themselves: one that could not before it was
-    gone (the pool kills a worker that outlasts its stop timeout on a loaded machine) leaves the same
-    record, and a reclaim racing a worker's own record writes the same reason."""
-    running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
-    if not running:
-        return []
-    workers, now, storage, reclaimed = ledger.workers(study_id), time.time(), ledger.storage, []
-    for trial in running:
-        owner = trial.user_attrs.get(WORKER_ATTR)
-        if (worker_alive(workers.get(owner), grace_period, now) if owner is not None else
-                trial.datetime_start is not None and now - trial.datetime_start.timestamp() <= grace_period):
-            continue
-        stopped = stopped_by is not None and owner is not None and worker_process(owner) is not None and (
-            worker_process(owner) == (this_host(), stopped_by) or parent_in_id(str(owner)) == stopped_by)
-        try:
-            storage.set_trial_user_attr(trial._trial_id, LOST_ATTR,
-                                        INTERRUPTED if stopped else "its worker stopped before the trial ended")
-            if not storage.set_trial_state_values(trial._trial_id, TrialState.FAIL):
-                continue
-        except UpdateFinishedTrialError:  # finished meanwhile, or another worker reclaimed it first
-            continue
-        reclaimed.append(trial.number)
-        retry_trial(study, storage.get_trial(trial._trial_id), max_retry)
-    return reclaimed
-
-
-def retry_interrupted(study: optuna.Study, pid: int, max_retry: int) -> list[int]:
-    """Queue again the trials that worker process ``pid`` of this host failed as interrupted (a worker a signal
-    stopped alone, while its run went on, was lost: retried like a killed worker's). Returns their numbers."""
-    trials = study.get_trials(deepcopy=False)
-    retried = {number for t in trials for number in t.system_attrs.get("retry_history", [])}
-    queued = []
-    for trial in trials:
-        owner = trial.user_attrs.get(WORKER_ATTR)
-        if (trial.state == TrialState.FAIL and trial.user_attrs.get(LOST_ATTR) == INTERRUPTED
-                and worker_process(owner) == (this_host(), pid) and trial.number not in retried
-                and retry_trial(study, trial, max_retry)):
-            queued.append(trial.number)
-    return queued
-
-
-def ask_owned(study: optuna.Study, worker_id: str) -> optuna.Trial:
-    """``study.ask()``, with the trial's owner recorded before it is RUNNING: no moment exists at which the
-    trial runs without an owner, so Ctrl-C or a kill at any point leaves a trial whose worker is known
-    (reclaimed at once when that worker is gone), and no delay makes a live worker's new trial look orphaned.
-
-    A retry queued as WAITING gets the owner just before it is taken (when two workers race for it, the winner
-    writes itself again right after); a new trial is created with its owner in the transaction that creates it.
-    A stop while the trial is taken waits for its id (:func:`~.processes.deferred_stops`); one while the
-    sampler prepares it fails it as interrupted.
-    """
-    storage = study._storage
-    # What ask() does first: forget this thread's cached trials, so the sampler sees them all.
-    study._thread_local.cached_all_trials = None
-    taken: int | None = None
-    try:
-        with deferred_stops():
-            taken = _take_trial(study, worker_id)
-            hold_point("creating_trial")
-        hold_point("sampling")
-        return optuna.Trial(study, taken)  # the sampler's relative parameters are drawn here
-    except (KeyboardInterrupt, WorkerStopped):
-        if taken is not None:
-            with contextlib.suppress(Exception):
-                storage.set_trial_user_attr(taken, LOST_ATTR, INTERRUPTED)
-                storage.set_trial_state_values(taken, TrialState.FAIL)
-        raise
-
-
-def _take_trial(study: optuna.Study, worker_id: str) -> int:
-    """The id of a WAITING trial this worker now runs, or of a new one created with its owner."""
-    storage = study._storage
-    ledger: Ledger | None = None
-    for waiting in study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
-        ledger = ledger or Ledger(getattr(storage, "_backend", storage))  # Optuna's cache wraps the RDB storage
-        try:
-            # Named only while it waits: a loser of the race never writes over the winner's name,
-            # which would make the winner's trial look like the loser's (reclaimed when the loser ends).
-            if not ledger.own_waiting(waiting._trial_id, WORKER_ATTR, worker_id):
-                continue  # another worker took it
-            if not storage.set_trial_state_values(waiting._trial_id, state=TrialState.RUNNING):
-                continue  # another worker took it
-        except UpdateFinishedTrialError:
-            continue
-        storage.set_trial_user_attr(waiting._trial_id, WORKER_ATTR, worker_id)
-        return waiting._trial_id
-    template = FrozenTrial(
-        number=0, state=TrialState.RUNNING, value=None, datetime_start=datetime.now(), datetime_complete=None,
-        params={}, distributions={}, user_attrs={WORKER_ATTR: worker_id}, system_attrs={}, intermediate_values={},
-        trial_id=0)
-    return storage.create_new_trial(study._study_id, template_trial=template)

@@ -25,7 +25,6 @@ import contextlib
 import json
 import os
 import sys
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
@@ -60,22 +59,22 @@ from .processes import (
     EXIT_FATAL,
     EXIT_INTERRUPTED,
     EXIT_TERMINATED,
+    Heartbeat,
     WorkerStopped,
     _die_with_parent,
     _quiet_worker_process,
     _report_error,
+    limit_threads,
     new_worker_id,
     stop_handlers,
 )
+from .reclaim import ask_owned, reclaim, retry_trial
 from .trial import (
     ConfigurationTaken,
     OutOfBudget,
     StoppedAtRung,
     TargetReached,
     TrialObjective,
-    ask_owned,
-    reclaim,
-    retry_trial,
 )
 
 #: Consecutive failed trials after which a worker gives up.
@@ -371,31 +370,3 @@ def worker_process_main() -> int:
         return EXIT_TERMINATED
 
 
-def limit_threads(threads: int) -> None:
-    """Cap the math libraries' threads so parallel workers do not oversubscribe the cores."""
-    os.environ["TOKENIZERS_PARALLELISM"] = "false"
-    from threadpoolctl import threadpool_limits
-
-    threadpool_limits(threads)
-    import torch
-
-    torch.set_num_threads(threads)
-
-
-class Heartbeat:
-    """Call ``beat()`` (refresh a ``seen`` time in the ledger) every ``interval`` seconds from a
-    daemon thread."""
-
-    def __init__(self, beat: Callable[[], None], interval: float) -> None:
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(beat, interval), daemon=True,
-                                        name="chunkwise-heartbeat")
-        self._thread.start()
-
-    def _run(self, beat: Callable[[], None], interval: float) -> None:
-        while not self._stop.wait(interval):
-            with contextlib.suppress(Exception):  # a lock or a lost connection: beat again next time
-                beat()
-
-    def stop(self) -> None:
-        self._stop.set()

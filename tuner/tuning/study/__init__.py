@@ -1,1 +1,2 @@
-"""What a study is: its spec, stored settings and records, its SQL storage and defaults."""
+"""What a study is: its spec and stored settings, its SQL storage and defaults, opening it and
+naming its objectives."""

@@ -80,7 +80,7 @@ def resumed_settings(name: str, stored: StudySettings, settings: StudySettings, 
     """The settings a run resumes study ``name`` with: ``settings``, with the study's own where
     the run left the choice to it (precision and fidelity ``auto``, no Pareto axes given);
     refused with :class:`StudyError` when they differ from ``stored`` in what decides results.
-    A run and its dry run (:func:`tuner.tuning.search.plan.plan_run`) both ask here."""
+    A run and its dry run (:func:`tuner.tuning.run.plan.plan_run`) both ask here."""
     if settings.precision_choice == "auto":  # auto resumes at the study's precision (an explicit one must match)
         settings = replace(settings, embedder=replace(settings.embedder, precision=stored.embedder.precision))
     if settings.fidelity_choice == "auto":  # auto resumes at the study's rungs and proxy (auto's may have changed)

@@ -33,13 +33,13 @@ from ..core.records import SETTINGS_ATTR
 from ..outcome.summary import format_duration
 from ..scoring.calibration import calibrated_throughput, describe_measured, stored_calibration
 from ..scoring.measures import resolve_rates
+from ..search.baselines import BASELINES, baseline_points
+from ..search.cost import BM25, DENSE, KINDS, SEMANTIC, embedding_seconds, trial_kind
+from ..search.space import SearchSpace
 from ..study.opening import LoadedStudyData, load_study_data, resumed_settings
 from ..study.settings import StudySettings, build_settings, resolve_fidelity
 from ..study.spec import StudySpec
 from ..study.storage import make_storage, storage_created, storage_errors
-from .baselines import BASELINES, baseline_points
-from .cost import BM25, DENSE, KINDS, SEMANTIC, embedding_seconds, trial_kind
-from .space import SearchSpace
 
 #: Configurations sampled from the space to estimate the embedding work of a trial.
 SAMPLED_CONFIGURATIONS = 40
@@ -183,7 +183,7 @@ def baseline_passes(space: SearchSpace) -> float:
 
 def plan_run(spec: StudySpec) -> list[CorpusPlan]:
     """The cost preview of ``spec`` (see the module docstring)."""
-    from ..run.runner import run_jobs
+    from .runner import run_jobs
 
     jobs = run_jobs(spec)  # a cluster's: its workers' threads
     data = load_study_data(spec)
