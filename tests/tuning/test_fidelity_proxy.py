@@ -120,7 +120,7 @@ def test_the_summary_counts_the_embedding_work_in_corpus_passes(study):
     assert outcome.summary.passes == {"baselines": tokens["baselines"] / corpus_tokens, "proxy pass": 1.0,
                                       "proxy trials": tokens["proxy trials"] / corpus_tokens,
                                       "confirmations": tokens["confirmations"] / corpus_tokens}
-    said = tuner.tuning.run.progress.format_outcomes([outcome])
+    said = tuner.tuning.outcome.summary.format_outcomes([outcome])
     assert f"embedding work: {sum(outcome.summary.passes.values()):.2f} corpus passes: baselines " in said
 
 

@@ -44,6 +44,7 @@ GIVEN = {
     "include": (["*.md"], ("*.md",)),
     "exclude": ("drafts/*", ("drafts/*",)),
     "keep_links": (True, True),
+    "full_budget": (True, True),
     "fidelity": ([0.1, 1.0], None),
     "backend": ("local", "local"),
     "scheduler": ("tcp://127.0.0.1:8786", "tcp://127.0.0.1:8786"),

@@ -91,8 +91,7 @@ class StudyRun:
     def __init__(self, storage: StudyStorage, study: optuna.Study, crew: Crew, echo: Echo = print, *,
                  settings: StudySettings | None = None, inputs: WorkerInputs | None = None) -> None:
         self.storage, self.study, self.crew, self.echo = storage, study, crew, echo
-        #: The study's settings, read once (or as the run that opened the study resolved them).
-        self.settings = settings if settings is not None else StudySettings.of(study)
+        self._settings = settings
         #: The corpus and questions the run loaded, for a worker in this process (None: it reads them).
         self.inputs = inputs
         self.name = study.study_name
@@ -111,6 +110,15 @@ class StudyRun:
         #: Why this process's last worker stopped (``workers.WorkerReport.stopped``; empty: not
         #: known, for a pool of processes).
         self.stopped = ""
+
+    @property
+    def settings(self) -> StudySettings:
+        """The study's settings, as the run that opened the study resolved them, or read from it
+        once, when first needed (after the ledger's first writes: a storage that cannot be
+        written says so before anything else)."""
+        if self._settings is None:
+            self._settings = StudySettings.of(self.study)
+        return self._settings
 
     # --- join ------------------------------------------------------------------------------
     def join(self, added: int, *, joining: bool = False) -> None:
