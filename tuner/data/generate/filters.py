@@ -16,7 +16,14 @@ from ...llm.client import LLMClient
 from ..evalset import Query, Reference
 from ..lexical import QUESTION_WORDS
 from .examples import normalised
-from .prompts import Asking, answer_span, ask_about_sampled_excerpt, ask_for_question_and_excerpts, critique_rating
+from .prompts import (
+    WIDE_SCRIPT,
+    Asking,
+    answer_span,
+    ask_about_sampled_excerpt,
+    ask_for_question_and_excerpts,
+    critique_rating,
+)
 
 #: A question is kept when the critique rates it at least this (the cookbook's bar).
 CRITIQUE_KEEP = 4
@@ -98,18 +105,26 @@ def _answer_inside(client: LLMClient, question: str, document_id: str, text: str
 #: A reply that is not one question but talk about questions.
 _PREAMBLE = re.compile(r"^\s*(?:here (?:is|are)|sure\b|certainly\b|okay\b|ok\b|of course\b|i (?:can|will|would))",
                        re.I)
-#: A question that leans on the text it was written from.
+#: A question that leans on the text it was written from (in English, Korean, Chinese and Japanese).
 _NOT_STANDALONE = re.compile(
     r"\b(?:(?:according to|in|from|based on|per|within|given) (?:the|this|that|these) "
     r"(?:passage|excerpt|text|document|context|section|paragraph|article|snippet|above)|"
-    r"(?:the|this|that) (?:passage|excerpt|snippet)|(?:mentioned|described|stated|given) above)\b", re.I)
+    r"(?:the|this|that) (?:passage|excerpt|snippet)|(?:mentioned|described|stated|given) above)\b"
+    r"|본문에\s*따르면|위\s*글|이\s*글에서|지문|발췌문|주어진\s*(?:글|문단)"
+    r"|根据(?:上文|原文|本文|这段|該段|这篇|文中)|文中(?:提到|所述)|上文|这段(?:文字|话)"
+    r"|本文(?:によると|では)|この(?:文章|一節|抜粋)|上記の", re.I)
 #: Two questions in one: a second question mark, or "..., and what/how/...".
-_TWO_THINGS = re.compile(r"\?\s*\S|,?\s+and\s+(?:what|how|why|when|where|which|who|whom|whose|is|are|does|do|"
-                         r"can|should)\b", re.I)
+_TWO_THINGS = re.compile(r"[?？]\s*\S|,?\s+and\s+(?:what|how|why|when|where|which|who|whom|whose|is|are|does|"
+                         r"do|can|should)\b", re.I)
 #: A question whose content words stand in its excerpt in one run covering at least this share of
 #: them copies the excerpt (InPars drops such questions: they test string matching, not search).
 _COPIED_SHARE = 0.75
 _COPIED_WORDS = 4
+#: Words, where a character of Hangul, kana or Han counts as one (their words are not spaced, or
+#: carry particles), and the run of them that copies: about what four words of English say.
+_WORD = re.compile(r"[\u1100-\u11ff\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]|[^\W\u1100-\u11ff"
+                   r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]+")
+_COPIED_WIDE_CHARACTERS = 8
 
 
 def question_flaw(question: str, excerpt: str) -> str:
@@ -128,8 +143,12 @@ def question_flaw(question: str, excerpt: str) -> str:
     >>> question_flaw("Which compression methods does the backup tool support?",
     ...               "The compression method can be set to gzip, lz4, zstd, or none.")
     ''
+    >>> question_flaw("백업 도구는 어떤 압축 방식을 지원하나요?", "압축 방식은 gzip, lz4, zstd 중에서 고를 수 있다.")
+    ''
+    >>> question_flaw("본문에 따르면 백업은 며칠 동안 보관되나요?", "")
+    'not standalone'
     """
-    if _PREAMBLE.search(question) or not re.search(r"[A-Za-z]{2}", question):
+    if _PREAMBLE.search(question) or not re.search(r"[^\W\d_]{2}", question):
         return "not a question"
     if _NOT_STANDALONE.search(question):
         return "not standalone"
@@ -151,12 +170,13 @@ def copies(question: str, excerpt: str) -> bool:
     """
     # Both sides without the words a question adds ("What is the X" of "The X is"), so a run stays a run.
     skipped = _FILLER.union(QUESTION_WORDS)
-    asked, said = ([w for w in re.findall(r"\w+", text.lower()) if w not in skipped] for text in (question, excerpt))
+    asked, said = ([w for w in _WORD.findall(text.lower()) if w not in skipped] for text in (question, excerpt))
     if not asked:
         return False
     matcher = difflib.SequenceMatcher(None, asked, said, autojunk=False)
     run = matcher.find_longest_match(0, len(asked), 0, len(said)).size
-    return run >= min(_COPIED_WORDS, len(asked)) and run / len(asked) >= _COPIED_SHARE
+    least = _COPIED_WIDE_CHARACTERS if WIDE_SCRIPT.search(question) else _COPIED_WORDS
+    return run >= min(least, len(asked)) and run / len(asked) >= _COPIED_SHARE
 
 
 #: Words a question adds or drops around a copied sentence ("What is the ..." of "The ... is").

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from ...llm.client import LLMClient
 from ...llm.endpoint import UnfitAnswer
+from ...text.language import LANGUAGES
 from ..evalset import Reference
 from .passages import locate, sample_excerpt
 
@@ -86,6 +87,9 @@ class Asking:
 
     style: str = "lookup"
     examples: tuple[str, ...] = ()
+    #: The documents' language (a code of :data:`~tuner.text.language.LANGUAGES`): a question is
+    #: asked in it; English, the prompts' own language, adds no rule.
+    language: str = "en"
 
     def instructions(self, base: str) -> str:
         """``base`` (:data:`INSTRUCTIONS` or :data:`SAMPLED_INSTRUCTIONS`) with the style's rule and
@@ -100,6 +104,8 @@ class Asking:
         True
         """
         text = base
+        if self.language != "en":
+            text = text.replace("\nRules:\n", "\nRules:\n" + language_rule(self.language) + "\n", 1)
         if self.style == "users":
             text = text.replace("\nRules:\n", "\nRules:\n" + USERS_RULE + "\n", 1)
         if self.examples:
@@ -117,6 +123,8 @@ class Asking:
         'generate-v4+examples-5d8a995a6fa7'
         """
         parts = [base]
+        if self.language != "en":
+            parts.append(f"lang-{self.language}")
         if self.style != "lookup":
             parts.append(self.style)
         if self.examples:
@@ -125,8 +133,28 @@ class Asking:
         return "+".join(parts)
 
 
-#: The longest question :func:`sampled_question` accepts, in characters.
+def language_rule(code: str) -> str:
+    """The rule that asks for a question in the documents' language.
+
+    >>> language_rule("ko")
+    '- Write the question in Korean, the language of the passage, as its readers would ask it.'
+    """
+    return f"- Write the question in {LANGUAGES[code].name}, the language of the passage, as its readers would ask it."
+
+
+#: The longest question :func:`sampled_question` accepts, in characters, and the shortest: a
+#: character of Chinese, Japanese or Korean says about what a word of English does.
 _LONGEST_QUESTION = 300
+_SHORTEST_QUESTION = 10
+_SHORTEST_WIDE_QUESTION = 5
+#: What ends a question: "?" and the full-width "？" of Chinese and Japanese.
+QUESTION_MARKS = ("?", "？")
+#: Letters of the scripts written without spaces between words, or whose syllables are words' parts:
+#: Hangul, kana, Han.
+WIDE_SCRIPT = re.compile(r"[\u1100-\u11ff\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
+#: A label before a question ("Question:", "Q:", and in Korean, Chinese and Japanese).
+_LABEL = re.compile(r"^(?:\*\*)?\s*(?:question|q|질문|问题|問題|質問)\s*[:：]\s*(?:\*\*)?", re.I)
+_QUOTES = "*_`\"'“”‘’「」『』 "
 
 ANSWER_PROMPT_VERSION = "answer-v1"
 #: The answer round trip (``answer_check``): given the passage and its own question, the model copies
@@ -256,17 +284,21 @@ def sampled_question(reply: str) -> str:
     'What does write.table write?'
     >>> sampled_question('{"question": "Why?"}')
     'Why?'
+    >>> sampled_question('问题：调度器多久运行一次任务？')
+    '调度器多久运行一次任务？'
     """
     data = _json_object(reply)
-    if data is not None and isinstance(data.get("question"), str) and data["question"].strip().endswith("?"):
+    if data is not None and isinstance(data.get("question"), str) and data["question"].strip().endswith(QUESTION_MARKS):
         return data["question"].strip()
     for line in reply.splitlines():
         line = re.sub(r"^\s*(?:[-*•]|\d{1,2}[.)])\s+", "", line)  # a list mark
-        line = re.sub(r"^(?:\*\*)?\s*(?:question|q)\s*:\s*(?:\*\*)?", "", line, flags=re.I)  # a label
-        line = line.strip().strip("*_`\"'“”‘’ ").strip()
-        if "?" in line:
-            question = line[: line.index("?") + 1].strip().strip("*_`\"'“”‘’ ").strip()
-            if 10 <= len(question) <= _LONGEST_QUESTION:
+        line = _LABEL.sub("", line)
+        line = line.strip().strip(_QUOTES).strip()
+        mark = next((i for i, c in enumerate(line) if c in QUESTION_MARKS), None)
+        if mark is not None:
+            question = line[: mark + 1].strip().strip(_QUOTES).strip()
+            shortest = _SHORTEST_WIDE_QUESTION if WIDE_SCRIPT.search(question) else _SHORTEST_QUESTION
+            if shortest <= len(question) <= _LONGEST_QUESTION:
                 return question
     start = " ".join(reply[:60].split())
     raise UnfitAnswer(f"the reply holds no question ending with '?' (it starts {start!r})")

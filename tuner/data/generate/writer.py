@@ -20,6 +20,7 @@ from ...embedding import Embedder
 from ...errors import ChunkwiseError, option
 from ...llm.client import LLMClient
 from ...schema import ParamSpec, check_value
+from ...text.language import detect_language
 from ..corpus import Corpus
 from ..evalset import Query, load_evaluation_set
 from .examples import choose_examples, read_example_questions
@@ -113,7 +114,10 @@ def generate_evaluation_set(corpus: Corpus, output: str | Path, n: int, client: 
     question_vectors = list(embedder.embed([q.question for q in accepted])) if accepted else []
     limit = max_attempts if max_attempts is not None else 5 * n
     passages = passage_sampler(corpus, draw, passage_chars, limit, rng)
-    checks = Checks(Asking(style, shown), embedder.embed(list(shown)) if shown else None, answer_check, critique)
+    # Questions are asked in the documents' language (detected as BM25 reads them; CHUNKWISE_LANGUAGE sets it).
+    language = detect_language(d.text for d in corpus)
+    checks = Checks(Asking(style, shown, language), embedder.embed(list(shown)) if shown else None, answer_check,
+                    critique)
     bar = None
     if progress:
         from tqdm import tqdm
