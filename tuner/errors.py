@@ -104,3 +104,78 @@ def options_named(flags: Mapping[str, str]) -> Iterator[None]:
 
 class StudyError(ChunkwiseError):
     """A study file is invalid, a study cannot be found, or a run disagrees with the study it resumes."""
+
+
+# --- Each stage's errors, declared here beside the others (one module, one message format) ---
+
+
+class StorageError(ChunkwiseError):
+    """The study storage cannot be opened, read or written."""
+
+
+class SearchSpaceError(ChunkwiseError):
+    """A search space file is malformed or allows invalid configurations."""
+
+
+class ClusterError(ChunkwiseError):
+    """The cluster cannot run the study: no scheduler, no workers, no shared database, lost tasks."""
+
+
+class AgreementError(ChunkwiseError):
+    """Two evaluation sets that cannot be compared: different corpora, too few questions, or a
+    set that scores every configuration of the grid the same."""
+
+
+class CollectionError(ChunkwiseError):
+    """A chromadb collection could not be built, opened or queried."""
+
+
+class ExportError(ChunkwiseError):
+    """An export cannot be written or read."""
+
+
+class ReviewError(EvaluationSetError):
+    """An action that cannot be done; ``status`` is the HTTP status the page gets."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class LLMError(ChunkwiseError):
+    """The LLM endpoint could not be used: bad key, unreachable, failing, or unsupported.
+
+    Instances for failures no retry can fix have ``fatal = True`` (see :mod:`tuner.llm.endpoint`).
+    """
+
+
+class UnfitAnswerError(LLMError):
+    """Every reply was well formed, but the caller's ``parse`` refused every answer in it (the
+    model's own words): a caller with a fallback (the ``llm`` chunker) catches this one."""
+
+
+class LLMServerUnavailable(ChunkwiseError):
+    """The server cannot run here: the extra or the model's packages are not installed, or the
+    model file is not the pinned one."""
+
+
+class LLMServerFailed(ChunkwiseError):
+    """The server was started but did not come up (the message ends with its log's last lines)."""
+
+
+class EmbeddingCacheError(ChunkwiseError):
+    """The embedding cache file cannot be opened or written. A full disk is ``fatal``:
+    every later trial would fail the same way until space is freed."""
+
+
+class ConversionError(CorpusError):
+    """A document could not be converted to text (encrypted, scanned, damaged, unsupported)."""
+
+
+class UsageError(ChunkwiseError, RuntimeError):
+    """chunkwise's Python API called out of order (a server used before it is started, a worker id
+    that cannot be registered): a mistake in the calling code, said in one message."""
+
+
+class BadReply(ValueError):
+    """A reply chunkwise cannot use (retried like a server error); the message says what was wrong."""

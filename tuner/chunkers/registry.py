@@ -16,7 +16,7 @@ C = TypeVar("C", bound=type[Chunker])
 def register(cls: C) -> C:
     """Class decorator: make a chunker available by its ``name``."""
     if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
-        raise ValueError(f"a chunker named {cls.name!r} is already registered")
+        raise InvalidParameterError(f"a chunker named {cls.name!r} is already registered")
     _REGISTRY[cls.name] = cls
     return cls
 

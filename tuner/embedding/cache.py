@@ -31,7 +31,7 @@ import numpy as np
 
 from .._io.cachedir import BUSY_TIMEOUT_S, cache_dir
 from .._io.files import private_dir, private_file
-from ..errors import ChunkwiseError, option
+from ..errors import EmbeddingCacheError, option
 
 #: Host parameters per SELECT ... IN (...) statement (SQLite's limit is 32766).
 _LOOKUP_BATCH = 900
@@ -40,11 +40,6 @@ _LOOKUP_BATCH = 900
 def _no_cache() -> str:
     """How a message says "run without a cache": ``cache=None`` from Python, ``--no-cache`` on the command line."""
     return option("no_cache", True, python="cache=None")
-
-
-class EmbeddingCacheError(ChunkwiseError):
-    """The embedding cache file cannot be opened or written. A full disk is ``fatal``:
-    every later trial would fail the same way until space is freed."""
 
 
 def usable(vector: np.ndarray) -> bool:

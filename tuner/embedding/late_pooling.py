@@ -32,6 +32,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import InvalidParameterError
+
 
 @dataclass(frozen=True)
 class DocumentTokens:
@@ -123,7 +125,7 @@ def window_starts(tokens: int, window: int, overlap: int) -> list[int]:
     """Where each window of ``window`` tokens starts in a document of ``tokens`` tokens: every
     ``window - overlap`` tokens, the last one ending at the document's end."""
     if not 0 <= overlap < window:
-        raise ValueError(f"overlap={overlap} must be >= 0 and < window={window}")
+        raise InvalidParameterError(f"overlap={overlap} must be >= 0 and < window={window}")
     if tokens <= window:
         return [0]
     starts = list(range(0, tokens - window + 1, window - overlap))

@@ -79,7 +79,7 @@ def register_provider(name: str, *, default_model: str, local: bool, priced_per_
 
     def decorate(build: Builder) -> Builder:
         if name in _PROVIDERS:
-            raise ValueError(f"an embedding provider named {name!r} is already registered")
+            raise InvalidParameterError(f"an embedding provider named {name!r} is already registered")
         priced = not local if priced_per_token is None else priced_per_token
         _PROVIDERS[name] = Provider(name, default_model, local, build, priced, token_embeddings, models)
         return build

@@ -22,7 +22,7 @@ from ..data.corpus import Corpus
 from ..data.evalset import EvaluationSet
 from ..data.repeats import OccurrenceTable
 from ..embedding import Embedder, EmbeddingCache
-from ..errors import ChunkwiseError
+from ..errors import AgreementError, InvalidParameterError
 from ..retrieval.config import RetrievalConfig
 from ..retrieval.methods import method_names, retrieval_method
 from .config import EvaluationConfig
@@ -31,11 +31,6 @@ from .fidelity import FULL
 
 #: Every row of the grid retrieves this many chunks: rows compared at one cut-off.
 GRID_K = 5
-
-
-class AgreementError(ChunkwiseError):
-    """Two evaluation sets that cannot be compared: different corpora, too few questions, or a
-    set that scores every configuration of the grid the same."""
 
 
 @dataclass(frozen=True)
@@ -88,7 +83,6 @@ GRID: tuple[GridRow, ...] = (
 )
 
 
-
 def grid_rows(methods: Iterable[str] | None = None) -> tuple[GridRow, ...]:
     """The rows of :data:`GRID` whose method is one of ``methods`` (all of them by default).
 
@@ -131,7 +125,8 @@ class ScoreTable:
 
     def __post_init__(self) -> None:
         if self.scores.ndim != 2 or self.scores.shape[1] != len(self.labels):
-            raise ValueError(f"{self.name}: scores of shape {self.scores.shape} for {len(self.labels)} configurations")
+            raise InvalidParameterError(f"{self.name}: scores of shape {self.scores.shape} for {len(self.labels)} "
+                                        "configurations")
 
     @property
     def questions(self) -> int:

@@ -58,6 +58,7 @@ import numpy as np
 
 from ..data.corpus import Corpus
 from ..data.evalset import Query
+from ..errors import InvalidParameterError
 from ..schema import invalid
 from .registry import metric, metric_names, metrics
 
@@ -160,7 +161,7 @@ class QueryScores:
     def at(self, k: int) -> dict[str, np.ndarray]:
         """Per-query arrays of every metric at cut-off ``k``."""
         if not 1 <= k <= self.max_k:
-            raise ValueError(f"k={k} is outside the scored range 1..{self.max_k}")
+            raise InvalidParameterError(f"k={k} is outside the scored range 1..{self.max_k}")
         return {name: values[:, k - 1] if metric(name).per_k else values for name, values in self.values.items()}
 
 
@@ -219,7 +220,7 @@ def score(references: Sequence[Sequence[Interval | Sequence[Interval]]], chunks:
             values = np.asarray(declared.compute(inputs), dtype=np.float64)
             shape = (n_queries, max_k) if declared.per_k else (n_queries,)
             if values.shape != shape:
-                raise ValueError(f"metric {declared.name!r} computed shape {values.shape}, expected {shape}")
+                raise InvalidParameterError(f"metric {declared.name!r} computed shape {values.shape}, expected {shape}")
             scores.values[declared.name] = values
     return scores
 

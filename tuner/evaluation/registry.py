@@ -82,11 +82,11 @@ def register_metric(declared: Metric) -> Metric:
     """Make ``declared`` a metric every stage reads: evaluation results, weights, trial records,
     exports, reports and the command line."""
     if declared.name in _METRICS:
-        raise ValueError(f"a metric named {declared.name!r} is already registered")
+        raise InvalidParameterError(f"a metric named {declared.name!r} is already registered")
     if declared.name in ("latency", "cost", "score"):
-        raise ValueError(f"{declared.name!r} is not a per-query metric name (it is taken by the score)")
+        raise InvalidParameterError(f"{declared.name!r} is not a per-query metric name (it is taken by the score)")
     if declared.scale is None and (declared.count or not declared.higher_is_better):
-        raise ValueError(f"metric {declared.name!r} is a count or better when smaller: give it a scale (the "
+        raise InvalidParameterError(f"metric {declared.name!r} is a count or better when smaller: give it a scale (the "
                          "Scales field at which its utility is one half), or it cannot enter the score")
     _METRICS[declared.name] = declared
     return declared

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..chunkers import Chunk
 from ..data.repeats import RepeatSummary
+from ..errors import InvalidParameterError
 from .config import EvaluationConfig
 from .metrics import QueryScores, summarise
 
@@ -94,7 +95,8 @@ class EvaluationResult:
         """This result at a smaller cut-off ``k``: the first ``k`` chunks of the same ranking, as an
         evaluation at ``k`` would have retrieved them (a reranker's candidates aside, which stay)."""
         if not 1 <= k <= self.config.retrieval.k:
-            raise ValueError(f"k={k} is outside 1..{self.config.retrieval.k}, the cut-offs this result ranked")
+            raise InvalidParameterError(f"k={k} is outside 1..{self.config.retrieval.k}, the cut-offs this result "
+                                        "ranked")
         config = dataclasses.replace(self.config, retrieval=dataclasses.replace(self.config.retrieval, k=k))
         notes = [note for note in self.notes if not note.startswith("k=")]
         if note := _short_index_note(k, self._chunks_per_index()):

@@ -50,7 +50,7 @@ from typing import Any, TypeVar
 from .._io.cachedir import BUSY_TIMEOUT_S, cache_dir
 from .._io.files import private_dir, private_file
 from .._io.secrets import split_credentials
-from ..errors import ChunkwiseError
+from ..errors import ChunkwiseError, LLMError, UnfitAnswerError
 from ..text.tokens import count_tokens
 from .endpoint import (
     MAX_READ_TIMEOUT_S,
@@ -74,18 +74,6 @@ DEFAULT_CACHE_MAX_BYTES = 256 * 1024 * 1024
 #: of a token that splits a multi-byte character differently.
 ECHO_SLACK_CHARS = 16
 T = TypeVar("T")
-
-
-class LLMError(ChunkwiseError):
-    """The LLM endpoint could not be used: bad key, unreachable, failing, or unsupported.
-
-    Instances for failures no retry can fix have ``fatal = True`` (see :mod:`tuner.llm.endpoint`).
-    """
-
-
-class UnfitAnswerError(LLMError):
-    """Every reply was well formed, but the caller's ``parse`` refused every answer in it (the
-    model's own words): a caller with a fallback (the ``llm`` chunker) catches this one."""
 
 
 @dataclass

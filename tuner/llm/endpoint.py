@@ -51,7 +51,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from .._io.secrets import endpoint_credentials, hide_password, redact, register_secret, split_credentials
-from ..errors import ChunkwiseError, option
+from ..errors import BadReply, ChunkwiseError, option
 
 #: Seconds to wait for a TCP connection to the endpoint before the attempt counts as failed.
 CONNECT_TIMEOUT_S = 5.0
@@ -75,10 +75,6 @@ MAX_RETRY_S = 8.0
 
 E = TypeVar("E", bound=ChunkwiseError)
 R = TypeVar("R")
-
-
-class BadReply(ValueError):
-    """A reply chunkwise cannot use (retried like a server error); the message says what was wrong."""
 
 
 class UnfitAnswer(BadReply):

@@ -45,7 +45,7 @@ from types import TracebackType
 from .._io.cachedir import cache_dir
 from .._io.files import private_dir, size_and_sha256
 from .._io.liveness import pid_alive
-from ..errors import ChunkwiseError
+from ..errors import LLMServerFailed, LLMServerUnavailable, UsageError
 
 #: How long the server may take to load its model and answer its first request.
 START_TIMEOUT_S = 180.0
@@ -63,15 +63,6 @@ REBUILD_HINT = ("reinstall llama-cpp-python from source (pip's force-reinstall, 
                 "with CMAKE_ARGS='-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=ON'")
 #: Bytes read at a time while a model file is assembled or checked.
 _BLOCK = 1 << 22
-
-
-class LLMServerUnavailable(ChunkwiseError):
-    """The server cannot run here: the extra or the model's packages are not installed, or the
-    model file is not the pinned one."""
-
-
-class LLMServerFailed(ChunkwiseError):
-    """The server was started but did not come up (the message ends with its log's last lines)."""
 
 
 @dataclass(frozen=True)
@@ -294,13 +285,13 @@ class LocalLLMServer:
     @property
     def base_url(self) -> str:
         if self.port is None:
-            raise RuntimeError("the server is not started")
+            raise UsageError("the server is not started")
         return f"http://127.0.0.1:{self.port}/v1"
 
     @property
     def log_path(self) -> Path:
         if self._log_path is None:
-            raise RuntimeError("the server is not started")
+            raise UsageError("the server is not started")
         return self._log_path
 
     def settings(self, gguf: Path) -> dict[str, str]:

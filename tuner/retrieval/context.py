@@ -36,6 +36,7 @@ from pathlib import PurePosixPath
 
 from ..chunkers.base import Chunk
 from ..data.document import Document
+from ..errors import InvalidParameterError
 from ..llm.client import LLMClient
 from ..text.outline import Heading, markdown_headings
 from .llm_context import context_client, situate
@@ -91,7 +92,7 @@ def context_header(chunk: Chunk, outline: Outline, context: str, llm: LLMClient 
         return PATH_SEPARATOR.join(path) if path else outline.title
     if context == "llm":
         return situate(llm if llm is not None else context_client(), outline.document, chunk)
-    raise ValueError(f"unknown context {context!r}")
+    raise InvalidParameterError(f"unknown context {context!r}")
 
 
 def with_header(header: str, text: str) -> str:

@@ -82,7 +82,7 @@ M = TypeVar("M", bound=type[RetrievalMethod])
 def register_method(cls: M) -> M:
     """Class decorator: make a retrieval method available by its ``name``."""
     if cls.name in _METHODS:
-        raise ValueError(f"a retrieval method named {cls.name!r} is already registered")
+        raise InvalidParameterError(f"a retrieval method named {cls.name!r} is already registered")
     _METHODS[cls.name] = cls()
     return cls
 
@@ -150,15 +150,15 @@ def retrieve(settings: RetrievalSettings, *, dense: VectorIndex | None = None, l
     """
     method = retrieval_method(settings.method)
     if method.embeds and (dense is None or query_vectors is None):
-        raise ValueError(f"{method.name} retrieval needs a vector index and query vectors")
+        raise InvalidParameterError(f"{method.name} retrieval needs a vector index and query vectors")
     if method.lexical and (lexical is None or questions is None):
-        raise ValueError(f"{method.name} retrieval needs a BM25 index and the questions")
+        raise InvalidParameterError(f"{method.name} retrieval needs a BM25 index and the questions")
     k = settings.k if k is None else k
     if settings.rerank is None:
         return method.rank(settings, k, dense=dense, lexical=lexical, query_vectors=query_vectors,
                            questions=questions)
     if texts is None or questions is None:
-        raise ValueError("reranked retrieval needs the questions and the chunk texts")
+        raise InvalidParameterError("reranked retrieval needs the questions and the chunk texts")
     first = method.rank(settings, max(k, settings.candidates or 0), dense=dense, lexical=lexical,
                         query_vectors=query_vectors, questions=questions)
     return rerank(first, questions, texts, settings.rerank, k)

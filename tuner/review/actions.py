@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..data.corpus import Corpus
-from ..errors import EvaluationSetError
+from ..errors import ReviewError
 
 #: Actions a page sends (``new`` writes a question; the others change one by its id).
 ACTIONS = ("accept", "reject", "edit", "new")
@@ -15,14 +15,6 @@ ACTIONS = ("accept", "reject", "edit", "new")
 MAX_QUESTION_CHARS = 4000
 #: How many excerpts one question may have.
 MAX_REFERENCES = 20
-
-
-class ReviewError(EvaluationSetError):
-    """An action that cannot be done; ``status`` is the HTTP status the page gets."""
-
-    def __init__(self, message: str, status: int = 400) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 def question_of(action: dict[str, Any]) -> str:

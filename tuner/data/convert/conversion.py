@@ -7,11 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from ...errors import CorpusError
-
-
-class ConversionError(CorpusError):
-    """A document could not be converted to text (encrypted, scanned, damaged, unsupported)."""
+from ...errors import ConversionError as ConversionError  # declared in errors.py; importable here as before
 
 
 @dataclass(frozen=True)
@@ -48,7 +44,6 @@ class Conversion:
         if self.visible_words is None or self.kept_words is None:
             return None
         return self.kept_words / self.visible_words if self.visible_words else 1.0
-
 
 
 class Measured(NamedTuple):

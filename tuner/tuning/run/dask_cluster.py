@@ -27,17 +27,13 @@ from collections.abc import Callable
 from dataclasses import asdict, replace
 from typing import Any
 
-from ...errors import ChunkwiseError, option
+from ...errors import ChunkwiseError, ClusterError, option
 from ..study.storage import display_url
 from .processes import PoolReport
 from .workers import WorkerOptions, WorkerReport
 
 #: Seconds to wait for the scheduler to answer, and for a cluster to have a worker.
 CONNECT_TIMEOUT_S = 20.0
-
-
-class ClusterError(ChunkwiseError):
-    """The cluster cannot run the study: no scheduler, no workers, no shared database, lost tasks."""
 
 
 def check_cluster_storage(storage: str) -> None:
@@ -168,7 +164,6 @@ def run_on_cluster(options: list[WorkerOptions], scheduler: str | None, *,
                            "trials are saved: run the same command to resume") from error
     reports = [WorkerReport(**r) for r in outcome["reports"]]
     return PoolReport(), reports
-
 
 
 def _cluster_backend(client: Any) -> Any:

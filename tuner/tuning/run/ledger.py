@@ -38,6 +38,7 @@ from optuna.storages import RDBStorage
 
 from ..._io.liveness import parent_pid, pid_alive
 from ..._io.sqltables import create_tables
+from ...errors import UsageError
 from .processes import parent_in_id, this_host
 
 _metadata = sa.MetaData()
@@ -351,7 +352,7 @@ class Ledger:
                     return ordinal
             except sa.exc.IntegrityError:  # PostgreSQL without a target row yet: two took one ordinal
                 time.sleep(0.05 * (attempt + 1))
-        raise RuntimeError("could not register the worker")  # pragma: no cover - 10 collisions in a row
+        raise UsageError("could not register the worker")  # pragma: no cover - 10 collisions in a row
 
     def beat(self, worker_id: str) -> None:
         self._stamp(WORKERS.c.worker_id, worker_id, "seen")

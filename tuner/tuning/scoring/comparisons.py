@@ -247,7 +247,7 @@ def recommend(candidates: Sequence[Candidate], weights: Weights, scales: Scales,
               confidence: float = CONFIDENCE, samples: int = BOOTSTRAP_SAMPLES, seed: int = 0) -> Recommendation:
     """The tie gate (see the module docstring) over ``candidates``, which share their questions."""
     if not candidates:
-        raise ValueError("no candidate to recommend")
+        raise InvalidParameterError("no candidate to recommend")
     order = ranked(candidates, weights, scales)
     observed = np.array([c.score(weights, scales) for c in candidates])
     best = order[0]

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ...errors import InvalidParameterError
 from ...evaluation.evaluator import EvaluationResult
 from ...retrieval.config import RetrievalConfig
 from ..core.records import POINT_SETTINGS, SCORE_ATTR, exported_metric_attrs
@@ -50,5 +51,5 @@ def best_point(result: EvaluationResult, ks: Sequence[int],
             if best is None or attrs[SCORE_ATTR] > best[1][SCORE_ATTR]:
                 best = (point, attrs)
     if best is None:
-        raise ValueError("an inner loop needs at least one k")
+        raise InvalidParameterError("an inner loop needs at least one k")
     return best[0], best[1], points

@@ -11,14 +11,10 @@ from typing import Any
 import optuna
 
 from ...chunkers.base import ParamSpec
-from ...errors import ChunkwiseError, InvalidParameterError
+from ...errors import InvalidParameterError, SearchSpaceError
 from ...schema import invalid
 
 DOMAIN_TYPES = ("int", "float", "categorical", "fraction")
-
-
-class SearchSpaceError(ChunkwiseError):
-    """A search space file is malformed or allows invalid configurations."""
 
 
 @dataclass(frozen=True)

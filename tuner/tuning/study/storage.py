@@ -26,7 +26,7 @@ from optuna.storages import RDBStorage
 
 from ..._io.files import private_dir, private_file
 from ..._io.secrets import hide_password, redact, register_secret
-from ...errors import ChunkwiseError, option
+from ...errors import ChunkwiseError, StorageError, option
 
 #: Seconds a SQLite writer waits for a lock (short timeouts fail in ugly ways under load).
 SQLITE_TIMEOUT_S = 60
@@ -35,10 +35,6 @@ SCHEMA_RACE_RETRIES = 5
 SCHEMA_RACE_MARKS = ("already exists", "UNIQUE constraint failed", "duplicate key value")
 PASSWORD_ENVIRONMENT = "CHUNKWISE_STORAGE_PASSWORD"
 SQLITE_PREFIX = "sqlite:///"
-
-
-class StorageError(ChunkwiseError):
-    """The study storage cannot be opened, read or written."""
 
 
 def default_storage_url(run: str) -> str:
