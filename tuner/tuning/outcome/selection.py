@@ -157,8 +157,8 @@ class StudyRecommendation:
         if self.constraints:
             tie += f", among the configurations meeting the constraints ({self.constraints})"
         if check is not None and check.fell_back:
-            return (f"the best baseline: the search chose trial {check.tuned} ({self.tuned.label()}), {tie}, but "
-                    f"it is not significantly better than this baseline on the {questions}: "
+            return (f"the best baseline: the search chose trial {check.tuned} ({self.tuned.label()}), {tie}; but "
+                    f"trial {check.tuned} is not significantly better than this baseline on the {questions}: "
                     f"{check.comparison.describe()}")
         if check is None:
             return f"{tie}; no baseline was evaluated to check it against"
