@@ -281,3 +281,19 @@ def test_errors_are_declared_in_one_module_and_raised_as_chunkwise_errors():
             bare[module] = raised
     assert not declared_elsewhere
     assert not bare
+
+
+def test_outside_tuning_imports_go_through_its_public_names():
+    # Issue 52, item 1: the package and its layers export what the rest of chunkwise uses; a module
+    # outside tuning/ imports those names, never a module inside a layer (the defaults, a declared
+    # vocabulary, aside).
+    offenders = {}
+    for module, path in MODULES.items():
+        if _stage(module) == "tuning":
+            continue
+        inside = {target for target in _imported(module, path)
+                  if _tuning_layer(target) is not None and target.count(".") > 2
+                  and not target.endswith(".defaults")}
+        if inside:
+            offenders[module] = sorted(inside)
+    assert not offenders

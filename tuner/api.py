@@ -32,19 +32,21 @@ from .data.evalset import EvaluationSet
 from .deploy.export import ExportedTrial, export_run_trial
 from .errors import ChunkwiseError
 from .reporting.report import write_report
-from .tuning.core.records import TrialRecord, best_trial, evaluated
-from .tuning.outcome.selection import StudyRecommendation, recommend_for_study
-from .tuning.outcome.summary import CorpusOutcome, format_outcomes
-from .tuning.run.runner import run_study_spec
-from .tuning.search.space_file import DEFAULT_SPACE
-from .tuning.study.lookup import load_run_study, run_studies, split_study_name
-from .tuning.study.spec import StudySpec, load_study_file
-from .tuning.study.storage import (
+from .tuning.core import TrialRecord, best_trial, evaluated
+from .tuning.outcome import CorpusOutcome, StudyRecommendation, format_outcomes, recommend_for_study
+from .tuning.run import run_study_spec
+from .tuning.search import DEFAULT_SPACE
+from .tuning.study import (
+    StudySpec,
     StudyStorage,
     absolute_url,
     default_storage_url,
     display_url,
     existing_run_storage,
+    load_run_study,
+    load_study_file,
+    run_studies,
+    split_study_name,
     storage_errors,
 )
 

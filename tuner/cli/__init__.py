@@ -22,7 +22,7 @@ from .. import _plugins
 from .._io.secrets import redact
 from .._version import __version__
 from ..errors import ChunkwiseError, options_named
-from ..tuning.run.processes import WorkerStopped
+from ..tuning.run import WorkerStopped
 from . import (
     chunk,
     chunkers,

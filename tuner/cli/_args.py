@@ -12,7 +12,7 @@ import yaml
 from .._io.files import load_yaml
 from ..embedding import PRECISION_CHOICES
 from ..errors import InvalidParameterError
-from ..tuning.run.progress import print_err
+from ..tuning.run import print_err
 from ..tuning.study import defaults
 
 EXIT_USAGE = 2

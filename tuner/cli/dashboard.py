@@ -31,9 +31,8 @@ MAX_PORT = 65535
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..tuning.outcome.dashboard import dashboard_server, serve_dashboard
-    from ..tuning.study.naming import label_objectives
-    from ..tuning.study.storage import existing_storage, only_local_storage
+    from ..tuning.outcome import dashboard_server, serve_dashboard
+    from ..tuning.study import existing_storage, label_objectives, only_local_storage
 
     if not 0 <= args.port <= MAX_PORT:
         raise ChunkwiseError(f"--port {args.port} is not a port: give 1 to {MAX_PORT} (or 0 for a free one)")

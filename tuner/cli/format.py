@@ -5,8 +5,8 @@ from __future__ import annotations
 import shlex
 
 from ..evaluation.registry import metrics as declared_metrics
-from ..tuning.outcome.summary import CorpusOutcome, format_outcomes
-from ..tuning.study.storage import portable_url
+from ..tuning.outcome import CorpusOutcome, format_outcomes
+from ..tuning.study import portable_url
 
 
 def format_result(result) -> str:

@@ -98,7 +98,7 @@ def parse_set_options(given: list[str]) -> dict[str, Any]:
     was given."""
     from .._io.files import load_yaml
     from ..errors import clip, shown
-    from ..tuning.study.spec import study_options
+    from ..tuning.study import study_options
 
     options: dict[str, Any] = {}
     for item in given:
@@ -121,7 +121,7 @@ def parse_set_options(given: list[str]) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     from ..api import tune
-    from ..tuning.study.spec import build_spec
+    from ..tuning.study import build_spec
     from .format import format_summary
 
     flags = dict(name=args.name, queries=args.queries, space=args.space, unit=args.unit, copies=args.copies,
@@ -138,17 +138,16 @@ def run(args: argparse.Namespace) -> int:
                       precision=args.precision, max_context_tokens=args.max_context_tokens, **options)
     quiet_optuna()
     if args.recalibrate:
-        from ..tuning.run.plan import recalibrate
+        from ..tuning.run import recalibrate
 
         print_err(recalibrate(spec) or "nothing to measure: the embedder is hosted, or its rate is set by hand")
     if args.dry_run:
-        from ..tuning.run.plan import format_plan, plan_run
+        from ..tuning.run import format_plan, plan_run
 
         print(format_plan(spec, plan_run(spec)))
         return 0
-    from ..tuning.run.plan import warn_if_long
-    from ..tuning.run.processes import WorkerStopped, stop_handlers
-    from ..tuning.study.storage import display_url, storage_created
+    from ..tuning.run import WorkerStopped, stop_handlers, warn_if_long
+    from ..tuning.study import display_url, storage_created
 
     warn_if_long(spec, print_err)
 
@@ -156,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
         with stop_handlers():  # SIGTERM while loading the data, too, ends in one line
             done = tune(study=spec, progress=True, echo=print_err)
     except (KeyboardInterrupt, WorkerStopped) as stop:
-        from ..tuning.run.runner import resume_advice
+        from ..tuning.run import resume_advice
 
         if not storage_created(spec.storage):  # stopped before the study was stored: nothing to count
             return report_stop(stop, None)

@@ -34,11 +34,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..tuning import join_run
-    from ..tuning.study.spec import parse_duration
-    from ..tuning.study.storage import absolute_url
+    from ..tuning.study import absolute_url, parse_duration
 
     quiet_optuna()
-    from ..tuning.run.processes import WorkerStopped, stop_handlers
+    from ..tuning.run import WorkerStopped, stop_handlers
 
     timeout = parse_duration(args.timeout, "--timeout") if args.timeout is not None else None
     try:

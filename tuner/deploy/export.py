@@ -39,7 +39,7 @@ from ..evaluation.config import EvaluationConfig
 from .pipeline import TunedPipeline
 
 if TYPE_CHECKING:
-    from ..tuning.core.records import TrialRecord
+    from ..tuning.core import TrialRecord
 
 SCHEMA_VERSION = 1
 SCHEMA_KEY = "chunkwise_export"
@@ -68,7 +68,7 @@ class ExportedConfig:
     @property
     def llm_models(self) -> dict[str, str]:
         """The models that made the trial's LLM-made parts (``{"chunker": ..., "context": ...}``)."""
-        from ..tuning.core.records import LLM_MODELS_ATTR  # an export writes them under the trial's name
+        from ..tuning.core import LLM_MODELS_ATTR
 
         return {str(role): str(model) for role, model in (self.data.get(LLM_MODELS_ATTR) or {}).items()}
 
@@ -98,8 +98,8 @@ def export_trial(study, record: TrialRecord, storage_display_url: str, path: str
     ``storage_display_url`` is recorded as the trial's source: pass it with the password
     hidden (exports are shared; they never hold a secret).
     """
-    from ..tuning.core.records import LLM_MODELS_ATTR, exported_metric_attrs
-    from ..tuning.study.settings import StudySettings
+    from ..tuning.core import LLM_MODELS_ATTR, exported_metric_attrs
+    from ..tuning.study import StudySettings
 
     settings = StudySettings.of(study)
     if record.config is None:
@@ -137,10 +137,9 @@ def export_run_trial(run: str, path: str | Path, *, corpus: str | None = None, t
 
     ``run`` may be ``RUN`` or ``RUN/CORPUS``; ``storage`` defaults to ``sqlite:///studies/RUN.db``.
     """
-    from ..tuning.core.records import select_trial
-    from ..tuning.outcome.selection import recommend_for_study
-    from ..tuning.study.lookup import load_run_study
-    from ..tuning.study.storage import existing_run_storage, storage_errors
+    from ..tuning.core import select_trial
+    from ..tuning.outcome import recommend_for_study
+    from ..tuning.study import existing_run_storage, load_run_study, storage_errors
 
     study_storage = existing_run_storage(run, storage)
     with storage_errors(study_storage.display_url):

@@ -36,17 +36,10 @@ from ..evaluation.evaluator import evaluate
 from ..evaluation.registry import label as metric_label
 from ..evaluation.registry import metric as declared_metric
 from ..retrieval.config import RetrievalConfig
-from ..tuning.core.records import TrialRecord, best_trial, evaluated
-from ..tuning.outcome.dashboard import Mark, PlotAxis, pareto, pareto_figure
-from ..tuning.outcome.selection import recommend_for_study
-from ..tuning.outcome.summary import summarize
-from ..tuning.scoring.comparisons import CONFIDENCE
-from ..tuning.scoring.measures import trial_attributes
-from ..tuning.scoring.significance import sign_flip_test
-from ..tuning.study.lookup import run_studies
-from ..tuning.study.opening import load_study_inputs
-from ..tuning.study.settings import StudySettings
-from ..tuning.study.storage import existing_run_storage, storage_errors
+from ..tuning.core import TrialRecord, best_trial, evaluated
+from ..tuning.outcome import Mark, PlotAxis, pareto, pareto_figure, recommend_for_study, summarize
+from ..tuning.scoring import CONFIDENCE, sign_flip_test, trial_attributes
+from ..tuning.study import StudySettings, existing_run_storage, load_study_inputs, run_studies, storage_errors
 
 #: Common defaults marked on the plots: (chunker, size, overlap).
 WELL_KNOWN = (("token", 800, 400), ("token", 400, 200), ("recursive", 200, 0))

@@ -2,3 +2,11 @@
 read back (:mod:`.records`), and the objective it is scored by: weights, scales, rates and
 constraints (:mod:`.objective`). Scoring, search, the study, the outcome and the run all stand on it.
 """
+
+
+# The names used from outside tuning/ (tests/test_structure.py: they import through here).
+from .records import LLM_MODELS_ATTR, TrialRecord, best_trial, evaluated, exported_metric_attrs, select_trial
+
+__all__ = [
+    "LLM_MODELS_ATTR", "TrialRecord", "best_trial", "evaluated", "exported_metric_attrs", "select_trial",
+]
