@@ -192,7 +192,7 @@ class StudyRun:
 
         A run that would spend its whole time budget pauses its workers when
         :data:`~..study.defaults.FUTILITY_CHECK_AT` of it is spent, confirms what the proxy found so
-        far (behind a proxy), and judges the search (:mod:`..scoring.futility`): where it does not
+        far (behind a proxy), and judges the search (:mod:`..outcome.futility`): where it does not
         beat the best baseline out of sample, the run stops there and says so; else it goes on."""
         total = None if self.added >= defaults.UNBOUNDED_TRIALS else max(0, self.target - self.before.finished)
         best = self.best_before
@@ -203,15 +203,15 @@ class StudyRun:
             with storage_errors(self.crew.storage):
                 checkpoint = self._checkpoint()
                 self._run_workers(bar, pause_at=checkpoint)
+                futile = False
                 if self._paused(checkpoint):
                     self._confirm(bar)
-                    if not self.pool.errors and self._judged_futile(bar):
-                        return
-                    if self._short_of_target():
+                    futile = not self.pool.errors and self._judged_futile(bar)
+                    if not futile and self._short_of_target():
                         self._run_workers(bar)
-                if not self.pool.errors:
+                if not futile and not self.pool.errors:
                     self._confirm(bar)
-                self._final_reclaim()
+                self._final_reclaim()  # a futile stop too: what lost workers left running fails here
         finally:
             bar.close()
 

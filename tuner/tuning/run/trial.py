@@ -148,7 +148,7 @@ class EmbeddingWork:
                 int(getattr(self.proxy, "pass_tokens", 0)))
 
     def attributes(self) -> dict[str, int]:
-        """``model_tokens`` and ``proxy_pass_tokens`` (see :mod:`..study.records`)."""
+        """``model_tokens`` and ``proxy_pass_tokens`` (see :mod:`..core.records`)."""
         embedded, proxy, passed = (now - then for now, then in zip(self._counters(), self.start))
         return {MODEL_TOKENS_ATTR: int(embedded + proxy - passed), PASS_TOKENS_ATTR: int(passed)}
 

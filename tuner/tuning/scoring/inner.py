@@ -13,7 +13,7 @@ the trial records, what the sampler learns from, and what the Pareto front, the 
 recommendation read, so the sampler spends its evaluations on what needs an embedding. Every point is
 kept in the trial's ``inner_points`` attribute, its settings beside its exported metrics, and
 ``chunkwise export --trial N --point k=3,alpha=0.7`` writes any of them
-(:meth:`~..study.records.TrialRecord.at_point`). A baseline is never looped: it is the configuration
+(:meth:`~..core.records.TrialRecord.at_point`). A baseline is never looped: it is the configuration
 it names.
 """
 

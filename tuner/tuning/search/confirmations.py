@@ -9,7 +9,7 @@ configuration once the proxy's pass is paid.
 When a run's sampled trials are done (its target reached, or its time budget spent less the
 price of a confirmation, which the trials keep in reserve), it confirms: the ``fidelity.confirm``
 best configurations by proxy score that no trial has evaluated at full fidelity yet are queued
-again (``enqueue_trial``, the same parameters, :data:`~..study.records.CONFIRMS_ATTR` set to the
+again (``enqueue_trial``, the same parameters, :data:`~..core.records.CONFIRMS_ATTR` set to the
 proxy trial's number) and run at full fidelity, as baselines are: counted toward the target,
 resumable, on the Pareto front. Only full-fidelity trials (the baselines, BM25 trials, configurations
 the proxy cannot score once they climbed their rungs, and confirmations) are ever recommended, so
