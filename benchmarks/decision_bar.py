@@ -41,8 +41,9 @@ the product's seed and sample count.
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -276,7 +277,7 @@ def judge_confirmed(full: Scores, proxy: Mapping[str, float], confirm: int, *, t
     No baseline is counted, so the bar is met by the proxy's ranking alone. The work is the
     share of trials evaluated at full fidelity (the proxy's own cost left out).
 
-    >>> full = {"a": [1, 1, 1, 0], "b": [0, 0, 1, 0], "c": [0, 0, 0, 0]}
+    >>> full = {"a": [1] * 16, "b": [1] * 8 + [0] * 8, "c": [0] * 16}
     >>> judge_confirmed(full, {"a": 0.9, "b": 0.8, "c": 0.1}, 1, trials=3).in_ties
     1.0
     >>> judge_confirmed(full, {"a": 0.1, "b": 0.8, "c": 0.9}, 1, trials=3).in_ties
@@ -297,6 +298,102 @@ def judge_confirmed(full: Scores, proxy: Mapping[str, float], confirm: int, *, t
     return FidelityVerdict(share, (share,), simulations, studied, min(confirm, studied) / studied)
 
 
+#: A rule's pick: from the rows a simulated study chose, the rows it confirms at full fidelity.
+Pick = Callable[[Sequence[int], random.Random], Sequence[int]]
+
+
+@dataclass(frozen=True)
+class RuleVerdict:
+    """:func:`judge_rule`'s verdict: how often the rule's recommendation is a tied one, and what it loses."""
+
+    in_ties: float  # share of simulated studies whose recommendation lies in the full-fidelity tie set
+    regret: float  # mean (best full score among the study's trials - the recommendation's), in score points
+    confirmed: float  # mean number of configurations confirmed at full fidelity
+    simulations: int
+    trials: int
+
+    @property
+    def passed(self) -> bool:
+        return self.in_ties >= ORDERS_IN_TIES
+
+
+def top_by(proxy: Mapping[str, float], names: Sequence[str], count: int,
+           chunking: Mapping[str, str] | None = None) -> Pick:
+    """The product's rule: the ``count`` best of the chosen rows by proxy score (ties by name); with
+    ``chunking`` (configuration -> its chunking), each one's chunking unlike those already picked while
+    such rows remain (issue 51's *distinct chunkings*), then the next best whatever their chunking."""
+    def pick(chosen: Sequence[int], _rng: random.Random) -> list[int]:
+        ranked = sorted(chosen, key=lambda i: (-proxy[names[i]], names[i]))
+        if chunking is None:
+            return ranked[:count]
+        picked, seen = [], set()
+        for row in ranked:
+            if chunking[names[row]] not in seen:
+                picked.append(row)
+                seen.add(chunking[names[row]])
+            if len(picked) == count:
+                return picked
+        return picked + [row for row in ranked if row not in picked][:count - len(picked)]
+    return pick
+
+
+def at_random(count: int) -> Pick:
+    """The chance column: ``count`` of the chosen rows drawn at random, whatever any proxy says."""
+    return lambda chosen, rng: rng.sample(list(chosen), min(count, len(chosen)))
+
+
+def judge_rule(full: Scores, pick: Pick, **options: Any) -> RuleVerdict:
+    """Judge a confirmation rule as :func:`judge_confirmed` judges the product's: over ``simulations``
+    seeded studies of ``trials`` grid configurations, ``pick`` chooses the rows confirmed at full
+    fidelity, and the tie gate over them must recommend a member of the tie set of all the study's
+    trials at full fidelity. The regret is what the recommendation loses against the best full score
+    among the study's trials, in points of the score (x 100). ``options``: :func:`judge_rules`'.
+
+    >>> full = {"a": [1] * 16, "b": [1] * 8 + [0] * 8, "c": [0] * 16}
+    >>> judge_rule(full, top_by({"a": 0.9, "b": 0.8, "c": 0.1}, sorted(full), 1), trials=3).in_ties
+    1.0
+    >>> said = judge_rule(full, top_by({"a": 0.1, "b": 0.8, "c": 0.9}, sorted(full), 1), trials=3)
+    >>> said.in_ties, said.regret  # c recommended: 0 against a's 1 on every question
+    (0.0, 100.0)
+    """
+    return judge_rules(full, {"rule": pick}, **options)["rule"]
+
+
+def judge_rules(full: Scores, picks: Mapping[str, Pick], *, trials: int = 60, simulations: int = MIN_SIMULATIONS,
+                seed: int = 0, weights: Sequence[float] | None = None, cheapness: Cheapness | None = None,
+                confidence: float = CONFIDENCE, samples: int = BOOTSTRAP_SAMPLES,
+                top: int | None = TOP_CANDIDATES) -> dict[str, RuleVerdict]:
+    """:func:`judge_rule` for each of ``picks`` on the same simulated studies (a paired comparison: each
+    rule sees the same trials). ``weights`` (one per configuration, in sorted name order): draw each
+    study's trials with these probabilities, without replacement (a sampler that clusters where it
+    expects the best); None: uniformly."""
+    _check_simulations(simulations)
+    names = sorted(full)
+    grid, rng, chance = _Grid(full, names, samples, seed), random.Random(seed), random.Random(seed + 1)
+    draws = np.random.default_rng(seed)
+    studied = min(trials, len(names))
+    p = None if weights is None else np.asarray(weights, dtype=float) / float(np.sum(weights))
+    row = {name: i for i, name in enumerate(names)}
+    hits = dict.fromkeys(picks, 0)
+    regrets: dict[str, list[float]] = {name: [] for name in picks}
+    counts: dict[str, list[int]] = {name: [] for name in picks}
+    for _ in range(simulations):
+        if p is None:
+            chosen = rng.sample(range(len(names)), studied)
+        else:
+            chosen = [int(i) for i in draws.choice(len(names), size=studied, replace=False, p=p)]
+        reference = grid.gate(chosen, cheapness, confidence, top)
+        best = max(grid.observed[i] for i in chosen)
+        for name, pick in picks.items():
+            confirmed = list(pick(chosen, chance))
+            said = grid.gate(confirmed, cheapness, confidence, top)
+            hits[name] += said.recommended in reference.tied
+            regrets[name].append(100 * (best - grid.observed[row[said.recommended]]))
+            counts[name].append(len(confirmed))
+    return {name: RuleVerdict(hits[name] / simulations, float(np.mean(regrets[name])), float(np.mean(counts[name])),
+                              simulations, studied) for name in picks}
+
+
 def judge_adaptive(full: Scores, proxy: Mapping[str, float], *, least: int = 1, most: int = 10, trials: int = 60,
                    simulations: int = MIN_SIMULATIONS, seed: int = 0, cheapness: Cheapness | None = None,
                    confidence: float = CONFIDENCE, samples: int = BOOTSTRAP_SAMPLES,
@@ -311,7 +408,7 @@ def judge_adaptive(full: Scores, proxy: Mapping[str, float], *, least: int = 1, 
     could tie when that estimate reaches the best confirmed full score less the half-width of
     that score's bootstrap confidence interval. The work is the mean share of trials confirmed.
 
-    >>> full = {"a": [1] * 4 + [0] * 4, "b": [1] * 8, "c": [0] * 8}
+    >>> full = {"a": [1] * 16 + [0] * 16, "b": [1] * 32, "c": [0] * 32}
     >>> said = judge_adaptive(full, {"a": 0.9, "b": 0.3, "c": 0.1}, trials=3)
     >>> said.in_ties, round(said.work * 3)  # b: 0.3 - 0.4 cannot reach a's 0.5 less its half-width: a alone
     (0.0, 1)

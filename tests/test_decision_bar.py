@@ -138,3 +138,42 @@ def test_confirming_the_proxys_best_keeps_the_recommendation_when_the_best_is_co
     assert three.in_ties == 1.0 and three.passed and three.work == pytest.approx(0.3)
     with pytest.raises(ValueError, match="at least 1000"):
         bar.judge_confirmed(full, means, 1, simulations=10)
+
+
+def test_a_random_pick_is_in_the_ties_as_often_as_chance_says(bar):
+    full = grid()
+    # Every pair is far apart, so one random confirmation of 10 trials is the study's best 1 time in 10.
+    said = bar.judge_rule(full, bar.at_random(1), trials=10)
+    assert said.in_ties == pytest.approx(0.1, abs=0.03) and not said.passed and said.confirmed == 1
+
+
+def test_distinct_chunkings_reach_a_best_the_proxys_top_three_all_share_a_chunking_with_others(bar):
+    full = grid()
+    names = sorted(full)
+    proxy = {name: -i for i, name in enumerate(names)}
+    proxy["c00"] = -3.5  # the true best, fourth by proxy, behind c01-c03
+    chunking = {name: "x" if name in ("c01", "c02", "c03") else name for name in names}
+    plain = bar.judge_rule(full, bar.top_by(proxy, names, 3), trials=20)
+    assert plain.in_ties == 0.0  # c01, c02, c03 confirmed; c00 never
+    # c01, then c02 and c03 passed over (chunking x again), c00, then c04.
+    distinct = bar.judge_rule(full, bar.top_by(proxy, names, 3, chunking), trials=20)
+    assert distinct.in_ties == 1.0 and distinct.regret == 0.0 and distinct.confirmed == 3
+    only_one = {name: "x" for name in names}  # fewer distinct chunkings than asked: the next best by proxy
+    assert bar.top_by(proxy, names, 3, only_one)(list(range(20)), None) == [1, 2, 3]
+
+
+def test_weights_draw_the_studies_trials_and_the_regret_is_in_score_points(bar):
+    full = grid()
+    names = sorted(full)
+    weights = [1.0 if i < 10 else 1e-12 for i in range(len(names))]
+    means = {name: float(np.mean(full[name])) for name in names}
+    said = bar.judge_rule(full, bar.at_random(1), trials=10, weights=weights, simulations=2000)
+    # The ten heavy configurations are (almost) always the study; a random one is picked from them.
+    expected = 100 * np.mean([means["c00"] - means[f"c{i:02d}"] for i in range(10)])
+    assert said.regret == pytest.approx(expected, rel=0.08)
+
+
+def test_the_examples_in_the_decision_bars_docstrings_hold(bar):
+    import doctest
+
+    assert doctest.testmod(bar).failed == 0

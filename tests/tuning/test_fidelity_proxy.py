@@ -235,6 +235,52 @@ def test_under_a_time_budget_a_sampled_trial_leaves_the_price_of_its_confirmatio
         assert objective.confirmation_reserve(SimpleNamespace(user_attrs=own, study=stored)) == 0.0
 
 
+def test_two_workers_share_the_confirmations_so_the_reserve_is_their_longest_share(study):
+    from types import SimpleNamespace
+
+    spec, root, folder, questions, _, trials = study
+    stored, _, objective = _objective(spec, folder, questions, root / "cache.sqlite3")
+    rate = objective._rate(objective.settings.embedder)
+    confirmed = {t.user_attrs["confirms_trial"] for t in trials if "confirms_trial" in t.user_attrs}
+    unconfirmed = sorted((t for t in trials if t.user_attrs.get("stopped_at_fidelity") == "late"
+                          and t.number not in confirmed),
+                         key=lambda t: (-t.user_attrs["rung_scores"]["late"], t.number))
+    first, second, third = sorted((t.user_attrs["tokens_embedded"] / rate for t in unconfirmed[:3]), reverse=True)
+    objective.workers = lambda: 2
+    # Longest first: the first worker takes the longest, the second the next two.
+    sampled = SimpleNamespace(user_attrs={}, study=stored)
+    assert objective.confirmation_reserve(sampled) == pytest.approx(max(first, second + third))
+    objective.workers = lambda: 3
+    assert objective.confirmation_reserve(sampled) == pytest.approx(first)
+
+
+def test_pricing_follows_the_throughput_the_studys_latest_trials_observed(study, monkeypatch):
+    from tuner.tuning.run import trial as trial_module
+
+    spec, root, folder, questions, _, trials = study
+    stored, _, objective = _objective(spec, folder, questions, root / "cache.sqlite3")
+    config = objective.settings.embedder
+    monkeypatch.setattr(trial_module, "stored_throughput", lambda _: 12_345.0)  # the calibration
+    assert objective._rate(config) == 12_345.0  # a worker that reads no study prices by the calibration
+    # Every trial recorded what its models read (texts up to the window, the pass) and how long they took.
+    evaluated = [t for t in trials if "model_tokens" in t.user_attrs]  # not a duplicate, say
+    read = sorted(evaluated, key=lambda t: t.datetime_complete, reverse=True)
+    assert len(read) >= 4 and all(len(t.user_attrs["model_read"]) == 2 for t in read)
+    tokens = [t.user_attrs["model_read"][0] for t in read]
+    seconds = [t.user_attrs["model_read"][1] for t in read]
+    assert tokens[-1] > 0  # the first trial paid the pass
+    # The newest trials until they hold enough tokens: here, set to the newest three's.
+    enough = sum(tokens[:3])
+    assert tokens[2] > 0, "the third newest trial must have read something for this check"
+    monkeypatch.setattr(trial_module, "RECALIBRATE_MIN_TOKENS", enough)
+    objective.study = stored
+    assert objective._rate(config) == pytest.approx(enough / sum(seconds[:3]))
+    # Until they read enough, the calibration.
+    monkeypatch.setattr(trial_module, "RECALIBRATE_MIN_TOKENS", sum(tokens) + 1)
+    objective._observed.clear()
+    assert objective._rate(config) == 12_345.0
+
+
 def test_a_resumed_study_keeps_its_proxy(study, tmp_path):
     import dataclasses
     import shutil
@@ -319,3 +365,36 @@ def test_a_configuration_with_a_context_header_is_scored_by_the_proxy_and_confir
         config = EvaluationConfig.from_dict(json.loads(full.user_attrs["config"]))
         result = tuner.evaluate(corpus, evalset, config, cache=None)
         assert full.user_attrs["recall"] == pytest.approx(result.metrics["overall"]["recall"]["mean"], abs=1e-12)
+
+
+def test_the_time_the_confirmations_did_not_need_goes_back_to_the_proxy_search(tmp_path, monkeypatch):
+    """Priced high until one has run (a calibration taken under other load), the confirmations stop the
+    proxy search early; once they show what they cost, the search resumes and its new best are confirmed."""
+    from tuner.tuning.run.trial import TrialObjective
+
+    model = save_sentence_transformer(tmp_path / "model", max_seq_length=16)
+    folder, questions = word_corpus(tmp_path, "words")
+    space = tmp_path / "space.yaml"
+    space.write_text(SPACE.replace("high: 16, step: 2", "high: 40, step: 2"), encoding="utf-8")
+    spec = StudySpec(name="r", corpora=(("words", str(folder)),), queries=str(questions), space=str(space),
+                     embedder=EmbedderConfig("sentence-transformers", str(model), precision="fp32"),
+                     storage=f"sqlite:///{tmp_path}/r.db", trials=None, timeout=16.0, full_budget=True,
+                     cache=str(tmp_path / "cache.sqlite3"), validation=0,
+                     fidelity=Fidelity(rungs=(1.0,), reduction=2, proxy="late", confirm=2))
+
+    def price(self, study, proxy):
+        done = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+                if "confirms_trial" in t.user_attrs]
+        return 0.5 if done else 4.0
+
+    monkeypatch.setattr(TrialObjective, "confirmation_seconds", price)
+    lines: list[str] = []
+    run_study_spec(spec, progress=False, echo=lines.append)
+    trials = optuna.load_study(study_name="r/words", storage=make_storage(spec.storage, heartbeat_interval=None)).trials
+    first_confirmed = min(t.datetime_complete for t in trials if "confirms_trial" in t.user_attrs
+                          and t.state == TrialState.COMPLETE)
+    resumed = [t for t in trials if t.user_attrs.get("stopped_at_fidelity") == "late"
+               and t.datetime_start > first_confirmed]
+    assert resumed, "no proxy trial ran after the first confirmations"
+    assert sum("confirming at full fidelity" in line for line in lines) >= 2  # the new best confirmed too
+    assert not [t for t in trials if t.state == TrialState.RUNNING]

@@ -105,6 +105,9 @@ TOKENS_EMBEDDED_ATTR = "tokens_embedded"
 MODEL_TOKENS_ATTR = "model_tokens"
 #: cl100k tokens of the documents whose token embeddings a trial's proxy computed (the pass over the corpus).
 PASS_TOKENS_ATTR = "proxy_pass_tokens"
+#: ``[tokens, seconds]``: what a trial's models read (texts up to their window, a proxy's documents) and the
+#: seconds they took: the throughput a run observes, which prices its later trials.
+MODEL_READ_ATTR = "model_read"
 EXPORTED_TRIAL_ATTRS = ("first_stage_recall", "chunks", "mean_chunk_tokens", TOKENS_EMBEDDED_ATTR,
                         "retrieved_tokens_per_query", "latency_ms", "cost_usd_per_1k_queries", API_TOKENS_ATTR,
                         API_USD_ATTR, "index_build_s", "identical_chunks",

@@ -211,9 +211,22 @@ class StudyRun:
                         self._run_workers(bar)
                 if not futile and not self.pool.errors:
                     self._confirm(bar)
+                    self._spend_the_rest(bar)
                 self._final_reclaim()  # a futile stop too: what lost workers left running fails here
         finally:
             bar.close()
+
+    def _spend_the_rest(self, bar: ProgressBar) -> None:
+        """Behind a proxy, the time the confirmations did not need: while the budget lasts, screen more
+        trials with the proxy, then confirm its new best, until a round adds no trial (what the sampler
+        proposes no longer fits beside the next confirmations, or the space is spent)."""
+        while (self.settings.fidelity.proxy is not None and self.confirming and not self.pool.errors
+               and not self.exhausted and self._short_of_target()):
+            before = self.progress()
+            self._run_workers(bar)
+            if self.pool.errors or self.progress() == before:
+                return
+            self._confirm(bar)
 
     def _checkpoint(self) -> float | None:
         """When this run judges whether the rest of its budget is worth spending: only a run that adds

@@ -31,6 +31,7 @@ from ..core.records import (
     CONFIRMS_ATTR,
     INNER_POINTS_ATTR,
     K_ATTR,
+    MODEL_READ_ATTR,
     MODEL_TOKENS_ATTR,
     PARAMS_ATTR,
     PASS_TOKENS_ATTR,
@@ -41,7 +42,7 @@ from ..core.records import (
     TOKENS_EMBEDDED_ATTR,
     encode_per_query,
 )
-from ..scoring.calibration import check_calibration, stored_throughput
+from ..scoring.calibration import RECALIBRATE_MIN_TOKENS, check_calibration, stored_throughput
 from ..scoring.inner import best_point
 from ..scoring.measures import ResolvedRates, api_usage_attributes, resolve_rates, trial_attributes
 from ..search.confirmations import confirmed_trial, reserve_seconds, scores_at_rung
@@ -141,16 +142,47 @@ class EmbeddingWork:
         self.embedder, self.proxy = embedder, proxy
         self.start = self._counters()
 
-    def _counters(self) -> tuple[int, int, int]:
+    def _counters(self) -> tuple[int, int, int, int, float]:
+        models = [self.embedder] if self.proxy is None else [self.embedder, self.proxy]
+        read = sum(m.stats.read_tokens for m in models)
+        seconds = sum(m.stats.model_seconds for m in models)
         if self.proxy is None:
-            return self.embedder.stats.computed_tokens, 0, 0
+            return self.embedder.stats.computed_tokens, 0, 0, read, seconds
         return (self.embedder.stats.computed_tokens, self.proxy.stats.computed_tokens,
-                int(getattr(self.proxy, "pass_tokens", 0)))
+                int(getattr(self.proxy, "pass_tokens", 0)), read, seconds)
 
-    def attributes(self) -> dict[str, int]:
-        """``model_tokens`` and ``proxy_pass_tokens`` (see :mod:`..core.records`)."""
-        embedded, proxy, passed = (now - then for now, then in zip(self._counters(), self.start))
-        return {MODEL_TOKENS_ATTR: int(embedded + proxy - passed), PASS_TOKENS_ATTR: int(passed)}
+    def attributes(self) -> dict[str, Any]:
+        """``model_tokens``, ``proxy_pass_tokens`` and ``model_read`` (see :mod:`..core.records`)."""
+        embedded, proxy, passed, read, seconds = (now - then for now, then in zip(self._counters(), self.start))
+        return {MODEL_TOKENS_ATTR: int(embedded + proxy - passed), PASS_TOKENS_ATTR: int(passed),
+                MODEL_READ_ATTR: [int(read), round(float(seconds), 4)]}
+
+
+#: How long a worker prices with the throughput it read from the study before reading it again.
+OBSERVED_FOR_S = 10.0
+#: The latest trials :func:`observed_throughput` reads at most.
+OBSERVED_TRIALS = 50
+
+
+def observed_throughput(study: optuna.Study, config: EmbedderConfig) -> float | None:
+    """Tokens per second the study's latest finished trials of ``config``'s embedder read (their
+    ``model_read``, newest first, until they hold :data:`~..scoring.calibration.RECALIBRATE_MIN_TOKENS`);
+    None while they read fewer. Every worker of every process sees the same figure: the machine as the run
+    finds it, not as it was when the calibration was measured."""
+    finished = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
+    finished = sorted((t for t in finished if t.datetime_complete is not None and MODEL_READ_ATTR in t.user_attrs),
+                      key=lambda t: t.datetime_complete, reverse=True)
+    wanted = embedder_key(config)
+    tokens, seconds = 0, 0.0
+    for trial in finished[:OBSERVED_TRIALS]:
+        used = json.loads(trial.user_attrs.get(CONFIG_ATTR) or "{}").get("embedder")
+        if embedder_key(EmbedderConfig.from_dict(used) if used else config) != wanted:
+            continue
+        read, took = trial.user_attrs[MODEL_READ_ATTR]
+        tokens, seconds = tokens + int(read), seconds + float(took)
+        if tokens >= RECALIBRATE_MIN_TOKENS:
+            return tokens / seconds if seconds > 0 else None
+    return None
 
 
 class TrialObjective:
@@ -175,6 +207,12 @@ class TrialObjective:
         held_out = settings.held_out  # a frozenset built on each access: once, not once per question
         self.search = np.array([q.id not in held_out for q in evaluation_set], dtype=bool)
         self.resolved_rates = dict(settings.resolved_rates)
+        #: How many workers run the study's trials now (the run's confirmations share them); set by the
+        #: worker loop from the ledger, 1 where nothing says.
+        self.workers: Callable[[], int] = lambda: 1
+        #: Per embedder, the throughput the study's trials observed, and when it was read (:meth:`_observed`).
+        self._observed: dict[str, tuple[float, float | None]] = {}
+        self.study: optuna.Study | None = None
 
     def proxy_embedder(self, config: EmbedderConfig) -> Embedder | None:
         """The late-chunking twin of ``config``'s embedder, for a proxy rung (None when its provider
@@ -279,7 +317,7 @@ class TrialObjective:
         if self.settings.fidelity.proxy is None or {BASELINE_ATTR, CONFIRMS_ATTR} & set(trial.user_attrs):
             return 0.0
         return reserve_seconds(trial.study, self.settings.fidelity.confirm,
-                               lambda proxy: self.confirmation_seconds(trial.study, proxy))
+                               lambda proxy: self.confirmation_seconds(trial.study, proxy), self.workers())
 
     def confirmation_seconds(self, study: optuna.Study, proxy: FrozenTrial | None) -> float:
         """A full evaluation of ``proxy``'s configuration: the tokens its proxy rung counted (headers and
@@ -313,8 +351,20 @@ class TrialObjective:
         return self._corpus_tokens
 
     def _rate(self, config: EmbedderConfig) -> float:
-        """The embedder's tokens per second for pricing (infinite when nothing says)."""
-        return self._calibrated(config) or self.rates_for(config).embed_tokens_per_s or float("inf")
+        """The embedder's tokens per second for pricing: for a local model whose rate the study did not set,
+        what the study's latest trials observed (:func:`observed_throughput`: the machine as it is now,
+        beside the run's other workers), before they read enough, the calibration; else the study's rate
+        (infinite when nothing says)."""
+        calibrated = self._calibrated(config)
+        if calibrated is not None and self.study is not None:
+            key = embedder_key(config)
+            rate, read_at = self._observed.get(key, (0.0, None))
+            if read_at is None or time.monotonic() - read_at > OBSERVED_FOR_S:
+                rate = observed_throughput(self.study, config) or 0.0
+                self._observed[key] = (rate, time.monotonic())
+            if rate > 0:
+                return rate
+        return calibrated or self.rates_for(config).embed_tokens_per_s or float("inf")
 
     def _calibrated(self, config: EmbedderConfig) -> float | None:
         """This machine's calibration of a local model whose rate the study did not set by hand."""

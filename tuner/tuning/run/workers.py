@@ -189,6 +189,8 @@ def run_worker(options: WorkerOptions,
         # A PostgreSQL study shares one embedding cache between machines, in its own database.
         cache = cache_for_study(storage.engine.url.render_as_string(hide_password=False), options.cache)
         objective = TrialObjective(corpus, evalset, settings, cache, options.deadline)
+        objective.workers = lambda: max(1, len(ledger.active_workers(study_id, options.grace_period)))
+        objective.study = study
         arm_during_tell(storage.engine)
         with storage_errors(options.storage):
             return _trial_loop(study, study_id, ledger, worker_id, objective, options, on_trial)

@@ -64,11 +64,28 @@ def candidates(study: optuna.Study, count: int) -> list[FrozenTrial]:
     return [t for _, t in scored[:count]]
 
 
-def reserve_seconds(study: optuna.Study, count: int, price: Callable[[FrozenTrial | None], float]) -> float:
-    """How long the run's ``count`` confirmations will take: ``price`` of each of :func:`candidates` (the
-    proxy trials they would confirm now), and ``price(None)`` for each candidate still missing."""
+def reserve_seconds(study: optuna.Study, count: int, price: Callable[[FrozenTrial | None], float],
+                    workers: int = 1) -> float:
+    """How long the run's ``count`` confirmations will take on ``workers`` workers: ``price`` of each of
+    :func:`candidates` (the proxy trials they would confirm now), and ``price(None)`` for each candidate
+    still missing, shared among the workers (:func:`makespan`)."""
     best = candidates(study, count)
-    return sum(price(trial) for trial in best) + (count - len(best)) * price(None)
+    return makespan([price(trial) for trial in best] + [price(None)] * (count - len(best)), workers)
+
+
+def makespan(seconds: list[float], workers: int) -> float:
+    """How long jobs of these ``seconds`` take on ``workers`` workers, each taking the next job, longest
+    first, as it frees up.
+
+    >>> makespan([300, 200, 100], 1), makespan([300, 200, 100], 2), makespan([300, 200, 100], 3)
+    (600, 300, 300)
+    >>> makespan([100, 100, 100], 2)
+    200
+    """
+    loads = [0] * max(1, workers)
+    for job in sorted(seconds, reverse=True):
+        loads[loads.index(min(loads))] += job
+    return max(loads)
 
 
 def confirmed_trial(study: optuna.Study, confirmation: Any) -> FrozenTrial | None:
