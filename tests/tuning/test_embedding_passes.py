@@ -59,3 +59,24 @@ def test_a_study_without_its_corpus_tokens_or_counted_trials_says_nothing():
     other.set_user_attr("settings", {"corpus_tokens": 100})
     other.add_trial(create_trial(state=TrialState.COMPLETE, value=0.5, user_attrs={"score": 0.5}))
     assert embedding_work(other) == {} and StudySummary(0, 0, 0, 0, 0, 0, 0).describe_work() == ""
+
+
+def test_passes_are_counted_as_the_model_did_the_work_failed_and_interrupted_trials_included():
+    study = optuna.create_study()
+    study.set_user_attr("settings", {"corpus_tokens": 1000})
+    trials = [
+        # model_passes: [the trial's own work, the proxy's pass], in the model's own tokens over the corpus's.
+        ({"baseline": "token 800/400 dense", "model_tokens": 2000, "model_passes": [0.6, 0.0]}, TrialState.COMPLETE),
+        ({"stopped_at_fidelity": "late", "model_tokens": 30, "proxy_pass_tokens": 1000,
+          "model_passes": [0.01, 1.33]}, TrialState.PRUNED),
+        # A confirmation interrupted half-way: the work it did is counted all the same.
+        ({"confirms_trial": 1, "lost": "interrupted", "model_passes": [0.4, 0.0]}, TrialState.FAIL),
+        # A trial recorded before chunkwise counted the model's own tokens: its cl100k tokens over the corpus's.
+        ({"model_tokens": 100}, TrialState.COMPLETE),
+        ({"error": "the model failed"}, TrialState.FAIL),  # recorded nothing: counts nothing
+    ]
+    for attrs, state in trials:
+        study.add_trial(_timed(create_trial(state=state, value=0.5 if state == TrialState.COMPLETE else None,
+                                            user_attrs=attrs), datetime.datetime(2026, 1, 1), 10.0))
+    assert embedding_work(study)["passes"] == {"baselines": 0.6, "proxy pass": 1.33, "proxy trials": 0.01,
+                                               "confirmations": 0.4, "trials": 0.1}

@@ -85,18 +85,40 @@ def test_the_pass_over_the_corpus_is_paid_once(study):
 
 
 def test_the_summary_counts_the_embedding_work_in_corpus_passes(study):
-    # Issue 30, item 4: the tokens each trial's models embedded, known here by replaying the study by hand:
-    # in trial order, the texts each trial needs (a dense trial its chunks and the questions, a proxy trial
-    # the questions and, the first time, the documents for the pass), each counted the first time only (one cache).
+    # Issue 30, item 4, and issue 51, item 3: the work each trial's models did, known here by replaying the
+    # study by hand: in trial order, the texts each trial needs (a dense trial its chunks and the questions, a
+    # proxy trial the questions and, the first time, the documents for the pass), each counted the first time
+    # only (one cache); in cl100k tokens (model_tokens), and as the model does it (the summary's corpus
+    # passes): its own word pieces (the tokenizer the model was saved with, read here with transformers), each
+    # text up to the 14 it reads (16 less [CLS] and [SEP]), the pass in windows of 14 every 11 (3 repeated),
+    # the last one ending at the document's end, over the corpus's word pieces.
+    import math
+
+    from transformers import BertTokenizerFast
+
     from tuner.text.tokens import count_tokens
     from tuner.tuning.outcome.summary import trial_phase
 
-    _, _, folder, questions, outcome, trials = study
+    _, root, folder, questions, outcome, trials = study
+    tokenizer = BertTokenizerFast.from_pretrained(str(root / "model" / "transformer"))
+
+    def pieces(text: str) -> int:
+        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def windows_read(n: int) -> int:
+        if n <= 14:
+            return n
+        count = (n - 14) // 11 + 1
+        return 14 * (count + (1 if (count - 1) * 11 + 14 < n else 0))
+
     corpus = tuner.load_corpus(folder, name="words")
     asked = [q.question for q in tuner.load_evaluation_set(questions, corpus)]
     corpus_tokens = sum(count_tokens(doc.text) for doc in corpus)
+    corpus_pieces = sum(pieces(doc.text) for doc in corpus)
+    the_pass = sum(windows_read(pieces(doc.text)) for doc in corpus)
+    assert the_pass > corpus_pieces  # the windows overlap
     seen: set[str] = set()
-    passed, tokens = False, {}
+    passed, work = False, {}
     for trial in sorted(trials, key=lambda t: t.number):
         evaluated = trial.state == TrialState.COMPLETE or "stopped_at_fidelity" in trial.user_attrs
         if not evaluated:  # failed, or pruned before it embedded anything (a duplicate configuration)
@@ -106,6 +128,8 @@ def test_the_summary_counts_the_embedding_work_in_corpus_passes(study):
         if phase == "proxy trials":
             texts = asked
             assert trial.user_attrs["proxy_pass_tokens"] == (0 if passed else corpus_tokens)
+            assert trial.user_attrs["model_passes"][1] == pytest.approx(0 if passed else the_pass / corpus_pieces,
+                                                                        abs=1e-6)
             passed = True
         elif config.retrieval.embeds:
             splitter = config.chunker.build()
@@ -115,11 +139,13 @@ def test_the_summary_counts_the_embedding_work_in_corpus_passes(study):
         new = set(texts) - seen
         seen |= new
         assert trial.user_attrs["model_tokens"] == sum(count_tokens(text) for text in new), trial.number
-        tokens[phase] = tokens.get(phase, 0) + sum(count_tokens(text) for text in new)
-    assert passed and tokens["baselines"] > 0 and tokens["confirmations"] > 0
-    assert outcome.summary.passes == {"baselines": tokens["baselines"] / corpus_tokens, "proxy pass": 1.0,
-                                      "proxy trials": tokens["proxy trials"] / corpus_tokens,
-                                      "confirmations": tokens["confirmations"] / corpus_tokens}
+        work[phase] = work.get(phase, 0) + sum(min(pieces(text), 14) for text in new)
+    assert passed and work["baselines"] > 0 and work["confirmations"] > 0
+    expected = {"baselines": work["baselines"] / corpus_pieces, "proxy pass": the_pass / corpus_pieces,
+                "proxy trials": work["proxy trials"] / corpus_pieces,
+                "confirmations": work["confirmations"] / corpus_pieces}
+    assert outcome.summary.passes == pytest.approx(expected, abs=1e-5)
+    assert math.isclose(sum(outcome.summary.passes.values()), sum(expected.values()), abs_tol=1e-4)
     said = tuner.tuning.outcome.summary.format_outcomes([outcome])
     assert f"embedding work: {sum(outcome.summary.passes.values()):.2f} corpus passes: baselines " in said
 
@@ -131,10 +157,12 @@ def test_the_dry_run_prices_the_proxy_pass_once(study):
     text = format_plan(spec, plan_run(spec))
     assert "a late-chunking proxy rung first: one pass over the corpus per embedder" in text
     assert "its best 3 and the dense baselines at full fidelity" in text
-    # Its embedding work in corpus passes, phase by phase as the summary counts it: the pass once.
+    # Its embedding work in corpus passes, phase by phase as the summary counts it: the pass once, as the
+    # model reads it: windows of 14 word pieces (16 less [CLS] and [SEP]), each repeating 3 (a quarter) of
+    # the one before, so 14 read for every 11 of the document.
     (plan,) = plan_run(spec)
     assert list(plan.passes) == ["baselines", "proxy pass", "proxy trials", "confirmations"]
-    assert plan.passes["proxy pass"] == 1.0 and plan.passes["proxy trials"] == 0.0
+    assert plan.passes["proxy pass"] == pytest.approx(14 / 11) and plan.passes["proxy trials"] == 0.0
     assert f"embedding work: at most {sum(plan.passes.values()):.2f} corpus passes (baselines " in text
 
 
@@ -149,7 +177,7 @@ def test_the_dry_run_of_a_time_budget_keeps_to_it_after_the_work_a_proxy_always_
 
     spec, *_ = study
     (unbounded,) = plan_run(spec)
-    rate = unbounded.tokens / unbounded.proxy_seconds  # the pass reads every token once
+    rate = unbounded.passes["proxy pass"] * unbounded.tokens / unbounded.proxy_seconds  # the pass, windows overlapping
     assert unbounded.full_seconds == pytest.approx(
         (unbounded.passes["baselines"] + unbounded.passes["confirmations"]) * unbounded.tokens / rate)
     fixed = unbounded.proxy_seconds + unbounded.full_seconds / unbounded.jobs
@@ -398,3 +426,36 @@ def test_the_time_the_confirmations_did_not_need_goes_back_to_the_proxy_search(t
     assert resumed, "no proxy trial ran after the first confirmations"
     assert sum("confirming at full fidelity" in line for line in lines) >= 2  # the new best confirmed too
     assert not [t for t in trials if t.state == TrialState.RUNNING]
+
+
+def test_a_trial_that_fails_after_its_model_ran_records_the_work_it_did(study, tmp_path, monkeypatch):
+    import shutil
+
+    from tuner.errors import ChunkwiseError
+    from tuner.tuning.run.ledger import Claim, ClaimResult
+    from tuner.tuning.run.trial import TrialObjective
+
+    _, root, folder, questions, _, _ = study
+    shutil.copy(root / "p.db", tmp_path / "p.db")  # the module's study stays as it is
+    copied = optuna.load_study(study_name="p/words", storage=make_storage(f"sqlite:///{tmp_path}/p.db",
+                                                                          heartbeat_interval=None))
+    corpus = tuner.load_corpus(folder, name="words")
+    from tuner.embedding import EmbeddingCache
+    from tuner.tuning.study.settings import StudySettings
+
+    objective = TrialObjective(corpus, tuner.load_evaluation_set(questions, corpus), StudySettings.of(copied),
+                               EmbeddingCache(tmp_path / "cold.sqlite3"))
+    text = "the red apple is sweet and the river boat is fast"  # 11 word pieces, each a word of the model's
+
+    def climb(self, trial, config, report):
+        self.embedder(config.embedder).embed([text])
+        raise ChunkwiseError("the model ran out of memory")
+
+    monkeypatch.setattr(TrialObjective, "_climb", climb)
+    monkeypatch.setattr(TrialObjective, "ladder", lambda self, trial, config: (Fidelity(), None))
+    trial = copied.ask()
+    with pytest.raises(ChunkwiseError):
+        objective(trial, lambda key: ClaimResult(Claim.GRANTED))
+    recorded = copied.trials[-1].user_attrs
+    corpus_pieces = objective.corpus_own_tokens(objective.embedder(objective.settings.embedder))
+    assert recorded["model_passes"] == [pytest.approx(11 / corpus_pieces, abs=1e-6), 0.0]

@@ -35,6 +35,9 @@ class EmbeddingStats:
     seconds: float = 0.0  #: wall time inside embed(): cache lookups and model
     #: Tokens a hosted API reported using (``usage.total_tokens``), what it bills; 0 for local models.
     api_tokens: int = 0
+    #: The model's own tokens it ran (:meth:`Embedder.tokens_run`: each text up to its window; late
+    #: chunking, every window it read, overlaps each time): the work as the model does it.
+    own_tokens: int = 0
 
     @property
     def hit_rate(self) -> float:
@@ -94,6 +97,25 @@ class Embedder(ABC):
         """How many tokens of its own the model counts in each text, special tokens left out;
         None where its tokens are cl100k's (OpenAI's models) or not known."""
         return None
+
+    def tokens_run(self, texts: Sequence[str], cl100k: Sequence[int] | None = None) -> int:
+        """The tokens of its own the model reads of ``texts`` embedded each alone: each text's
+        :meth:`own_tokens` up to the window it reads (``window`` where the model declares one, else
+        :attr:`max_input_tokens`), special tokens left out; cl100k tokens (``cl100k``, or counted)
+        where the model's own are cl100k's or unknown.
+
+        >>> class Words(Embedder):
+        ...     identity, max_input_tokens = "words", 3
+        ...     def own_tokens(self, texts): return [len(t.split()) for t in texts]
+        ...     def _embed(self, texts): return np.ones((len(texts), 2))
+        >>> Words().tokens_run(["a b", "a b c d e"])  # the second text read up to 3
+        5
+        """
+        own = self.own_tokens(list(texts))
+        if own is None:
+            own = list(cl100k) if cl100k is not None else count_tokens_batch(list(texts))
+        window = getattr(self, "window", None) or self.max_input_tokens
+        return int(sum(own) if window is None else sum(min(n, window) for n in own))
 
     def tokens_per_cl100k(self, texts: Sequence[str]) -> float | None:
         """The model's own tokens per cl100k token over ``texts`` (at most :data:`RATIO_SAMPLE` of
@@ -177,6 +199,7 @@ class Embedder(ABC):
             self.stats.computed_tokens += sum(counts)
             window = self.max_input_tokens
             self.stats.read_tokens += sum(counts) if window is None else sum(min(c, window) for c in counts)
+            self.stats.own_tokens += self.tokens_run([unique[j] for j in missing], counts)
         self.stats.texts += len(texts)
         self.stats.tokens += sum(count_tokens_batch(texts))
         if not texts:

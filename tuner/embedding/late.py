@@ -82,6 +82,8 @@ class LateChunkingEmbedder(Embedder):
         #: Of ``stats.computed_tokens``: the documents' tokens this embedder read for their token embeddings
         #: (the pass over a corpus; a proxy's headers and questions are the rest).
         self.pass_tokens = 0
+        #: The same pass in the model's own tokens, every window it read (``stats.own_tokens``' share).
+        self.pass_own_tokens = 0
         self._overlap = overlap
         self._pooling_checked = False
 
@@ -235,6 +237,7 @@ class LateChunkingEmbedder(Embedder):
         length = min(self.window, len(ids))
         prefix, suffix = self.base.special_tokens
         rows = np.stack([np.concatenate([prefix, ids[s:s + length], suffix]) for s in starts])
+        self.stats.own_tokens += len(starts) * length  # every window, its overlap with the last read again
         out = np.zeros((len(ids), dimension), dtype=np.float16)
         for first in range(0, len(starts), WINDOWS_PER_CALL):
             embedded = self.base.token_embeddings(rows[first:first + WINDOWS_PER_CALL])
@@ -282,12 +285,15 @@ class LateChunkingEmbedder(Embedder):
             if progress is not None:
                 progress(rows_of[text])
 
+        own_before = self.stats.own_tokens
         self.pass_tokens += self.read_documents(rows_of, ready)
+        self.pass_own_tokens += self.stats.own_tokens - own_before
         shared = self.tokens is not None
         for document, rows in by_document.items():
-            before = self.stats.computed_tokens
+            before, own_before = self.stats.computed_tokens, self.stats.own_tokens
             tokens = self.document_tokens(documents.document(document).text)
             self.pass_tokens += self.stats.computed_tokens - before
+            self.pass_own_tokens += self.stats.own_tokens - own_before
             given = [headers[row] if headers is not None else "" for row in rows]
             limits = None if window is None else [window - header_sum(header)[1] if header else window
                                                   for header in given]

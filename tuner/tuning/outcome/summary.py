@@ -21,6 +21,7 @@ from ..core.records import (
     INNER_POINTS_ATTR,
     INTERRUPTED,
     LOST_ATTR,
+    MODEL_PASSES_ATTR,
     MODEL_TOKENS_ATTR,
     PASS_TOKENS_ATTR,
     STOPPED_AT_ATTR,
@@ -154,9 +155,9 @@ class StudySummary:
     confirmed: int = 0
     #: Query-time points (a ``k``, a fusion) the trials scored in their inner loops (:mod:`..scoring.inner`).
     points: int = 0
-    #: Embedding work in corpus passes (tokens the models embedded over the corpus's tokens) by phase
-    #: (:data:`PHASES`), and the wall time of each phase's trials, summed; empty for a study that did not
-    #: record them (see :func:`embedding_work`).
+    #: Embedding work in corpus passes as the model does it (its own tokens it ran over the corpus's) by
+    #: phase (:data:`PHASES`), and the wall time of each phase's trials, summed; empty for a study that did
+    #: not record them (see :func:`embedding_work`).
     passes: dict[str, float] = field(default_factory=dict)
     phase_seconds: dict[str, float] = field(default_factory=dict)
 
@@ -236,25 +237,30 @@ def trial_phase(attrs: dict) -> str:
 
 
 def embedding_work(study: optuna.Study) -> dict[str, dict[str, float]]:
-    """``passes`` and ``phase_seconds`` of :class:`StudySummary`: the tokens the study's trials embedded
-    (``model_tokens``, and ``proxy_pass_tokens`` for the proxy's pass) over the corpus's tokens, by phase,
-    a count no load on the machine moves; and beside it the wall time each phase's trials took, summed.
-    Empty for a study that stored no corpus token count or whose trials recorded no tokens."""
+    """``passes`` and ``phase_seconds`` of :class:`StudySummary`: the study's embedding work in corpus passes
+    by phase, as the model does it (``model_passes``: its own tokens, each text up to its window, the
+    proxy pass's overlapping windows; failed and interrupted trials' work included), a count no load on
+    the machine moves; and beside it the wall time each phase's trials took, summed. A study whose trials
+    recorded only cl100k tokens (``model_tokens``, before chunkwise counted the model's own) is counted in
+    those, over the corpus's. Empty when no trial recorded its work."""
     corpus_tokens = StudySettings.stored_field(study, "corpus_tokens")
-    if not corpus_tokens:
-        return {}
-    tokens = dict.fromkeys(PHASES, 0)
+    tokens = dict.fromkeys(PHASES, 0.0)
     seconds = dict.fromkeys(PHASES, 0.0)
     counted = set()
-    for trial in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)):
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)):
         attrs = trial.user_attrs
-        if MODEL_TOKENS_ATTR not in attrs:
+        if MODEL_PASSES_ATTR in attrs:
+            done, passed = (float(v) for v in attrs[MODEL_PASSES_ATTR])
+        elif MODEL_TOKENS_ATTR in attrs and corpus_tokens:
+            done = int(attrs[MODEL_TOKENS_ATTR]) / corpus_tokens
+            passed = int(attrs.get(PASS_TOKENS_ATTR) or 0) / corpus_tokens
+        else:
             continue
         phase = trial_phase(attrs)
         counted.add(phase)
-        tokens[phase] += int(attrs[MODEL_TOKENS_ATTR])
-        if attrs.get(PASS_TOKENS_ATTR):
-            tokens["proxy pass"] += int(attrs[PASS_TOKENS_ATTR])
+        tokens[phase] += done
+        if passed:
+            tokens["proxy pass"] += passed
             counted.add("proxy pass")
         if trial.datetime_start is not None and trial.datetime_complete is not None:
             seconds[phase] += (trial.datetime_complete - trial.datetime_start).total_seconds()
@@ -262,7 +268,7 @@ def embedding_work(study: optuna.Study) -> dict[str, dict[str, float]]:
         return {}
     if "proxy trials" in counted:
         counted.add("proxy pass")  # 0.00 when the documents' token embeddings were cached before the study
-    return {"passes": {phase: tokens[phase] / corpus_tokens for phase in PHASES if phase in counted},
+    return {"passes": {phase: tokens[phase] for phase in PHASES if phase in counted},
             "phase_seconds": {phase: seconds[phase] for phase in PHASES if phase in counted and phase != "proxy pass"}}
 
 

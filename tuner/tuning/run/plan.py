@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import optuna
 
-from ...embedding import EmbeddingCache, embedding_provider
+from ...embedding import Embedder, EmbeddingCache, embedding_provider
 from ...embedding.config import EmbedderConfig, embedder_key, shared_embedder
 from ...errors import option
 from ...retrieval.llm_context import estimated_tokens
@@ -120,7 +120,7 @@ def kind_shares(sampled: list[Sampled]) -> dict[str, tuple[float, float]]:
     return out
 
 
-def _sampled(space: SearchSpace, samples: int, seed: int) -> list[Sampled]:
+def _sampled(space: SearchSpace, samples: int, seed: int, window: float | None = None) -> list[Sampled]:
     """``(kind, tokens embedded per corpus token, LLM contexts, embedder)`` of configurations sampled at
     random: overlap re-embeds text (``1 / (1 - overlap / size)``), semantic chunkers embed their
     units first, BM25 trials embed nothing; the third is the chunks' ``(size, overlap)`` when an
@@ -134,7 +134,7 @@ def _sampled(space: SearchSpace, samples: int, seed: int) -> list[Sampled]:
         retrieval = space.sample_retrieval(trial, 1)
         params = chunker.params
         size, overlap = params.get("size"), params.get("overlap", 0) or 0
-        factor = chunk_passes(params)
+        factor = chunk_passes(params, window)
         kind = trial_kind(chunker.name, retrieval.method)
         if kind == SEMANTIC:
             factor += SEMANTIC_UNIT_FACTOR
@@ -166,19 +166,49 @@ def refuse_changed_studies(spec: StudySpec, data: LoadedStudyData) -> None:
             resumed_settings(name, StudySettings.of(study), settings, pareto_given=spec.pareto is not None)
 
 
-def chunk_passes(params: dict) -> float:
-    """Corpus passes embedding one chunking's chunks costs: overlap re-embeds text (``1 / (1 - overlap / size)``)."""
+def chunk_passes(params: dict, window: float | None = None) -> float:
+    """Corpus passes embedding one chunking's chunks costs the model: a chunk every ``size - overlap`` tokens
+    (overlap re-embeds text), the model reading at most ``window`` cl100k tokens of each (None: all of it).
+
+    >>> chunk_passes({"size": 800, "overlap": 400}), chunk_passes({"size": 800, "overlap": 400}, window=200)
+    (2.0, 0.5)
+    >>> chunk_passes({"size": 100, "overlap": 20}, window=200), chunk_passes({"sentences": 3})
+    (1.25, 1.0)
+    """
     size, overlap = params.get("size"), params.get("overlap", 0) or 0
-    return 1.0 / (1.0 - overlap / size) if size else 1.0
+    if not size:
+        return 1.0
+    return (size if window is None else min(size, window)) / (size - overlap)
 
 
-def baseline_passes(space: SearchSpace) -> float:
-    """Corpus passes the space's baselines embed, cold: each chunking an embedding baseline embeds, once."""
+def reading_window(embedder: Embedder, texts: list[str]) -> float | None:
+    """How many cl100k tokens of a text ``embedder`` reads: its window of its own tokens (``window``, else
+    :attr:`~tuner.embedding.base.Embedder.max_input_tokens`) over its own tokens per cl100k token in
+    ``texts``; None when it reads every text whole, or does not say."""
+    window = getattr(embedder, "window", None) or embedder.max_input_tokens
+    if window is None:
+        return None
+    return window / (embedder.tokens_per_cl100k(texts) or 1.0)
+
+
+def pass_factor(embedder: Embedder) -> float:
+    """The late proxy's pass over a document longer than a window, in passes: windows of the model's
+    window, each repeating :data:`~tuner.embedding.late.OVERLAP_SHARE` of the one before (1 where the model
+    declares no window)."""
+    from ...embedding.late import OVERLAP_SHARE
+
+    window = getattr(embedder, "window", None)
+    return window / (window - int(window * OVERLAP_SHARE)) if window else 1.0
+
+
+def baseline_passes(space: SearchSpace, window: float | None = None) -> float:
+    """Corpus passes the space's baselines embed, cold: each chunking an embedding baseline embeds, once,
+    read up to ``window`` cl100k tokens a chunk (:func:`chunk_passes`)."""
     by_name = {baseline.name: baseline for baseline in BASELINES}
     chunkings = {(by_name[name].chunker, repr(sorted(by_name[name].params.items()))): by_name[name]
                  for name, _ in baseline_points(space)
                  if trial_kind(by_name[name].chunker, by_name[name].method) == DENSE}
-    return sum(chunk_passes(baseline.params) for baseline in chunkings.values())
+    return sum(chunk_passes(baseline.params, window) for baseline in chunkings.values())
 
 
 def plan_run(spec: StudySpec) -> list[CorpusPlan]:
@@ -188,12 +218,14 @@ def plan_run(spec: StudySpec) -> list[CorpusPlan]:
     jobs = run_jobs(spec)  # a cluster's: its workers' threads
     data = load_study_data(spec)
     refuse_changed_studies(spec, data)  # a run that would be refused has no price
-    sampled = _sampled(data.space, SAMPLED_CONFIGURATIONS, spec.seed)  # once: the factor and the kinds
+    cache = EmbeddingCache(spec.cache) if spec.cache else EmbeddingCache()
+    embedder = shared_embedder(spec.embedder, cache)
+    # Passes as the model does them (the summary's): what it reads of each chunk, its pass's overlapping windows.
+    window = reading_window(embedder, [document.text for corpus in data.corpora for document in corpus])
+    sampled = _sampled(data.space, SAMPLED_CONFIGURATIONS, spec.seed, window)  # once: the factor and the kinds
     factor = float(np.mean([f for _, f, *_ in sampled]))
     contexts = [c for _, _, c, _ in sampled if c is not None]
     shares = kind_shares(sampled)
-    cache = EmbeddingCache(spec.cache) if spec.cache else EmbeddingCache()
-    embedder = shared_embedder(spec.embedder, cache)
     rates = resolve_rates(spec.rates, embedder, spec.embedder.provider)
     # Each embedder the space lists at its own throughput, as the run prices its trials (the study's own
     # embedder when the space lists none); the baselines use the first one listed.
@@ -222,15 +254,16 @@ def plan_run(spec: StudySpec) -> list[CorpusPlan]:
                      for kind, f, rate, readable in priced if kind == DENSE]
             kind_seconds[DENSE] = float(np.mean(dense))
         mean_s = sum(kind_share * kind_seconds[kind] for kind, (kind_share, _) in shares.items())
-        passes = {"baselines": baseline_passes(data.space)}
+        passes = {"baselines": baseline_passes(data.space, window)}
         # Behind a proxy the fixed work comes first: the pass reads every document once, and the dense
         # baselines and the proxy's best are embedded at full fidelity (the passes priced below).
         # One pass per embedder that gives token embeddings, at its own throughput.
         readers = [speeds[embedder_key(config)] for config in listed if _screened(config)]
-        proxy_s = sum(tokens / rate for rate in readers) if behind_proxy else 0.0
+        reread = pass_factor(embedder)
+        proxy_s = sum(reread * tokens / rate for rate in readers) if behind_proxy else 0.0
         full_s = 0.0
         if behind_proxy:
-            passes.update({"proxy pass": float(len(readers)), "proxy trials": 0.0,
+            passes.update({"proxy pass": reread * len(readers), "proxy trials": 0.0,
                            "confirmations": fidelity.confirm * shares[DENSE][1]})
             # The dense baselines with the first embedder listed; the confirmations with the screened ones.
             full_s = (passes["baselines"] * tokens / speeds[embedder_key(listed[0])]

@@ -31,6 +31,7 @@ from ..core.records import (
     CONFIRMS_ATTR,
     INNER_POINTS_ATTR,
     K_ATTR,
+    MODEL_PASSES_ATTR,
     MODEL_READ_ATTR,
     MODEL_TOKENS_ATTR,
     PARAMS_ATTR,
@@ -135,26 +136,28 @@ def wait_for_the_same_chunks(study: optuna.Study, number: int, config: dict[str,
 
 
 class EmbeddingWork:
-    """What a trial's models embed, from their counters (cl100k tokens of the texts they computed, cache
-    hits not): the trial's embedder, and its proxy's (the pass over the documents apart), since ``start``."""
+    """What a trial's models embed, from their counters (texts they computed, cache hits not): the trial's
+    embedder, and its proxy's (the pass over the documents apart), since ``start``; ``corpus_own`` is the
+    corpus in the model's own tokens (a corpus pass as the model does it)."""
 
-    def __init__(self, embedder: Embedder, proxy: Embedder | None) -> None:
-        self.embedder, self.proxy = embedder, proxy
+    def __init__(self, embedder: Embedder, proxy: Embedder | None, corpus_own: int) -> None:
+        self.embedder, self.proxy, self.corpus_own = embedder, proxy, corpus_own
         self.start = self._counters()
 
-    def _counters(self) -> tuple[int, int, int, int, float]:
+    def _counters(self) -> tuple[float, ...]:
         models = [self.embedder] if self.proxy is None else [self.embedder, self.proxy]
-        read = sum(m.stats.read_tokens for m in models)
-        seconds = sum(m.stats.model_seconds for m in models)
-        if self.proxy is None:
-            return self.embedder.stats.computed_tokens, 0, 0, read, seconds
-        return (self.embedder.stats.computed_tokens, self.proxy.stats.computed_tokens,
-                int(getattr(self.proxy, "pass_tokens", 0)), read, seconds)
+        total = [sum(getattr(m.stats, name) for m in models)
+                 for name in ("computed_tokens", "own_tokens", "read_tokens", "model_seconds")]
+        passed = [int(getattr(self.proxy, name, 0)) for name in ("pass_tokens", "pass_own_tokens")]
+        return (*total, *passed)
 
     def attributes(self) -> dict[str, Any]:
-        """``model_tokens``, ``proxy_pass_tokens`` and ``model_read`` (see :mod:`..core.records`)."""
-        embedded, proxy, passed, read, seconds = (now - then for now, then in zip(self._counters(), self.start))
-        return {MODEL_TOKENS_ATTR: int(embedded + proxy - passed), PASS_TOKENS_ATTR: int(passed),
+        """``model_tokens``, ``proxy_pass_tokens``, ``model_passes`` and ``model_read`` (:mod:`..core.records`)."""
+        embedded, own, read, seconds, passed, own_passed = (
+            now - then for now, then in zip(self._counters(), self.start))
+        corpus = max(1, self.corpus_own)
+        return {MODEL_TOKENS_ATTR: int(embedded - passed), PASS_TOKENS_ATTR: int(passed),
+                MODEL_PASSES_ATTR: [round((own - own_passed) / corpus, 6), round(own_passed / corpus, 6)],
                 MODEL_READ_ATTR: [int(read), round(float(seconds), 4)]}
 
 
@@ -202,6 +205,7 @@ class TrialObjective:
         self.corpus, self.evaluation_set, self.settings, self.cache = corpus, evaluation_set, settings, cache
         self.deadline = deadline  # time.time() by which the run's time budget ends (None: no budget)
         self._corpus_tokens: int | None = None
+        self._corpus_own: dict[str, int] = {}
         # Found once per worker: every trial scores repeated references against the same copies.
         self.occurrences = OccurrenceTable.build(evaluation_set, [corpus])
         held_out = settings.held_out  # a frozenset built on each access: once, not once per question
@@ -261,7 +265,7 @@ class TrialObjective:
         embedder = self.embedder(config.embedder)
         api_tokens = embedder.stats.api_tokens
         read, model_seconds = embedder.stats.read_tokens, embedder.stats.model_seconds
-        work = EmbeddingWork(embedder, proxy)
+        work = EmbeddingWork(embedder, proxy, self.corpus_own_tokens(embedder))
         try:
             with EmbeddingReport(trial.number) as report:
                 result = self._climb(trial, config, report)
@@ -270,6 +274,11 @@ class TrialObjective:
                 trial.set_user_attr(key, value)
             self._record_api_usage(trial, config, embedder.stats.api_tokens - api_tokens)
             self._follow_the_machine(trial.number, config, embedder, read, model_seconds)
+            raise
+        except BaseException:  # failed or interrupted: what its models ran is work done all the same
+            with contextlib.suppress(Exception):
+                for key, value in work.attributes().items():
+                    trial.set_user_attr(key, value)
             raise
         self._follow_the_machine(trial.number, config, embedder, read, model_seconds)
         result, attrs = self._scored(trial, result)
@@ -344,6 +353,14 @@ class TrialObjective:
         (that one models every trial's latency, so its score)."""
         passes = int(config.retrieval.embeds) + int(kind_of(config.to_dict()) == SEMANTIC)
         return passes * self.corpus_tokens() / self._rate(config.embedder) if passes else 0.0
+
+    def corpus_own_tokens(self, embedder: Embedder) -> int:
+        """The corpus in ``embedder``'s own tokens (its cl100k tokens where the model's are cl100k's or
+        unknown), counted once per model in this worker."""
+        if embedder.identity not in self._corpus_own:
+            own = embedder.own_tokens([document.text for document in self.corpus])
+            self._corpus_own[embedder.identity] = sum(own) if own is not None else self.corpus_tokens()
+        return self._corpus_own[embedder.identity]
 
     def corpus_tokens(self) -> int:
         if self._corpus_tokens is None:
