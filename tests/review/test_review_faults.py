@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+import select
+import signal
 import socket
 import struct
 import subprocess
@@ -230,7 +232,60 @@ def test_4_clients_that_reset_their_connection_print_nothing(review_process, fil
     no_traceback(review)
 
 
+def test_4_a_burst_of_clients_is_taken_in_while_the_review_is_busy(review_process, files):
+    """Connections the review has not accepted yet wait in the kernel's queue: the standard
+    library's queue held 5, and a client beyond them was dropped (its handshake retried by the
+    kernel after 1, 3, 7... s: a burst of 200 requests left some unanswered after 10 s)."""
+    folder, queries = files
+    review = review_process(folder, queries)
+    clients = []
+    os.kill(review.process.pid, signal.SIGSTOP)  # busy: it accepts nothing until it goes on
+    try:
+        for _ in range(40):
+            client = socket.socket()
+            client.setblocking(False)
+            client.connect_ex(("127.0.0.1", review.port))
+            clients.append(client)
+        taken = set()
+        for _ in range(50):  # a handshake on this machine's loopback is taken in at once, or dropped
+            taken |= set(select.select([], clients, [], 0.1)[1])
+            if len(taken) == len(clients):
+                break
+        assert len(taken) == 40, f"{len(taken)} of 40 connections taken in"
+        assert all(client.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0 for client in clients)
+    finally:
+        os.kill(review.process.pid, signal.SIGCONT)
+        for client in clients:
+            client.close()
+    assert review.request("GET", "/api/state")[0] == 200
+    no_traceback(review)
+
+
 # ------------------------------------------------------------------------- 5. host and origin
+
+def test_6_a_link_into_a_missing_folder_names_that_folder(files, tmp_path):
+    """The folder a save needs is the one the link leads into, not the link's own (which exists):
+    before, the message named only the link's folder ("cannot open the folder of LINK")."""
+    folder, _ = files
+    queries = tmp_path / "link.jsonl"
+    queries.symlink_to(tmp_path / "gone" / "q.jsonl")
+    done = run_review(folder, queries)
+    assert done.returncode == 2, done.stderr
+    assert f"cannot open the folder {tmp_path / 'gone'} of {queries}: No such file or directory" in done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""
+
+
+@pytest.mark.parametrize(("given", "message"), [
+    ("-", "--queries -: a review reads and saves a file, not standard input and output"),
+    ("", "--queries is empty: give the path of the questions file to review"),
+])
+def test_6_queries_that_name_no_file_are_refused(files, given, message):
+    """``-`` was served as a file not written yet, and a new question then went to standard
+    output, not to a file; an empty value was refused as the folder '.'."""
+    folder, _ = files
+    done = run_review(folder, given, timeout=30)
+    assert done.returncode == 2 and message in done.stderr and done.stdout == "", done.stderr
+
 
 def test_5_an_empty_host_is_refused(files):
     folder, queries = files
@@ -261,6 +316,61 @@ def test_5_an_unexpected_host_or_a_write_from_another_origin_is_refused(review_p
     no_traceback(review)
 
 
+def raw_answer(port: int, data: bytes) -> bytes:
+    """Send ``data`` on a connection of its own and read everything the server answers until it closes."""
+    with socket.create_connection(("127.0.0.1", port), timeout=20) as connection:
+        connection.sendall(data)
+        answer = b""
+        while chunk := connection.recv(65536):
+            answer += chunk
+    return answer
+
+
+def test_5_a_request_must_name_one_host(review_process, files):
+    """HTTP/1.1 requires one Host: a request naming two (the check read the first) or none is a 400."""
+    folder, queries = files
+    review = review_process(folder, queries)
+    token = f"X-Chunkwise-Token: {review.token}\r\nConnection: close\r\n".encode()
+    two = raw_answer(review.port, f"GET /api/state HTTP/1.1\r\nHost: {review.host}\r\nHost: evil.example\r\n"
+                     .encode() + token + b"\r\n")
+    assert two.startswith(b"HTTP/1.1 400 ") and b"application/json" in two, two[:300]
+    assert json.loads(two.partition(b"\r\n\r\n")[2]) == {"error": "a request names one Host (HTTP/1.1), not 2"}
+    none = raw_answer(review.port, b"GET /api/state HTTP/1.1\r\n" + token + b"\r\n")
+    assert none.startswith(b"HTTP/1.1 400 ")
+    assert json.loads(none.partition(b"\r\n\r\n")[2]) == {"error": "a request names one Host (HTTP/1.1), not 0"}
+    old = raw_answer(review.port, b"GET /api/state HTTP/1.0\r\n" + token + b"\r\n")  # HTTP/1.0 may name none
+    assert old.startswith(b"HTTP/1.1 200 ")
+    no_traceback(review)
+
+
+def test_5_a_target_naming_another_host_is_refused(review_process, files):
+    """``GET http://HOST/...`` (the absolute form) names its host in the target, which stands for
+    the Host header: the check read only the header, and answered a target naming any host."""
+    folder, queries = files
+    review = review_process(folder, queries)
+    headers = f"Host: {review.host}\r\nX-Chunkwise-Token: {review.token}\r\nConnection: close\r\n\r\n".encode()
+    answer = raw_answer(review.port, f"GET http://evil.example:{review.port}/api/state HTTP/1.1\r\n".encode() + headers)
+    assert answer.startswith(b"HTTP/1.1 403 "), answer[:300]
+    assert f"not to the Host 'evil.example:{review.port}'" in json.loads(answer.partition(b"\r\n\r\n")[2])["error"]
+    answer = raw_answer(review.port, f"GET http://{review.host}/api/state HTTP/1.1\r\n".encode() + headers)
+    assert answer.startswith(b"HTTP/1.1 200 ")
+    no_traceback(review)
+
+
+@pytest.mark.parametrize(("request_line", "status"), [(b"HELLO", 400), (b"PRI * HTTP/2.0", 505),
+                                                      (b"GET /api/state", 403)])
+def test_4_a_request_line_not_understood_gets_a_status_line_and_json(review_process, files, request_line, status):
+    """A request line the server cannot read (or HTTP/0.9's, which has no headers): before, the
+    answer was a bare JSON body, with no status line for the client to read."""
+    folder, queries = files
+    review = review_process(folder, queries)
+    answer = raw_answer(review.port, request_line + b"\r\n\r\n")
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 %d " % status), answer[:300]
+    assert b"Content-Type: application/json" in head and "error" in json.loads(body)
+    no_traceback(review)
+
+
 # ------------------------------------------------------------------------- 6. leftovers and hangs
 
 def test_6_a_killed_saves_temporary_files_are_removed_at_the_next_start(review_process, files, tmp_path):
@@ -280,9 +390,10 @@ def test_6_a_killed_saves_temporary_files_are_removed_at_the_next_start(review_p
     assert "removed 2 temporary files an interrupted save left" in review.stderr()
 
 
-@pytest.mark.parametrize("kind", ["fifo", "/dev/null", "folder"])
+@pytest.mark.parametrize("kind", ["fifo", "/dev/null", "folder", "socket", "link loop", "under a file"])
 def test_6_a_fifo_a_device_or_a_folder_as_queries_is_refused_at_once(files, tmp_path, kind):
     folder, _ = files
+    listening = None
     if kind == "fifo":
         queries = tmp_path / "pipe.jsonl"
         os.mkfifo(queries)
@@ -291,11 +402,29 @@ def test_6_a_fifo_a_device_or_a_folder_as_queries_is_refused_at_once(files, tmp_
         queries = tmp_path / "dir.jsonl"
         queries.mkdir()
         expected = "is a directory, not a file"
+    elif kind == "socket":  # open() refuses it outright ("No such device or address")
+        queries = tmp_path / "sock.jsonl"
+        listening = socket.socket(socket.AF_UNIX)
+        listening.bind(str(queries))
+        expected = "is a socket, not a file"
+    elif kind == "link loop":  # was taken for a file not written yet: the review served, and no save could work
+        queries = tmp_path / "loop.jsonl"
+        queries.symlink_to(queries)
+        expected = "is a symbolic link loop (it leads back to itself)"
+    elif kind == "under a file":  # likewise
+        (tmp_path / "notes").write_text("a file", encoding="utf-8")
+        queries = tmp_path / "notes" / "q.jsonl"
+        expected = f"cannot be created: {tmp_path / 'notes'} is a file, not a folder"
     else:
         queries, expected = Path(kind), "is a character device, not a file"
-    done = run_review(folder, queries)
+    try:
+        done = run_review(folder, queries)
+    finally:
+        if listening is not None:
+            listening.close()
     assert done.returncode == 2, done.stderr
     assert f"questions file {str(queries)!r} {expected}" in done.stderr and "Traceback" not in done.stderr
+    assert done.stdout == ""  # no address printed: it never served
 
 
 # ------------------------------------------------------------------------- 7. 100,000 questions
@@ -361,7 +490,38 @@ def test_8_a_bad_review_value_or_repeated_ids_do_not_blame_the_corpus(files):
     write(queries, records)
     done = run_review(folder, queries)
     assert done.returncode == 2
-    assert "id 'q1' is used by lines 1, 3" in done.stderr and "Is --corpus" not in done.stderr
+    assert f"{queries}:3: duplicate query id 'q1' (line 1 has it too)" in done.stderr
+    assert "Is --corpus" not in done.stderr and "does not match" not in done.stderr
+
+
+@pytest.mark.parametrize(("change", "said_lines", "blamed"), [
+    (lambda r: [*r[:2], r[2] | {"id": "q1"}], ["{q}:3: duplicate query id 'q1' (line 1 has it too)"], False),
+    # a rejected question's id counts too: validate left it out first, and took the file
+    (lambda r: [r[0] | {"review": "rejected"}, r[1], r[2] | {"id": "q1"}],
+     ["{q}:3: duplicate query id 'q1' (line 1 has it too)"], False),
+    (lambda r: [r[0], r[1] | {"question": "  "}, r[2]], ["{q}:2: empty question"], False),
+    (lambda r: [r[0], r[1] | {"references": []}, r[2]], ["{q}:2 (Question 2?): no references"], False),
+    (lambda r: [r[0], r[1] | {"corpus": "other"}, r[2]], ["{q}:2 (Question 2?): unknown corpus 'other' (loaded: "
+                                                          "'docs')"], True),
+    (lambda r: [r[0], r[1] | {"references": [dict(r[1]["references"][0], document="nope.md")]}, r[2]],
+     ["{q}:2 (Question 2?): reference 1 names unknown document 'nope.md' in corpus 'docs' (it has: 'a.md')"], True),
+])
+def test_8_review_and_validate_refuse_a_file_in_the_same_words(files, change, said_lines, blamed):
+    """The rules a review checks beside the reader's (repeated ids, empty questions, unknown
+    corpora and documents) say what validate says, and blame the corpus only when it is the cause;
+    before, review said 'id ... is used by lines 1, 3', '... which the corpus does not hold'."""
+    folder, queries = files
+    write(queries, change(lines(queries)))
+    expected = [line.format(q=queries) for line in said_lines]
+    heading = f"evaluation set '{queries}'" + (" does not match its corpus" if blamed else "") + ": 1 problem(s)"
+    said = {}
+    for command, done in (("review", run_review(folder, queries)), ("validate", validate(folder, queries))):
+        assert done.returncode == 2, done.stderr
+        said[command] = done.stderr[done.stderr.index("chunkwise: error:"):]
+        assert said[command].startswith(f"chunkwise: error: {heading}\n"), said[command]
+        assert all(line in said[command] for line in expected), said[command]
+        assert ("Is --corpus the corpus the questions were written about?" in said[command]) == blamed
+    assert said["review"] == said["validate"]
 
 
 def test_8_an_excerpt_now_found_twice_is_not_called_gone(review_process, files):

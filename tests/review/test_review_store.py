@@ -199,13 +199,14 @@ def test_a_changed_document_marks_its_questions_stale(files):
 
 @pytest.mark.parametrize(("record", "message"), [
     ({"id": "x", "question": "Q?", "references": [{"document": "b.md", "content": "x"}]},
-     "names document 'b.md', which the corpus does not hold"),
-    ({"id": "x", "question": "Q?", "corpus": "handbook", "references": []}, "about corpus 'handbook', not 'docs'"),
+     "q.jsonl:1 (Q?): reference 1 names unknown document 'b.md' in corpus 'docs'"),
+    ({"id": "x", "question": "Q?", "corpus": "handbook", "references": []},
+     "q.jsonl:1 (Q?): unknown corpus 'handbook' (loaded: 'docs')"),
 ])
 def test_a_questions_file_that_does_not_match_the_corpus_is_refused(files, record, message):
     folder, queries = files
     write(queries, [record])
-    with pytest.raises(EvaluationSetError, match="does not match corpus 'docs'") as refused:
+    with pytest.raises(EvaluationSetError, match=r"q\.jsonl' does not match its corpus: \d problem") as refused:
         ReviewStore(queries, load_corpus(folder)).open()
     assert message in str(refused.value) and "Is corpus_path the corpus" in str(refused.value)
 
@@ -222,7 +223,7 @@ def test_review_as_a_command(files, capsys):
     folder, queries = files
     write(queries, [{"id": "x", "question": "Q?", "references": [{"document": "b.md", "content": "x"}]}])
     assert main(["review", "--corpus", str(folder), "--queries", str(queries)]) == 2
-    assert "does not match corpus 'docs'" in capsys.readouterr().err
+    assert "q.jsonl' does not match its corpus" in capsys.readouterr().err
     assert main(["review", "--corpus", str(folder), "--queries", str(queries.with_suffix(".csv"))]) == 2
     assert "review reads and writes chunkwise JSONL" in capsys.readouterr().err
 

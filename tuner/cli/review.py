@@ -36,6 +36,8 @@ def run(args: argparse.Namespace) -> int:
 
     if not 0 <= args.port <= 65535:
         raise ChunkwiseError(f"--port {args.port}: a port is a number from 0 (a free one) to 65535")
+    if not args.queries.strip():  # `--queries "$FILE"` with FILE unset: the path would be the current folder
+        raise ChunkwiseError("--queries is empty: give the path of the questions file to review")
     if not args.host.strip():  # `--host "$HOST"` with HOST unset: the socket library would bind every interface
         raise ChunkwiseError("--host is empty: give the address to listen on (127.0.0.1, this machine only; "
                              "0.0.0.0 for every interface)")

@@ -10,13 +10,14 @@ small JSON API, every request checked against a secret token.
 
 The token is ``secrets.token_urlsafe``; a request gives it as the ``token`` query parameter or
 the ``X-Chunkwise-Token`` header, compared in constant time. Without it the answer is 403 and
-nothing else. Two more checks stand beside the token: the ``Host`` a request names must be the
-address the server was bound to or a loopback name (a page on another name that resolves here, DNS
-rebinding, is refused), and a write (``POST``) from a browser must come from the review page's own
-origin (another site's form or script is refused, whatever it guessed). Answers are JSON
-(``{"error": message}`` when refused: a malformed request, a file another tool broke, even a bug,
-is an answer, never a dropped connection or a traceback on the terminal), never cached, and the
-page renders every document and question as text.
+nothing else. Two more checks stand beside the token: the ``Host`` a request names (one, as
+HTTP/1.1 requires: two, or none in HTTP/1.1, is a 400) must be the address the server was bound to
+or a loopback name (a page on another name that resolves here, DNS rebinding, is refused), and a
+write (``POST``) from a browser must come from the review page's own origin (another site's form or
+script is refused, whatever it guessed). Answers are JSON (``{"error": message}`` when refused: a
+malformed request, a file another tool broke, even a bug, is an answer, never a dropped connection
+or a traceback on the terminal), never cached, and the page renders every document and question
+as text.
 """
 
 from __future__ import annotations
@@ -58,6 +59,9 @@ class ReviewServer(ThreadingHTTPServer):
     # for the action being saved, if any (:meth:`stop` takes the store's lock).
     daemon_threads = True
     block_on_close = False
+    # Connections waiting to be accepted (the standard library's 5 made a burst of a few dozen wait
+    # seconds for the kernel's retries of a dropped handshake, or give up).
+    request_queue_size = 128
 
     def __init__(self, store: ReviewStore, host: str = "127.0.0.1", port: int = 0, token: str | None = None) -> None:
         if not host.strip():  # the socket library would take "" as every interface, without a word
@@ -179,7 +183,12 @@ class _Handler(BaseHTTPRequestHandler):
         body = self._body()
         if body is None:
             return
-        refusal = self._refusal(method, query)
+        hosts = self.headers.get_all("Host") or []
+        if len(hosts) > 1 or (not hosts and self.request_version == "HTTP/1.1"):
+            self.close_connection = True
+            self._send(HTTPStatus.BAD_REQUEST, {"error": f"a request names one Host (HTTP/1.1), not {len(hosts)}"})
+            return
+        refusal = self._refusal(method, query, url.netloc)
         if refusal is not None:
             self._send(HTTPStatus.FORBIDDEN, {"error": refusal})
             return
@@ -203,14 +212,16 @@ class _Handler(BaseHTTPRequestHandler):
         except (ChunkwiseError, OSError) as exc:  # the file became unreadable or unwritable meanwhile: said
             self._send(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": str(exc)})
 
-    def _refusal(self, method: str, query: dict[str, list[str]]) -> str | None:
-        """Why the request is refused (403), or None: a Host this server does not answer to, a
+    def _refusal(self, method: str, query: dict[str, list[str]], target_host: str) -> str | None:
+        """Why the request is refused (403), or None: a Host this server does not answer to (in the
+        header, or in a target of the absolute form, ``GET http://HOST/...``, which stands for it), a
         write from another origin, no token."""
         host = self.headers.get("Host")
-        if host is not None and not self.server.host_allowed(_host_name(host)):
-            names = ", ".join(sorted(self.server.host_names))
-            return (f"this server answers to {names}, not to the Host {host!r} this request names (a page that "
-                    "made its own name lead here is refused): open the address chunkwise review printed")
+        for named in (host, target_host or None):
+            if named is not None and not self.server.host_allowed(_host_name(named)):
+                names = ", ".join(sorted(self.server.host_names))
+                return (f"this server answers to {names}, not to the Host {named!r} this request names (a page "
+                        "that made its own name lead here is refused): open the address chunkwise review printed")
         if method not in READS:
             origin = self.headers.get("Origin")
             own = f"http://{host}".lower() if host is not None else None
@@ -241,6 +252,8 @@ class _Handler(BaseHTTPRequestHandler):
     # ------------------------------------------------------------------------------ answers
 
     def _headers(self, status: HTTPStatus, content_type: str, length: int, policy: str) -> None:
+        if self.request_version == "HTTP/0.9":  # a request line not understood (or HTTP/0.9): the answer still
+            self.request_version = "HTTP/1.0"   # has its status line and headers, which 0.9 would leave out
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(length))

@@ -38,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
+import os
 import re
 import threading
 from collections import Counter
@@ -46,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._io.files import write_atomically, writers_lock
+from .._io.files import why_missing, write_atomically, writers_lock
 from ..data.corpus import Corpus
 from ..data.decoding import decode_text
 from ..data.evalset import (
@@ -121,6 +122,10 @@ class ReviewStore:
         self.corpus = corpus
         self.lock = threading.Lock()  # see :meth:`locked`
         self._loaded: _Loaded | None = None  # what was read last, while the file is unchanged
+        if str(path) == "-":  # every other writer takes "-" for standard output: a saved question would be lost
+            given = option("queries", "-", python="path '-'")
+            raise EvaluationSetError(f"{given}: a review reads and saves a file, not standard input and output: give "
+                                     "the path of the questions file")
         if self.path.suffix.lower() == ".csv":
             raise EvaluationSetError(f"{self.path}: review reads and writes chunkwise JSONL; convert the CSV first "
                                      f"(chunkwise validate with {option('output', 'questions.jsonl')})")
@@ -133,8 +138,9 @@ class ReviewStore:
         with self.lock, contextlib.ExitStack() as held:
             try:
                 held.enter_context(writers_lock(self.path))
-            except OSError as exc:
-                raise ReviewError(f"cannot open the folder of {self.path}: {exc.strerror}", 500) from None
+            except OSError as exc:  # named as it is reached: a link's folder may be another than the link's own
+                folder = exc.filename or Path(os.path.realpath(self.path)).parent
+                raise ReviewError(f"cannot open the folder {folder} of {self.path}: {exc.strerror}", 500) from None
             yield
 
     # ----------------------------------------------------------------------------------- reading
@@ -298,7 +304,8 @@ class ReviewStore:
         if self._loaded is not None and self._loaded.identity == file_identity(self.path):
             return self._loaded
         read = read_regular_file(self.path, "questions file")
-        if read is None:  # created by the first new question
+        if read is None:  # created by the first new question, where one can be
+            _check_creatable(self.path)
             self._loaded = _Loaded(None, [], [], [], [], [])
             return self._loaded
         data, status = read
@@ -381,6 +388,22 @@ class ReviewStore:
             else:
                 outcome = "gone"
         return record | {"references": references}, outcome
+
+def _check_creatable(path: Path) -> None:
+    """Refuse a questions file that is not there and could not be created by a new question: a
+    link that leads back to itself, a path under a file (a link to a missing file in a folder
+    that exists is fine: the file is created where it leads).
+
+    Raises:
+        EvaluationSetError: naming the path and what is in the way.
+    """
+    if os.path.islink(path) and why_missing(path).startswith("is a symbolic link loop"):
+        raise EvaluationSetError(f"questions file {str(path)!r} {why_missing(path)}: give the path of a questions "
+                                 "file")
+    folder = Path(os.path.realpath(path)).parent
+    if os.path.lexists(folder) and not folder.is_dir():
+        raise EvaluationSetError(f"questions file {str(path)!r} cannot be created: {folder} is a file, not a folder")
+
 
 def _line(record: dict[str, Any]) -> str:
     return json.dumps(record, ensure_ascii=False) + "\n"

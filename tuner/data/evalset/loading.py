@@ -4,6 +4,7 @@ validated against the corpora."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -63,6 +64,7 @@ def load_evaluation_set(path: str | Path, corpora: Corpus | Sequence[Corpus], *,
     if ignore_other_corpora:
         raw = [(where, query) for where, query in raw if query.corpus in loaded]
     by_name = {c.name: c for c in corpus_list}
+    every = raw
     states = Counter("stale" if query.stale and query.review != "rejected" and stale_left_out(query, by_name)
                      else query.state for _, query in raw)
     if not rejected:
@@ -73,7 +75,7 @@ def load_evaluation_set(path: str | Path, corpora: Corpus | Sequence[Corpus], *,
         left_out = [f"{states[s]} {STATE_LABELS[s]}" for s in ("rejected", "stale") if states[s]]
         hint = f" that is not left out ({', '.join(left_out)})" if left_out else ""
         raise EvaluationSetError(f"evaluation set {str(path)!r} holds no query{scope}{hint}")
-    evalset = validate(path, raw, by_name, repair)
+    evalset = validate(path, raw, by_name, repair, every)
     return replace(evalset, states={s: states[s] for s in STATES if states[s]})
 
 
@@ -113,6 +115,11 @@ def read_regular_file(path: str | Path, what: str) -> tuple[bytes, os.stat_resul
             return None  # a link loop: nothing there to read (:func:`why_missing` says which)
         if os.path.isdir(path):
             raise EvaluationSetError(f"{what} {str(path)!r} is a directory, not a file") from None
+        with contextlib.suppress(OSError):  # a socket cannot be opened at all ("No such device or address")
+            mode = os.stat(path).st_mode
+            if not stat.S_ISREG(mode):
+                raise EvaluationSetError(f"{what} {str(path)!r} is {_kind(mode)}, not a file: give the path of a "
+                                         "questions file") from None
         raise EvaluationSetError(f"cannot read {what} {str(path)!r}: {exc.strerror}") from None
     try:
         status = os.fstat(fd)

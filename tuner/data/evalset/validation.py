@@ -23,30 +23,23 @@ MAX_LISTED = 10
 
 
 def validate(path: Path, raw: list[RawQuery], corpora: dict[str, Corpus],
-              repair: bool) -> EvaluationSet:
-    problems: list[str] = []
+              repair: bool, every: list[RawQuery] | None = None) -> EvaluationSet:
+    """The queries ``raw`` checked against ``corpora``; ``every``: all the file's queries, those
+    left out (rejected, stale) included, whose ids must be unique too (default: ``raw``)."""
+    problems = _Problems(path)
+    problems.duplicates(raw if every is None else every)
     queries: list[Query] = []
     repaired = located = 0
     normalized: dict[tuple[str, str], Normalized] = {}  # per document, for excerpts located in it
-    seen_ids: set[str] = set()
     for where, query in raw:
-        if query.id in seen_ids:
-            problems.append(f"{where}: duplicate query id {query.id!r}")
-        seen_ids.add(query.id)
-        label = f"{where} ({shorten(query.question)})"
-        problems += query_problems(query, where)
-        corpus = corpora.get(query.corpus)
+        corpus = problems.check(where, query, corpora)
         if corpus is None:
-            problems.append(f"{label}: unknown corpus {query.corpus!r} "
-                            f"(loaded: {preview(corpora)})")
             continue
+        label = _label(where, query)
         fixed = []
         for i, ref in enumerate(query.references, start=1):
             if ref.document not in corpus:
-                problems.append(f"{label}: reference {i} names unknown document "
-                                f"{ref.document!r} in corpus {corpus.name!r}"
-                                f"{_unknown_document_hint(ref.document, corpus)}")
-                continue
+                continue  # said by problems.check
             document = corpus.document(ref.document)
             text = document.text
             if ref.start_index == UNLOCATED:
@@ -56,7 +49,7 @@ def validate(path: Path, raw: list[RawQuery], corpora: dict[str, Corpus],
                                          content=text[found.start:found.end]))
                     located += 1
                 else:
-                    problems.append(f"{label}: reference {i}: {_unlocated(found, ref, corpus, normalized)}")
+                    problems.mismatch(f"{label}: reference {i}: {_unlocated(found, ref, corpus, normalized)}")
                 continue
             ok = 0 <= ref.start_index < ref.end_index <= len(text)
             if ok and text[ref.start_index : ref.end_index] == ref.content:
@@ -72,20 +65,72 @@ def validate(path: Path, raw: list[RawQuery], corpora: dict[str, Corpus],
             hint = {0: "content not found in the document",
                     1: "content occurs once: repairing would re-locate it"}.get(
                 occurrences, "content occurs more than once, cannot re-locate")
-            problems.append(
+            problems.mismatch(
                 f"{label}: reference {i} [{ref.start_index}:{ref.end_index}] of "
                 f"{ref.document!r} does not match its content (text there: {found}; {hint})"
                 f"{_encoding_hint(document, ref)}"
             )
         queries.append(replace(query, references=tuple(fixed)))
-    if problems:
-        listed = "\n  ".join(problems[:MAX_LISTED])
-        more = f"\n  ... and {len(problems) - MAX_LISTED} more" if len(problems) > MAX_LISTED else ""
-        raise EvaluationSetError(
-            f"evaluation set {str(path)!r} does not match its corpus: "
-            f"{len(problems)} problem(s)\n  {listed}{more}"
-        )
+    problems.refuse()
     return EvaluationSet(tuple(queries), repaired, str(path), located)
+
+
+class _Problems:
+    """What is wrong with an evaluation set, said alike by ``validate`` (and ``tune``, ``evaluate``)
+    and ``review`` (:func:`check_records`): one line per problem, in file order, under one heading
+    that blames the corpus only when a problem is about it."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path, self.lines = path, []
+        self.mismatched = self.elsewhere = False  # excerpts not at their offsets; unknown corpora or documents
+
+    def duplicates(self, raw: list[RawQuery]) -> None:
+        """An id used again: every line of the file counts, a rejected question's too (a review
+        names each question by its id)."""
+        first: dict[str, str] = {}
+        for where, query in raw:
+            if query.id in first:
+                line = first[query.id].rpartition(":")[2]
+                self.lines.append(f"{where}: duplicate query id {query.id!r} (line {line} has it too)")
+            first.setdefault(query.id, where)
+
+    def check(self, where: str, query: Query, corpora: dict[str, Corpus], *, rejected: bool = False) -> Corpus | None:
+        """The rules any question is held to whatever its excerpts' offsets: an empty question, no
+        excerpt, an unknown corpus or document (the question's own rules waived for a question a
+        review ``rejected``). Returns the query's corpus (None when it is unknown)."""
+        if not rejected:
+            self.lines += query_problems(query, where)
+        corpus = corpora.get(query.corpus)
+        if corpus is None:
+            self.lines.append(f"{_label(where, query)}: unknown corpus {query.corpus!r} (loaded: {preview(corpora)})")
+            self.elsewhere = True
+            return None
+        for i, ref in enumerate(() if rejected else query.references, start=1):
+            if ref.document not in corpus:
+                self.lines.append(f"{_label(where, query)}: reference {i} names unknown document {ref.document!r} "
+                                  f"in corpus {corpus.name!r}{_unknown_document_hint(ref.document, corpus)}")
+                self.elsewhere = True
+        return corpus
+
+    def mismatch(self, line: str) -> None:
+        self.lines.append(line)
+        self.mismatched = True
+
+    def refuse(self) -> None:
+        """Raise :class:`EvaluationSetError` listing the problems (at most :data:`MAX_LISTED`), if any."""
+        if not self.lines:
+            return
+        listed = "\n  ".join(self.lines[:MAX_LISTED])
+        more = f"\n  ... and {len(self.lines) - MAX_LISTED} more" if len(self.lines) > MAX_LISTED else ""
+        blame = " does not match its corpus" if self.mismatched or self.elsewhere else ""
+        hint = (f"\nIs {option('corpus_path')} the corpus the questions were written about?" if self.elsewhere
+                else "")
+        raise EvaluationSetError(f"evaluation set {str(self.path)!r}{blame}: {len(self.lines)} problem(s)\n  "
+                                 f"{listed}{more}{hint}")
+
+
+def _label(where: str, query: Query) -> str:
+    return f"{where} ({shorten(query.question)})"
 
 
 def query_problems(query: Query, where: str) -> list[str]:
@@ -187,41 +232,17 @@ def _count_occurrences(text: str, needle: str) -> int:
 
 
 def check_records(path: str | Path, rows: list[JsonlRecord], corpus: Corpus) -> None:
-    """Refuse a questions file a review cannot work on: repeated ids, questions with no text or excerpt
-    (the rules ``validate`` applies), questions about another corpus or naming documents it does
-    not hold (the file was written for other documents). Rejected questions are left out of tune,
+    """Refuse a questions file a review cannot work on, by the rules ``validate`` applies, in its
+    words: repeated ids, questions with no text or excerpt, questions about another corpus or
+    naming documents it does not hold (the file was written for other documents). An excerpt not
+    at its offsets is no reason (a review re-locates it). Rejected questions are left out of tune,
     so an empty or unknown excerpt of theirs is no problem; their ids still must be unique.
 
     Raises:
         EvaluationSetError: listing the problems, at most :data:`MAX_LISTED`.
     """
-    problems, elsewhere = [], []
-    lines_of: dict[str, list[int]] = {}
+    problems = _Problems(path)
+    problems.duplicates([(row.where, row.query) for row in rows])
     for row in rows:
-        lines_of.setdefault(row.query.id, []).append(row.line)
-    problems += [f"id {question_id!r} is used by lines {', '.join(map(str, lines))}"
-                 for question_id, lines in lines_of.items() if len(lines) > 1]
-    for row in rows:
-        query, where = row.query, f"{row.where} ({row.query.id})"
-        if query.corpus != corpus.name:
-            elsewhere.append(f"{where}: about corpus {query.corpus!r}, not {corpus.name!r}")
-            continue
-        if query.review == "rejected":
-            continue
-        problems += query_problems(query, row.where)
-        for ref in query.references:
-            if ref.document not in corpus:
-                elsewhere.append(f"{where}: names document {ref.document!r}, which the corpus does not hold"
-                                 f"{_unknown_document_hint(ref.document, corpus)}")
-    if not problems and not elsewhere:
-        return
-    listed = (elsewhere + problems)[:MAX_LISTED]
-    count = len(elsewhere) + len(problems)
-    more = f"\n  ... and {count - len(listed)} more" if count > len(listed) else ""
-    if elsewhere:  # the file was written about other documents, or the corpus is the wrong one
-        raise EvaluationSetError(
-            f"questions file {str(path)!r} does not match corpus {corpus.name!r} (documents: "
-            f"{preview(d.id for d in corpus)}): {count} problem(s)\n  " + "\n  ".join(listed) + more +
-            f"\nIs {option('corpus_path')} the corpus the questions were written about?")
-    raise EvaluationSetError(f"questions file {str(path)!r}: {count} problem(s)\n  " + "\n  ".join(listed)
-                             + more)
+        problems.check(row.where, row.query, {corpus.name: corpus}, rejected=row.query.review == "rejected")
+    problems.refuse()
