@@ -283,6 +283,7 @@ def test_two_workers_share_the_confirmations_so_the_reserve_is_their_longest_sha
 
 
 def test_pricing_follows_the_throughput_the_studys_latest_trials_observed(study, monkeypatch):
+    from tuner.tuning.run import embedding_work
     from tuner.tuning.run import trial as trial_module
 
     spec, root, folder, questions, _, trials = study
@@ -300,11 +301,11 @@ def test_pricing_follows_the_throughput_the_studys_latest_trials_observed(study,
     # The newest trials until they hold enough tokens: here, set to the newest three's.
     enough = sum(tokens[:3])
     assert tokens[2] > 0, "the third newest trial must have read something for this check"
-    monkeypatch.setattr(trial_module, "RECALIBRATE_MIN_TOKENS", enough)
+    monkeypatch.setattr(embedding_work, "RECALIBRATE_MIN_TOKENS", enough)
     objective.study = stored
     assert objective._rate(config) == pytest.approx(enough / sum(seconds[:3]))
     # Until they read enough, the calibration.
-    monkeypatch.setattr(trial_module, "RECALIBRATE_MIN_TOKENS", sum(tokens) + 1)
+    monkeypatch.setattr(embedding_work, "RECALIBRATE_MIN_TOKENS", sum(tokens) + 1)
     objective._observed.clear()
     assert objective._rate(config) == 12_345.0
 

@@ -15,7 +15,7 @@ import pytest
 from optuna.trial import TrialState
 
 from tuner.tuning.core.records import BASELINE_ATTR, CONFIG_ATTR
-from tuner.tuning.run.trial import chunks_key, wait_for_the_same_chunks
+from tuner.tuning.run.embedding_work import chunks_key, wait_for_the_same_chunks
 
 MARKDOWN = {"name": "markdown", "params": {"size": 256, "overlap": 0}}
 EMBEDDER = {"provider": "sentence-transformers", "model": "all-MiniLM-L6-v2"}

@@ -105,9 +105,8 @@ TOKENS_EMBEDDED_ATTR = "tokens_embedded"
 MODEL_TOKENS_ATTR = "model_tokens"
 #: cl100k tokens of the documents whose token embeddings a trial's proxy computed (the pass over the corpus).
 PASS_TOKENS_ATTR = "proxy_pass_tokens"
-#: ``[trial, pass]``: a trial's embedding work in corpus passes as its model does it: the model's own tokens it
-#: ran (each text up to its window; the proxy pass's windows with their overlaps) over the corpus's own tokens,
-#: the trial's texts apart from the proxy's pass over the documents (:mod:`tuner.embedding.base`'s ``tokens_run``).
+#: ``[trial, pass]``: a trial's embedding work in corpus passes as its model does it (its own tokens run over the
+#: corpus's: each text up to its window, the proxy pass's windows with their overlaps), the pass apart.
 MODEL_PASSES_ATTR = "model_passes"
 #: ``[tokens, seconds]``: what a trial's models read (texts up to their window, a proxy's documents) and the
 #: seconds they took: the throughput a run observes, which prices its later trials.

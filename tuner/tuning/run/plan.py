@@ -3,14 +3,13 @@
 ``chunkwise tune --dry-run`` loads the corpora and questions, samples configurations from the
 search space (chunking is cheap: nothing is embedded), and prints per corpus the documents,
 cl100k tokens, trials, the embedding work of a cold trial, the estimated wall time of the run
-from the embedder's calibrated throughput and ``--jobs`` (each embedder's own when the search space
-lists several: a trial is priced at the throughput of the embedder it samples), and the API cost for an OpenAI
-embedder, at the configured model's list price (``rates.embed_usd_per_mtok`` overrides). The
+from the embedder's calibrated throughput and ``--jobs`` (each embedder's own when the search space lists
+several), and the API cost for an OpenAI embedder, at its list price (``rates.embed_usd_per_mtok`` overrides). The
 estimate is an upper bound: every trial is priced cold, while trials that share chunks reuse
 the embedding cache. With fidelity rungs, a trial is priced at the expected share
 of the distractors successive halving lets it embed (:meth:`Fidelity.expected_share`). Behind a
-proxy, its pass over the corpus is priced once, each dense trial as a BM25 one, and the
-confirmations and dense baselines as full evaluations.
+proxy, its pass over the corpus is priced once, each dense trial as a BM25 one, and the confirmations and
+dense baselines as full evaluations; every text read up to the model's window (:func:`.cost.chunk_passes`).
 Trials with LLM-written context headers (``context: llm``) are priced in LLM tokens too, at the
 reader's rate (``rates.reader_usd_per_mtok``): per chunk, the document or its window, the chunk,
 the prompt and a reply (:func:`tuner.retrieval.llm_context.estimated_tokens`).
@@ -24,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import optuna
 
-from ...embedding import Embedder, EmbeddingCache, embedding_provider
+from ...embedding import EmbeddingCache, embedding_provider
 from ...embedding.config import EmbedderConfig, embedder_key, shared_embedder
 from ...errors import option
 from ...retrieval.llm_context import estimated_tokens
@@ -34,7 +33,17 @@ from ..outcome.summary import format_duration
 from ..scoring.calibration import calibrated_throughput, describe_measured, stored_calibration
 from ..scoring.measures import resolve_rates
 from ..search.baselines import BASELINES, baseline_points
-from ..search.cost import BM25, DENSE, KINDS, SEMANTIC, embedding_seconds, trial_kind
+from ..search.cost import (
+    BM25,
+    DENSE,
+    KINDS,
+    SEMANTIC,
+    chunk_passes,
+    embedding_seconds,
+    pass_factor,
+    reading_window,
+    trial_kind,
+)
 from ..search.space import SearchSpace
 from ..study.opening import LoadedStudyData, load_study_data, resumed_settings
 from ..study.settings import StudySettings, build_settings, resolve_fidelity
@@ -88,8 +97,7 @@ class CorpusPlan:
     #: the dense baselines) in seconds.
     confirm: int = 0
     full_seconds: float = 0.0
-    #: Embedding work, cold, in corpus passes (tokens embedded over the corpus's tokens) by phase, as the
-    #: summary counts it (:data:`~..run.progress.PHASES`).
+    #: Embedding work, cold, in corpus passes by phase, as the summary counts it (:data:`~..outcome.summary.PHASES`).
     passes: dict[str, float] = field(default_factory=dict)
     #: The corpus's share of the run's time budget (None without one).
     budget_seconds: float | None = None
@@ -164,41 +172,6 @@ def refuse_changed_studies(spec: StudySpec, data: LoadedStudyData) -> None:
             settings = build_settings(spec, corpus, data.evaluation_sets[corpus.name], data.space,
                                       dict(spec.corpora)[corpus.name])
             resumed_settings(name, StudySettings.of(study), settings, pareto_given=spec.pareto is not None)
-
-
-def chunk_passes(params: dict, window: float | None = None) -> float:
-    """Corpus passes embedding one chunking's chunks costs the model: a chunk every ``size - overlap`` tokens
-    (overlap re-embeds text), the model reading at most ``window`` cl100k tokens of each (None: all of it).
-
-    >>> chunk_passes({"size": 800, "overlap": 400}), chunk_passes({"size": 800, "overlap": 400}, window=200)
-    (2.0, 0.5)
-    >>> chunk_passes({"size": 100, "overlap": 20}, window=200), chunk_passes({"sentences": 3})
-    (1.25, 1.0)
-    """
-    size, overlap = params.get("size"), params.get("overlap", 0) or 0
-    if not size:
-        return 1.0
-    return (size if window is None else min(size, window)) / (size - overlap)
-
-
-def reading_window(embedder: Embedder, texts: list[str]) -> float | None:
-    """How many cl100k tokens of a text ``embedder`` reads: its window of its own tokens (``window``, else
-    :attr:`~tuner.embedding.base.Embedder.max_input_tokens`) over its own tokens per cl100k token in
-    ``texts``; None when it reads every text whole, or does not say."""
-    window = getattr(embedder, "window", None) or embedder.max_input_tokens
-    if window is None:
-        return None
-    return window / (embedder.tokens_per_cl100k(texts) or 1.0)
-
-
-def pass_factor(embedder: Embedder) -> float:
-    """The late proxy's pass over a document longer than a window, in passes: windows of the model's
-    window, each repeating :data:`~tuner.embedding.late.OVERLAP_SHARE` of the one before (1 where the model
-    declares no window)."""
-    from ...embedding.late import OVERLAP_SHARE
-
-    window = getattr(embedder, "window", None)
-    return window / (window - int(window * OVERLAP_SHARE)) if window else 1.0
 
 
 def baseline_passes(space: SearchSpace, window: float | None = None) -> float:

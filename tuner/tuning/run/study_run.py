@@ -217,9 +217,8 @@ class StudyRun:
             bar.close()
 
     def _spend_the_rest(self, bar: ProgressBar) -> None:
-        """Behind a proxy, the time the confirmations did not need: while the budget lasts, screen more
-        trials with the proxy, then confirm its new best, until a round adds no trial (what the sampler
-        proposes no longer fits beside the next confirmations, or the space is spent)."""
+        """Behind a proxy, the time the confirmations did not need: while the budget lasts, screen more trials
+        with the proxy and confirm its new best, until a round adds no trial (nothing fits, or the space is spent)."""
         while (self.settings.fidelity.proxy is not None and self.confirming and not self.pool.errors
                and not self.exhausted and self._short_of_target()):
             before = self.progress()

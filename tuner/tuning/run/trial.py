@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 import optuna
-from optuna.trial import FrozenTrial, TrialState
+from optuna.trial import FrozenTrial
 
 from ...data.corpus import Corpus
 from ...data.evalset import EvaluationSet
@@ -21,8 +21,6 @@ from ...embedding.config import EmbedderConfig, embedder_key, shared_embedder
 from ...evaluation.config import EvaluationConfig
 from ...evaluation.evaluator import EvaluationResult, evaluate_rungs
 from ...evaluation.fidelity import FULL, Fidelity, promoted
-from ...retrieval.config import RetrievalConfig
-from ...retrieval.methods import retrieval_method
 from ..core.records import (
     BASELINE_ATTR,
     CHUNKER_ATTR,
@@ -31,11 +29,7 @@ from ..core.records import (
     CONFIRMS_ATTR,
     INNER_POINTS_ATTR,
     K_ATTR,
-    MODEL_PASSES_ATTR,
-    MODEL_READ_ATTR,
-    MODEL_TOKENS_ATTR,
     PARAMS_ATTR,
-    PASS_TOKENS_ATTR,
     PER_QUERY_SYSTEM_ATTR,
     RUNG_SCORES_ATTR,
     SCORE_ATTR,
@@ -43,7 +37,7 @@ from ..core.records import (
     TOKENS_EMBEDDED_ATTR,
     encode_per_query,
 )
-from ..scoring.calibration import RECALIBRATE_MIN_TOKENS, check_calibration, stored_throughput
+from ..scoring.calibration import check_calibration, stored_throughput
 from ..scoring.inner import best_point
 from ..scoring.measures import ResolvedRates, api_usage_attributes, resolve_rates, trial_attributes
 from ..search.confirmations import confirmed_trial, reserve_seconds, scores_at_rung
@@ -58,6 +52,7 @@ from ..search.cost import (
     trial_seconds,
 )
 from ..study.settings import StudySettings
+from .embedding_work import OBSERVED_FOR_S, EmbeddingWork, observed_throughput, wait_for_the_same_chunks
 from .ledger import Claim, ClaimResult
 from .progress import EmbeddingReport, print_err
 
@@ -88,104 +83,6 @@ class OutOfBudget(Exception):
     def __init__(self, expected_s: float, left_s: float) -> None:
         super().__init__(f"expected {expected_s:.0f} s, {max(0.0, left_s):.0f} s left")
         self.expected_s, self.left_s = expected_s, left_s
-
-
-#: Seconds between two looks at a trial that embeds the chunks another one needs.
-SAME_CHUNKS_POLL_S = 2.0
-
-
-def chunks_key(config: dict[str, Any]) -> str | None:
-    """What decides the texts a configuration embeds (its chunker, embedder and context header), or
-    None when it embeds none: a hybrid configuration and its dense twin share one."""
-    retrieval = config.get("retrieval", {})
-    if not retrieval_method(retrieval.get("method", RetrievalConfig().method)).embeds:
-        return None
-    return json.dumps([config.get("chunker"), config.get("embedder"), retrieval.get("context", "none")],
-                      sort_keys=True)
-
-
-def embeds_at_full_fidelity(trial: FrozenTrial, single_rung: bool) -> bool:
-    """Whether ``trial`` embeds its chunks at full fidelity at once (a baseline, a confirmation, or any
-    trial of a study without rungs or proxy)."""
-    return single_rung or bool({BASELINE_ATTR, CONFIRMS_ATTR} & set(trial.user_attrs))
-
-
-def wait_for_the_same_chunks(study: optuna.Study, number: int, config: dict[str, Any], single_rung: bool,
-                             limit_s: float, poll_s: float = SAME_CHUNKS_POLL_S,
-                             on_wait: Callable[[int], None] | None = None) -> list[int]:
-    """Wait while an earlier running trial embeds, at full fidelity, the very chunks that trial
-    ``number`` (``config``) is about to embed (a hybrid baseline beside its dense twin): this one then finds
-    their vectors in the cache instead of both workers embedding them. At most ``limit_s`` (a trial whose
-    worker died stays RUNNING until reclaimed). Returns the trials waited for."""
-    key, waited = chunks_key(config), []
-    if key is None:
-        return waited
-    deadline = time.time() + limit_s
-    while time.time() < deadline:
-        embedding = [t.number for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
-                     if t.number < number and CONFIG_ATTR in t.user_attrs and embeds_at_full_fidelity(t, single_rung)
-                     and chunks_key(json.loads(t.user_attrs[CONFIG_ATTR])) == key]
-        if not embedding:
-            break
-        if embedding[0] not in waited:
-            waited.append(embedding[0])
-            if on_wait is not None:
-                on_wait(embedding[0])
-        time.sleep(poll_s)
-    return waited
-
-
-class EmbeddingWork:
-    """What a trial's models embed, from their counters (texts they computed, cache hits not): the trial's
-    embedder, and its proxy's (the pass over the documents apart), since ``start``; ``corpus_own`` is the
-    corpus in the model's own tokens (a corpus pass as the model does it)."""
-
-    def __init__(self, embedder: Embedder, proxy: Embedder | None, corpus_own: int) -> None:
-        self.embedder, self.proxy, self.corpus_own = embedder, proxy, corpus_own
-        self.start = self._counters()
-
-    def _counters(self) -> tuple[float, ...]:
-        models = [self.embedder] if self.proxy is None else [self.embedder, self.proxy]
-        total = [sum(getattr(m.stats, name) for m in models)
-                 for name in ("computed_tokens", "own_tokens", "read_tokens", "model_seconds")]
-        passed = [int(getattr(self.proxy, name, 0)) for name in ("pass_tokens", "pass_own_tokens")]
-        return (*total, *passed)
-
-    def attributes(self) -> dict[str, Any]:
-        """``model_tokens``, ``proxy_pass_tokens``, ``model_passes`` and ``model_read`` (:mod:`..core.records`)."""
-        embedded, own, read, seconds, passed, own_passed = (
-            now - then for now, then in zip(self._counters(), self.start))
-        corpus = max(1, self.corpus_own)
-        return {MODEL_TOKENS_ATTR: int(embedded - passed), PASS_TOKENS_ATTR: int(passed),
-                MODEL_PASSES_ATTR: [round((own - own_passed) / corpus, 6), round(own_passed / corpus, 6)],
-                MODEL_READ_ATTR: [int(read), round(float(seconds), 4)]}
-
-
-#: How long a worker prices with the throughput it read from the study before reading it again.
-OBSERVED_FOR_S = 10.0
-#: The latest trials :func:`observed_throughput` reads at most.
-OBSERVED_TRIALS = 50
-
-
-def observed_throughput(study: optuna.Study, config: EmbedderConfig) -> float | None:
-    """Tokens per second the study's latest finished trials of ``config``'s embedder read (their
-    ``model_read``, newest first, until they hold :data:`~..scoring.calibration.RECALIBRATE_MIN_TOKENS`);
-    None while they read fewer. Every worker of every process sees the same figure: the machine as the run
-    finds it, not as it was when the calibration was measured."""
-    finished = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
-    finished = sorted((t for t in finished if t.datetime_complete is not None and MODEL_READ_ATTR in t.user_attrs),
-                      key=lambda t: t.datetime_complete, reverse=True)
-    wanted = embedder_key(config)
-    tokens, seconds = 0, 0.0
-    for trial in finished[:OBSERVED_TRIALS]:
-        used = json.loads(trial.user_attrs.get(CONFIG_ATTR) or "{}").get("embedder")
-        if embedder_key(EmbedderConfig.from_dict(used) if used else config) != wanted:
-            continue
-        read, took = trial.user_attrs[MODEL_READ_ATTR]
-        tokens, seconds = tokens + int(read), seconds + float(took)
-        if tokens >= RECALIBRATE_MIN_TOKENS:
-            return tokens / seconds if seconds > 0 else None
-    return None
 
 
 class TrialObjective:
@@ -369,7 +266,7 @@ class TrialObjective:
 
     def _rate(self, config: EmbedderConfig) -> float:
         """The embedder's tokens per second for pricing: for a local model whose rate the study did not set,
-        what the study's latest trials observed (:func:`observed_throughput`: the machine as it is now,
+        what the study's latest trials observed (:func:`.embedding_work.observed_throughput`: the machine as it is now,
         beside the run's other workers), before they read enough, the calibration; else the study's rate
         (infinite when nothing says)."""
         calibrated = self._calibrated(config)

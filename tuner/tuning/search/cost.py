@@ -29,6 +29,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from ...chunkers import chunker_class
+from ...embedding import Embedder
 from ...errors import InvalidParameterError
 from ...retrieval import retrieval_method
 from ...retrieval.config import RetrievalConfig
@@ -115,3 +116,38 @@ def trial_seconds(study: optuna.Study, config: dict[str, Any], cold_seconds: flo
     its kind, else ``cold_seconds`` (the calibrated price of a cold trial of that kind)."""
     measured = median_seconds(measured_seconds(study)[kind_of(config)])
     return cold_seconds if measured is None else measured
+
+
+def chunk_passes(params: dict, window: float | None = None) -> float:
+    """Corpus passes embedding one chunking's chunks costs the model: a chunk every ``size - overlap`` tokens
+    (overlap re-embeds text), the model reading at most ``window`` cl100k tokens of each (None: all of it).
+
+    >>> chunk_passes({"size": 800, "overlap": 400}), chunk_passes({"size": 800, "overlap": 400}, window=200)
+    (2.0, 0.5)
+    >>> chunk_passes({"size": 100, "overlap": 20}, window=200), chunk_passes({"sentences": 3})
+    (1.25, 1.0)
+    """
+    size, overlap = params.get("size"), params.get("overlap", 0) or 0
+    if not size:
+        return 1.0
+    return (size if window is None else min(size, window)) / (size - overlap)
+
+
+def reading_window(embedder: Embedder, texts: list[str]) -> float | None:
+    """How many cl100k tokens of a text ``embedder`` reads: its window of its own tokens (``window``, else
+    :attr:`~tuner.embedding.base.Embedder.max_input_tokens`) over its own tokens per cl100k token in
+    ``texts``; None when it reads every text whole, or does not say."""
+    window = getattr(embedder, "window", None) or embedder.max_input_tokens
+    if window is None:
+        return None
+    return window / (embedder.tokens_per_cl100k(texts) or 1.0)
+
+
+def pass_factor(embedder: Embedder) -> float:
+    """The late proxy's pass over a document longer than a window, in passes: windows of the model's
+    window, each repeating :data:`~tuner.embedding.late.OVERLAP_SHARE` of the one before (1 where the model
+    declares no window)."""
+    from ...embedding.late import OVERLAP_SHARE
+
+    window = getattr(embedder, "window", None)
+    return window / (window - int(window * OVERLAP_SHARE)) if window else 1.0
