@@ -226,7 +226,8 @@ def judge(files: list[Path], simulations: int) -> dict[str, Any]:
     measured: dict[str, Any] = {}
     for file in files:
         measured.update(json.loads(file.read_text(encoding="utf-8")))
-    kinds: dict[str, list[tuple[str, bool, str]]] = {}
+    kinds: dict[str, list[tuple[str, bool, str, int | None, int | None]]] = {}
+    compact: dict[str, dict[str, str]] = {}
     print(f"\nThe decision bar on `fidelity: auto`'s trials: {CONFIRM} confirmed of each simulated study "
           f"({simulations:,} studies per cell); in the tie set of the study's trials at full fidelity "
           "(bar 95%) / mean regret in points of the weighted score\n")
@@ -241,6 +242,9 @@ def judge(files: list[Path], simulations: int) -> dict[str, Any]:
             cells = judge_part(configs, names, simulations)
             ok, why = verdict(cells)
             least = {rule: fewest(cells, rule) for rule in ("proxy", "distinct")}
+            compact.setdefault(corpus, {})[part] = " / ".join(
+                f"{100 * cells[draw][f'proxy {CONFIRM}']['in_ties']:.0f} ({100 * cells[draw]['random']['in_ties']:.0f})"
+                for draw in cells) + ("" if ok else " **x**")
             kinds.setdefault(part, []).append((corpus, ok, why, least["proxy"], least["distinct"]))
             for draw, rules in cells.items():
                 shown = " | ".join(f"{100 * rules[r]['in_ties']:.1f}% / {rules[r]['regret']:.2f}"
@@ -251,6 +255,13 @@ def judge(files: list[Path], simulations: int) -> dict[str, Any]:
                 trials = rules["random"]["trials"]
                 print(f"| {corpus} | {part} ({trials} of {len(names)}) | {draw} | {shown} | {counts} | {said} |",
                       flush=True)
+    names = list(next(iter(compact.values()), {}))
+    print("\nIn short: the proxy's best 3 in the tie set, % of studies (chance's in brackets), uniform / clustered "
+          "draws; **x**: the verdict drops the proxy for that kind on that corpus\n")
+    print("| corpus | " + " | ".join(names) + " |")
+    print("|---|" + "---|" * len(names))
+    for corpus, row in compact.items():
+        print(f"| {corpus} | " + " | ".join(row.get(name, "") for name in names) + " |")
     print("\nPer kind of trial, over the corpora:\n")
     for part, said in kinds.items():
         failed = [f"{corpus} ({why})" for corpus, ok, why, _, _ in said if not ok]
