@@ -41,11 +41,13 @@ confirmations (1-3) with which the proxy's best, and the best of distinct chunki
     python benchmarks/proxy_bar.py measure --corpora chatlogs state_of_the_union wikitexts --out chroma.json
     python benchmarks/proxy_bar.py measure --realdocs ~/.cache/chunkwise-bench/realdocs --out realdocs.json
     python benchmarks/proxy_bar.py judge chroma.json realdocs.json [--simulations 1000]
+    python benchmarks/proxy_bar.py judge benchmarks/results/proxy-bar/*.json.gz   # the measured scores, kept
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import statistics
 import sys
@@ -224,8 +226,9 @@ def fewest(cells: dict[str, dict[str, Any]], rule: str) -> int | None:
 
 def judge(files: list[Path], simulations: int) -> dict[str, Any]:
     measured: dict[str, Any] = {}
-    for file in files:
-        measured.update(json.loads(file.read_text(encoding="utf-8")))
+    for file in files:  # as measure wrote them, or gzipped (benchmarks/results/proxy-bar/ keeps them so)
+        raw = gzip.decompress(file.read_bytes()) if file.suffix == ".gz" else file.read_bytes()
+        measured.update(json.loads(raw.decode("utf-8")))
     kinds: dict[str, list[tuple[str, bool, str, int | None, int | None]]] = {}
     compact: dict[str, dict[str, str]] = {}
     print(f"\nThe decision bar on `fidelity: auto`'s trials: {CONFIRM} confirmed of each simulated study "

@@ -65,8 +65,8 @@ AUTO_PROXY_MIN_CHARS = 500_000
 #: The confirmations behind ``auto``'s proxy: with the proxy pooling what the model reads of each
 #: chunk, ``{proxy: late, confirm: 3}`` passes the decision bar on the three chroma-dev corpora,
 #: the realdocs benchmark and Valgrind's manual (BENCHMARKS.md, "The decision bar after
-#: truncation-faithful pooling"): the recommendation lies in the full-fidelity tie set in 100%
-#: of 1,000 simulated studies of half and of the whole grid, on every corpus.
+#: truncation-faithful pooling") for dense trials at k = 5; on hybrid, markdown and title-header trials
+#: it fails the bar on realdocs and Valgrind (issue 51, ``benchmarks/proxy_bar.py``: 87-90% of studies).
 AUTO_CONFIRM = 3
 
 _REQUIRED = dataclasses.MISSING
