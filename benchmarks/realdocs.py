@@ -271,6 +271,41 @@ def locate(text: str, excerpt: str) -> tuple[int, int] | str:
     return matches[0]
 
 
+def build_located(root: Path, raw: Path, corpus_name: str, questions: Path) -> int:
+    """Load ``raw`` as chunkwise does (corpus ``corpus_name``), locate every excerpt of the hand-written
+    ``questions`` (YAML: id, question, document, excerpts) exactly once (:func:`locate`), write
+    ``root/questions.jsonl`` and end with ``chunkwise validate``: 1 when an excerpt was not located
+    (its question is left out and reported) or validate refuses the file, else 0."""
+    import yaml
+
+    import tuner
+
+    corpus = tuner.load_corpus(raw, name=corpus_name)
+    records, problems = [], []
+    for question in yaml.safe_load(questions.read_text(encoding="utf-8")):
+        text = corpus.document(question["document"]).text
+        references = []
+        for excerpt in question["excerpts"]:
+            found = locate(text, excerpt)
+            if isinstance(found, str):
+                problems.append(f"{question['id']}: excerpt {excerpt[:60]!r}... in {question['document']}: {found}")
+                break
+            start, end = found
+            references.append({"document": question["document"], "start_index": start, "end_index": end,
+                               "content": text[start:end]})
+        else:
+            records.append({"id": question["id"], "question": question["question"], "corpus": corpus_name,
+                            "references": references})
+    output = write_questions(root / "questions.jsonl", records)
+    characters = sum(len(document.text) for document in corpus)
+    print(f"corpus {corpus_name}: {len(corpus)} pages, {characters:,} characters in {raw}; wrote {len(records)} "
+          f"questions to {output}")
+    if problems:
+        print("\n".join(["excerpts not located (their questions were left out):", *problems]), file=sys.stderr)
+    checked = tuner_command("validate", "--corpus", f"{corpus_name}={raw}", "--queries", str(output))
+    return 1 if problems or checked.returncode != 0 else 0
+
+
 def write_questions(output: Path, records: list[dict]) -> Path:
     """Write the located questions as JSONL, replacing ``output`` only once the whole file is written."""
     partial = output.with_suffix(".jsonl.partial")

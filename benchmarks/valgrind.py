@@ -27,7 +27,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from realdocs import BenchError, locate, tuner_command, write_questions
+from realdocs import BenchError, build_located
 
 CORPUS = "valgrind"
 QUESTIONS = Path(__file__).resolve().parent / "valgrind" / "questions.yaml"
@@ -50,9 +50,7 @@ PAGES = {
 
 
 def build(root: Path, source: Path) -> int:
-    import yaml
 
-    import tuner
 
     raw = root / "raw"
     raw.mkdir(parents=True, exist_ok=True)
@@ -68,30 +66,7 @@ def build(root: Path, source: Path) -> int:
     if changed:
         print(f"these pages differ from the ones the questions were written on: {', '.join(changed)}",
               file=sys.stderr)
-    corpus = tuner.load_corpus(raw, name=CORPUS)
-    records, problems = [], []
-    for question in yaml.safe_load(QUESTIONS.read_text(encoding="utf-8")):
-        text = corpus.document(question["document"]).text
-        references = []
-        for excerpt in question["excerpts"]:
-            found = locate(text, excerpt)
-            if isinstance(found, str):
-                problems.append(f"{question['id']}: excerpt {excerpt[:60]!r}... in {question['document']}: {found}")
-                break
-            start, end = found
-            references.append({"document": question["document"], "start_index": start, "end_index": end,
-                               "content": text[start:end]})
-        else:
-            records.append({"id": question["id"], "question": question["question"], "corpus": CORPUS,
-                            "references": references})
-    output = write_questions(root / "questions.jsonl", records)
-    characters = sum(len(document.text) for document in corpus)
-    print(f"corpus {CORPUS}: {len(corpus)} pages, {characters:,} characters in {raw}; wrote {len(records)} questions "
-          f"to {output}")
-    if problems:
-        print("\n".join(["excerpts not located (their questions were left out):", *problems]), file=sys.stderr)
-    checked = tuner_command("validate", "--corpus", f"{CORPUS}={raw}", "--queries", str(output))
-    return 1 if problems or checked.returncode != 0 else 0
+    return build_located(root, raw, CORPUS, QUESTIONS)
 
 
 def main() -> int:
