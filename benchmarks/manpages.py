@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ko_chroma import EMBEDDERS, score
-from realdocs import BenchError, locate, tuner_command, write_questions
+from realdocs import BenchError, located_records, tuner_command, write_questions
 
 HERE = Path(__file__).resolve().parent
 
@@ -86,27 +86,11 @@ def render(language: str, deb: Path, raw: Path) -> None:
 
 
 def build(language: str, root: Path, deb: Path) -> Path:
-    import yaml
-
     import tuner
 
     render(language, deb, root / "raw")
     corpus = tuner.load_corpus(root / "raw", name=language)
-    records, problems = [], []
-    for question in yaml.safe_load((HERE / language / "questions.yaml").read_text(encoding="utf-8")):
-        text = corpus.document(question["document"]).text
-        references = []
-        for excerpt in question["excerpts"]:
-            found = locate(text, excerpt)
-            if isinstance(found, str):
-                problems.append(f"{question['id']}: excerpt {excerpt[:30]!r}...: {found}")
-                break
-            start, end = found
-            references.append({"document": question["document"], "start_index": start, "end_index": end,
-                               "content": text[start:end]})
-        else:
-            records.append({"id": question["id"], "question": question["question"], "corpus": language,
-                            "references": references})
+    records, problems = located_records(corpus, HERE / language / "questions.yaml", language)
     if problems:
         raise BenchError("\n".join(["excerpts not located:", *problems]))
     output = write_questions(root / "questions.jsonl", records)

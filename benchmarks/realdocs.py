@@ -271,16 +271,12 @@ def locate(text: str, excerpt: str) -> tuple[int, int] | str:
     return matches[0]
 
 
-def build_located(root: Path, raw: Path, corpus_name: str, questions: Path) -> int:
-    """Load ``raw`` as chunkwise does (corpus ``corpus_name``), locate every excerpt of the hand-written
-    ``questions`` (YAML: id, question, document, excerpts) exactly once (:func:`locate`), write
-    ``root/questions.jsonl`` and end with ``chunkwise validate``: 1 when an excerpt was not located
-    (its question is left out and reported) or validate refuses the file, else 0."""
+def located_records(corpus, questions: Path, corpus_name: str) -> tuple[list[dict], list[str]]:
+    """The JSONL records of the hand-written ``questions`` (YAML: id, question, document, excerpts), every
+    excerpt located once in ``corpus`` (:func:`locate`), and a line for each question left out because an
+    excerpt of it was not found."""
     import yaml
 
-    import tuner
-
-    corpus = tuner.load_corpus(raw, name=corpus_name)
     records, problems = [], []
     for question in yaml.safe_load(questions.read_text(encoding="utf-8")):
         text = corpus.document(question["document"]).text
@@ -296,6 +292,17 @@ def build_located(root: Path, raw: Path, corpus_name: str, questions: Path) -> i
         else:
             records.append({"id": question["id"], "question": question["question"], "corpus": corpus_name,
                             "references": references})
+    return records, problems
+
+
+def build_located(root: Path, raw: Path, corpus_name: str, questions: Path) -> int:
+    """Load ``raw`` as chunkwise does (corpus ``corpus_name``), locate the hand-written ``questions``
+    (:func:`located_records`), write ``root/questions.jsonl`` and end with ``chunkwise validate``: 1 when an
+    excerpt was not located (its question is left out and reported) or validate refuses the file, else 0."""
+    import tuner
+
+    corpus = tuner.load_corpus(raw, name=corpus_name)
+    records, problems = located_records(corpus, questions, corpus_name)
     output = write_questions(root / "questions.jsonl", records)
     characters = sum(len(document.text) for document in corpus)
     print(f"corpus {corpus_name}: {len(corpus)} pages, {characters:,} characters in {raw}; wrote {len(records)} "
