@@ -110,8 +110,6 @@ PAGES = {
 
 
 def build(root: Path, deb: Path) -> int:
-
-
     if not deb.is_file():
         raise BenchError(f"{deb} not found: get it with `apt-get download rust-doc` ({DEB})")
     digest = hashlib.sha256(deb.read_bytes()).hexdigest()

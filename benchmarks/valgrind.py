@@ -50,8 +50,6 @@ PAGES = {
 
 
 def build(root: Path, source: Path) -> int:
-
-
     raw = root / "raw"
     raw.mkdir(parents=True, exist_ok=True)
     changed = []
