@@ -117,6 +117,11 @@ class Embedder(ABC):
         window = getattr(self, "window", None) or self.max_input_tokens
         return int(sum(own) if window is None else sum(min(n, window) for n in own))
 
+    def _tokens_read(self, texts: list[str], cl100k: list[int], batch_lengths: list[int]) -> int:
+        """:meth:`tokens_run` of texts just embedded, given their cl100k counts and :meth:`_batch_lengths`
+        (a model whose batch lengths are its own tokens read spares a second tokenisation)."""
+        return self.tokens_run(texts, cl100k)
+
     def tokens_per_cl100k(self, texts: Sequence[str]) -> float | None:
         """The model's own tokens per cl100k token over ``texts`` (at most :data:`RATIO_SAMPLE` of
         them, evenly spaced): what a chunk size, counted in cl100k tokens, is in the model's tokens.
@@ -199,7 +204,7 @@ class Embedder(ABC):
             self.stats.computed_tokens += sum(counts)
             window = self.max_input_tokens
             self.stats.read_tokens += sum(counts) if window is None else sum(min(c, window) for c in counts)
-            self.stats.own_tokens += self.tokens_run([unique[j] for j in missing], counts)
+            self.stats.own_tokens += self._tokens_read([unique[j] for j in missing], counts, lengths)
         self.stats.texts += len(texts)
         self.stats.tokens += sum(count_tokens_batch(texts))
         if not texts:

@@ -271,6 +271,14 @@ class SentenceTransformerEmbedder(Embedder):
                                   return_token_type_ids=False)
         return [len(ids) for ids in encoded["input_ids"]]
 
+    def _tokens_read(self, texts: list[str], cl100k: list[int], batch_lengths: list[int]) -> int:
+        """The word pieces read, from the batch lengths already counted (the tokenizer's, cut at
+        ``max_seq_length``, special tokens in): no second tokenisation on the embedding path."""
+        if getattr(self._model, "tokenizer", None) is None:  # the lengths are characters
+            return super()._tokens_read(texts, cl100k, batch_lengths)
+        prefix, suffix = self.special_tokens
+        return sum(max(0, length - len(prefix) - len(suffix)) for length in batch_lengths)
+
     @cached_property
     def dimension(self) -> int:
         # sentence-transformers 5.4 renamed the method (the old name warns); older releases have only the old one.
