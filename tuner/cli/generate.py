@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import sys
 from pathlib import Path
 
+from .._io.cpus import usable_cpus
 from ..errors import ChunkwiseError
 from ._args import add_filter_arguments
 
@@ -127,7 +127,7 @@ def bundled_writer(args: argparse.Namespace):
 
     if args.model or args.base_url:
         raise ChunkwiseError("--bundled runs its own model: leave out --model and --base-url")
-    server = LocalLLMServer(QUESTION_WRITER.name, threads=os.cpu_count() or 1)
+    server = LocalLLMServer(QUESTION_WRITER.name, threads=usable_cpus())
     print(f"starting the bundled question writer ({QUESTION_WRITER.description}) on this machine...",
           file=sys.stderr)
     with server:

@@ -43,6 +43,7 @@ from pathlib import Path
 from types import TracebackType
 
 from .._io.cachedir import cache_dir
+from .._io.cpus import usable_cpus
 from .._io.files import private_dir, size_and_sha256
 from .._io.liveness import pid_alive
 from ..errors import LLMServerFailed, LLMServerUnavailable, UsageError
@@ -276,7 +277,7 @@ class LocalLLMServer:
         self.model = model
         self.logits_all = logits_all
         self.n_ctx = n_ctx
-        self.threads = threads or max(1, (os.cpu_count() or 2) // 2)
+        self.threads = threads or max(1, usable_cpus() // 2)
         self._log_path = Path(log_path) if log_path else None
         self._own_log = log_path is None
         self._process: subprocess.Popen | None = None

@@ -20,13 +20,13 @@ refuses to work. ``pip install 'chunkwise[dask]'`` installs Dask's ``distributed
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict, replace
 from typing import Any
 
+from ..._io.cpus import usable_cpus
 from ...errors import ChunkwiseError, ClusterError, option
 from ..study.storage import display_url
 from .processes import PoolReport
@@ -114,7 +114,7 @@ def cluster_task(options_json: str, stop: str | None = None) -> dict[str, Any]:
         slots = int(getattr(get_worker().state, "nthreads", 1))
     except (ImportError, ValueError, AttributeError):
         slots = 1
-    threads = max(1, (os.cpu_count() or 1) // max(1, slots))
+    threads = max(1, usable_cpus() // max(1, slots))
     try:
         return asdict(run_worker(replace(options, threads=threads), on_trial=_stop_check(stop) if stop else None))
     except _StopRequested:

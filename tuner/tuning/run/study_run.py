@@ -22,6 +22,7 @@ import optuna
 from optuna.trial import TrialState
 
 from ..._faults import hold_point
+from ..._io.cpus import usable_cpus
 from ...errors import ChunkwiseError, StudyError, option
 from ..core.records import (
     BUDGET_ATTR,
@@ -77,7 +78,7 @@ class Crew:
         return self.deadline is None or time.time() < self.deadline
 
     def workers_for(self, study: str) -> list[WorkerOptions]:
-        threads = max(1, (os.cpu_count() or 1) // self.jobs)
+        threads = max(1, usable_cpus() // self.jobs)
         return [dataclasses.replace(self.worker, study=study, threads=threads) for _ in range(self.jobs)]
 
     def describe(self) -> str:
