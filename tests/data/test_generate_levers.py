@@ -174,7 +174,7 @@ def test_examples_are_read_leniently_from_jsonl_and_csv(tmp_path):
     (["--examples", "{tmp}/empty.jsonl"], "examples file '{tmp}/empty.jsonl' holds no question"),
     (["--examples", "{tmp}/blank.csv"], "examples file '{tmp}/blank.csv' holds no question"),
     (["--examples", "{tmp}/broken.jsonl"], "{tmp}/broken.jsonl:1: not valid JSON"),
-    (["--draw", "nope"], "argument --draw: invalid choice: 'nope' (choose from 'size', 'documents')"),
+    (["--draw", "nope"], "argument --draw: invalid choice: 'nope' (choose from 'size', 'documents', 'mix')"),
     (["--style", "nope"], "argument --style: invalid choice: 'nope' (choose from 'lookup', 'users')"),
 ])
 def test_a_bad_lever_is_one_message_and_exit_2_with_nothing_written(openai_server, tmp_path, capsys, monkeypatch,
@@ -245,6 +245,11 @@ def test_documents_of_very_unequal_sizes_are_asked_about_equally_often(openai_se
     documents, sections = drawn("size")
     assert documents["big.md"] >= 30 and documents["tiny.md"] <= 1
     assert sections["alpha"] > sections["gamma"]
+    # Both in turn: 18 draws round-robin (6 a document, 2 a section of big.md), and 18 slices of
+    # about 3,500 characters, of which the first 17 lie wholly in big.md's 60,000.
+    documents, sections = drawn("mix")
+    assert documents["big.md"] >= 6 + 17 and documents["medium.md"] >= 6 and 6 <= documents["tiny.md"] <= 7
+    assert sum(documents.values()) == 36
 
 
 def test_passages_drawn_across_documents_keep_exact_offsets(openai_server, client, tmp_path):

@@ -60,9 +60,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                                "question texts are read, so their excerpts may be about other documents): up to 8, "
                                "chosen by --seed, are shown with every request as the style to follow; a question "
                                "that copies one is rejected")
-    generate.add_argument("--draw", choices=("size", "documents"), default="size",
-                          help="how passages are drawn: in proportion to each document's size (default), or "
-                               "across documents and their markdown sections, each asked about equally often")
+    generate.add_argument("--draw", choices=("size", "documents", "mix"), default="size",
+                          help="how passages are drawn: in proportion to each document's size (default), "
+                               "across documents and their markdown sections, each asked about equally often, or "
+                               "the two in turn (mix)")
     generate.add_argument("--answer-check", action="store_true",
                           help="the answer round trip: ask the model to copy the answer of each question that "
                                "passed the other filters from its passage, and keep the question only when that "

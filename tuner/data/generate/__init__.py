@@ -49,7 +49,8 @@ Four levers (issue 49) change what is asked; none is measured yet against a team
 - ``draw="documents"``: passages across documents and sections instead of in proportion to size
   (:class:`SectionSampler`): documents in a seeded round-robin, each asked about equally often, and
   within a document its markdown sections (:func:`sections`) likewise, the passage drawn inside the
-  section, at exact offsets as before.
+  section, at exact offsets as before. ``draw="mix"`` takes the two draws in turn
+  (:class:`MixedSampler`): half the passages by size, half by document.
 - ``answer_check``: the answer round trip. A question that passed the other filters goes back to the
   model with its passage, and the model copies the answer; located like an excerpt
   (:func:`locate`), it must share a character with one of the question's excerpts, or the question

@@ -1,6 +1,7 @@
 """Where questions are asked about and where their excerpts are: passages drawn in proportion to
-the corpus's size and spread over it (:class:`PassageSampler`, ``draw="size"``) or across documents
-and their sections (:class:`SectionSampler`, ``draw="documents"``), an excerpt sampled from a passage
+the corpus's size and spread over it (:class:`PassageSampler`, ``draw="size"``) across documents
+and their sections (:class:`SectionSampler`, ``draw="documents"``) or the two in turn
+(:class:`MixedSampler`, ``draw="mix"``), an excerpt sampled from a passage
 (:func:`sample_excerpt`), and a model's copy of an excerpt located at exact offsets (:func:`locate`)."""
 
 from __future__ import annotations
@@ -21,14 +22,37 @@ _EXCERPT_WORDS = 8
 _SHORT_EXCERPT = 120
 _LONG_EXCERPT = 600
 
-#: How passages are drawn: in proportion to the corpus's size (:class:`PassageSampler`), or across
-#: documents and their sections, each asked about equally often (:class:`SectionSampler`).
-DRAWS = ("size", "documents")
+#: How passages are drawn: in proportion to the corpus's size (:class:`PassageSampler`), across
+#: documents and their sections, each asked about equally often (:class:`SectionSampler`), or the
+#: two in turn (:class:`MixedSampler`).
+DRAWS = ("size", "documents", "mix")
 
 
 def passage_sampler(corpus: Corpus, draw: str, chars: int, slices: int, rng: random.Random):
     """The sampler of ``draw`` (one of :data:`DRAWS`); ``slices`` is the size draw's number of slices."""
-    return SectionSampler(corpus, chars, rng) if draw == "documents" else PassageSampler(corpus, chars, slices, rng)
+    if draw == "documents":
+        return SectionSampler(corpus, chars, rng)
+    if draw == "mix":
+        return MixedSampler(corpus, chars, slices, rng)
+    return PassageSampler(corpus, chars, slices, rng)
+
+
+class MixedSampler:
+    """Half the passages in proportion to size, half across documents and sections, in turn (draw 0
+    by size, draw 1 by document, ...): a team's questions usually sit between the two, more about
+    the long manuals than a document-by-document draw asks, fewer than their share of the text. The
+    size half spreads its draws over ``ceil(slices / 2)`` slices, as a size draw of that many would."""
+
+    def __init__(self, corpus: Corpus, chars: int, slices: int, rng: random.Random) -> None:
+        self.by_size = PassageSampler(corpus, chars, (slices + 1) // 2, rng)
+        self.by_document = SectionSampler(corpus, chars, rng)
+        self.drawn = 0
+
+    def next(self) -> tuple[str, int, int]:
+        """A (document id, start, end) window of about ``chars`` characters, cut at whitespace."""
+        sampler = self.by_document if self.drawn % 2 else self.by_size
+        self.drawn += 1
+        return sampler.next()
 
 
 class PassageSampler:

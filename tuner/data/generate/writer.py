@@ -92,8 +92,9 @@ def generate_evaluation_set(corpus: Corpus, output: str | Path, n: int, client: 
             :func:`~.examples.read_example_questions`) or the question texts. Up to
             :data:`~.examples.MAX_EXAMPLES`, chosen by ``seed`` and spread over them, go with every
             question request; a question that copies one is rejected ("copies an example").
-        draw: ``"size"`` (passages in proportion to the corpus's size) or ``"documents"`` (each
-            document, and each section of a document, asked about equally often).
+        draw: ``"size"`` (passages in proportion to the corpus's size), ``"documents"`` (each
+            document, and each section of a document, asked about equally often) or ``"mix"`` (the
+            two in turn).
         answer_check: the answer round trip: ask the model, given the passage and a question that
             passed the other filters, to copy its answer, and keep the question only when the copy
             overlaps one of its excerpts (one more request per question that reaches it).
