@@ -182,7 +182,8 @@ def parts(configs: dict[str, Any]) -> dict[str, list[str]]:
     return out
 
 
-def judge_part(configs: dict[str, Any], names: list[str], simulations: int) -> dict[str, dict[str, Any]]:
+def judge_part(configs: dict[str, Any], names: list[str], simulations: int,
+               confirm: int = CONFIRM) -> dict[str, dict[str, Any]]:
     """Every rule's verdict on one part of a corpus's grid, studies drawn uniformly and clustered."""
     from decision_bar import at_random, judge_rules, top_by
 
@@ -190,11 +191,11 @@ def judge_part(configs: dict[str, Any], names: list[str], simulations: int) -> d
     proxy = {n: statistics.fmean(configs[n]["late"]) for n in names}
     chunking = {n: configs[n]["chunking"] for n in names}
     ordered = sorted(names)
-    picks = {"random": at_random(CONFIRM)}
-    for count in range(1, CONFIRM + 1):
+    picks = {"random": at_random(confirm)}
+    for count in range(1, confirm + 1):
         picks[f"proxy {count}"] = top_by(proxy, ordered, count)
         picks[f"distinct {count}"] = top_by(proxy, ordered, count, chunking)
-    trials = min(TRIALS, max(CONFIRM + 1, len(names) // 2))
+    trials = min(TRIALS, max(confirm + 1, len(names) // 2))
     rank = {n: i for i, n in enumerate(sorted(names, key=lambda n: (-proxy[n], n)))}
     clustered = [2.0 ** (-8 * rank[n] / len(names)) for n in ordered]
     out = {}
@@ -204,10 +205,10 @@ def judge_part(configs: dict[str, Any], names: list[str], simulations: int) -> d
     return out
 
 
-def verdict(cells: dict[str, dict[str, Any]]) -> tuple[bool, str]:
+def verdict(cells: dict[str, dict[str, Any]], confirm: int = CONFIRM) -> tuple[bool, str]:
     """Whether the proxy's rule holds on one part of one corpus (the module docstring), and why not."""
     for draw, rules in cells.items():
-        proxy, chance = rules[f"proxy {CONFIRM}"], rules["random"]
+        proxy, chance = rules[f"proxy {confirm}"], rules["random"]
         if proxy["in_ties"] < 0.95:
             return False, f"fails the bar ({draw})"
         if chance["in_ties"] < 0.95 and 1 - proxy["in_ties"] > CLEAR_SHARE * (1 - chance["in_ties"]):
@@ -217,41 +218,42 @@ def verdict(cells: dict[str, dict[str, Any]]) -> tuple[bool, str]:
     return True, ""
 
 
-def fewest(cells: dict[str, dict[str, Any]], rule: str) -> int | None:
+def fewest(cells: dict[str, dict[str, Any]], rule: str, confirm: int = CONFIRM) -> int | None:
     """The fewest confirmations with which ``rule`` passes the bar in every draw (None: not even
-    :data:`CONFIRM`)."""
-    return next((n for n in range(1, CONFIRM + 1)
+    ``confirm``)."""
+    return next((n for n in range(1, confirm + 1)
                  if all(rules[f"{rule} {n}"]["in_ties"] >= 0.95 for rules in cells.values())), None)
 
 
-def judge(files: list[Path], simulations: int) -> dict[str, Any]:
+def judge(files: list[Path], simulations: int, confirm: int = CONFIRM) -> dict[str, Any]:
     measured: dict[str, Any] = {}
     for file in files:  # as measure wrote them, or gzipped (benchmarks/results/proxy-bar/ keeps them so)
         raw = gzip.decompress(file.read_bytes()) if file.suffix == ".gz" else file.read_bytes()
         measured.update(json.loads(raw.decode("utf-8")))
     kinds: dict[str, list[tuple[str, bool, str, int | None, int | None]]] = {}
     compact: dict[str, dict[str, str]] = {}
-    print(f"\nThe decision bar on `fidelity: auto`'s trials: {CONFIRM} confirmed of each simulated study "
+    print(f"\nThe decision bar on `fidelity: auto`'s trials: {confirm} confirmed of each simulated study "
           f"({simulations:,} studies per cell); in the tie set of the study's trials at full fidelity "
           "(bar 95%) / mean regret in points of the weighted score\n")
-    print("| corpus | part (trials) | draw | proxy best 3 | distinct chunkings, 3 | random 3 (chance) | fewest "
+    print(f"| corpus | part (trials) | draw | proxy best {confirm} | distinct chunkings, {confirm} | "
+          f"random {confirm} (chance) | fewest "
           "passing: proxy / distinct | verdict |")
     print("|---|---|---|---|---|---|---|---|")
     for corpus, data in measured.items():
         configs = data["configs"]
         for part, names in parts(configs).items():
-            if len(names) < 2 * CONFIRM:
+            if len(names) < 2 * confirm:
                 continue
-            cells = judge_part(configs, names, simulations)
-            ok, why = verdict(cells)
-            least = {rule: fewest(cells, rule) for rule in ("proxy", "distinct")}
+            cells = judge_part(configs, names, simulations, confirm)
+            ok, why = verdict(cells, confirm)
+            least = {rule: fewest(cells, rule, confirm) for rule in ("proxy", "distinct")}
             compact.setdefault(corpus, {})[part] = " / ".join(
-                f"{100 * cells[draw][f'proxy {CONFIRM}']['in_ties']:.0f} ({100 * cells[draw]['random']['in_ties']:.0f})"
+                f"{100 * cells[draw][f'proxy {confirm}']['in_ties']:.0f} ({100 * cells[draw]['random']['in_ties']:.0f})"
                 for draw in cells) + ("" if ok else " **x**")
             kinds.setdefault(part, []).append((corpus, ok, why, least["proxy"], least["distinct"]))
             for draw, rules in cells.items():
                 shown = " | ".join(f"{100 * rules[r]['in_ties']:.1f}% / {rules[r]['regret']:.2f}"
-                                   for r in (f"proxy {CONFIRM}", f"distinct {CONFIRM}", "random"))
+                                   for r in (f"proxy {confirm}", f"distinct {confirm}", "random"))
                 first = draw == "uniform"
                 said = ("keep" if ok else f"**drop**: {why}") if first else ""
                 counts = " / ".join(str(least[r] or "-") for r in ("proxy", "distinct")) if first else ""
@@ -259,8 +261,8 @@ def judge(files: list[Path], simulations: int) -> dict[str, Any]:
                 print(f"| {corpus} | {part} ({trials} of {len(names)}) | {draw} | {shown} | {counts} | {said} |",
                       flush=True)
     names = list(next(iter(compact.values()), {}))
-    print("\nIn short: the proxy's best 3 in the tie set, % of studies (chance's in brackets), uniform / clustered "
-          "draws; **x**: the verdict drops the proxy for that kind on that corpus\n")
+    print(f"\nIn short: the proxy's best {confirm} in the tie set, % of studies (chance's in brackets), uniform / "
+          "clustered draws; **x**: the verdict drops the proxy for that kind on that corpus\n")
     print("| corpus | " + " | ".join(names) + " |")
     print("|---|" + "---|" * len(names))
     for corpus, row in compact.items():
@@ -290,6 +292,8 @@ def main() -> int:
     said = sub.add_parser("judge", help="judge measured files")
     said.add_argument("files", type=Path, nargs="+")
     said.add_argument("--simulations", type=int, default=1000)
+    said.add_argument("--confirm", type=int, default=CONFIRM,
+                      help=f"configurations each rule confirms ({CONFIRM}, the product's AUTO_CONFIRM)")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     warnings.simplefilter("ignore")
@@ -297,7 +301,7 @@ def main() -> int:
         tables = measure(args)
         args.out.write_text(json.dumps(tables), encoding="utf-8")
         return 0
-    judge(args.files, args.simulations)
+    judge(args.files, args.simulations, args.confirm)
     return 0
 
 
