@@ -362,11 +362,19 @@ def judge_rule(full: Scores, pick: Pick, **options: Any) -> RuleVerdict:
 def judge_rules(full: Scores, picks: Mapping[str, Pick], *, trials: int = 60, simulations: int = MIN_SIMULATIONS,
                 seed: int = 0, weights: Sequence[float] | None = None, cheapness: Cheapness | None = None,
                 confidence: float = CONFIDENCE, samples: int = BOOTSTRAP_SAMPLES,
-                top: int | None = TOP_CANDIDATES) -> dict[str, RuleVerdict]:
+                top: int | None = TOP_CANDIDATES, widen: bool = False) -> dict[str, RuleVerdict]:
     """:func:`judge_rule` for each of ``picks`` on the same simulated studies (a paired comparison: each
     rule sees the same trials). ``weights`` (one per configuration, in sorted name order): draw each
     study's trials with these probabilities, without replacement (a sampler that clusters where it
-    expects the best); None: uniformly."""
+    expects the best); None: uniformly. ``widen``: a rule may confirm rows the study did not draw (each
+    k of a confirmed setting); the tie set and the best score it is judged against are then those of the
+    study's trials and the rows it confirmed, all measured at full fidelity.
+
+    >>> full = {"a": [1] * 16, "b": [0] * 16, "c": [0] * 16}
+    >>> said = judge_rules(full, {"a too": lambda chosen, _: [0]}, trials=1, widen=True)["a too"]
+    >>> said.in_ties, said.regret  # a, never drawn, is confirmed: the best of all it was judged against
+    (1.0, 0.0)
+    """
     _check_simulations(simulations)
     names = sorted(full)
     grid, rng, chance = _Grid(full, names, samples, seed), random.Random(seed), random.Random(seed + 1)
@@ -386,6 +394,10 @@ def judge_rules(full: Scores, picks: Mapping[str, Pick], *, trials: int = 60, si
         best = max(grid.observed[i] for i in chosen)
         for name, pick in picks.items():
             confirmed = list(pick(chosen, chance))
+            if widen:
+                pool = sorted(set(chosen) | set(confirmed))
+                reference = grid.gate(pool, cheapness, confidence, top)
+                best = max(grid.observed[i] for i in pool)
             said = grid.gate(confirmed, cheapness, confidence, top)
             hits[name] += said.recommended in reference.tied
             regrets[name].append(100 * (best - grid.observed[row[said.recommended]]))

@@ -182,25 +182,50 @@ def parts(configs: dict[str, Any]) -> dict[str, list[str]]:
     return out
 
 
+def setting(name: str) -> str:
+    """A configuration's setting: its name but for ``k`` (what a confirmation that chooses k evaluates)."""
+    return name.rsplit(" k=", 1)[0]
+
+
+def every_k(pick: Any, ordered: list[str]) -> Any:
+    """``pick``'s rows, each with every k of its setting: a confirmation that chooses k at full fidelity
+    (the product's since issue 51) ranks once at the largest k and scores every smaller one."""
+    rows: dict[str, list[int]] = {}
+    for row, name in enumerate(ordered):
+        rows.setdefault(setting(name), []).append(row)
+    return lambda chosen, rng: sorted({r for row in pick(chosen, rng) for r in rows[setting(ordered[row])]})
+
+
 def judge_part(configs: dict[str, Any], names: list[str], simulations: int,
-               confirm: int = CONFIRM) -> dict[str, dict[str, Any]]:
-    """Every rule's verdict on one part of a corpus's grid, studies drawn uniformly and clustered."""
+               confirm: int = CONFIRM, choose_k: bool = False) -> dict[str, dict[str, Any]]:
+    """Every rule's verdict on one part of a corpus's grid, studies drawn uniformly and clustered. With
+    ``choose_k``, every rule confirms ``confirm`` distinct settings, each at every k (:func:`every_k`)."""
     from decision_bar import at_random, judge_rules, top_by
 
     full = {n: configs[n]["full"] for n in names}
     proxy = {n: statistics.fmean(configs[n]["late"]) for n in names}
     chunking = {n: configs[n]["chunking"] for n in names}
     ordered = sorted(names)
-    picks = {"random": at_random(confirm)}
-    for count in range(1, confirm + 1):
-        picks[f"proxy {count}"] = top_by(proxy, ordered, count)
-        picks[f"distinct {count}"] = top_by(proxy, ordered, count, chunking)
+    if choose_k:
+        settings = {n: setting(n) for n in names}
+        def shuffled(chosen: list[int], rng: Any) -> list[int]:  # chance: distinct settings at random
+            return top_by({n: rng.random() for n in ordered}, ordered, confirm, settings)(chosen, rng)
+
+        picks = {"random": every_k(shuffled, ordered)}
+        for count in range(1, confirm + 1):
+            picks[f"proxy {count}"] = every_k(top_by(proxy, ordered, count, settings), ordered)
+            picks[f"distinct {count}"] = every_k(top_by(proxy, ordered, count, chunking), ordered)
+    else:
+        picks = {"random": at_random(confirm)}
+        for count in range(1, confirm + 1):
+            picks[f"proxy {count}"] = top_by(proxy, ordered, count)
+            picks[f"distinct {count}"] = top_by(proxy, ordered, count, chunking)
     trials = min(TRIALS, max(confirm + 1, len(names) // 2))
     rank = {n: i for i, n in enumerate(sorted(names, key=lambda n: (-proxy[n], n)))}
     clustered = [2.0 ** (-8 * rank[n] / len(names)) for n in ordered]
     out = {}
     for draw, weights in (("uniform", None), ("clustered", clustered)):
-        said = judge_rules(full, picks, trials=trials, simulations=simulations, weights=weights)
+        said = judge_rules(full, picks, trials=trials, simulations=simulations, weights=weights, widen=choose_k)
         out[draw] = {rule: {"in_ties": v.in_ties, "regret": v.regret, "trials": v.trials} for rule, v in said.items()}
     return out
 
@@ -225,7 +250,7 @@ def fewest(cells: dict[str, dict[str, Any]], rule: str, confirm: int = CONFIRM) 
                  if all(rules[f"{rule} {n}"]["in_ties"] >= 0.95 for rules in cells.values())), None)
 
 
-def judge(files: list[Path], simulations: int, confirm: int = CONFIRM) -> dict[str, Any]:
+def judge(files: list[Path], simulations: int, confirm: int = CONFIRM, choose_k: bool = False) -> dict[str, Any]:
     measured: dict[str, Any] = {}
     for file in files:  # as measure wrote them, or gzipped (benchmarks/results/proxy-bar/ keeps them so)
         raw = gzip.decompress(file.read_bytes()) if file.suffix == ".gz" else file.read_bytes()
@@ -242,9 +267,9 @@ def judge(files: list[Path], simulations: int, confirm: int = CONFIRM) -> dict[s
     for corpus, data in measured.items():
         configs = data["configs"]
         for part, names in parts(configs).items():
-            if len(names) < 2 * confirm:
+            if len(names) < 2 * confirm or (choose_k and part.startswith("k=")):  # a part of one k has no other
                 continue
-            cells = judge_part(configs, names, simulations, confirm)
+            cells = judge_part(configs, names, simulations, confirm, choose_k)
             ok, why = verdict(cells, confirm)
             least = {rule: fewest(cells, rule, confirm) for rule in ("proxy", "distinct")}
             compact.setdefault(corpus, {})[part] = " / ".join(
@@ -292,6 +317,9 @@ def main() -> int:
     said = sub.add_parser("judge", help="judge measured files")
     said.add_argument("files", type=Path, nargs="+")
     said.add_argument("--simulations", type=int, default=1000)
+    said.add_argument("--choose-k", action="store_true",
+                      help="each rule confirms distinct settings (configurations but for k), each at every k, as "
+                           "the product's confirmations do since issue 51; without it, configurations at their own k")
     said.add_argument("--confirm", type=int, default=CONFIRM,
                       help=f"configurations each rule confirms ({CONFIRM}, the product's AUTO_CONFIRM)")
     args = parser.parse_args()
@@ -301,7 +329,7 @@ def main() -> int:
         tables = measure(args)
         args.out.write_text(json.dumps(tables), encoding="utf-8")
         return 0
-    judge(args.files, args.simulations, args.confirm)
+    judge(args.files, args.simulations, args.confirm, args.choose_k)
     return 0
 
 

@@ -50,9 +50,10 @@ def test_proxy_trials_stop_at_the_proxy_and_its_best_are_confirmed_at_full_fidel
     scored = [t for t in trials if "rung_scores" in t.user_attrs]
     assert len(scored) > 3 and all(set(t.user_attrs["rung_scores"]) == {"late"} for t in scored)
     assert all(t.state == TrialState.PRUNED and t.user_attrs["stopped_at_fidelity"] == "late" for t in scored)
-    # The three best proxy scores (confirm: 3), each confirmed once, by a trial of the same parameters.
-    best = sorted(scored, key=lambda t: (-t.user_attrs["rung_scores"]["late"], t.number))[:3]
+    # The three best proxy scores of distinct settings (confirm: 3), each confirmed once, by a trial of the
+    # same parameters.
     confirmations = [t for t in trials if "confirms_trial" in t.user_attrs]
+    best = next_to_confirm([t for t in trials if t not in confirmations], 3)
     assert sorted(t.user_attrs["confirms_trial"] for t in confirmations) == sorted(t.number for t in best)
     by_number = {t.number: t for t in trials}
     assert all(t.state == TrialState.COMPLETE and t.params == by_number[t.user_attrs["confirms_trial"]].params
@@ -65,6 +66,30 @@ def test_proxy_trials_stop_at_the_proxy_and_its_best_are_confirmed_at_full_fidel
     said = outcome.summary.describe()
     assert "(3 of them the proxy's best, confirmed)" in said
     assert f"{len(scored)} stopped at low fidelity ({len(scored)} at the late proxy)" in said
+
+
+def test_a_confirmation_chooses_its_k_at_full_fidelity(study):
+    # The proxy's k is its own guess: a confirmation ranks each question once at the largest k (3) and records
+    # the k that scores best at full fidelity; every k it scored is a point, as a separate evaluation scores it.
+    _, _, folder, questions, _, trials = study
+    corpus = tuner.load_corpus(folder)
+    evalset = tuner.load_evaluation_set(questions, corpus)
+    by_number = {t.number: t for t in trials}
+    confirmations = [t for t in trials if "confirms_trial" in t.user_attrs]
+    assert confirmations
+    for trial in confirmations:
+        assert trial.params["k"] == by_number[trial.user_attrs["confirms_trial"]].params["k"]
+        points = trial.user_attrs["inner_points"]
+        assert sorted(point["k"] for point in points) == [1, 2, 3]
+        config = EvaluationConfig.from_dict(json.loads(trial.user_attrs["config"]))
+        for point in points:
+            at_k = EvaluationConfig.from_dict({**config.to_dict(), "retrieval": {**config.to_dict()["retrieval"],
+                                                                                 "k": point["k"]}})
+            result = tuner.evaluate(corpus, evalset, at_k, cache=None)
+            assert point["recall"] == pytest.approx(result.metrics["overall"]["recall"]["mean"], abs=1e-12)
+        best = max(points, key=lambda point: (point["score"], -point["k"]))
+        assert trial.user_attrs["k"] == config.retrieval.k == best["k"]
+        assert trial.user_attrs["score"] == pytest.approx(best["score"], abs=1e-12)
 
 
 def test_a_confirmation_scores_as_an_ordinary_full_evaluation(study):
@@ -236,6 +261,27 @@ def test_a_proxy_trial_is_priced_by_its_first_rung_and_the_pass_only_while_it_is
     assert cold.expected_seconds(asking, config) == pytest.approx(pass_tokens / rate + first_rung)
 
 
+def setting(trial) -> str:
+    """A trial's configuration but for k: what a confirmation evaluates (it scores every k)."""
+    config = json.loads(trial.user_attrs["config"])
+    del config["retrieval"]["k"]
+    return json.dumps(config, sort_keys=True)
+
+
+def next_to_confirm(trials, count: int) -> list:
+    """The ``count`` best proxy trials, one per setting, of settings no confirmation evaluated."""
+    by_number = {t.number: t for t in trials}
+    taken = {setting(by_number[t.user_attrs["confirms_trial"]]) for t in trials if "confirms_trial" in t.user_attrs}
+    ranked = sorted((t for t in trials if t.user_attrs.get("stopped_at_fidelity") == "late"),
+                    key=lambda t: (-t.user_attrs["rung_scores"]["late"], t.number))
+    chosen = []
+    for trial in ranked:
+        if setting(trial) not in taken and len(chosen) < count:
+            chosen.append(trial)
+            taken.add(setting(trial))
+    return chosen
+
+
 def test_under_a_time_budget_a_sampled_trial_leaves_the_price_of_its_confirmations(study):
     from types import SimpleNamespace
 
@@ -250,12 +296,9 @@ def test_under_a_time_budget_a_sampled_trial_leaves_the_price_of_its_confirmatio
     config = EvaluationConfig.from_dict(json.loads(confirmation.user_attrs["config"]))
     asking = SimpleNamespace(user_attrs={"confirms_trial": proxy.number}, study=stored)
     assert objective.expected_seconds(asking, config) == pytest.approx(proxy.user_attrs["tokens_embedded"] / rate)
-    # A sampled trial keeps in reserve the price of the confirm (3) best proxy trials not yet confirmed.
-    confirmed = {t.user_attrs["confirms_trial"] for t in trials if "confirms_trial" in t.user_attrs}
-    unconfirmed = sorted((t for t in trials if t.user_attrs.get("stopped_at_fidelity") == "late"
-                          and t.number not in confirmed),
-                         key=lambda t: (-t.user_attrs["rung_scores"]["late"], t.number))
-    assert len(unconfirmed) >= 3
+    # A sampled trial keeps in reserve the price of the confirm (3) best proxy trials of settings not yet confirmed.
+    unconfirmed = next_to_confirm(trials, 3)
+    assert len(unconfirmed) == 3
     expected = sum(t.user_attrs["tokens_embedded"] for t in unconfirmed[:3]) / rate
     sampled = SimpleNamespace(user_attrs={}, study=stored)
     assert objective.confirmation_reserve(sampled) == pytest.approx(expected)
@@ -269,11 +312,8 @@ def test_two_workers_share_the_confirmations_so_the_reserve_is_their_longest_sha
     spec, root, folder, questions, _, trials = study
     stored, _, objective = _objective(spec, folder, questions, root / "cache.sqlite3")
     rate = objective._rate(objective.settings.embedder)
-    confirmed = {t.user_attrs["confirms_trial"] for t in trials if "confirms_trial" in t.user_attrs}
-    unconfirmed = sorted((t for t in trials if t.user_attrs.get("stopped_at_fidelity") == "late"
-                          and t.number not in confirmed),
-                         key=lambda t: (-t.user_attrs["rung_scores"]["late"], t.number))
-    first, second, third = sorted((t.user_attrs["tokens_embedded"] / rate for t in unconfirmed[:3]), reverse=True)
+    first, second, third = sorted((t.user_attrs["tokens_embedded"] / rate for t in next_to_confirm(trials, 3)),
+                                  reverse=True)
     objective.workers = lambda: 2
     # Longest first: the first worker takes the longest, the second the next two.
     sampled = SimpleNamespace(user_attrs={}, study=stored)
@@ -388,9 +428,11 @@ def test_a_configuration_with_a_context_header_is_scored_by_the_proxy_and_confir
     # Each confirmed at full fidelity (confirm: 12), the title header embedded with its chunk's text.
     corpus = tuner.load_corpus(folder)
     evalset = tuner.load_evaluation_set(questions, corpus)
-    confirmed = {t.user_attrs["confirms_trial"]: t for t in trials if "confirms_trial" in t.user_attrs}
-    for proxy_trial in titled:
-        full = confirmed[proxy_trial.number]
+    by_number = {t.number: t for t in trials}
+    confirmed = {setting(by_number[t.user_attrs["confirms_trial"]]): t
+                 for t in trials if "confirms_trial" in t.user_attrs}
+    for proxy_trial in titled:  # one confirmation per setting (the configuration but for k, which it chooses)
+        full = confirmed[setting(proxy_trial)]
         config = EvaluationConfig.from_dict(json.loads(full.user_attrs["config"]))
         result = tuner.evaluate(corpus, evalset, config, cache=None)
         assert full.user_attrs["recall"] == pytest.approx(result.metrics["overall"]["recall"]["mean"], abs=1e-12)

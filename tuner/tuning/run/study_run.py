@@ -37,7 +37,7 @@ from ..outcome.futility import judge_futility
 from ..outcome.selection import recommend_for_study
 from ..outcome.summary import CorpusOutcome, format_duration, summarize
 from ..search.baselines import queue_baselines, unqueue_baselines
-from ..search.confirmations import queue_confirmations
+from ..search.confirmations import k_choice, queue_confirmations
 from ..study import defaults
 from ..study.settings import StudySettings
 from ..study.storage import StudyStorage, storage_errors
@@ -78,8 +78,8 @@ class Crew:
         return self.deadline is None or time.time() < self.deadline
 
     def workers_for(self, study: str) -> list[WorkerOptions]:
-        threads = max(1, usable_cpus() // self.jobs)
-        return [dataclasses.replace(self.worker, study=study, threads=threads) for _ in range(self.jobs)]
+        return [dataclasses.replace(self.worker, study=study, threads=max(1, usable_cpus() // self.jobs))
+                for _ in range(self.jobs)]
 
     def describe(self) -> str:
         workers = f"{self.jobs} worker{'s' if self.jobs > 1 else ''}"
@@ -108,8 +108,7 @@ class StudyRun:
         #: Why the futility checkpoint stopped the run (empty: it did not).
         self.futile = ""
         self.started = time.time()
-        #: Why this process's last worker stopped (``workers.WorkerReport.stopped``; empty: not
-        #: known, for a pool of processes).
+        #: Why this process's last worker stopped (``WorkerReport.stopped``; empty: unknown, for a pool).
         self.stopped = ""
 
     @property
@@ -256,8 +255,8 @@ class StudyRun:
         self.confirming += confirming
         self.target = self.ledger.raise_target(self.study_id, len(confirming))
         self.study.set_user_attr(TARGET_ATTR, self.target)
-        self.echo(f"confirming at full fidelity the best {len(confirming)} by the proxy: "
-                  f"trial(s) {', '.join(str(number) for number in confirming)}")
+        self.echo(f"confirming at full fidelity the best {len(confirming)} by the proxy"
+                  f"{k_choice(self.settings.space)}: trial(s) {', '.join(str(number) for number in confirming)}")
         bar.extend(len(confirming))
         self._run_workers(bar, until_confirmed=True)
 

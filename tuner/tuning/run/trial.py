@@ -40,7 +40,7 @@ from ..core.records import (
 from ..scoring.calibration import check_calibration, stored_throughput
 from ..scoring.inner import best_point
 from ..scoring.measures import ResolvedRates, api_usage_attributes, resolve_rates, trial_attributes
-from ..search.confirmations import confirmed_trial, reserve_seconds, scores_at_rung
+from ..search.confirmations import chooses_k, confirmed_trial, reserve_seconds, scores_at_rung
 from ..search.cost import (
     BM25,
     SEMANTIC,
@@ -94,7 +94,8 @@ class TrialObjective:
     user attribute that the sampler optimises. With multi-fidelity settings the configuration climbs the rungs
     (:meth:`ladder`), each rung's score recorded (``rung_scores``); a proxy's trial, one not promoted, or one
     whose next rung the budget cannot hold raises :class:`StoppedAtRung` (PRUNED). With an inner loop, what it
-    records is its best point (:mod:`..scoring.inner`).
+    records is its best point (:mod:`..scoring.inner`); so does a proxy's confirmation over ``k`` alone
+    (:meth:`_chooses_k`).
     """
 
     def __init__(self, corpus: Corpus, evaluation_set: EvaluationSet, settings: StudySettings,
@@ -135,6 +136,8 @@ class TrialObjective:
         space, inner = self.settings.space, self._inner(trial)
         chunker, k, embedder_config = space.sample(trial, inner)
         retrieval = space.sample_retrieval(trial, k, inner)  # dense, no context, for a space without retrieval
+        if self._chooses_k(trial):  # one ranking at the largest k, cut at each k of the space (_scored)
+            retrieval = replace(retrieval, k=max(space.inner_ks()))
         return EvaluationConfig(chunker, embedder_config or self.settings.embedder, retrieval, self.settings.unit,
                                 self.settings.copies)
 
@@ -302,9 +305,15 @@ class TrialObjective:
         """Whether ``trial`` scores the query-time settings in an inner loop (a baseline is what it names)."""
         return self.settings.space.inner_loop and BASELINE_ATTR not in trial.user_attrs
 
+    def _chooses_k(self, trial: optuna.Trial) -> bool:
+        """Whether ``trial`` is a proxy's confirmation that chooses its ``k`` at full fidelity (:func:`chooses_k
+        <..search.confirmations.chooses_k>`)."""
+        return CONFIRMS_ATTR in trial.user_attrs and chooses_k(self.settings.space)
+
     def _scored(self, trial: optuna.Trial, result: EvaluationResult) -> tuple[EvaluationResult, dict[str, Any]]:
-        """What the trial records of ``result`` and its attributes: in an inner loop, its best point."""
-        if not self._inner(trial):
+        """What the trial records of ``result`` and its attributes: in an inner loop (or a confirmation choosing
+        its ``k``), its best point."""
+        if not (self._inner(trial) or self._chooses_k(trial)):
             return result, self._attributes(result)
         best, attrs, points = best_point(result, self.settings.space.inner_ks(), self._attributes)
         trial.set_user_attr(INNER_POINTS_ATTR, points)
