@@ -65,8 +65,11 @@ AUTO_PROXY_MIN_CHARS = 500_000
 #: The confirmations behind ``auto``'s proxy: with the proxy pooling what the model reads of each
 #: chunk, ``{proxy: late, confirm: 3}`` passes the decision bar on the three chroma-dev corpora,
 #: the realdocs benchmark and Valgrind's manual (BENCHMARKS.md, "The decision bar after
-#: truncation-faithful pooling") for dense trials at k = 5; on hybrid, markdown and title-header trials
-#: it fails the bar on realdocs and Valgrind (issue 51, ``benchmarks/proxy_bar.py``: 87-90% of studies).
+#: truncation-faithful pooling") for dense trials at k = 5. On hybrid, markdown and title-header trials
+#: at their own k it failed the bar on realdocs and Valgrind (issue 51: 87-90% of studies), and more
+#: confirmations did not help; with each confirmation choosing its k at full fidelity
+#: (:func:`~..search.confirmations.chooses_k`) it passes on every kind of trial `auto` screens, on six
+#: corpora (97.5% at the least; ``benchmarks/proxy_bar.py judge --choose-k``).
 AUTO_CONFIRM = 3
 
 _REQUIRED = dataclasses.MISSING
