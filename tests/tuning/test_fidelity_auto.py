@@ -64,6 +64,14 @@ def test_auto_screens_dense_trials_with_the_late_proxy_from_half_a_million_chara
     hosted = EmbedderConfig(provider="openai", model="text-embedding-3-small")
     assert settings.resolve_fidelity("auto", _corpus(500_000), hosted) == Fidelity(rungs=(1.0,))
     assert settings.resolve_fidelity("auto", _corpus(2_000_000), hosted) == Fidelity(rungs=(0.05, 1.0), reduction=4)
+    # A space that fixes k: its confirmations could not choose k, and at a fixed k the proxy failed the bar.
+    from tuner.tuning.search.space_file import parse_search_space
+
+    fixed = parse_search_space({"k": 5, "chunkers": {"token": {"size": 64}}})
+    varied = parse_search_space({"k": {"type": "int", "low": 1, "high": 10}, "chunkers": {"token": {"size": 64}}})
+    assert settings.resolve_fidelity("auto", _corpus(500_000), space=fixed) == Fidelity(rungs=(1.0,))
+    assert settings.resolve_fidelity("auto", _corpus(500_000), space=varied) == Fidelity(rungs=(1.0,), proxy="late",
+                                                                                         confirm=3)
     # `full` and an explicit fidelity are what they say, whatever the size.
     assert settings.resolve_fidelity("full", _corpus(3_000_000)) == Fidelity(rungs=(1.0,))
     assert settings.resolve_fidelity(Fidelity(rungs=(0.1, 1.0)), _corpus(3_000_000)) == Fidelity(rungs=(0.1, 1.0))

@@ -211,7 +211,7 @@ def plan_run(spec: StudySpec) -> list[CorpusPlan]:
     plans = []
     for corpus in data.corpora:
         tokens = corpus.token_count()
-        fidelity = resolve_fidelity(spec.fidelity, corpus, spec.embedder)
+        fidelity = resolve_fidelity(spec.fidelity, corpus, spec.embedder, data.space)
         share = fidelity.expected_share(spec.trials_to_add)
         per_trial = tokens * factor
         seconds = embedding_seconds(tokens, [f for _, f, _, _ in priced], [rate for _, _, rate, _ in priced])

@@ -258,7 +258,7 @@ def build_settings(spec: StudySpec, corpus: Corpus, evalset: EvaluationSet, spac
         space=space, space_source=space.source, embedder=spec.embedder.resolved(),
         precision_choice=spec.embedder.precision, unit=spec.unit, copies=spec.copies, weights=spec.weights,
         rates=spec.rates, scales=spec.scales, constraints=spec.constraints, pareto=spec.pareto or DEFAULT_PARETO,
-        fidelity=resolve_fidelity(spec.fidelity, corpus, spec.embedder),
+        fidelity=resolve_fidelity(spec.fidelity, corpus, spec.embedder, space),
         fidelity_choice=spec.fidelity if isinstance(spec.fidelity, str) else None,
         validation=(validation := validation_split(evalset, spec.validation)),
         question_profile=question_profile(evalset, validation), corpus_tokens=corpus.token_count(),
@@ -287,13 +287,16 @@ def question_profile(evalset: EvaluationSet, validation: dict[str, Any]) -> dict
             "lexical": None if lexical is None else lexical.to_dict()}
 
 
-def resolve_fidelity(choice: str | Fidelity, corpus: Corpus, embedder: EmbedderConfig | None = None) -> Fidelity:
+def resolve_fidelity(choice: str | Fidelity, corpus: Corpus, embedder: EmbedderConfig | None = None,
+                     space: SearchSpace | None = None) -> Fidelity:
     """How a corpus's study evaluates its trials. ``auto``: :data:`AUTO_RUNGS` on a corpus of
     :data:`AUTO_MIN_CHARS` characters or more, full fidelity below; and on a corpus of
     :data:`AUTO_PROXY_MIN_CHARS` or more, when the study's ``embedder`` gives token embeddings (a
     local model; None: the default one), dense and hybrid trials screened by the late-chunking
     proxy, its best :data:`AUTO_CONFIRM` confirmed at full fidelity (the rungs then serve an
-    embedder the search space adds that the proxy cannot read)."""
+    embedder the search space adds that the proxy cannot read). Not where the ``space`` fixes ``k``:
+    the confirmations cannot choose it there, and at a fixed k the proxy failed the decision bar
+    (realdocs, k = 5: 90.5% of studies; issue 51)."""
     if isinstance(choice, Fidelity):
         return choice
     if choice != "auto":
@@ -301,7 +304,7 @@ def resolve_fidelity(choice: str | Fidelity, corpus: Corpus, embedder: EmbedderC
     chars = sum(len(doc.text) for doc in corpus)
     rungs = AUTO_RUNGS if chars >= AUTO_MIN_CHARS else FULL
     readable = embedding_provider((embedder or EmbedderConfig()).provider).token_embeddings
-    if chars >= AUTO_PROXY_MIN_CHARS and readable:
+    if chars >= AUTO_PROXY_MIN_CHARS and readable and (space is None or not space.k.is_constant):
         return dataclasses.replace(rungs, proxy="late", confirm=AUTO_CONFIRM)
     return rungs
 
