@@ -117,6 +117,32 @@ def test_the_trial_records_its_best_point(study):
             abs=1e-9)
 
 
+def test_under_a_constraint_the_trial_records_its_best_feasible_point(study, tmp_path):
+    # A context budget that the largest k breaks on some trials: the trial records the best point within
+    # the budget, not the best point that the constraint would then make infeasible.
+    spec, *_, trials = study
+    at_two = [p["context_tokens"] for t in _sampled(trials) for p in t.user_attrs["inner_points"] if p["k"] == 2]
+    limit = sorted(at_two)[len(at_two) // 2]
+    root = tmp_path
+    constrained = dataclasses.replace(spec, name="budget", storage=f"sqlite:///{root}/budget.db",
+                                      constraints=dataclasses.replace(spec.constraints, context_tokens=limit))
+    run_study_spec(constrained, progress=False, echo=lambda _: None)
+    finished = optuna.load_study(study_name="budget/words",
+                                 storage=make_storage(constrained.storage, heartbeat_interval=None)).trials
+    checked = 0
+    for trial in _sampled(finished):
+        points = trial.user_attrs["inner_points"]
+        within = [p for p in points if p["context_tokens"] <= limit]
+        if not within:
+            continue
+        best = max(within, key=lambda p: p["score"])
+        assert trial.user_attrs["context_tokens"] <= limit
+        assert trial.user_attrs["score"] == pytest.approx(best["score"], abs=1e-12)
+        checked += 1
+    assert checked and any(max(p["context_tokens"] for p in t.user_attrs["inner_points"]) > limit
+                           for t in _sampled(finished))  # the budget did rule points out
+
+
 def test_any_point_exports(study, tmp_path, capsys):
     spec, folder, questions, _, trials = study
     trial = next(t for t in _sampled(trials) if t.params["retrieval"] == "hybrid")

@@ -315,7 +315,8 @@ class TrialObjective:
         its ``k``), its best point."""
         if not (self._inner(trial) or self._chooses_k(trial)):
             return result, self._attributes(result)
-        best, attrs, points = best_point(result, self.settings.space.inner_ks(), self._attributes)
+        best, attrs, points = best_point(result, self.settings.space.inner_ks(), self._attributes,
+                                         self.settings.constraints.feasible)
         trial.set_user_attr(INNER_POINTS_ATTR, points)
         return best, attrs
 

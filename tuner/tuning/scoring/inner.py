@@ -34,13 +34,16 @@ def point_settings(retrieval: RetrievalConfig) -> dict[str, Any]:
 
 
 def best_point(result: EvaluationResult, ks: Sequence[int],
-               attributes: Callable[[EvaluationResult], dict[str, Any]]) -> tuple[EvaluationResult, dict[str, Any],
-                                                                                  list[dict[str, Any]]]:
+               attributes: Callable[[EvaluationResult], dict[str, Any]],
+               feasible: Callable[[dict[str, Any]], bool] = lambda _: True) -> tuple[EvaluationResult, dict[str, Any],
+                                                                                     list[dict[str, Any]]]:
     """Score every point of ``result`` (each of its rankings, its ``variants`` included, cut at each of
-    ``ks``) with ``attributes`` (a trial's attributes of a result). Returns the best point by score (on a
-    tie, the first: the smaller ``k``), its attributes, and every point's settings and exported metrics."""
+    ``ks``) with ``attributes`` (a trial's attributes of a result). Returns the best point by score among
+    those ``feasible`` (the study's constraints met; any point when none is: the trial is then infeasible
+    whatever it records), on a tie the first (the smaller ``k``), its attributes, and every point's
+    settings and exported metrics."""
     exported = exported_metric_attrs()
-    best: tuple[EvaluationResult, dict[str, Any]] | None = None
+    best: tuple[bool, float, EvaluationResult, dict[str, Any]] | None = None
     points = []
     for ranking in (result, *result.variants):
         for k in ks:
@@ -48,8 +51,9 @@ def best_point(result: EvaluationResult, ks: Sequence[int],
             attrs = attributes(point)
             points.append({**point_settings(point.config.retrieval),
                            **{name: attrs[name] for name in exported if name in attrs}})
-            if best is None or attrs[SCORE_ATTR] > best[1][SCORE_ATTR]:
-                best = (point, attrs)
+            rank = (feasible(attrs), attrs[SCORE_ATTR])
+            if best is None or rank > best[:2]:
+                best = (*rank, point, attrs)
     if best is None:
         raise InvalidParameterError("an inner loop needs at least one k")
-    return best[0], best[1], points
+    return best[2], best[3], points
