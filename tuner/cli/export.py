@@ -23,8 +23,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                              "when that is not significantly better on the held-out questions)")
     export.add_argument("--best", action="store_true", help="the highest-scoring trial instead of the recommended one")
     export.add_argument("--point", metavar="SETTING=VALUE,...",
-                        help="the trial at another point of its inner loop (search spaces with inner_loop: true), "
-                             "e.g. k=3 or k=3,fusion=weighted,alpha=0.7; settings left out are the trial's own")
+                        help="the trial at another point of its inner loop (search spaces with inner_loop: true, "
+                             "and a proxy's confirmations, which score every k), e.g. k=3 or "
+                             "k=3,fusion=weighted,alpha=0.7; settings left out are the trial's own")
     export.add_argument("--storage", metavar="URL", help="SQLAlchemy URL (default: sqlite:///studies/NAME.db)")
     export.add_argument("-o", "--output", required=True, metavar="FILE", help="where to write the JSON")
     export.set_defaults(handler=run)
