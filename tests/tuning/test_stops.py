@@ -172,7 +172,13 @@ def test_a_worker_started_before_the_tune_waits_for_its_study(tmp_path, openai_s
                          ids=["SIGINT", "SIGTERM"])
 def test_a_stop_while_the_command_line_imports_ends_in_one_line(tmp_path, openai_server, signum, code, line):
     study = write_study(tmp_path, openai_server, f"sqlite:///{tmp_path}/life.db", trials=1)
-    process = chunkwise(tmp_path, "tune", str(study), hold="imports")
+    # Ctrl-C at a terminal: the command starts with SIGINT at its default, whatever this process inherited
+    # (a test run started in the background ignores SIGINT, and a child keeps an inherited "ignore").
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        process = chunkwise(tmp_path, "tune", str(study), hold="imports")
+    finally:
+        signal.signal(signal.SIGINT, inherited)
     wait_held(tmp_path, process)
     process.send_signal(signum)
     release(tmp_path)
