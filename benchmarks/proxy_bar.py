@@ -206,20 +206,16 @@ def judge_part(configs: dict[str, Any], names: list[str], simulations: int,
     proxy = {n: statistics.fmean(configs[n]["late"]) for n in names}
     chunking = {n: configs[n]["chunking"] for n in names}
     ordered = sorted(names)
-    if choose_k:
-        settings = {n: setting(n) for n in names}
-        def shuffled(chosen: list[int], rng: Any) -> list[int]:  # chance: distinct settings at random
-            return top_by({n: rng.random() for n in ordered}, ordered, confirm, settings)(chosen, rng)
+    settings = {n: setting(n) for n in names} if choose_k else None  # choose_k: one confirmation per setting
 
-        picks = {"random": every_k(shuffled, ordered)}
-        for count in range(1, confirm + 1):
-            picks[f"proxy {count}"] = every_k(top_by(proxy, ordered, count, settings), ordered)
-            picks[f"distinct {count}"] = every_k(top_by(proxy, ordered, count, chunking), ordered)
-    else:
-        picks = {"random": at_random(confirm)}
-        for count in range(1, confirm + 1):
-            picks[f"proxy {count}"] = top_by(proxy, ordered, count)
-            picks[f"distinct {count}"] = top_by(proxy, ordered, count, chunking)
+    def chance(chosen: list[int], rng: Any) -> list[int]:  # distinct settings at random, with choose_k
+        return top_by({n: rng.random() for n in ordered}, ordered, confirm, settings)(chosen, rng)
+
+    confirmed = (lambda pick: every_k(pick, ordered)) if choose_k else (lambda pick: pick)
+    picks = {"random": confirmed(chance if choose_k else at_random(confirm))}
+    for count in range(1, confirm + 1):
+        picks[f"proxy {count}"] = confirmed(top_by(proxy, ordered, count, settings))
+        picks[f"distinct {count}"] = confirmed(top_by(proxy, ordered, count, chunking))
     trials = min(TRIALS, max(confirm + 1, len(names) // 2))
     rank = {n: i for i, n in enumerate(sorted(names, key=lambda n: (-proxy[n], n)))}
     clustered = [2.0 ** (-8 * rank[n] / len(names)) for n in ordered]

@@ -91,8 +91,8 @@ def candidates(study: optuna.Study, count: int) -> list[FrozenTrial]:
     trials = study.get_trials(deepcopy=False)
     by_number = {t.number: t for t in trials}
     at_full = {t.user_attrs.get(CONFIG_ATTR) for t in trials if t.state == TrialState.COMPLETE}
-    confirming = [t for t in trials if CONFIRMS_ATTR in t.user_attrs and settles(t, by_number)]
-    confirmed = {t.user_attrs[CONFIRMS_ATTR] for t in confirming}
+    confirmed = {t.user_attrs[CONFIRMS_ATTR] for t in trials
+                 if CONFIRMS_ATTR in t.user_attrs and settles(t, by_number)}
     taken = {setting_key(by_number[number]) for number in confirmed if number in by_number}
     scored = [(score, t) for t in trials if (score := proxy_score(t)) is not None
               and t.number not in confirmed and t.user_attrs.get(CONFIG_ATTR) not in at_full]
