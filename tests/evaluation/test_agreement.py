@@ -24,6 +24,7 @@ from tuner.evaluation.agreement import (
     agreement,
     check_comparable,
     grid_rows,
+    head_to_head,
     score_grid,
 )
 from tuner.evaluation.config import EvaluationConfig
@@ -217,3 +218,52 @@ def test_scoring_both_sets_together_gives_each_set_what_evaluate_gives_it_alone(
     # One pass embedded the chunking's chunks once and every question of both sets (the BM25 chunking nothing).
     chunks = len(evaluate(corpus, subset, grid[1].config(config), embedder=model).chunks)
     assert embedded == chunks + len(full) + len(subset)
+
+
+def test_head_to_head_sizes_its_parts_and_needs_a_reference_it_can_split():
+    own = table("own", [[0.2, 0.5, 0.9], [0.1, 0.4, 0.8], [0.3, 0.6, 0.7], [0.0, 0.5, 1.0]] * 5)  # 20 questions
+    assert head_to_head(same_rows("made", [0.1, 0.2, 0.3], questions=7), own, splits=20).size == 7
+    both = head_to_head(same_rows("made", [0.1, 0.2, 0.3], questions=40), own, splits=20)
+    assert (both.size, both.held_out, both.splits) == (10, 10, 20)  # half the reference at most
+    # Fewer than MIN_QUESTIONS on a side: no head-to-head, and the agreement holds none.
+    assert head_to_head(same_rows("made", [0.1, 0.2, 0.3]), table("own", [[0.2, 0.5, 0.9]] * 9), splits=20) is None
+    assert agreement(same_rows("made", [0.1, 0.2, 0.3]), own, resamples=100, splits=0).head_to_head is None
+
+
+def test_a_candidate_ranking_backwards_never_comes_as_close_as_the_reference():
+    own = table("own", [[0.2, 0.5, 0.9], [0.1, 0.4, 0.8], [0.3, 0.6, 0.7]] * 4)
+    found = agreement(table("made", [[0.9, 0.5, 0.2], [0.8, 0.3, 0.1]] * 4), own, resamples=100, splits=200)
+    versus = found.head_to_head
+    # Every question of own ranks a < b < c and every one of made c < b < a: -1 and 1 in every split.
+    assert (versus.candidate_median, versus.own_median, versus.at_least_as_close) == (-1.0, 1.0, 0.0)
+    text = versus.sentence("made", "own")
+    assert "6 of made rank the configurations at tau-b -1.00 (median) and 6 more of own at 1.00" in text
+    assert "at least as close in 0% of the splits" in text and "do not reach" not in text
+
+
+def test_head_to_head_draws_splits_uniformly():
+    # Against the exact distribution, enumerated over every split of own (5 of 10 its own part) and
+    # every draw of 5 of made's 8: the share of splits where made comes at least as close, and the
+    # median of own's τ-b.
+    rng = np.random.default_rng(3)
+    own_rows, made_rows = rng.random((10, 4)), rng.random((8, 4))
+    own_taus, closer, defined = [], 0, 0
+    for part in itertools.combinations(range(10), 5):
+        held = [i for i in range(10) if i not in part]
+        held_means = own_rows[held].mean(axis=0)
+        own_tau = brute_tau_b(own_rows[list(part)].mean(axis=0), held_means)
+        own_taus.append(own_tau)
+        for drawn in itertools.combinations(range(8), 5):
+            made_tau = brute_tau_b(made_rows[list(drawn)].mean(axis=0), held_means)
+            if not (math.isnan(made_tau) or math.isnan(own_tau)):
+                defined += 1
+                closer += made_tau >= own_tau
+    splits = 4000
+    found = head_to_head(table("made", made_rows), table("own", own_rows), splits=splits, seed=1)
+    share = closer / defined
+    assert found.at_least_as_close == pytest.approx(share, abs=4 * math.sqrt(share * (1 - share) / splits))
+    values, counts = np.unique(np.round(own_taus, 9), return_counts=True)
+    cdf = np.cumsum(counts) / counts.sum()
+    assert np.min(np.abs(cdf - 0.5)) > 0.03  # the exact median is not at a step, where sampling could move it
+    assert found.own_median == pytest.approx(values[np.searchsorted(cdf, 0.5)])
+    assert set(np.round(found.own_taus, 9)) <= set(values)

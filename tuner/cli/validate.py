@@ -185,6 +185,8 @@ def format_agreement(found: Agreement) -> str:
     for placement, best_of, on in ((found.candidate_best_on_reference, made.name, own.name),
                                    (found.reference_best_on_candidate, own.name, made.name)):
         lines.append(f"{best_of}'s best {_placed(placement, on)}")
+    if found.head_to_head is not None:
+        lines += ["", found.head_to_head.sentence(made.name, own.name)]
     lines += ["", found.sentence()]
     return "\n".join(lines)
 

@@ -13,6 +13,11 @@ by Kendall's τ-b, with a bootstrap interval over questions.
 * :func:`agreement` compares two :class:`ScoreTable` s: τ-b, its percentile interval from
   resampling each set's questions independently, and where each set's best configuration lands
   in the other's ranking;
+* :class:`HeadToHead` puts the candidate beside the reference's own questions on equal terms:
+  split the reference at random, and rank the grid on as many of the candidate's questions as on
+  one part of the reference, each against the other part. The τ-b of the reference's own part is
+  the most any set of that size can be expected to reach: with few questions, or configurations
+  that score alike, two halves of a team's own questions rank the grid far from identically;
 * :func:`measure_agreement` does both, after :func:`check_comparable` refused what cannot be
   compared;
 * :attr:`Agreement.verdict` and :meth:`Agreement.sentence` say what the figures mean for the
@@ -34,7 +39,7 @@ import dataclasses
 import math
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -56,9 +61,10 @@ from .grid import (
 )
 
 #: Names callers imported from this module before the grid had a module of its own (:mod:`.grid`).
-__all__ = ["GRID", "GRID_K", "MIN_CONFIGURATIONS", "MIN_QUESTIONS", "SCREEN_TAU", "STAND_IN_LOW", "STAND_IN_TAU",
-           "Agreement", "AgreementError", "ChunkingScored", "GridRow", "Placement", "ScoreTable", "agreement",
-           "check_comparable", "embedded_chunkings", "grid_rows", "kendall_tau_b", "measure_agreement", "score_grid"]
+__all__ = ["GRID", "GRID_K", "MIN_CONFIGURATIONS", "MIN_QUESTIONS", "SCREEN_TAU", "SPLITS", "STAND_IN_LOW",
+           "STAND_IN_TAU", "Agreement", "AgreementError", "ChunkingScored", "GridRow", "HeadToHead", "Placement",
+           "ScoreTable", "agreement", "check_comparable", "embedded_chunkings", "grid_rows", "head_to_head",
+           "kendall_tau_b", "measure_agreement", "score_grid"]
 
 #: Fewer questions than this in either set and the bootstrap has too few distinct resamples to
 #: say anything (5 questions already allow 126 distinct multisets; 3 only 10).
@@ -74,6 +80,8 @@ STAND_IN_TAU = 0.7
 STAND_IN_LOW = 0.5
 #: Below :data:`STAND_IN_TAU` but at least this, the sets agree roughly: good enough to shortlist.
 SCREEN_TAU = 0.4
+#: Random splits of the reference for :class:`HeadToHead`.
+SPLITS = 1000
 
 
 @dataclass(frozen=True)
@@ -110,6 +118,111 @@ def _placement(best_of: ScoreTable, on: ScoreTable) -> Placement:
 
 
 @dataclass(frozen=True)
+class HeadToHead:
+    """The candidate beside the reference's own questions, on equal terms (see :func:`head_to_head`).
+
+    Attributes:
+        size: questions on each side in every split: as many of the candidate's as of the
+            reference's own (the candidate's all, or half the reference, whichever is fewer).
+        held_out: the reference's other questions, against whose ranking both are compared.
+        candidate_taus: per split, τ-b between ``size`` of the candidate's questions and the held-out
+            ones (nan where either ranks nothing).
+        own_taus: per split, τ-b between ``size`` of the reference's own and the held-out ones.
+    """
+
+    size: int
+    held_out: int
+    candidate_taus: np.ndarray = field(repr=False)
+    own_taus: np.ndarray = field(repr=False)
+
+    @property
+    def splits(self) -> int:
+        return len(self.own_taus)
+
+    @property
+    def candidate_median(self) -> float:
+        return _median(self.candidate_taus)
+
+    @property
+    def own_median(self) -> float:
+        """How closely the reference's questions rank the grid as its other questions do: the most
+        a set of ``size`` questions can be expected to reach against this reference."""
+        return _median(self.own_taus)
+
+    @property
+    def at_least_as_close(self) -> float:
+        """The share of splits (both τ-b defined) in which the candidate's is at least the reference's own."""
+        both = ~(np.isnan(self.candidate_taus) | np.isnan(self.own_taus))
+        return float(np.mean(self.candidate_taus[both] >= self.own_taus[both])) if both.any() else math.nan
+
+    def sentence(self, made: str, own: str) -> str:
+        """The comparison in one sentence, and what it means where the reference cannot reach
+        :data:`STAND_IN_TAU` against itself."""
+        said = (f"On equal terms ({self.splits} random splits of {own}): against {self.held_out} of its questions "
+                f"held out each time, {self.size} of {made} rank the configurations at tau-b "
+                f"{self.candidate_median:.2f} (median) and {self.size} more of {own} at {self.own_median:.2f}; "
+                f"{made} comes at least as close in {self.at_least_as_close:.0%} of the splits.")
+        if self.own_median < STAND_IN_TAU:
+            said += (f" Your own questions do not reach tau-b {STAND_IN_TAU} against each other either: at this many "
+                     "questions the configurations are closer than they can tell apart, so judge "
+                     f"{made} against {self.own_median:.2f}, not {STAND_IN_TAU}.")
+        return said
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"size": self.size, "held_out": self.held_out, "splits": self.splits,
+                "candidate_median": self.candidate_median, "own_median": self.own_median,
+                "candidate_interval": _percentiles(self.candidate_taus),
+                "own_interval": _percentiles(self.own_taus), "at_least_as_close": self.at_least_as_close}
+
+
+def _median(taus: np.ndarray) -> float:
+    return float(np.nanmedian(taus)) if not np.all(np.isnan(taus)) else math.nan
+
+
+def _percentiles(taus: np.ndarray, confidence: float = 0.95) -> list[float]:
+    if np.all(np.isnan(taus)):
+        return [math.nan, math.nan]
+    tail = (1 - confidence) / 2 * 100
+    return [float(v) for v in np.nanpercentile(taus, [tail, 100 - tail])]
+
+
+def head_to_head(candidate: ScoreTable, reference: ScoreTable, *, splits: int = SPLITS,
+                 seed: int = 0) -> HeadToHead | None:
+    """The candidate against the reference's own questions, on equal terms: ``splits`` times, the
+    reference's questions are shuffled into ``size`` of its own and the others held out, ``size``
+    of the candidate's are drawn without replacement, and each side's ranking of the grid is
+    compared (τ-b) with the held-out ones'. ``size`` is the candidate's number of questions or half
+    the reference's, whichever is fewer, so that both sides rank on as many questions; ``None``
+    where the reference is too small to split into two parts of :data:`MIN_QUESTIONS`.
+
+    A candidate that asks as the team does comes at least as close as the team's own part in
+    about half of the splits; the own part's τ-b is the most to expect at this many questions.
+
+    Two sets that rank every question alike: every split agrees fully on both sides.
+
+        >>> own = ScoreTable("own", ("a", "b", "c"), np.array([[0.2, 0.5, 0.9]] * 10))
+        >>> found = head_to_head(own, own, splits=50)
+        >>> (found.size, found.held_out, found.candidate_median, found.own_median, found.at_least_as_close)
+        (5, 5, 1.0, 1.0, 1.0)
+    """
+    size = min(candidate.questions, reference.questions // 2)
+    if size < MIN_QUESTIONS:
+        return None
+    rng = np.random.default_rng(seed)
+    candidate_taus, own_taus = np.empty(splits), np.empty(splits)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a part that ranks nothing has no τ-b: nan, counted as such
+        for i in range(splits):
+            shuffled = rng.permutation(reference.questions)
+            own, held_out = shuffled[:size], shuffled[size:]
+            drawn = rng.choice(candidate.questions, size, replace=False)
+            held_means = reference.scores[held_out].mean(axis=0)
+            candidate_taus[i] = kendall_tau_b(candidate.scores[drawn].mean(axis=0), held_means)
+            own_taus[i] = kendall_tau_b(reference.scores[own].mean(axis=0), held_means)
+    return HeadToHead(size, reference.questions - size, candidate_taus, own_taus)
+
+
+@dataclass(frozen=True)
 class Agreement:
     """How alike two sets rank the grid (see :func:`agreement`).
 
@@ -125,6 +238,8 @@ class Agreement:
         resamples: bootstrap resamples drawn.
         undefined: resamples in which a set scored every configuration the same (no ranking,
             no τ-b); the interval is taken over the others.
+        head_to_head: the candidate beside the reference's own questions on equal terms (``None``
+            where the reference is too small to split, or it was not asked for).
     """
 
     candidate: ScoreTable
@@ -134,6 +249,7 @@ class Agreement:
     confidence: float
     resamples: int
     undefined: int = 0
+    head_to_head: HeadToHead | None = None
 
     @property
     def candidate_best_on_reference(self) -> Placement:
@@ -188,6 +304,9 @@ class Agreement:
             **{name: {**dataclasses.asdict(placed), "shortfall": placed.shortfall}
                for name, placed in (("candidate_best_on_reference", self.candidate_best_on_reference),
                                     ("reference_best_on_candidate", self.reference_best_on_candidate))},
+            "head_to_head": None if self.head_to_head is None else {
+                **self.head_to_head.to_dict(), "sentence": self.head_to_head.sentence(self.candidate.name,
+                                                                                     self.reference.name)},
             "verdict": self.verdict,
             "sentence": self.sentence(),
         }
@@ -208,10 +327,11 @@ def kendall_tau_b(x: np.ndarray, y: np.ndarray) -> float:
 
 
 def agreement(candidate: ScoreTable, reference: ScoreTable, *, resamples: int = 2000, confidence: float = 0.95,
-              seed: int = 0) -> Agreement:
+              seed: int = 0, splits: int = SPLITS) -> Agreement:
     """τ-b between the rankings of ``candidate`` and ``reference`` (by mean score), and its
     percentile bootstrap interval: each set's questions resampled independently, with
-    replacement, the grid re-ranked on both and τ-b recomputed, ``resamples`` times.
+    replacement, the grid re-ranked on both and τ-b recomputed, ``resamples`` times; and, unless
+    ``splits`` is 0, the two on equal terms (:func:`head_to_head`).
 
     Raises:
         AgreementError: the tables rank different configurations, either has fewer than
@@ -258,7 +378,8 @@ def agreement(candidate: ScoreTable, reference: ScoreTable, *, resamples: int = 
         interval = (float(low), float(high))
     else:
         interval = (math.nan, math.nan)
-    return Agreement(candidate, reference, tau, interval, confidence, resamples, undefined)
+    return Agreement(candidate, reference, tau, interval, confidence, resamples, undefined,
+                     head_to_head(candidate, reference, splits=splits, seed=seed) if splits else None)
 
 
 def _enough_questions(name: str, count: int) -> None:
@@ -283,7 +404,8 @@ def check_comparable(candidate: EvaluationSet, reference: EvaluationSet, candida
 def measure_agreement(corpora: Corpus | Sequence[Corpus], candidate: EvaluationSet, reference: EvaluationSet, *,
                       candidate_name: str | None = None, reference_name: str | None = None,
                       grid: Sequence[GridRow] = GRID, resamples: int = 2000, confidence: float = 0.95,
-                      seed: int = 0, config: EvaluationConfig | None = None, embedder: Embedder | None = None,
+                      seed: int = 0, splits: int = SPLITS, config: EvaluationConfig | None = None,
+                      embedder: Embedder | None = None,
                       cache: EmbeddingCache | bool | None = True,
                       on_chunking: Callable[[ChunkingScored], None] | None = None,
                       on_embedding: Callable[[int, int], None] | None = None) -> Agreement:
@@ -298,4 +420,4 @@ def measure_agreement(corpora: Corpus | Sequence[Corpus], candidate: EvaluationS
     check_comparable(candidate, reference, candidate_name, reference_name)
     made, own = score_grid(corpora, [candidate, reference], [candidate_name, reference_name], grid, config=config,
                            embedder=embedder, cache=cache, on_chunking=on_chunking, on_embedding=on_embedding)
-    return agreement(made, own, resamples=resamples, confidence=confidence, seed=seed)
+    return agreement(made, own, resamples=resamples, confidence=confidence, seed=seed, splits=splits)
