@@ -114,6 +114,43 @@ def test_whitespace_normalised_reference_maps_back_to_exact_offsets():
     assert locate(text, "not there", (0, len(text))) is None
 
 
+def test_a_near_copy_is_anchored_to_the_documents_own_words():
+    # Seen with the bundled writer: a copy with a word changed, one added and the typographic
+    # quotes made straight. The excerpt is the document's span, from "The" to the full stop.
+    text = 'Intro. The name associated with a view is also called the “endpoint”. Then more text follows.'
+    copy = 'The name associated with a view in Flask is also called the "endpoint".'
+    start, end = locate(text, copy, (0, len(text)))
+    assert (start, end) == (7, 69)
+    assert text[start:end] == 'The name associated with a view is also called the “endpoint”.'
+    # Runs of three words or more must cover 80% of the copy's words: above, 11 of 13 (85%); with a
+    # third word added, 11 of 14 (79%).
+    assert locate(text, 'The name associated with a view in Flask apps is also called the "endpoint".',
+                  (0, len(text))) is None
+    # A paraphrase, or a copy whose words are spread over much more of the passage, is not one.
+    assert locate(text, "Each view has a name: its endpoint.", (0, len(text))) is None
+    spread = "The name associated with " + "filler words in between " * 6 + "a view is also called the endpoint."
+    assert locate(spread, "The name associated with a view is also called the endpoint.", (0, 30)) is None
+
+
+def test_a_near_copy_is_kept_with_the_documents_text(openai_server, client, corpus, tmp_path):
+    def long_sentence(passage: str) -> str:
+        return next(c for c in re.findall(r"[A-Z][^.!?\n]{30,}[.!?]", passage) if len(c.split()) >= 10)
+
+    def near(passage: str) -> str:
+        words = long_sentence(passage).split()
+        return " ".join([*words[:5], "indeed", *words[5:]])  # one word added: runs of 5 and 5+ words
+
+    openai_server.chat_handler = answer_with(echo_question, near)
+    report = generate_evaluation_set(corpus, tmp_path / "g.jsonl", 2, client, HashedWordsEmbedder(), max_attempts=4)
+    assert report.accepted == 2
+    for line in (tmp_path / "g.jsonl").read_text(encoding="utf-8").splitlines():
+        reference = json.loads(line)["references"][0]
+        text = corpus.document(reference["document"]).text
+        assert "indeed" not in reference["content"]
+        assert reference["content"] == text[reference["start_index"]:reference["end_index"]]
+        assert reference["content"] == long_sentence(reference["content"])  # the whole sentence, as written
+
+
 def test_an_excerpt_is_never_located_inside_a_longer_word():
     # Seen with the bundled writer: the excerpt "cov" was located inside the index entry "vcov".
     index = "var 9, 18 vcov 59 vector 8"

@@ -226,7 +226,9 @@ def locate(text: str, content: str, window: tuple[int, int]) -> tuple[int, int] 
 
     Exact matches first (inside the window, else a unique one in the whole text), then a
     whitespace-normalised match inside the window mapped back to exact offsets, then one that
-    leaves markdown markup out too (:func:`tuner.data.excerpts.locate`: found once in the window).
+    leaves markdown markup out too (:func:`tuner.data.excerpts.locate`: found once in the window),
+    then a near copy of the window's words (:func:`near_copy`). The offsets are always the
+    document's: the excerpt stored is its text there, never the model's copy.
 
     >>> text = "See the `max_jobs` setting: it **caps** parallel jobs."
     >>> start, end = locate(text, "the max_jobs setting: it caps parallel jobs.", (0, len(text)))
@@ -259,9 +261,59 @@ def locate(text: str, content: str, window: tuple[int, int]) -> tuple[int, int] 
         return origin[at], origin[at + len(needle) - 1] + 1
     # Markdown markup lost in the copy (``**``, backticks, link targets), found once in the passage.
     found = locate_excerpt(passage, content)
-    if not found.found or _cuts_a_word(passage, found.start, found.end):
+    if found.found and not _cuts_a_word(passage, found.start, found.end):
+        return window[0] + found.start, window[0] + found.end
+    return near_copy(text, content, window)
+
+
+#: A near copy: runs of at least ``_RUN_WORDS`` words of the passage, in order, hold at least
+#: ``_NEAR_COPY`` of the copy's words, and the passage's span from the first run to the last is at
+#: most ``_SPAN_SLACK`` times the copy's length in words.
+_RUN_WORDS = 3
+_NEAR_COPY = 0.8
+_SPAN_SLACK = 1.5
+_WORDS = re.compile(r"\w+")
+
+
+def near_copy(text: str, content: str, window: tuple[int, int]) -> tuple[int, int] | None:
+    """Exact offsets of the passage's span that ``content`` copies with a few words changed,
+    dropped or added (a small model's copy often merges two sentences or edits a word): the words
+    of runs the two share (at least three words each, in order) cover 80% of the copy's words,
+    and the span from the first run to the last is at most 1.5 times the copy's length. The span
+    is the document's text, never the copy. A paraphrase is not a near copy: ``None``.
+
+    >>> text = "Intro. The scheduler runs each job at most once per window, in submission order. Then."
+    >>> start, end = near_copy(text, "The scheduler runs every job at most once per window in submission order",
+    ...                        (0, len(text)))
+    >>> text[start:end]
+    'The scheduler runs each job at most once per window, in submission order.'
+    >>> near_copy(text, "Jobs run once in each window, oldest first.", (0, len(text))) is None
+    True
+    """
+    import difflib
+
+    words = [(m.start(), m.end(), m.group().lower()) for m in _WORDS.finditer(text, *window)]
+    copied = [w.lower() for w in _WORDS.findall(content)]
+    if not words or len(copied) < _RUN_WORDS:
         return None
-    return window[0] + found.start, window[0] + found.end
+    matcher = difflib.SequenceMatcher(None, [w for _, _, w in words], copied, autojunk=False)
+    runs = [block for block in matcher.get_matching_blocks() if block.size >= _RUN_WORDS]
+    if not runs or sum(run.size for run in runs) < _NEAR_COPY * len(copied):
+        return None
+    first, last = runs[0].a, runs[-1].a + runs[-1].size - 1
+    if last - first + 1 > _SPAN_SLACK * len(copied):
+        return None
+    start, end = words[first][0], words[last][1]
+    # The marks that open and close the span's first and last words, and its full stop, go with it.
+    while start > window[0] and text[start - 1] in _OPENING:
+        start -= 1
+    while end < window[1] and text[end] in _CLOSING:
+        end += 1
+    return start, end
+
+
+_OPENING = "*_`\"'“‘(["
+_CLOSING = "*_`\"'”’)].!?"
 
 def sample_excerpt(text: str, window: tuple[int, int], rng: random.Random) -> tuple[int, int] | None:
     """Exact (start, end) offsets of one or two sentences inside ``window`` worth a question: a
