@@ -435,7 +435,10 @@ def score_table(raw: Path, queries: Path, rows: list[tuple[str, dict]], cache_di
         attrs = trial_attributes(result, resolved, Weights(), Scales())
         results.append({"role": role, "label": label_of(config.to_dict()), "config": config.to_dict(),
                         "recall": attrs["recall"], "iou": attrs["iou"], "score": attrs["score"],
-                        "chunks": attrs["chunks"], "seconds": time.perf_counter() - started})
+                        "chunks": attrs["chunks"], "seconds": time.perf_counter() - started,
+                        # per question, in the set's order: what `compare` pairs across two runs
+                        "question_ids": [q.id for q in evalset.queries],
+                        "question_recall": [float(r) for r in result.scores.at(config.retrieval.k)["recall"]]})
         print(f"  {role:14} {results[-1]['label']:55} recall {attrs['recall']:.1%}  score {attrs['score']:.4f} "
               f"({results[-1]['seconds']:.0f} s)", file=sys.stderr)
     return results
@@ -586,10 +589,14 @@ def matching_references(match: list[str]) -> list[tuple[str, dict]]:
 
 
 def run(root: Path, budgets: list[str], n_trials: list[int] | None, space: str, jobs: int, seed: int,
-        keep: Path | None, match: list[str], options: list[str] = (), tune_queries: Path | None = None) -> None:
+        keep: Path | None, match: list[str], options: list[str] = (), tune_queries: Path | None = None,
+        score_queries: Path | None = None) -> None:
     raw, queries = require_raw(root), require_queries(root)
-    if tune_queries is not None and not tune_queries.is_file():
-        raise BenchError(f"--tune-queries {tune_queries}: no such file")
+    for flag, given in (("--tune-queries", tune_queries), ("--score-queries", score_queries)):
+        if given is not None and not given.is_file():
+            raise BenchError(f"{flag} {given}: no such file")
+    tune_queries = tune_queries or queries
+    queries = score_queries or queries
     has_timeout = tune_has_timeout()
     if not has_timeout and n_trials is None:
         raise BenchError("this chunkwise's `tune` has no --timeout (issue 17): pass --n-trials N[,N...] "
@@ -607,7 +614,7 @@ def run(root: Path, budgets: list[str], n_trials: list[int] | None, space: str, 
         name, storage = f"realdocs-{budget}", f"sqlite:///{work / 'study.db'}"
         bound = (["--timeout", str(seconds)] if has_timeout and n_trials is None
                  else ["--n-trials", str(n_trials[min(number, len(n_trials) - 1)])])
-        command = ["tune", "--name", name, "--corpus", f"{CORPUS}={raw}", "--queries", str(tune_queries or queries),
+        command = ["tune", "--name", name, "--corpus", f"{CORPUS}={raw}", "--queries", str(tune_queries),
                    "--space", space, "--storage", storage, "--jobs", str(jobs), "--seed", str(seed), *bound,
                    *(item for option in options for item in ("--set", option))]
         print(f"\n== budget {budget}: chunkwise {' '.join(command)}  (cold cache {work / 'cache'})", file=sys.stderr)
@@ -649,6 +656,35 @@ def run(root: Path, budgets: list[str], n_trials: list[int] | None, space: str, 
               f"{rec['score']:.4f} | {other['label']} | {other['recall']:.1%} | {other['score']:.4f} |")
 
 
+def compare(first: Path, second: Path) -> None:
+    """The recommendations of two `run`s scored on the same questions (``--keep``'s results.json):
+    each one's recall, and the difference with a 95% paired bootstrap interval over questions
+    (scipy's ``bootstrap``, percentile, as the agreement's)."""
+    import numpy as np
+    from scipy.stats import bootstrap
+
+    rows = []
+    for path in (first, second):
+        try:
+            results = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise BenchError(f"{path}: {exc}") from None
+        recommended = next((r for r in results if r["role"] == "recommended"), None)
+        if recommended is None or "question_recall" not in recommended:
+            raise BenchError(f"{path}: no recommendation scored per question (run `run --keep` again)")
+        rows.append(recommended)
+    if rows[0]["question_ids"] != rows[1]["question_ids"]:
+        raise BenchError(f"{first} and {second} were scored on different questions")
+    a, b = (np.array(r["question_recall"]) for r in rows)
+    low, high = bootstrap((a, b), lambda x, y, axis=-1: x.mean(axis=axis) - y.mean(axis=axis), paired=True,
+                          method="percentile", vectorized=True, n_resamples=10000,
+                          rng=np.random.default_rng(0)).confidence_interval
+    for path, row in zip((first, second), rows):
+        print(f"{path}: {row['label']}: recall {row['recall']:.1%} on {len(a)} questions")
+    print(f"difference {(a.mean() - b.mean()) * 100:+.1f} points, 95% paired bootstrap interval "
+          f"[{low * 100:+.1f}, {high * 100:+.1f}]")
+
+
 # --- main -------------------------------------------------------------------------------------------
 
 
@@ -673,6 +709,8 @@ def main() -> int:
     agree_parser.add_argument("--cache", type=Path,
                               help="a CHUNKWISE_CACHE_DIR to reuse (a `run --keep` budget's cache/ holds the reference "
                                    "chunkings' embeddings)")
+    compare_parser = commands.add_parser("compare", help="two runs' recommendations on the same questions, paired")
+    compare_parser.add_argument("results", type=Path, nargs=2, help="each run's results.json (run --keep DIR)")
     run_parser = commands.add_parser("run", help="cold `chunkwise tune` per budget, then score every configuration")
     run_parser.add_argument("--budgets", default="10m,30m,60m", help="comma-separated durations (10m,30m,60m)")
     run_parser.add_argument("--n-trials", help="trials per budget (N or N,N,...) instead of --timeout")
@@ -685,6 +723,9 @@ def main() -> int:
     run_parser.add_argument("--tune-queries", type=Path,
                             help="tune on these questions (e.g. generated ones) instead of the hand-written ones, "
                                  "and score every configuration on the hand-written ones it never saw")
+    run_parser.add_argument("--score-queries", type=Path,
+                            help="score every configuration on these questions (e.g. hand-written ones held out "
+                                 "from --tune-queries) instead of all the hand-written ones")
     run_parser.add_argument("--match", action="append", default=[],
                             help="score only the fixed reference configurations whose label contains this text "
                                  "(repeatable; default: all of them)")
@@ -697,6 +738,8 @@ def main() -> int:
             return build(root, args.strict, not args.no_validate)
         elif args.command == "evaluate":
             evaluate_fixed(root, args.json, args.match)
+        elif args.command == "compare":
+            compare(*args.results)
         elif args.command == "agree":
             agree(root, args.generated.expanduser(), args.cache and args.cache.expanduser())
         else:
@@ -708,7 +751,7 @@ def main() -> int:
             except ValueError:
                 raise BenchError(f"--n-trials: {args.n_trials!r} is not N or N,N,...") from None
             run(root, budgets, trials, args.space, args.jobs, args.seed, args.keep, args.match, args.set,
-                args.tune_queries)
+                args.tune_queries, args.score_queries)
     except BenchError as exc:
         print(f"realdocs: {exc}", file=sys.stderr)
         return 2
