@@ -101,6 +101,25 @@ def test_accepted_queries_load_as_an_evaluation_set(openai_server, client, corpu
     assert report.prompt_tokens > 0 and report.tokens_per_accepted > 0
 
 
+def test_a_question_made_of_its_excerpts_words_is_rejected_under_a_cap(openai_server, client, corpus, tmp_path):
+    # The excerpt's first six words backwards: not a copy (no run of them in order), but every
+    # content word is the excerpt's (overlap 1.0).
+    def backwards(reference: str) -> str:
+        return "Why " + " ".join(reversed(reference.rstrip(".!?").split()[:6])) + "?"
+
+    openai_server.chat_handler = answer_with(backwards)
+    capped = generate_evaluation_set(corpus, tmp_path / "capped.jsonl", 2, client, HashedWordsEmbedder(),
+                                     max_attempts=3, max_overlap=0.5, relevance_threshold=-1.0)
+    assert capped.accepted == 0 and capped.rejected == {"question too lexical": 3}
+    uncapped = generate_evaluation_set(corpus, tmp_path / "uncapped.jsonl", 2, client, HashedWordsEmbedder(),
+                                       max_attempts=3, relevance_threshold=-1.0)
+    assert uncapped.accepted == 2 and "question too lexical" not in uncapped.rejected
+    refused = r"max_overlap=1\.5 is invalid; allowed: a number in \[0, 1\]"
+    with pytest.raises(tuner.errors.InvalidParameterError, match=refused):
+        generate_evaluation_set(corpus, tmp_path / "bad.jsonl", 2, client, HashedWordsEmbedder(), max_overlap=1.5)
+    assert not (tmp_path / "bad.jsonl").exists()
+
+
 def test_references_not_in_the_text_are_rejected(openai_server, client, corpus, tmp_path):
     openai_server.chat_handler = answer_with(echo_question, lambda passage: "The scheduler runs on the moon.")
     report = generate_evaluation_set(corpus, tmp_path / "g.jsonl", 3, client, HashedWordsEmbedder(), max_attempts=4)

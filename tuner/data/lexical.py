@@ -59,9 +59,20 @@ def content_words(texts: Iterable[str]) -> list[set[str]]:
 def overlaps(queries: Iterable[Query]) -> np.ndarray:
     """Each query's overlap: the share of its question's content words found in its excerpts."""
     queries = list(queries)
-    questions = content_words(q.question for q in queries)
-    excerpts = content_words(" ".join(r.content for r in q.references) for q in queries)
-    return np.array([len(asked & said) / len(asked) if asked else 0.0 for asked, said in zip(questions, excerpts)])
+    return np.array(overlap_of([q.question for q in queries],
+                               [" ".join(r.content for r in q.references) for q in queries]))
+
+
+def overlap_of(questions: list[str], excerpts: list[str]) -> list[float]:
+    """The overlap of each question with its excerpts' text (all of them joined).
+
+    >>> overlap_of(["How does the scheduler order queued jobs?"], ["The scheduler runs jobs in the order queued."])
+    [1.0]
+    >>> overlap_of(["In what sequence are waiting tasks started?"], ["The scheduler runs jobs in the order queued."])
+    [0.0]
+    """
+    asked, said = content_words(questions), content_words(excerpts)
+    return [len(a & s) / len(a) if a else 0.0 for a, s in zip(asked, said)]
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The filters a generated question passes, cheapest first, each rejection counted under its reason
 (:data:`REJECTIONS`): one attempt asks the model (:func:`attempt`), then applies the rule-based
-filters (:func:`question_flaw`), the embedding filters (a copy of one of the team's example
+filters (:func:`question_flaw`, then the lexical cap), the embedding filters (a copy of one of the team's example
 questions, near-duplicate, relevance), the answer round trip (``answer_check``) and, last, the
 model's critique (:data:`CRITIQUE_KEEP`)."""
 
@@ -14,7 +14,7 @@ import numpy as np
 
 from ...llm.client import LLMClient
 from ..evalset import Query, Reference
-from ..lexical import QUESTION_WORDS
+from ..lexical import QUESTION_WORDS, overlap_of
 from .examples import normalised
 from .prompts import (
     WIDE_SCRIPT,
@@ -38,6 +38,7 @@ REJECTIONS = (
     "not standalone",
     "asks two things",
     "question repeats its excerpt",
+    "question too lexical",
     "copies an example",
     "near-duplicate question",
     "weakest reference too dissimilar",
@@ -50,13 +51,15 @@ REJECTIONS = (
 class Checks:
     """How one run asks and filters, beyond the thresholds: what changes the question request
     (``asking``), the team's example questions' embeddings (a question identical to one, case and
-    space aside, or closer to one than the duplicate threshold, copies it), the answer round trip
-    and the critique."""
+    space aside, or closer to one than the duplicate threshold, copies it), the answer round trip,
+    the critique, and the most of a question's content words its excerpts may hold
+    (``max_overlap``, :func:`tuner.data.lexical.overlap_of`; ``None``: any)."""
 
     asking: Asking = field(default_factory=Asking)
     example_vectors: np.ndarray | None = None
     answer_check: bool = False
     critique: bool = True
+    max_overlap: float | None = None
 
     def copies_an_example(self, question: str, vector: np.ndarray, duplicate_threshold: float) -> bool:
         if not self.asking.examples:
@@ -76,8 +79,11 @@ def attempt(corpus, client, embedder, rng, passage, accepted, question_vectors, 
     question, references, reason = asked(client, rng, document_id, text, (start, end), checks.asking)
     if question is None:
         return None, reason
-    if reason := question_flaw(question, " ".join(r.content for r in references)):
+    excerpt = " ".join(r.content for r in references)
+    if reason := question_flaw(question, excerpt):
         return None, reason
+    if checks.max_overlap is not None and overlap_of([question], [excerpt])[0] > checks.max_overlap:
+        return None, "question too lexical"
     vectors = embedder.embed([question] + [r.content for r in references])
     if checks.copies_an_example(question, vectors[0], duplicate_threshold):
         return None, "copies an example"

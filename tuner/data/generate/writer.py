@@ -76,7 +76,8 @@ def generate_evaluation_set(corpus: Corpus, output: str | Path, n: int, client: 
                             price_in: float = 0.15, price_out: float = 0.60, progress: bool = False,
                             excerpts: str = "model", critique: bool = True,
                             examples: str | Path | Sequence[str] | None = None, draw: str = "size",
-                            answer_check: bool = False, style: str = "lookup", echo=print) -> GenerationReport:
+                            answer_check: bool = False, style: str = "lookup", max_overlap: float | None = None,
+                            echo=print) -> GenerationReport:
     """Generate (or continue generating) ``n`` accepted queries into ``output``.
 
     Args:
@@ -100,11 +101,15 @@ def generate_evaluation_set(corpus: Corpus, output: str | Path, n: int, client: 
             overlaps one of its excerpts (one more request per question that reaches it).
         style: ``"lookup"`` (one specific question the passage answers) or ``"users"`` (what a
             reader would ask: how to do a task, why something happens, what happens when).
+        max_overlap: reject a question more of whose content words than this share (0 to 1) its
+            excerpts hold ("question too lexical", :func:`tuner.data.lexical.overlap_of`): such a
+            question favours BM25 and small chunks however the team asks. ``None``: no cap.
     """
     check_value(ParamSpec(int, low=1), n, option("n"))
     check_value(ParamSpec(str, choices=EXCERPT_SOURCES), excerpts, option("excerpts"))
     check_value(ParamSpec(str, choices=DRAWS), draw, option("draw"))
     check_value(ParamSpec(str, choices=STYLES), style, option("style"))
+    check_value(ParamSpec(float, low=0.0, high=1.0, optional=True), max_overlap, option("max_overlap"))
     shown = _examples(examples, seed)
     output = Path(output)
     _check_output(output)
@@ -118,7 +123,7 @@ def generate_evaluation_set(corpus: Corpus, output: str | Path, n: int, client: 
     # Questions are asked in the documents' language (detected as BM25 reads them; CHUNKWISE_LANGUAGE sets it).
     language = detect_language(d.text for d in corpus)
     checks = Checks(Asking(style, shown, language), embedder.embed(list(shown)) if shown else None, answer_check,
-                    critique)
+                    critique, max_overlap)
     bar = None
     if progress:
         from tqdm import tqdm
