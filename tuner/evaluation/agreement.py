@@ -163,7 +163,7 @@ class HeadToHead:
                 f"{self.candidate_median:.2f} (median) and {self.size} more of {own} at {self.own_median:.2f}; "
                 f"{made} comes at least as close in {self.at_least_as_close:.0%} of the splits.")
         if self.own_median < STAND_IN_TAU:
-            said += (f" Your own questions do not reach tau-b {STAND_IN_TAU} against each other either: at this many "
+            said += (f" Your own questions do not reach tau-b {STAND_IN_TAU} against each other: at this many "
                      "questions the configurations are closer than they can tell apart, so judge "
                      f"{made} against {self.own_median:.2f}, not {STAND_IN_TAU}.")
         return said

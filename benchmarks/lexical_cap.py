@@ -1,0 +1,60 @@
+"""Would capping a generated set's lexical overlap (``generate --max-overlap``) bring its ranking
+closer to the team's? Measured after the fact on sets already generated (issue 49).
+
+    python benchmarks/lexical_cap.py --caps 1.0,0.6,0.5 realdocs=~/.cache/chunkwise-bench/realdocs/raw \\
+        benchmarks/realdocs/generated/mix-users40-2026-11-29.jsonl own60.jsonl ...
+
+Each case is a corpus (``NAME=FOLDER``), a generated set and the team's own questions about it. The
+grid of ``chunkwise validate --agreement`` is scored once on both sets; for each cap the generated
+questions whose overlap with their excerpts (``tuner.data.lexical.overlaps``) is above the cap are
+left out, and the agreement (τ-b, its interval, the head-to-head with the team's own questions) is
+computed on the rest. What ``generate --max-overlap`` would have kept is exactly those questions,
+given the same writer replies; a cap makes more requests for as many questions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--caps", default="1.0,0.6,0.5", help="comma-separated overlap caps (1.0: none)")
+    parser.add_argument("cases", nargs="+", metavar="CORPUS GENERATED OWN",
+                        help="triples: NAME=FOLDER, the generated set, the team's own questions")
+    args = parser.parse_args()
+    if len(args.cases) % 3:
+        print("lexical_cap: give the cases as triples: NAME=FOLDER GENERATED OWN", file=sys.stderr)
+        return 2
+    caps = [float(cap) for cap in args.caps.split(",")]
+
+    from tuner import load_corpus, load_evaluation_set
+    from tuner.data.lexical import overlaps
+    from tuner.evaluation.agreement import ScoreTable, agreement, score_grid
+
+    print("| corpus | generated set | cap | questions | τ-b [95%] | head-to-head: generated / own "
+          "(at least as close) |")
+    print("|---|---|---|---|---|---|")
+    for at in range(0, len(args.cases), 3):
+        source, made_path, own_path = args.cases[at:at + 3]
+        name, _, folder = source.partition("=")
+        corpus = load_corpus(Path(folder).expanduser(), name)
+        made = load_evaluation_set(Path(made_path).expanduser(), corpus)
+        own = load_evaluation_set(Path(own_path).expanduser(), corpus)
+        made_table, own_table = score_grid([corpus], [made, own], ["generated", "own"])
+        lexical = overlaps(made.queries)
+        for cap in caps:
+            kept = lexical <= cap
+            found = agreement(ScoreTable("generated", made_table.labels, made_table.scores[kept]), own_table,
+                              resamples=1000)
+            versus = found.head_to_head
+            print(f"| {name} | {Path(made_path).name} | {cap:.1f} | {int(kept.sum())} | {found.tau:.2f} "
+                  f"[{found.interval[0]:.2f}, {found.interval[1]:.2f}] | {versus.candidate_median:.2f} / "
+                  f"{versus.own_median:.2f} ({versus.at_least_as_close:.0%}) |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
