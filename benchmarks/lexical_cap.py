@@ -8,8 +8,9 @@ Each case is a corpus (``NAME=FOLDER``), a generated set and the team's own ques
 grid of ``chunkwise validate --agreement`` is scored once on both sets; for each cap the generated
 questions whose overlap with their excerpts (``tuner.data.lexical.overlaps``) is above the cap are
 left out, and the agreement (τ-b, its interval, the head-to-head with the team's own questions) is
-computed on the rest. What ``generate --max-overlap`` would have kept is exactly those questions,
-given the same writer replies; a cap makes more requests for as many questions.
+computed on the rest. It approximates what ``generate --max-overlap`` would keep: a run with the cap
+makes more requests for as many questions, draws other passages after each rejection, and checks
+near-duplicates against the questions it kept, not against those the cap left out.
 """
 
 from __future__ import annotations
@@ -28,17 +29,35 @@ def main() -> int:
     if len(args.cases) % 3:
         print("lexical_cap: give the cases as triples: NAME=FOLDER GENERATED OWN", file=sys.stderr)
         return 2
-    caps = [float(cap) for cap in args.caps.split(",")]
+    try:
+        caps = [float(cap) for cap in args.caps.split(",")]
+    except ValueError:
+        print(f"lexical_cap: --caps {args.caps}: give numbers such as 1.0,0.6,0.5", file=sys.stderr)
+        return 2
+    bad = [source for source in args.cases[::3] if "=" not in source]
+    if bad:
+        print(f"lexical_cap: {bad[0]}: a case starts with its corpus as NAME=FOLDER", file=sys.stderr)
+        return 2
+    from tuner.errors import ChunkwiseError
 
+    try:
+        cap_table(args.cases, caps)
+    except (ChunkwiseError, OSError) as exc:
+        print(f"lexical_cap: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def cap_table(cases: list[str], caps: list[float]) -> None:
     from tuner import load_corpus, load_evaluation_set
     from tuner.data.lexical import overlaps
-    from tuner.evaluation.agreement import ScoreTable, agreement, score_grid
+    from tuner.evaluation.agreement import MIN_QUESTIONS, ScoreTable, agreement, score_grid
 
     print("| corpus | generated set | cap | questions | τ-b [95%] | head-to-head: generated / own "
-          "(at least as close) |")
+          "(generated closer) |")
     print("|---|---|---|---|---|---|")
-    for at in range(0, len(args.cases), 3):
-        source, made_path, own_path = args.cases[at:at + 3]
+    for at in range(0, len(cases), 3):
+        source, made_path, own_path = cases[at:at + 3]
         name, _, folder = source.partition("=")
         corpus = load_corpus(Path(folder).expanduser(), name)
         made = load_evaluation_set(Path(made_path).expanduser(), corpus)
@@ -47,13 +66,16 @@ def main() -> int:
         lexical = overlaps(made.queries)
         for cap in caps:
             kept = lexical <= cap
+            if kept.sum() < MIN_QUESTIONS:
+                print(f"| {name} | {Path(made_path).name} | {cap:.1f} | {int(kept.sum())} | too few to rank | |")
+                continue
             found = agreement(ScoreTable("generated", made_table.labels, made_table.scores[kept]), own_table,
                               resamples=1000)
             versus = found.head_to_head
+            head = ("" if versus is None else f"{versus.candidate_median:.2f} / {versus.own_median:.2f} "
+                    f"({versus.closer:.0%})")
             print(f"| {name} | {Path(made_path).name} | {cap:.1f} | {int(kept.sum())} | {found.tau:.2f} "
-                  f"[{found.interval[0]:.2f}, {found.interval[1]:.2f}] | {versus.candidate_median:.2f} / "
-                  f"{versus.own_median:.2f} ({versus.at_least_as_close:.0%}) |")
-    return 0
+                  f"[{found.interval[0]:.2f}, {found.interval[1]:.2f}] | {head} |")
 
 
 if __name__ == "__main__":

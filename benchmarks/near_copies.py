@@ -11,7 +11,9 @@ locator now anchors a near copy to the document's own words (``tuner.data.genera
 
 ``collect`` reads every cached reply of the question request (a question and the excerpts it
 copied) from chunkwise's LLM cache, one JSON line each, without the passage it was asked about
-(the cache keeps replies, not requests). ``measure`` finds each copy's passage again (the 1,500-
+(the cache keeps replies, not requests); a reply cached as a bare JSON object only (the bundled
+writer's, whose server constrains it to the schema), not one wrapped in prose or a code fence.
+``measure`` finds each copy's passage again (the 1,500-
 character stretch of the realdocs, Rust book or Valgrind corpus, ``~/.cache/chunkwise-bench``, that
 shares the most four-word runs with it, and 2,000 characters either side), locates each excerpt
 there as ``generate`` does, without and with near copies, and counts: located either way, only
@@ -95,8 +97,10 @@ def measure(replies_path: Path, output: Path) -> None:
                 break
             key, window = placed
             passages.near_copy = lambda *_: None  # the locator as it was
-            before = passages.locate(texts[key], copy, window)
-            passages.near_copy = anchor_near
+            try:
+                before = passages.locate(texts[key], copy, window)
+            finally:
+                passages.near_copy = anchor_near
             found = before or passages.locate(texts[key], copy, window)
             if found is None:
                 break

@@ -68,7 +68,7 @@ def test_a_subset_about_two_documents_against_the_bundled_questions(tmp_path):
     versus = found["head_to_head"]
     assert (versus["size"], versus["held_out"], versus["splits"]) == (12, 18, 1000)
     assert versus["own_interval"][0] <= versus["own_median"] <= versus["own_interval"][1]
-    assert 0 <= versus["at_least_as_close"] <= 1 and versus["sentence"].startswith("On equal terms")
+    assert 0 <= versus["closer"] <= 1 and versus["compared"] <= 1000 and versus["sentence"].startswith("On equal")
     # Scored together, each set gets what `evaluate` gives it alone.
     corpus = load_corpus(EXAMPLE, "handbook")
     sets = ((load_evaluation_set(made, corpus), 0), (load_evaluation_set(QUERIES, corpus), 1))
@@ -94,8 +94,8 @@ def test_the_text_output_names_both_sets_and_ends_with_the_verdict(tmp_path, cap
     assert out[header + 18].startswith(f"{QUERIES}'s best (")
     assert out[-1].startswith(str(made)) and out[-1].endswith(".")
     # Beside the team's own questions on equal terms: 15 of each against the other 15 of QUERIES.
-    assert out[-3].startswith(f"On equal terms (1000 random splits of {QUERIES}): against 15 of its questions "
-                              f"held out each time, 15 of {made} rank the configurations at tau-b ")
+    assert out[-3].startswith(f"On equal terms (1000 random splits of {QUERIES} into 15 and 15 questions): against "
+                              f"the 15, 15 of {made} rank the configurations at tau-b ")
 
 
 def error_of(capsys, argv: list[str]) -> str:

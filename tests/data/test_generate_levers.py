@@ -412,3 +412,12 @@ def test_validate_prints_the_styles_of_a_set(tmp_path, capsys):
         '"content": "The scheduler runs jobs in the order they arrive."}]}\n')
     assert main(["validate", "--corpus", str(docs), "--queries", str(queries)]) == 0
     assert "styles: 1 how-to, 1 why, 0 what-happens, 0 identifier, 0 other\n" in capsys.readouterr().out
+
+
+def test_a_lexical_cap_out_of_range_is_refused_before_the_corpus_is_read(tmp_path, capsys):
+    out = tmp_path / "g.jsonl"
+    assert main(["generate", str(tmp_path / "no-such-folder"), "-o", str(out), "--model", "stub-llm",
+                 "--max-overlap", "1.5"]) == 2
+    err = capsys.readouterr().err
+    assert "--max-overlap=1.5 is invalid; allowed: a number in [0, 1]" in err
+    assert "no-such-folder" not in err and "Traceback" not in err and not out.exists()

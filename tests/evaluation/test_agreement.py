@@ -225,8 +225,9 @@ def test_head_to_head_sizes_its_parts_and_needs_a_reference_it_can_split():
     assert head_to_head(same_rows("made", [0.1, 0.2, 0.3], questions=7), own, splits=20).size == 7
     both = head_to_head(same_rows("made", [0.1, 0.2, 0.3], questions=40), own, splits=20)
     assert (both.size, both.held_out, both.splits) == (10, 10, 20)  # half the reference at most
-    # Fewer than MIN_QUESTIONS on a side: no head-to-head, and the agreement holds none.
+    # A reference of 9 splits into parts of 4 and 5, fewer than MIN_QUESTIONS on a side: no head-to-head.
     assert head_to_head(same_rows("made", [0.1, 0.2, 0.3]), table("own", [[0.2, 0.5, 0.9]] * 9), splits=20) is None
+    # None asked for (splits=0): the agreement holds none.
     assert agreement(same_rows("made", [0.1, 0.2, 0.3]), own, resamples=100, splits=0).head_to_head is None
 
 
@@ -235,19 +236,37 @@ def test_a_candidate_ranking_backwards_never_comes_as_close_as_the_reference():
     found = agreement(table("made", [[0.9, 0.5, 0.2], [0.8, 0.3, 0.1]] * 4), own, resamples=100, splits=200)
     versus = found.head_to_head
     # Every question of own ranks a < b < c and every one of made c < b < a: -1 and 1 in every split.
-    assert (versus.candidate_median, versus.own_median, versus.at_least_as_close) == (-1.0, 1.0, 0.0)
+    assert (versus.candidate_median, versus.own_median, versus.closer, versus.compared) == (-1.0, 1.0, 0.0, 200)
     text = versus.sentence("made", "own")
-    assert "6 of made rank the configurations at tau-b -1.00 (median) and 6 more of own at 1.00" in text
-    assert "at least as close in 0% of the splits" in text and "do not reach" not in text
+    assert text.startswith("On equal terms (200 random splits of own into 6 and 6 questions): against the 6, 6 of "
+                           "made rank the configurations at tau-b -1.00 (median) and the other 6 of own at 1.00")
+    assert "made ranks closer in 0% of the splits (ties counted half)." in text and "do not reach" not in text
+
+
+def test_ties_count_half_and_a_split_that_ranks_nothing_is_not_compared():
+    # Every question ranks a < b < c on both sides: every split ties at 1.0, counted half.
+    alike = table("own", [[0.2, 0.5, 0.9]] * 10)
+    assert head_to_head(alike, alike, splits=50).closer == 0.5
+    # Four questions of ten separate the configurations, the rest score them all the same: a part
+    # without any of the four ranks nothing, and that split is left out of the share.
+    own = table("own", [[0.2, 0.5, 0.9]] * 4 + [[1.0, 1.0, 1.0]] * 6)
+    versus = head_to_head(table("made", [[0.9, 0.5, 0.2]] * 5), own, splits=400)
+    undefined = int(np.sum(np.isnan(versus.own_taus) | np.isnan(versus.candidate_taus)))
+    assert undefined > 0 and versus.compared == 400 - undefined and versus.closer == 0.0
+    assert f"of the {versus.compared} where both rank something" in versus.sentence("made", "own")
+    # A reference whose questions all score every configuration the same: nothing compares.
+    flat = head_to_head(table("made", [[0.9, 0.5, 0.2]] * 5), table("own", [[1.0, 1.0, 1.0]] * 10), splits=20)
+    assert flat.compared == 0 and math.isnan(flat.closer)
+    assert "no split compares" in flat.sentence("made", "own")
 
 
 def test_head_to_head_draws_splits_uniformly():
     # Against the exact distribution, enumerated over every split of own (5 of 10 its own part) and
-    # every draw of 5 of made's 8: the share of splits where made comes at least as close, and the
+    # every draw of 5 of made's 8: the share of splits where made ranks closer (ties half), and the
     # median of own's τ-b.
     rng = np.random.default_rng(3)
     own_rows, made_rows = rng.random((10, 4)), rng.random((8, 4))
-    own_taus, closer, defined = [], 0, 0
+    own_taus, closer, defined = [], 0.0, 0
     for part in itertools.combinations(range(10), 5):
         held = [i for i in range(10) if i not in part]
         held_means = own_rows[held].mean(axis=0)
@@ -257,11 +276,11 @@ def test_head_to_head_draws_splits_uniformly():
             made_tau = brute_tau_b(made_rows[list(drawn)].mean(axis=0), held_means)
             if not (math.isnan(made_tau) or math.isnan(own_tau)):
                 defined += 1
-                closer += made_tau >= own_tau
+                closer += (made_tau > own_tau) + 0.5 * (made_tau == own_tau)
     splits = 4000
     found = head_to_head(table("made", made_rows), table("own", own_rows), splits=splits, seed=1)
     share = closer / defined
-    assert found.at_least_as_close == pytest.approx(share, abs=4 * math.sqrt(share * (1 - share) / splits))
+    assert found.closer == pytest.approx(share, abs=4 * math.sqrt(share * (1 - share) / splits))
     values, counts = np.unique(np.round(own_taus, 9), return_counts=True)
     cdf = np.cumsum(counts) / counts.sum()
     assert np.min(np.abs(cdf - 0.5)) > 0.03  # the exact median is not at a step, where sampling could move it

@@ -73,9 +73,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                                "default), or what a reader of the documents would ask (users: how to do a task, "
                                "why something happens, what happens when), not the name of an identifier")
     generate.add_argument("--max-overlap", type=float, metavar="SHARE",
-                          help="reject a question more of whose content words than this share (0-1) its excerpts "
-                               "hold: such questions favour BM25 and small chunks however your users ask (default: "
-                               "no cap; `validate` prints a set's overlap, hand-written sets' medians are 24-40%%)")
+                          help="reject a question when more than SHARE (0-1) of its content words appear in its "
+                               "excerpts: such questions favour BM25 and small chunks however your users ask "
+                               "(default: no cap; `validate` prints a set's overlap; hand-written sets' medians are "
+                               "24-40%%)")
     generate.add_argument("--calibrate", action="store_true",
                           help="print the similarity distributions of the output's queries instead of generating")
     generate.set_defaults(handler=run)
@@ -85,10 +86,13 @@ def run(args: argparse.Namespace) -> int:
     from ..data.corpus import load_corpus
     from ..data.evalset import load_evaluation_set
     from ..data.generate import format_distributions, read_example_questions, similarity_distributions
+    from ..data.generate.writer import MAX_OVERLAP
     from ..embedding import EmbeddingCache
     from ..embedding.config import EmbedderConfig
     from ..llm.client import LLMClient
+    from ..schema import check_value
 
+    check_value(MAX_OVERLAP, args.max_overlap, "--max-overlap")  # before the corpus is read and the writer starts
     # The team's questions are read before anything else: a bad file is one message, and nothing started.
     examples = read_example_questions(args.examples) if args.examples and not args.calibrate else None
     corpus = load_corpus(args.corpus, args.name, include=args.include or (), exclude=args.exclude or (),

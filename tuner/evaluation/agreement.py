@@ -16,8 +16,9 @@ by Kendall's τ-b, with a bootstrap interval over questions.
 * :class:`HeadToHead` puts the candidate beside the reference's own questions on equal terms:
   split the reference at random, and rank the grid on as many of the candidate's questions as on
   one part of the reference, each against the other part. The τ-b of the reference's own part is
-  the most any set of that size can be expected to reach: with few questions, or configurations
-  that score alike, two halves of a team's own questions rank the grid far from identically;
+  what to expect of a set of that size asked as the team's is: with few questions, or
+  configurations that score alike, two halves of a team's own questions rank the grid far from
+  identically;
 * :func:`measure_agreement` does both, after :func:`check_comparable` refused what cannot be
   compared;
 * :attr:`Agreement.verdict` and :meth:`Agreement.sentence` say what the figures mean for the
@@ -145,34 +146,50 @@ class HeadToHead:
 
     @property
     def own_median(self) -> float:
-        """How closely the reference's questions rank the grid as its other questions do: the most
-        a set of ``size`` questions can be expected to reach against this reference."""
+        """How closely ``size`` of the reference's questions rank the grid as its other questions
+        do: what to expect of a set of ``size`` questions asked as the reference's are."""
         return _median(self.own_taus)
 
     @property
-    def at_least_as_close(self) -> float:
-        """The share of splits (both τ-b defined) in which the candidate's is at least the reference's own."""
+    def compared(self) -> int:
+        """The splits in which both sides rank something (both τ-b defined)."""
+        return int(np.sum(~(np.isnan(self.candidate_taus) | np.isnan(self.own_taus))))
+
+    @property
+    def closer(self) -> float:
+        """The share of the :attr:`compared` splits in which the candidate ranks closer to the
+        held-out questions than the reference's own part does, a tie counted half: about 0.5 for
+        a candidate drawn as the reference is (nan when no split compares)."""
         both = ~(np.isnan(self.candidate_taus) | np.isnan(self.own_taus))
-        return float(np.mean(self.candidate_taus[both] >= self.own_taus[both])) if both.any() else math.nan
+        if not both.any():
+            return math.nan
+        made, own = self.candidate_taus[both], self.own_taus[both]
+        return float(np.mean((made > own) + 0.5 * (made == own)))
 
     def sentence(self, made: str, own: str) -> str:
-        """The comparison in one sentence, and what it means where the reference cannot reach
-        :data:`STAND_IN_TAU` against itself."""
-        said = (f"On equal terms ({self.splits} random splits of {own}): against {self.held_out} of its questions "
-                f"held out each time, {self.size} of {made} rank the configurations at tau-b "
-                f"{self.candidate_median:.2f} (median) and {self.size} more of {own} at {self.own_median:.2f}; "
-                f"{made} comes at least as close in {self.at_least_as_close:.0%} of the splits.")
+        """The comparison in one sentence, and what it means where the reference's own parts do
+        not reach :data:`STAND_IN_TAU` against the rest."""
+        splits = f"{self.splits} random splits of {own} into {self.size} and {self.held_out} questions"
+        if self.compared == 0:
+            return (f"On equal terms ({splits}): no split compares, because in each of them a part of {own} or "
+                    f"{self.size} of {made} score every configuration the same.")
+        among = "" if self.compared == self.splits else f" of the {self.compared} where both rank something"
+        said = (f"On equal terms ({splits}): against the {self.held_out}, {self.size} of {made} rank the "
+                f"configurations at tau-b {self.candidate_median:.2f} (median) and the other {self.size} of {own} "
+                f"at {self.own_median:.2f}; {made} ranks closer in {self.closer:.0%} of the splits{among} (ties "
+                "counted half).")
         if self.own_median < STAND_IN_TAU:
-            said += (f" Your own questions do not reach tau-b {STAND_IN_TAU} against each other: at this many "
-                     "questions the configurations are closer than they can tell apart, so judge "
-                     f"{made} against {self.own_median:.2f}, not {STAND_IN_TAU}.")
+            said += (f" {self.size} of {own}'s own questions do not reach tau-b {STAND_IN_TAU} against the rest "
+                     f"either: with {self.size} questions a side the configurations score too close together to "
+                     f"be ranked reliably, so compare {made}'s {self.candidate_median:.2f} with "
+                     f"{self.own_median:.2f}, not with {STAND_IN_TAU}.")
         return said
 
     def to_dict(self) -> dict[str, Any]:
         return {"size": self.size, "held_out": self.held_out, "splits": self.splits,
                 "candidate_median": self.candidate_median, "own_median": self.own_median,
                 "candidate_interval": _percentiles(self.candidate_taus),
-                "own_interval": _percentiles(self.own_taus), "at_least_as_close": self.at_least_as_close}
+                "own_interval": _percentiles(self.own_taus), "compared": self.compared, "closer": self.closer}
 
 
 def _median(taus: np.ndarray) -> float:
@@ -195,15 +212,16 @@ def head_to_head(candidate: ScoreTable, reference: ScoreTable, *, splits: int = 
     the reference's, whichever is fewer, so that both sides rank on as many questions; ``None``
     where the reference is too small to split into two parts of :data:`MIN_QUESTIONS`.
 
-    A candidate that asks as the team does comes at least as close as the team's own part in
-    about half of the splits; the own part's τ-b is the most to expect at this many questions.
+    A candidate that asks as the team does ranks closer than the team's own part in about half of
+    the splits (ties counted half); the own part's τ-b is what to expect of a set asked as the
+    team's is, at this many questions.
 
     Two sets that rank every question alike: every split agrees fully on both sides.
 
         >>> own = ScoreTable("own", ("a", "b", "c"), np.array([[0.2, 0.5, 0.9]] * 10))
         >>> found = head_to_head(own, own, splits=50)
-        >>> (found.size, found.held_out, found.candidate_median, found.own_median, found.at_least_as_close)
-        (5, 5, 1.0, 1.0, 1.0)
+        >>> (found.size, found.held_out, found.candidate_median, found.own_median, found.closer)
+        (5, 5, 1.0, 1.0, 0.5)
     """
     size = min(candidate.questions, reference.questions // 2)
     if size < MIN_QUESTIONS:

@@ -214,9 +214,7 @@ def _whole_word_matches(text: str, content: str, start: int, end: int) -> list[i
 
 def _cuts_a_word(text: str, start: int, end: int) -> bool:
     """Whether ``text[start:end]`` begins or ends inside a word of ``text``."""
-    def word(char: str) -> bool:
-        return char.isalnum() or char == "_"
-
+    word = _is_word_character
     return bool((start > 0 and word(text[start - 1]) and word(text[start]))
                 or (end < len(text) and word(text[end]) and word(text[end - 1])))
 
@@ -272,15 +270,18 @@ def locate(text: str, content: str, window: tuple[int, int]) -> tuple[int, int] 
 _RUN_WORDS = 3
 _NEAR_COPY = 0.8
 _SPAN_SLACK = 1.5
-_WORDS = re.compile(r"\w+")
+#: A word, an apostrophe inside it included ("don't" is one word, not "don" and "t").
+_WORDS = re.compile(r"\w+(?:['’]\w+)*")
 
 
 def near_copy(text: str, content: str, window: tuple[int, int]) -> tuple[int, int] | None:
     """Exact offsets of the passage's span that ``content`` copies with a few words changed,
     dropped or added (a small model's copy often merges two sentences or edits a word): the words
     of runs the two share (at least three words each, in order) cover 80% of the copy's words,
-    and the span from the first run to the last is at most 1.5 times the copy's length. The span
-    is the document's text, never the copy. A paraphrase is not a near copy: ``None``.
+    and the span from the first run to the last is at most 1.5 times the copy's length (so up to a
+    third of the span may be words the copy left out, such as a clause between two sentences it
+    merged). The span is the document's text, never the copy. A paraphrase is not a near copy:
+    ``None``.
 
     >>> text = "Intro. The scheduler runs each job at most once per window, in submission order. Then."
     >>> start, end = near_copy(text, "The scheduler runs every job at most once per window in submission order",
@@ -292,8 +293,9 @@ def near_copy(text: str, content: str, window: tuple[int, int]) -> tuple[int, in
     """
     import difflib
 
-    words = [(m.start(), m.end(), m.group().lower()) for m in _WORDS.finditer(text, *window)]
-    copied = [w.lower() for w in _WORDS.findall(content)]
+    words = [(m.start(), m.end(), _word_key(m.group())) for m in _WORDS.finditer(text, *window)
+             if not _cuts_a_word(text, m.start(), m.end())]  # a word the window's edge cuts is not the passage's
+    copied = [_word_key(w) for w in _WORDS.findall(content)]
     if not words or len(copied) < _RUN_WORDS:
         return None
     matcher = difflib.SequenceMatcher(None, [w for _, _, w in words], copied, autojunk=False)
@@ -303,13 +305,41 @@ def near_copy(text: str, content: str, window: tuple[int, int]) -> tuple[int, in
     first, last = runs[0].a, runs[-1].a + runs[-1].size - 1
     if last - first + 1 > _SPAN_SLACK * len(copied):
         return None
-    start, end = words[first][0], words[last][1]
-    # The marks that open and close the span's first and last words, and its full stop, go with it.
-    while start > window[0] and text[start - 1] in _OPENING:
-        start -= 1
-    while end < window[1] and text[end] in _CLOSING:
-        end += 1
+    return _with_marks(text, words[first][0], words[last][1], window)
+
+
+def _word_key(word: str) -> str:
+    """A word as copies are compared: lower case, a typographic apostrophe as a straight one."""
+    return word.lower().replace("’", "'")
+
+
+def _with_marks(text: str, start: int, end: int, window: tuple[int, int]) -> tuple[int, int]:
+    """``start``-``end`` widened to the marks that open its first word and close its last (quotes,
+    emphasis, code marks, brackets) and its full stop, unless the widened span would then begin or
+    end inside a word ("3" of "3.5" stays "3", "t" of "Don't" would not become "'t").
+
+    >>> text = 'He said “run the *tests*.” Then 3.5 more.'
+    >>> text[slice(*_with_marks(text, 9, 23, (0, len(text))))]
+    '“run the *tests*.”'
+    >>> text[slice(*_with_marks(text, 27, 33, (0, len(text))))]
+    'Then 3'
+    """
+    wide_start = start
+    while wide_start > window[0] and text[wide_start - 1] in _OPENING:
+        wide_start -= 1
+    wide_end = end
+    while wide_end < window[1] and text[wide_end] in _CLOSING:
+        wide_end += 1
+    # Widened only where a space, a line's end or other punctuation follows the marks (precedes them).
+    if wide_start == 0 or not _is_word_character(text[wide_start - 1]):
+        start = wide_start
+    if wide_end == len(text) or not _is_word_character(text[wide_end]):
+        end = wide_end
     return start, end
+
+
+def _is_word_character(char: str) -> bool:
+    return char.isalnum() or char == "_"
 
 
 _OPENING = "*_`\"'“‘(["

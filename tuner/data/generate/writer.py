@@ -70,6 +70,10 @@ class GenerationReport:
         return "\n".join(lines)
 
 
+#: The values ``max_overlap`` may take (``None``: no cap).
+MAX_OVERLAP = ParamSpec(float, low=0.0, high=1.0, optional=True)
+
+
 def generate_evaluation_set(corpus: Corpus, output: str | Path, n: int, client: LLMClient, embedder: Embedder, *,
                             passage_chars: int = 4000, duplicate_threshold: float = 0.9,
                             relevance_threshold: float = 0.3, seed: int = 0, max_attempts: int | None = None,
@@ -101,15 +105,15 @@ def generate_evaluation_set(corpus: Corpus, output: str | Path, n: int, client: 
             overlaps one of its excerpts (one more request per question that reaches it).
         style: ``"lookup"`` (one specific question the passage answers) or ``"users"`` (what a
             reader would ask: how to do a task, why something happens, what happens when).
-        max_overlap: reject a question more of whose content words than this share (0 to 1) its
-            excerpts hold ("question too lexical", :func:`tuner.data.lexical.overlap_of`): such a
-            question favours BM25 and small chunks however the team asks. ``None``: no cap.
+        max_overlap: reject a question when more than this share (0 to 1) of its content words
+            appear in its excerpts ("question too lexical", :func:`tuner.data.lexical.overlap_of`):
+            such a question favours BM25 and small chunks however the team asks. ``None``: no cap.
     """
     check_value(ParamSpec(int, low=1), n, option("n"))
     check_value(ParamSpec(str, choices=EXCERPT_SOURCES), excerpts, option("excerpts"))
     check_value(ParamSpec(str, choices=DRAWS), draw, option("draw"))
     check_value(ParamSpec(str, choices=STYLES), style, option("style"))
-    check_value(ParamSpec(float, low=0.0, high=1.0, optional=True), max_overlap, option("max_overlap"))
+    check_value(MAX_OVERLAP, max_overlap, option("max_overlap"))
     shown = _examples(examples, seed)
     output = Path(output)
     _check_output(output)
