@@ -151,16 +151,20 @@ class HeadToHead:
         return _median(self.own_taus)
 
     @property
+    def _both_defined(self) -> np.ndarray:
+        return ~(np.isnan(self.candidate_taus) | np.isnan(self.own_taus))
+
+    @property
     def compared(self) -> int:
         """The splits in which both sides rank something (both τ-b defined)."""
-        return int(np.sum(~(np.isnan(self.candidate_taus) | np.isnan(self.own_taus))))
+        return int(np.sum(self._both_defined))
 
     @property
     def closer(self) -> float:
         """The share of the :attr:`compared` splits in which the candidate ranks closer to the
         held-out questions than the reference's own part does, a tie counted half: about 0.5 for
         a candidate drawn as the reference is (nan when no split compares)."""
-        both = ~(np.isnan(self.candidate_taus) | np.isnan(self.own_taus))
+        both = self._both_defined
         if not both.any():
             return math.nan
         made, own = self.candidate_taus[both], self.own_taus[both]
@@ -390,12 +394,8 @@ def agreement(candidate: ScoreTable, reference: ScoreTable, *, resamples: int = 
     undefined = int(np.isnan(taus).sum())
     if undefined == 0:
         interval = (float(found.confidence_interval.low), float(found.confidence_interval.high))
-    elif undefined < resamples:  # the same percentiles over the resamples that ranked something
-        tail = (1 - confidence) / 2 * 100
-        low, high = np.nanpercentile(taus, [tail, 100 - tail])
-        interval = (float(low), float(high))
-    else:
-        interval = (math.nan, math.nan)
+    else:  # the same percentiles over the resamples that ranked something (nan when none did)
+        interval = tuple(_percentiles(taus, confidence))
     return Agreement(candidate, reference, tau, interval, confidence, resamples, undefined,
                      head_to_head(candidate, reference, splits=splits, seed=seed) if splits else None)
 
