@@ -154,9 +154,10 @@ class TuningRun:
         ``options`` are :func:`tuner.reporting.write_report`'s (``top``, ``bootstrap``, ``cache``, ...)."""
         return write_report(self.name, folder, storage=self.storage, **options)
 
-    def summary(self) -> str:
-        """What the run that made this handle left, per corpus (empty for a loaded run)."""
-        return format_outcomes(self.outcomes) if self.outcomes else ""
+    def summary(self, details: bool = False) -> str:
+        """What the run that made this handle left, per corpus (empty for a loaded run); with
+        ``details``, the reasoning behind each recommendation too."""
+        return format_outcomes(self.outcomes, details) if self.outcomes else ""
 
 
 def tune(corpus: CorpusInput | Sequence[CorpusInput] | Mapping[str, CorpusInput] | None = None,

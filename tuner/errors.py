@@ -51,13 +51,37 @@ SHOWN_CHARS = 80
 
 
 def shown(value: Any, limit: int = SHOWN_CHARS) -> str:
-    """``repr(value)`` for a message, shortened to ``limit`` characters: a message names what was
-    given without echoing a whole file's worth of it back.
+    """``value`` for a message, shortened to ``limit`` characters: a message names what was given
+    without echoing a whole file's worth of it back. Text is quoted; anything else is written as
+    JSON (and YAML) write it, since that is where such values come from: ``null``, ``true``,
+    ``[1, 2]``, not Python's ``None``, ``True``, ``(1, 2)``.
 
-    >>> shown("handbook"), shown("x" * 100, 12)
-    ("'handbook'", "'xxxxxxxx...")
+    >>> shown("handbook"), shown("x" * 100, 12), shown(None), shown(True), shown({"k": (3, None)})
+    ("'handbook'", "'xxxxxxxx...", 'null', 'true', '{"k": [3, null]}')
     """
-    return clip(repr(value), limit)
+    return clip(repr(value) if isinstance(value, str) else as_json(value), limit)
+
+
+def as_json(value: Any) -> str:
+    """``value`` as a JSON or YAML file writes it (``null``, ``true``, ``[1, 2]``, ``{"k": 3}``); a
+    value JSON cannot hold (an object, NaN) as Python writes it.
+
+    >>> as_json(None), as_json(False), as_json(2.5), as_json(("a", 1)), as_json(float("nan"))
+    ('null', 'false', '2.5', '["a", 1]', 'nan')
+    """
+    import json
+
+    try:
+        return json.dumps(value, ensure_ascii=False, allow_nan=False, default=_plain)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _plain(value: Any) -> Any:
+    """A NumPy scalar or array as the Python value JSON can write; anything else is refused."""
+    if hasattr(value, "tolist") and hasattr(value, "dtype"):
+        return value.tolist()
+    raise TypeError(type(value).__name__)
 
 
 def clip(text: str, limit: int = SHOWN_CHARS) -> str:

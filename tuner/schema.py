@@ -221,7 +221,7 @@ def check_keys(data: Any, where: str, allowed: Iterable[str]) -> dict[str, Any]:
     """``data`` if it is a mapping whose keys are all in ``allowed``; else a clear error."""
     allowed = list(allowed)
     if not isinstance(data, dict):
-        raise InvalidParameterError(f"{where} must be a mapping, got {type(data).__name__}")
+        raise InvalidParameterError(f"{where} must be a mapping, got {shown(data)}")
     unknown = sorted(set(data) - set(allowed), key=str)
     if unknown:
         raise InvalidParameterError(

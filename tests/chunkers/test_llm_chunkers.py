@@ -159,7 +159,7 @@ def test_a_hung_completions_endpoint_is_given_up_on_after_the_read_timeout(opena
     with pytest.raises(LLMError) as raised:
         tuner.make_chunker("logprob").use_client(client).split(topics())
     assert str(raised.value) == (f"the LLM endpoint {openai_server.base_url} did not answer within 0.5 s "
-                                 "(2 attempts); check that the server is up and not overloaded")
+                                 "(2 HTTP tries); check that the server is up and not overloaded")
     assert raised.value.fatal
 
 

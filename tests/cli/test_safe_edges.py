@@ -352,7 +352,7 @@ def test_unreachable_endpoint_is_fatal_and_fast(call, error_class, monkeypatch):
     assert error.value.fatal
     url = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens: connection refused
     started = time.monotonic()
-    with pytest.raises(error_class, match=rf"cannot reach the .* endpoint {url} \(3 attempts") as error:
+    with pytest.raises(error_class, match=rf"cannot reach the .* endpoint {url} \(3 HTTP tries") as error:
         call(url, max_retries=2)
     assert error.value.fatal
     assert time.monotonic() - started < 5  # backoff 0.5 s + 1 s, less jitter
@@ -365,7 +365,7 @@ def test_endpoint_that_never_answers_is_fatal(call, error_class):
         silent.listen(8)
         url = f"http://127.0.0.1:{silent.getsockname()[1]}/v1"
         started = time.monotonic()
-        with pytest.raises(error_class, match=r"did not answer within 0.3 s \(1 attempt\)") as error:
+        with pytest.raises(error_class, match=r"did not answer within 0.3 s \(1 HTTP try\)") as error:
             call(url, max_retries=0, timeout_s=0.3)
     assert error.value.fatal and time.monotonic() - started < 5
 

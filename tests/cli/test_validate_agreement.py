@@ -149,5 +149,6 @@ def test_agreement_options_without_agreement_are_refused(capsys, extra, named):
 
 def test_too_few_resamples_and_standard_output_twice_are_refused(tmp_path, capsys):
     base = ["validate", "--corpus", str(EXAMPLE), "--queries", str(QUERIES), "--agreement", str(QUERIES)]
-    assert "--resamples 10: at least 100" in error_of(capsys, [*base, "--resamples", "10"])
+    refused = error_of(capsys, [*base, "--resamples", "10"])
+    assert "--resamples=10 is invalid; allowed: an integer in [100, 20000]" in refused
     assert "-o - and --agreement would both print on standard output" in error_of(capsys, [*base, "-o", "-"])

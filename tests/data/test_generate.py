@@ -361,7 +361,7 @@ def test_a_hung_chat_endpoint_is_given_up_on_after_the_read_timeout(openai_serve
     with pytest.raises(LLMError) as raised:
         generate_evaluation_set(corpus, tmp_path / "g.jsonl", 1, client, HashedWordsEmbedder())
     assert str(raised.value) == (f"the LLM endpoint {openai_server.base_url} did not answer within 0.5 s "
-                                 "(2 attempts); check that the server is up and not overloaded")
+                                 "(2 HTTP tries); check that the server is up and not overloaded")
     assert raised.value.fatal and not (tmp_path / "g.jsonl").exists()
 
 

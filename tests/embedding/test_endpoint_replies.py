@@ -124,7 +124,7 @@ def test_a_hung_endpoint_is_given_up_on_after_the_batch_timeout(openai_server):
     with pytest.raises(EmbeddingError) as raised:
         model.embed(["alpha"])
     assert str(raised.value) == (f"the embedding endpoint {openai_server.base_url} did not answer within 0.5 s "
-                                 "(2 attempts); check that the server is up and not overloaded")
+                                 "(2 HTTP tries); check that the server is up and not overloaded")
     assert raised.value.fatal
 
 

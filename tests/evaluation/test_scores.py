@@ -176,7 +176,7 @@ def test_identical_configurations_are_tied_the_best_is_recommended_and_the_cheap
     assert set(verdict.tied) == {0, 1, 2} and verdict.recommended == 0 and verdict.cheapest_tied == 1
     assert verdict.questions_to_separate is None  # no difference to separate
     assert verdict.why().startswith("the highest score, statistically tied with 2 other configurations (paired "
-                                    "sign-flip test over 60 search questions, 95%, corrected for the 3 pairs of 3 "
+                                    "sign-flip test over 60 questions, 95%, corrected for the 3 pairs of 3 "
                                     "candidates); the cheapest of the tied is trial 1")
 
 

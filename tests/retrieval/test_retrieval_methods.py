@@ -246,7 +246,7 @@ def test_defaults_keep_the_old_schema_and_round_trip():
     ({"method": "hybrid", "fusion": "weighted", "rrf_k": 5}, "retrieval.rrf_k=5 does not apply to fusion 'weighted'"),
     ({"method": "hybrid", "fusion": "weighted", "alpha": 1.5},
      "retrieval.alpha=1.5 is invalid; allowed: a number in [0, 1]"),
-    ({"method": "hybrid", "fusion": "weighted", "alpha": True}, "retrieval.alpha=True is invalid"),
+    ({"method": "hybrid", "fusion": "weighted", "alpha": True}, "retrieval.alpha=true is invalid"),
     ({"method": "hybrid", "rrf_k": -1}, "retrieval.rrf_k=-1 is invalid; allowed: an integer >= 0"),
     ({"method": "hybrid", "rrf_k": 2.5}, "retrieval.rrf_k=2.5 is invalid"),
 ])

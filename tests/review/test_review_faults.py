@@ -131,7 +131,7 @@ def test_2_a_line_appended_without_an_id_is_reviewed_under_its_line_id(review_pr
 
 
 @pytest.mark.parametrize(("references", "message"), [
-    (None, "4: field 'references' must be list, got None"),
+    (None, "4: field 'references' must be list, got null"),
     (["x"], "4 reference 1: a reference is an object with \"document\" and \"content\" (and offsets), got 'x'"),
 ])
 def test_2_a_broken_line_appended_is_named_and_the_page_loads_once_it_is_mended(review_process, files, references,

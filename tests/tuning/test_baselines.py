@@ -34,10 +34,12 @@ from tuner.tuning.core.records import (
     SKIPPED_ATTR,
     TrialRecord,
 )
+from tuner.tuning.outcome.selection import decide
 from tuner.tuning.outcome.summary import format_outcomes
 from tuner.tuning.run.progress import EmbeddingReport
-from tuner.tuning.scoring.baseline_check import check_baselines, optimism
 from tuner.tuning.scoring.comparisons import candidate, compare
+from tuner.tuning.scoring.crossval import search_gain
+from tuner.tuning.scoring.optimism import optimism
 from tuner.tuning.search.baselines import BASELINES, baseline_points, queue_baselines, unqueue_baselines
 from tuner.tuning.search.cost import kind_of, trial_seconds
 from tuner.tuning.search.domains import Domain
@@ -190,34 +192,48 @@ def _record(number: int, recall: list[float], *, baseline: str | None = None, co
 SEARCH = np.array([True] * 40 + [False] * 40)
 
 
-def test_a_tuned_configuration_clearly_better_on_held_out_questions_stands():
+def _decided(records: list[TrialRecord], baselines: list[TrialRecord]):
+    """The product's decision (:func:`decide`) on ``records``, with its cross-validated gain."""
+    candidates = [candidate(r) for r in records]
+    reference = [candidate(r) for r in baselines]
+    gain = search_gain(candidates, reference, None, RECALL_ONLY, Scales())
+    return decide(candidates, reference, gain, RECALL_ONLY, Scales())
+
+
+def test_a_search_choice_better_on_every_question_stands():
     tuned = _record(7, [0.9] * 80, search=SEARCH)
     base = _record(1, [0.5] * 80, baseline="token 800/400 dense", search=SEARCH)
-    check = check_baselines(tuned, [base], SEARCH, RECALL_ONLY, Scales())
-    assert not check.fell_back and check.held_out
-    assert check.comparison.difference == pytest.approx(0.4) and check.comparison.better
+    decision = _decided([tuned, base], [base])
+    assert (decision.search_choice, decision.recommended, decision.fell_back) == (7, 7, False)
+    # Every fold gains exactly 0.4: nothing varies, so the gain is significant at any level.
+    assert decision.gain.over_best_baseline.score == pytest.approx(0.4) and decision.gain.beats
 
 
-def test_a_tuned_configuration_that_only_wins_on_the_search_questions_falls_back():
-    # Search questions: tuned 0.9 against 0.6; held-out ones: 0.5 against 0.6 (it overfitted).
-    tuned = _record(7, [0.9] * 40 + [0.5] * 40, search=SEARCH)
-    best_base = _record(1, [0.6] * 80, baseline="recursive 256/0 hybrid", cost=0.5, search=SEARCH)
-    cheap_tied = _record(2, [0.6] * 40 + [0.6] * 40, baseline="recursive 256/0 bm25", cost=0.01, search=SEARCH)
-    weak = _record(3, [0.1] * 80, baseline="token 800/400 dense", cost=0.0, search=SEARCH)
-    check = check_baselines(tuned, [best_base, cheap_tied, weak], SEARCH, RECALL_ONLY, Scales())
-    assert check.fell_back and check.comparison.worse
-    # The best baseline itself is recommended: the cheaper one tied with it (same scores) is not,
-    # since the cheapest-tie rule already ran once, in the tie gate (issue 27).
-    assert check.fallback == 1
+def test_a_search_choice_that_only_wins_by_selection_falls_back_to_the_best_baseline():
+    # 40 questions; candidate i answers question i fully and the others at 0.3, like the baselines
+    # everywhere. On all questions each looks 0.0175 better than the baselines, so the highest score is
+    # candidate 10 (the lowest number of the tied); but on any fold the one chosen on the other folds
+    # answers a question outside the fold: it scores 0.3, exactly the baseline. The gain is 0.
+    search = np.ones(40, dtype=bool)
+    choices = [_record(10 + i, [1.0 if q == i else 0.3 for q in range(40)], search=search) for i in range(40)]
+    best_base = _record(1, [0.3] * 40, baseline="recursive 256/0 hybrid", cost=0.5, search=search)
+    cheap_tied = _record(2, [0.3] * 40, baseline="recursive 256/0 bm25", cost=0.01, search=search)
+    decision = _decided([*choices, best_base, cheap_tied], [best_base, cheap_tied])
+    assert decision.search_choice == 10 and decision.fell_back
+    assert decision.gain.over_best_baseline.score == pytest.approx(0.0)
+    # The best baseline itself is recommended (the lower trial number of the two tied): no rule picks
+    # among the baselines a second time by cost (issue 27).
+    assert decision.recommended == 1
 
 
-def test_a_tuned_configuration_tied_with_the_best_baseline_is_not_recommended_over_it():
+def test_a_search_choice_tied_with_a_baseline_on_every_question_mean_is_the_baseline():
     rng = np.random.default_rng(3)
     scores = rng.random(80)
     tuned = _record(7, list(scores), search=SEARCH)
     base = _record(1, list(scores[::-1]), baseline="markdown 256/0 hybrid", search=SEARCH)
-    check = check_baselines(tuned, [base], SEARCH, RECALL_ONLY, Scales())
-    assert check.fell_back and check.fallback == 1 and not check.comparison.better
+    decision = _decided([tuned, base], [base])
+    # The same mean: the lower trial number is the highest score, and it is a baseline.
+    assert decision.search_choice == 1 and decision.recommended == 1 and not decision.fell_back
 
 
 def test_compare_is_paired_over_the_chosen_questions():

@@ -22,9 +22,10 @@ from tuner.embedding.config import EmbedderConfig
 from tuner.tuning import StudySpec, run_study_spec
 from tuner.tuning.core.objective import Weights
 from tuner.tuning.core.records import BASELINE_ATTR, PER_QUERY_SYSTEM_ATTR, TARGET_ATTR
-from tuner.tuning.outcome.futility import Futility, judge_futility
+from tuner.tuning.outcome.futility import Futility, futile, judge_futility
 from tuner.tuning.outcome.summary import format_outcomes
 from tuner.tuning.run import study_run
+from tuner.tuning.scoring.crossval import CorrectedT, Gain, SearchGain
 from tuner.tuning.study.spec import build_spec
 from tuner.tuning.study.storage import make_storage
 
@@ -72,7 +73,7 @@ def test_a_search_that_wins_on_most_questions_goes_on():
     tuned = [1.0] * 24 + [0.5] * 6
     verdict = judge_futility(_study(baseline, tuned))
     assert verdict is not None and not verdict.futile
-    assert verdict.reason.startswith("the search is ahead of the best baseline so far (cross-validated over 30 "
+    assert verdict.reason.startswith("the search may yet beat the best baseline (cross-validated over 30 "
                                      "questions, the search's choice against the best baseline: score +0.3000")
 
 
@@ -83,16 +84,37 @@ def test_a_search_whose_choice_is_the_baseline_is_futile():
     tuned = [0.6] * 30
     verdict = judge_futility(_study(baseline, tuned))
     assert verdict is not None and verdict.futile
-    assert verdict.reason.startswith("out of sample the search does not beat the best baseline so far")
+    assert verdict.reason.startswith("out of sample the search is unlikely to beat the best baseline (even the upper "
+                                     "90% bound of its gain is +0.0000")
     assert "score +0.0000 [+0.0000, +0.0000]" in verdict.reason
 
 
+def _gain(mean: float, se: float) -> SearchGain:
+    """A cross-validated gain of ``mean`` with corrected standard error ``se`` over 25 folds."""
+    test = CorrectedT(mean, se, 24)
+    figure = Gain(mean, *test.interval(0.95), mean, *test.interval(0.95), None, test.p_value, 0.0, test)
+    return SearchGain(5, 5, 40, figure, None, 0)
+
+
+def test_a_gain_below_zero_by_less_than_its_uncertainty_goes_on():
+    # The rule before issue 60 stopped on the mean (-0.01 <= 0); the upper 90% bound is
+    # -0.01 + t(0.90, 24 df) * 0.05 = -0.01 + 1.3178 * 0.05 = +0.0559 > 0: the search may catch up.
+    assert not futile(_gain(-0.01, 0.05)).futile
+    assert futile(_gain(-0.01, 0.05), "point").futile
+
+
+def test_a_gain_whose_upper_bound_is_below_zero_is_futile():
+    # -0.1 + 1.3178 * 0.02 = -0.0736 <= 0.
+    verdict = futile(_gain(-0.1, 0.02))
+    assert verdict.futile and "even the upper 90% bound of its gain is -0.0736" in verdict.reason
+
+
 def test_too_few_questions_make_the_search_futile():
-    # Five questions: no comparison can be significant (2 * 0.5**5 > 0.05); the best baseline is
+    # Five questions: too few to cross-validate (12 needed); the best baseline is
     # recommended whatever the search finds, though here the search wins on every question.
     verdict = judge_futility(_study([0.5] * 5, [1.0] * 5))
     assert verdict is not None and verdict.futile
-    assert verdict.reason.startswith("too few questions to tell: 5 distinct search questions")
+    assert verdict.reason.startswith("too few questions to tell: 5 distinct questions")
     assert verdict.reason.endswith("the recommendation is the best baseline whatever the search finds")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import InvalidParameterError
+from ..errors import InvalidParameterError, shown
 from ..schema import check_keys
 from .base import Chunker
 from .registry import make_chunker
@@ -38,5 +38,5 @@ class ChunkerConfig:
         name = data.get("name", "recursive")
         params = data.get("params", {})
         if not isinstance(params, dict):
-            raise InvalidParameterError(f"{where}.params must be a mapping, got {params!r}")
+            raise InvalidParameterError(f"{where}.params must be a mapping, got {shown(params)}")
         return cls(str(name), dict(params)).resolved()

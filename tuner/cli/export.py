@@ -37,7 +37,14 @@ def parse_point(text: str) -> dict[str, str]:
     if not pairs or any(not sep or not name.strip() for name, sep, _ in pairs):
         raise InvalidParameterError(f"--point {text!r}: give SETTING=VALUE pairs separated by commas, e.g. k=3 "
                                     "or k=3,fusion=weighted,alpha=0.7")
-    return {name.strip(): value.strip() for name, _, value in pairs}
+    point: dict[str, str] = {}
+    for name, _, value in pairs:
+        name = name.strip()
+        if name in point:
+            raise InvalidParameterError(f"--point {text!r}: {name} is given twice ({name}={point[name]} and "
+                                        f"{name}={value.strip()}); give each setting once")
+        point[name] = value.strip()
+    return point
 
 
 def run(args: argparse.Namespace) -> int:

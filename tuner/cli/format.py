@@ -56,10 +56,11 @@ def format_result(result) -> str:
 
 
 
-def format_summary(run: str, storage_url: str, outcomes: list[CorpusOutcome]) -> str:
-    """The end-of-run summary: per corpus, what the study holds and its recommended configuration,
-    then the commands to run next (shell-quoted; a storage password is never printed)."""
-    lines = [format_outcomes(outcomes)]
+def format_summary(run: str, storage_url: str, outcomes: list[CorpusOutcome], *, details: bool = False) -> str:
+    """The end-of-run summary: per corpus, what the study holds and its recommended configuration
+    (with ``details``, the reasoning behind it), then the commands to run next (shell-quoted; a
+    storage password is never printed)."""
+    lines = [format_outcomes(outcomes, details)]
     url = portable_url(storage_url)
     quoted = shlex.quote(url)
     lines += ["", "next:", f"  chunkwise dashboard --storage {quoted}"]

@@ -40,7 +40,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     generate.add_argument("--relevance-threshold", type=float, default=0.3,
                           help="drop a query whose weakest excerpt is less similar to it (cosine, 0.3)")
     generate.add_argument("--embedder", metavar="PROVIDER[:MODEL]", help="embedder for the filters (bundled MiniLM)")
-    generate.add_argument("--max-attempts", type=int, help="requests at most (5 x --n)")
+    generate.add_argument("--max-attempts", type=int, metavar="N",
+                          help="question requests at most (5 x --n); each may take up to 6 HTTP tries (after a "
+                               "timeout or a server error), which this does not count")
     generate.add_argument("--price-in", type=float, default=0.15, help="$ per million prompt tokens (0.15)")
     generate.add_argument("--price-out", type=float, default=0.60, help="$ per million completion tokens (0.60)")
     generate.add_argument("--seed", type=int, default=0, help="passage sampling seed (0)")
@@ -86,13 +88,16 @@ def run(args: argparse.Namespace) -> int:
     from ..data.corpus import load_corpus
     from ..data.evalset import load_evaluation_set
     from ..data.generate import format_distributions, read_example_questions, similarity_distributions
-    from ..data.generate.writer import MAX_OVERLAP
+    from ..data.generate.writer import MAX_OVERLAP, check_output
     from ..embedding import EmbeddingCache
     from ..embedding.config import EmbedderConfig
     from ..llm.client import LLMClient
     from ..schema import check_value
 
-    check_value(MAX_OVERLAP, args.max_overlap, "--max-overlap")  # before the corpus is read and the writer starts
+    # Before the corpus is read, the embedder loaded and the writer started: what cannot work is refused.
+    check_value(MAX_OVERLAP, args.max_overlap, "--max-overlap")
+    if not args.calibrate:
+        check_output(args.output)
     # The team's questions are read before anything else: a bad file is one message, and nothing started.
     examples = read_example_questions(args.examples) if args.examples and not args.calibrate else None
     corpus = load_corpus(args.corpus, args.name, include=args.include or (), exclude=args.exclude or (),
@@ -109,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
         if args.bundled:
             client = stack.enter_context(bundled_writer(args))
         else:
-            client = LLMClient(model=args.model, base_url=args.base_url)
+            client = LLMClient(model=args.model, base_url=args.base_url, on_wait=_say_waiting)
         return _generate(args, corpus, embedder, client, examples)
 
 
@@ -141,7 +146,19 @@ def bundled_writer(args: argparse.Namespace):
           file=sys.stderr)
     with server:
         # A CPU server answers in tens of seconds: no request of this run is cut short for time.
-        yield LLMClient(model=server.model, base_url=server.base_url, api_key="none", answer_timeout_s=600)
+        yield LLMClient(model=server.model, base_url=server.base_url, api_key="none", answer_timeout_s=600,
+                        on_wait=_say_waiting, wait_notice_s=BUNDLED_WAIT_NOTICE_S)
+
+
+#: The bundled writer answers in tens of seconds on a CPU: a request says it waits after this long.
+BUNDLED_WAIT_NOTICE_S = 30.0
+
+
+def _say_waiting(line: str) -> None:
+    """A line of a slow request's watch, above the progress bar."""
+    from tqdm import tqdm
+
+    tqdm.write(line, file=sys.stderr)
 
 
 def _generate(args: argparse.Namespace, corpus, embedder, client, examples: list[str] | None = None) -> int:

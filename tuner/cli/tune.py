@@ -68,6 +68,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                       help="any option of a study file, its value written as in the file (YAML), e.g. --set "
                            "rates='{reader_usd_per_mtok: 0.5}' or --set grace_period=60 (repeatable; the other "
                            "flags win)")
+    tune.add_argument("--details", action="store_true",
+                      help="after the run, print the reasoning behind each recommendation too (the tie set, the "
+                           "cross-validated figures, the held-out and search scores, lexical overlap, notes)")
     tune.add_argument("--dry-run", action="store_true",
                       help="print what the run would embed and about how long it takes, then stop (no trial runs)")
     tune.add_argument("--recalibrate", action="store_true",
@@ -160,5 +163,5 @@ def run(args: argparse.Namespace) -> int:
         if not storage_created(spec.storage):  # stopped before the study was stored: nothing to count
             return report_stop(stop, None)
         return report_stop(stop, display_url(spec.storage), resume_advice(spec))
-    print(format_summary(done.name, done.storage, done.outcomes))
+    print(format_summary(done.name, done.storage, done.outcomes, details=args.details))
     return 0

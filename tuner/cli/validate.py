@@ -54,7 +54,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     agreement.add_argument("--base-url", help="OpenAI-compatible endpoint for --embedder openai")
     add_precision_argument(agreement)
     agreement.add_argument("--resamples", type=int, metavar="N",
-                           help=f"bootstrap resamples of each set's questions ({RESAMPLES})")
+                           help=f"bootstrap resamples of each set's questions, 100 to 20000 ({RESAMPLES})")
     agreement.add_argument("--seed", type=int, help=f"seed of the resampling ({SEED})")
     add_cache_arguments(agreement)
     agreement.add_argument("--json", action="store_true", help="print the agreement as JSON")
@@ -116,14 +116,16 @@ def _check_agreement_options(args: argparse.Namespace) -> None:
     if args.output and is_stdout(args.output):
         raise InvalidParameterError("-o - and --agreement would both print on standard output: write the set "
                                     "to a file (-o FILE)")
-    if args.resamples is not None and args.resamples < 100:
-        raise InvalidParameterError(f"--resamples {args.resamples}: at least 100 are needed for a 95% interval")
+    if args.resamples is not None:
+        from ..evaluation.agreement import check_resamples
+
+        check_resamples(args.resamples)
 
 
 def _agreement(args: argparse.Namespace, corpora: Sequence[Corpus], candidate: EvaluationSet,
                reference: EvaluationSet) -> int:
     from ..embedding import EmbeddingCache
-    from ..evaluation.agreement import GRID_K, embedded_chunkings, grid_rows, measure_agreement
+    from ..evaluation.agreement import GRID_K, SECONDS_PER_RESAMPLE, embedded_chunkings, grid_rows, measure_agreement
     from ..evaluation.config import EvaluationConfig
 
     grid = grid_rows(args.method)
@@ -139,15 +141,20 @@ def _agreement(args: argparse.Namespace, corpora: Sequence[Corpus], candidate: E
           f"{chunkings} chunkings, {cost}", file=sys.stderr)
     bar = _EmbeddingBar()
 
+    resamples = RESAMPLES if args.resamples is None else args.resamples
+
     def scored(progress: ChunkingScored) -> None:
         bar.close()
         print(f"  [{progress.done}/{progress.total}] {progress.chunking}: {', '.join(progress.methods)} "
               f"({progress.seconds:.1f} s)", file=sys.stderr)
+        if progress.done == progress.total:  # the bootstrap comes next: a few seconds, said before
+            print(f"comparing the two rankings: {resamples:,} bootstrap resamples of each set's questions "
+                  f"({_about(resamples * SECONDS_PER_RESAMPLE)})", file=sys.stderr)
 
     try:
         found = measure_agreement(corpora, candidate, reference, candidate_name=args.queries,
                                   reference_name=args.agreement, grid=grid,
-                                  resamples=RESAMPLES if args.resamples is None else args.resamples,
+                                  resamples=resamples,
                                   seed=SEED if args.seed is None else args.seed,
                                   config=config, cache=cache, on_chunking=scored,
                                   on_embedding=None if args.json else bar)
@@ -158,6 +165,10 @@ def _agreement(args: argparse.Namespace, corpora: Sequence[Corpus], candidate: E
     else:
         print(format_agreement(found))
     return 0
+
+
+def _about(seconds: float) -> str:
+    return "under a second" if seconds < 1 else f"about {seconds:.0f} s"
 
 
 def format_agreement(found: Agreement) -> str:

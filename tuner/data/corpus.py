@@ -21,6 +21,7 @@ from typing import Any
 
 from .._io.files import why_missing
 from ..errors import CorpusError, option
+from ..text.language import forced_against_detection
 from ..text.tokens import count_tokens_batch
 from .convert import CONVERTIBLE_SUFFIXES, convert_file, text_loss_warning
 from .decoding import decode_text
@@ -268,6 +269,8 @@ def load_corpus(source: str | Path, name: str | None = None, *, include: Sequenc
     lost = text_loss_warning(documents)
     if lost:
         log.warning(f"corpus {corpus.name!r}: {lost}")
+    if disagreement := forced_against_detection(d.text for d in documents):
+        log.warning(f"corpus {corpus.name!r}: {disagreement}")
     return corpus
 
 

@@ -34,7 +34,7 @@ from .._io.files import read_yaml, write_atomically
 from .._version import __version__
 from ..chunkers import Chunker
 from ..embedding.cache import EmbeddingCache
-from ..errors import ChunkwiseError, ExportError
+from ..errors import ChunkwiseError, ExportError, shown
 from ..evaluation.config import EvaluationConfig
 from .pipeline import TunedPipeline
 
@@ -138,9 +138,12 @@ def export_run_trial(run: str, path: str | Path, *, corpus: str | None = None, t
     ``run`` may be ``RUN`` or ``RUN/CORPUS``; ``storage`` defaults to ``sqlite:///studies/RUN.db``.
     """
     from ..tuning.core import select_trial
+    from ..tuning.core.records import read_point
     from ..tuning.outcome import recommend_for_study
     from ..tuning.study import existing_run_storage, load_run_study, storage_errors
 
+    if point is not None:
+        read_point(point)  # a value that does not read is refused before the study is opened
     study_storage = existing_run_storage(run, storage)
     with storage_errors(study_storage.display_url):
         study = load_run_study(study_storage, run, corpus, where=study_storage.display_url)
@@ -150,7 +153,7 @@ def export_run_trial(run: str, path: str | Path, *, corpus: str | None = None, t
             selection = {"chosen": why, "best_trial": verdict.recommendation.best,
                          "tied_with_best": list(verdict.recommendation.tied),
                          "cheapest_tied": verdict.recommendation.cheapest_tied,
-                         "tuned_trial": verdict.tuned.number, "why": verdict.statement()}
+                         "tuned_trial": verdict.tuned.number, "why": verdict.statement() + verdict.details()}
             if verdict.fell_back:
                 selection["fell_back_to_baseline"] = verdict.recommended.baseline
         else:
@@ -176,7 +179,7 @@ def load_config(path: str | Path) -> ExportedConfig:
             return ExportedConfig(_config(data, path), {}, data)
         raise ExportError(f"{path} is not a chunkwise export (no {SCHEMA_KEY!r} version field)")
     if not isinstance(version, int) or version < 1:
-        raise ExportError(f"{path}: invalid export version {version!r}")
+        raise ExportError(f"{path}: invalid export version {shown(version)}")
     if version > SCHEMA_VERSION:
         raise ExportError(f"{path} was written by a newer chunkwise (export version {version}; this one reads "
                           f"up to {SCHEMA_VERSION}): upgrade chunkwise to load it")

@@ -6,7 +6,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .._io.secrets import split_credentials
-from ..errors import InvalidParameterError
+from ..errors import InvalidParameterError, shown
 from ..schema import check_keys, check_settings, field_names, setting
 from . import openai, sentence_transformers  # noqa: F401  (their providers register on import)
 from .base import Embedder
@@ -79,7 +79,7 @@ class EmbedderConfig:
                 f"provider {self.provider!r} takes fp32")
         if embedding_provider(self.provider).local:
             for name, value in self.request_options().items():
-                raise InvalidParameterError(f"embedder.{name}={value!r} applies to hosted embedding APIs only; "
+                raise InvalidParameterError(f"embedder.{name}={shown(value)} applies to hosted embedding APIs only; "
                                             f"provider {self.provider!r} runs on this machine")
         if self.late_chunking and not embedding_provider(self.provider).token_embeddings:
             raise InvalidParameterError(

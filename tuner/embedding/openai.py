@@ -41,6 +41,7 @@ from ..llm.endpoint import (
     shown,
     usable_reply,
 )
+from ..schema import invalid
 from ..text.tokens import count_tokens_batch, encoding
 from .base import Embedder
 from .registry import ModelCard, register_provider
@@ -104,7 +105,7 @@ class OpenAIEmbedder(Embedder):
         for name, value in (("concurrency", self.concurrency), ("max_batch_inputs", inputs),
                             ("max_batch_tokens", self.max_batch_tokens)):
             if not isinstance(value, int) or value < 1:
-                raise InvalidParameterError(f"embedder.{name}={value!r} is invalid; allowed: an integer >= 1")
+                raise invalid(f"embedder.{name}", value, "an integer >= 1")
         if self.max_input_tokens is not None and self.max_input_tokens > self.max_batch_tokens:
             raise InvalidParameterError(
                 f"embedder.max_batch_tokens={self.max_batch_tokens} is invalid: one request must hold a text of "

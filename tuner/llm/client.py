@@ -35,6 +35,7 @@ stored unchecked reads as missing). The cache holds at most ``cache_max_bytes`` 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import json
@@ -54,7 +55,9 @@ from ..errors import ChunkwiseError, LLMError, UnfitAnswerError
 from ..text.tokens import count_tokens
 from .endpoint import (
     MAX_READ_TIMEOUT_S,
+    WAIT_NOTICE_S,
     BadReply,
+    RequestWatch,
     UnfitAnswer,
     json_reply,
     make_client,
@@ -115,6 +118,11 @@ class LLMClient:
         answer_timeout_s: seconds every request may take to answer, replacing the rule above (for
             a slow server: a CPU llama.cpp server takes seconds per 1,000 prompt tokens, minutes
             for the logprob chunker's echo); default ``$CHUNKWISE_LLM_TIMEOUT_S``, else the rule.
+        on_wait: called with one line whenever a request waits: no answer after ``wait_notice_s``
+            seconds (then after twice as long...), and at each HTTP try after the first, naming the
+            endpoint, the try, how long each waits and what the request is for
+            (:func:`~tuner.llm.endpoint.requests_for`; see :class:`~tuner.llm.endpoint.RequestWatch`).
+            None: nothing is said.
     """
 
     model: str | None = None
@@ -126,6 +134,8 @@ class LLMClient:
     cache_max_bytes: int = DEFAULT_CACHE_MAX_BYTES
     usage: Usage = field(default_factory=Usage)
     answer_timeout_s: float | None = None
+    on_wait: Callable[[str], None] | None = field(default=None, repr=False, compare=False)
+    wait_notice_s: float = WAIT_NOTICE_S
 
     def __post_init__(self) -> None:
         self.model = self.model or os.environ.get("CHUNKWISE_LLM_MODEL") or DEFAULT_LLM_MODEL
@@ -135,6 +145,7 @@ class LLMClient:
         # Without a user and password it may carry: those are sent, never cached or shown.
         self.base_url = split_credentials(base) if base else None
         self._client = None
+        self._watch: RequestWatch | None = None
         self._db: sqlite3.Connection | None = None
 
     @property
@@ -147,7 +158,11 @@ class LLMClient:
             if not key:
                 raise make_error(LLMError, f"no API key for the LLM endpoint {shown(self.endpoint)}: set "
                                            "OPENAI_API_KEY (any value for a local server without keys)", fatal=True)
-            self._client = make_client(key, self.base_url, max_retries=self.max_retries, timeout_s=self.timeout_s)
+            if self.on_wait is not None:
+                self._watch = RequestWatch(self.on_wait, service="LLM", endpoint=self.endpoint, model=str(self.model),
+                                           max_retries=self.max_retries, notice_s=self.wait_notice_s)
+            self._client = make_client(key, self.base_url, max_retries=self.max_retries, timeout_s=self.timeout_s,
+                                       watch=self._watch)
         return self._client
 
     @property
@@ -269,10 +284,13 @@ class LLMClient:
     def _send(self, send: Callable[[], Any], accept: Callable[[Any], T], timeout_s: float,
               unsupported: str | None = None) -> T:
         """``accept(send())`` with bad replies asked again and every failure one redacted
-        :class:`LLMError` (see :func:`~tuner.llm.endpoint.usable_reply`)."""
-        return usable_reply(send, accept, LLMError, service="LLM", endpoint=self.endpoint, model=str(self.model),
-                            max_retries=self.max_retries, timeout_s=timeout_s, unsupported=unsupported,
-                            unfit=UnfitAnswerError)
+        :class:`LLMError` (see :func:`~tuner.llm.endpoint.usable_reply`); watched when ``on_wait`` is set."""
+        self._openai()  # the client, and its watch, before the first request
+        watched = self._watch.waiting(timeout_s) if self._watch is not None else contextlib.nullcontext()
+        with watched:
+            return usable_reply(send, accept, LLMError, service="LLM", endpoint=self.endpoint, model=str(self.model),
+                                max_retries=self.max_retries, timeout_s=timeout_s, unsupported=unsupported,
+                                unfit=UnfitAnswerError)
 
     # The cache: one SQLite table, as safe under concurrent writers as the embedding cache, and
     # its size in bytes (kept in step by every write, so the cap costs no scan).
@@ -345,7 +363,8 @@ class LLMClient:
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state["_client"], state["_db"] = None, None
+        state["_client"], state["_db"], state["_watch"] = None, None, None
+        state["on_wait"] = None  # a terminal's printer stays with the process that prints
         return state
 
 

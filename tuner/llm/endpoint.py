@@ -47,7 +47,8 @@ import random
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 from .._io.secrets import endpoint_credentials, hide_password, redact, register_secret, split_credentials
@@ -178,7 +179,7 @@ def cap_retry_after(response: Any) -> None:
 
 
 def make_client(api_key: str, base_url: str | None, *, max_retries: int, timeout_s: float,
-                rate_gate: RateGate | None = None) -> Any:
+                rate_gate: RateGate | None = None, watch: RequestWatch | None = None) -> Any:
     """An ``openai.OpenAI`` client with explicit timeouts and the ``retry-after`` cap; ``api_key``
     is registered as a secret first, so :func:`~tuner._io.secrets.redact` masks it in every
     message from now on. A user and password given for ``base_url`` (in the URL, or in
@@ -188,13 +189,18 @@ def make_client(api_key: str, base_url: str | None, *, max_retries: int, timeout
     With ``rate_gate``, every HTTP attempt (the client's own retries included) waits for the gate
     first, and every answer's rate-limit headers (after the cap) update it: callers sharing the
     client from several threads all slow down when one of them is told to.
+
+    With ``watch``, every HTTP attempt and every answer is reported to it (see :class:`RequestWatch`).
     """
     import openai
 
     register_secret(api_key)
-    hooks: dict[str, list] = {"response": [cap_retry_after]}
+    hooks: dict[str, list] = {"request": [], "response": [cap_retry_after]}
+    if watch is not None:
+        hooks["request"].append(watch.on_request)
+        hooks["response"].append(watch.on_response)
     if rate_gate is not None:
-        hooks["request"] = [lambda request: rate_gate.wait()]
+        hooks["request"].append(lambda request: rate_gate.wait())
         hooks["response"].append(lambda response: rate_gate.observe(response.headers))
     # A user and password given for the endpoint travel as HTTP Basic authentication (what
     # a URL carrying them meant), never inside the URL the client keeps and reports.
@@ -204,6 +210,156 @@ def make_client(api_key: str, base_url: str | None, *, max_retries: int, timeout
     return openai.OpenAI(api_key=api_key, base_url=base_url, max_retries=max_retries,
                          timeout=request_timeout(timeout_s),
                          http_client=openai.DefaultHttpxClient(event_hooks=hooks, **auth))
+
+
+#: Seconds a watched request goes without an answer before its watch says what it waits for
+#: (:class:`RequestWatch`); each later notice of the same HTTP try waits twice as long, up to
+#: :data:`MAX_WAIT_NOTICE_S`.
+WAIT_NOTICE_S = 5.0
+MAX_WAIT_NOTICE_S = 60.0
+#: What the requests sent now are for, in a caller's own words (:func:`requests_for`).
+_REQUESTS_FOR: ContextVar[str | None] = ContextVar("chunkwise_requests_for", default=None)
+
+
+@contextlib.contextmanager
+def requests_for(purpose: str) -> Iterator[None]:
+    """While the block runs, a :class:`RequestWatch`'s lines say what the requests are for, in the
+    caller's own count (``"question request 2 of 10 (--max-attempts 10)"``): the caller's limit and
+    the client's HTTP tries are then named side by side, and cannot be taken for each other."""
+    token = _REQUESTS_FOR.set(purpose)
+    try:
+        yield
+    finally:
+        _REQUESTS_FOR.reset(token)
+
+
+class RequestWatch:
+    """Says, one line at a time through ``say``, what a slow request is waiting for.
+
+    A request is one call of the ``openai`` client, which makes up to ``max_retries + 1`` HTTP tries
+    (after a timeout, a failed connection, 408/409/429 or 5xx), each waiting up to its read timeout
+    for an answer, with a pause in between. Watched (:meth:`waiting`), a request says so when
+    :data:`WAIT_NOTICE_S` pass without an answer (again after twice as long, and so on), and at every
+    HTTP try after the first (why the last one failed, which try this is of how many, how long each
+    waits), with what the request is for (:func:`requests_for`). The client's ``event_hooks``
+    (:func:`make_client`) report each HTTP try and each answer; they run in the thread that sends,
+    so each thread's request is watched on its own.
+    """
+
+    def __init__(self, say: Callable[[str], None], *, service: str, endpoint: str, model: str, max_retries: int,
+                 notice_s: float = WAIT_NOTICE_S) -> None:
+        self.say = say
+        self.where = f"the {service} endpoint {shown(endpoint)} (model {model})"
+        self.tries = max_retries + 1
+        self.notice_s = notice_s
+        self._local = threading.local()
+
+    @contextlib.contextmanager
+    def waiting(self, timeout_s: float) -> Iterator[None]:
+        """Watch the requests the block sends (each HTTP try waits up to ``timeout_s``)."""
+        call = _WatchedCall(self, timeout_s, _REQUESTS_FOR.get())
+        self._local.call = call
+        try:
+            yield
+        finally:
+            self._local.call = None
+            call.stop()
+
+    def on_request(self, request: Any) -> None:
+        """An ``httpx`` request hook: an HTTP try starts (the ``openai`` client numbers its retries)."""
+        call = getattr(self._local, "call", None)
+        if call is not None:
+            try:
+                retries = int(request.headers.get("x-stainless-retry-count", "0"))
+            except ValueError:
+                retries = 0
+            call.tried(retries + 1)
+
+    def on_response(self, response: Any) -> None:
+        """An ``httpx`` response hook: the HTTP try got an answer (its status)."""
+        call = getattr(self._local, "call", None)
+        if call is not None:
+            call.answered(response.status_code)
+
+
+def _seconds(seconds: float) -> str:
+    return f"{seconds:.0f}" if seconds >= 10 else f"{seconds:.1f}".removesuffix(".0")
+
+
+class _WatchedCall:
+    """One watched request: its HTTP tries, and a thread that says when it waits too long."""
+
+    def __init__(self, watch: RequestWatch, timeout_s: float, purpose: str | None) -> None:
+        self.watch, self.timeout_s, self.purpose = watch, timeout_s, purpose
+        self.changed = threading.Condition()
+        self.done = False
+        self.try_number = 0
+        self.try_started = self.last_line = time.monotonic()
+        self.status: int | None = None
+        self.gap = watch.notice_s
+        self.thread: threading.Thread | None = None
+
+    def limits(self) -> str:
+        """``HTTP try 2 of 6 (each waits up to 12 s), within question request 1 of --max-attempts 2``."""
+        within = f", within {self.purpose}" if self.purpose else ""
+        number = max(self.try_number, 1)
+        return f"HTTP try {number} of {self.watch.tries} (each waits up to {self.timeout_s:g} s){within}"
+
+    def tried(self, number: int) -> None:
+        line = None
+        with self.changed:
+            now = time.monotonic()
+            if number > 1:
+                if self.status is not None:
+                    why = f"{self.watch.where} answered HTTP {self.status}"
+                elif now - self.try_started >= self.timeout_s:
+                    why = f"no answer from {self.watch.where} within {self.timeout_s:g} s"
+                else:
+                    why = f"{self.watch.where} could not be reached"
+            self.try_number, self.try_started, self.status = number, now, None
+            self.last_line, self.gap = now, self.watch.notice_s
+            if number > 1:
+                line = f"{why}; trying again: {self.limits()}"
+            if self.thread is None:
+                self.thread = threading.Thread(target=self._notices, daemon=True, name="chunkwise-request-watch")
+                self.thread.start()
+            self.changed.notify_all()
+        if line is not None:
+            self._say(line)
+
+    def answered(self, status: int) -> None:
+        with self.changed:
+            self.status = status
+
+    def stop(self) -> None:
+        with self.changed:
+            self.done = True
+            self.changed.notify_all()
+
+    def _say(self, line: str) -> None:
+        with contextlib.suppress(Exception):  # a closed terminal must not fail the request
+            self.watch.say(line)
+
+    def _notices(self) -> None:
+        while True:
+            with self.changed:
+                while not self.done and time.monotonic() < self.last_line + self.gap:
+                    self.changed.wait(self.last_line + self.gap - time.monotonic())
+                if self.done:
+                    return
+                now = time.monotonic()
+                line = None
+                if self.status is None:  # else answered: the body is arriving, or the client retries
+                    waited = now - self.try_started
+                    if waited < self.timeout_s:
+                        line = f"waiting for {self.watch.where}: no answer after {_seconds(waited)} s; {self.limits()}"
+                    else:
+                        line = (f"no answer from {self.watch.where} within {self.timeout_s:g} s: the client tries "
+                                f"again after a pause; {self.limits()}")
+                    self.gap = min(self.gap * 2, MAX_WAIT_NOTICE_S)
+                self.last_line = now
+            if line is not None:
+                self._say(line)
 
 
 #: The longest pause a server's rate-limit headers can impose on one request (a misconfigured
@@ -355,13 +511,13 @@ def endpoint_error(exc: Exception, cls: type[E], *, service: str, endpoint: str,
         return make_error(cls, f"{where} denied access to model {model!r} (HTTP 403: {detail}); check the key's "
                                "permissions", fatal=True)
     if isinstance(exc, openai.APITimeoutError):
-        return make_error(cls, f"{where} did not answer within {timeout_s:g} s ({_attempts(max_retries)}); check "
+        return make_error(cls, f"{where} did not answer within {timeout_s:g} s ({_http_tries(max_retries)}); check "
                                "that the server is up and not overloaded", fatal=True)
     if isinstance(exc, openai.APIConnectionError) and _truncated(exc):
         return make_error(cls, f"{where} sent a truncated reply: the connection closed before the whole body "
-                               f"arrived ({_attempts(max_retries)}); check the server and any proxy in between")
+                               f"arrived ({_http_tries(max_retries)}); check the server and any proxy in between")
     if isinstance(exc, openai.APIConnectionError):
-        return make_error(cls, f"cannot reach {where} ({_attempts(max_retries)}; check {option('base_url')} and "
+        return make_error(cls, f"cannot reach {where} ({_http_tries(max_retries)}; check {option('base_url')} and "
                                "that the server is running)", fatal=True)
     if isinstance(exc, openai.RateLimitError):
         if exc.code == "insufficient_quota":
@@ -398,6 +554,12 @@ def _truncated(exc: BaseException) -> bool:
 
 def _attempts(max_retries: int) -> str:
     return "1 attempt" if max_retries == 0 else f"{max_retries + 1} attempts"
+
+
+def _http_tries(max_retries: int) -> str:
+    """The HTTP tries of one request (the ``openai`` client's own retries), named so that no caller's
+    count of requests (``--max-attempts``) can be taken for them."""
+    return "1 HTTP try" if max_retries == 0 else f"{max_retries + 1} HTTP tries"
 
 
 def _server_message(exc: Exception) -> str:

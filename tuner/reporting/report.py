@@ -380,14 +380,14 @@ def _comparison(study: optuna.Study, settings: StudySettings, trials: list[Trial
 
 
 def _selection_lines(study: optuna.Study, best: TrialRecord) -> list[str]:
-    """The recommendation (tie gate), the held-out check and what the search adds out of sample
-    (the statement's cross-validated gain)."""
-    lines = ["### Recommendation, held-out check and what tuning really gains", ""]
+    """The recommendation, the reasoning behind it and what the search adds out of sample (the
+    statement's cross-validated gain)."""
+    lines = ["### Recommendation and what tuning really gains", ""]
     verdict = recommend_for_study(study)  # the summary's, the dashboard note's and export's choice
     if verdict is not None:
         chosen = verdict.recommended
         lines += [f"**Recommended**: `{chosen.label()}` (trial {chosen.number}).", "",
-                  *[f"- {line}" for line in verdict.statement()[1:]], ""]
+                  *[f"- {line}" for line in verdict.statement()[1:] + verdict.details()], ""]
     checked = [best] + ([verdict.recommended] if verdict is not None and verdict.recommended.number != best.number
                         else [])
     if best.validation_score is not None:

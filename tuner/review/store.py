@@ -60,7 +60,7 @@ from ..data.evalset import (
     read_regular_file,
 )
 from ..data.excerpts import locate
-from ..errors import EvaluationSetError, option
+from ..errors import EvaluationSetError, option, shown
 from .actions import ACTIONS, ReviewError, question_of, references_of
 from .files import file_identity, remove_leftovers, status_identity
 
@@ -227,7 +227,7 @@ class ReviewStore:
         given_revision = action.get("revision")
         if kind != "new" and type(given_revision) is not int:
             raise ReviewError(f"\"revision\" must be the question's revision as the page read it (a whole number), "
-                              f"got {given_revision!r}")
+                              f"got {shown(given_revision)}")
         with self.locked():
             loaded = self._current()
             if kind == "new":

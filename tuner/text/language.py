@@ -148,9 +148,32 @@ def detect_language(texts: Iterable[str]) -> str:
     """The language code (one of :data:`LANGUAGES`) of ``texts`` taken together: :data:`LANGUAGE_ENV`
     when set, else detected from a sample of them (:func:`_samples`; see the module docstring);
     English when nothing tells."""
+    return forced_language() or detected_language(texts)
+
+
+def forced_language() -> str | None:
+    """The language :data:`LANGUAGE_ENV` sets (checked), or None when it is not set."""
     chosen = os.environ.get(LANGUAGE_ENV, "").strip().lower()
-    if chosen:
-        return language(chosen).code
+    return language(chosen).code if chosen else None
+
+
+def forced_against_detection(texts: Iterable[str]) -> str | None:
+    """What to warn of when :data:`LANGUAGE_ENV` sets another language than ``texts`` read as
+    (``"CHUNKWISE_LANGUAGE=ko reads it as Korean, but its text reads as English"``); None when it
+    is not set, or agrees."""
+    forced = forced_language()
+    if forced is None:
+        return None
+    detected = detected_language(texts)
+    if detected == forced:
+        return None
+    return (f"{LANGUAGE_ENV}={forced} reads it as {LANGUAGES[forced].name}, but its text reads as "
+            f"{LANGUAGES[detected].name} ({detected}): BM25 and generated questions use {LANGUAGES[forced].name}; "
+            f"unset {LANGUAGE_ENV} to read it as detected")
+
+
+def detected_language(texts: Iterable[str]) -> str:
+    """The language ``texts`` read as, whatever :data:`LANGUAGE_ENV` says (see :func:`detect_language`)."""
     scripts: Counter[str] = Counter()
     stopword_hits: Counter[str] = Counter()
     languages_of = _stopword_languages()

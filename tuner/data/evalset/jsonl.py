@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...errors import EvaluationSetError
+from ...errors import EvaluationSetError, shown
 from .records import ORIGINS, REVIEWS, UNLOCATED, Query, Reference
 
 
@@ -94,7 +94,7 @@ def query_of_record(record: dict[str, Any], where: str, line_number: int, defaul
         corpus = default_corpus
     query_id = record.get("id", f"line-{line_number}")
     if not isinstance(query_id, (str, int)) or isinstance(query_id, bool):
-        raise EvaluationSetError(f"{where}: field 'id' must be str, got {query_id!r}")
+        raise EvaluationSetError(f"{where}: field 'id' must be str, got {shown(query_id)}")
     question = checked_field(record, "question", str, where)
     references = checked_field(record, "references", list, where)
     refs = tuple(_reference(r, f"{where} reference {i}") for i, r in enumerate(references, start=1))
@@ -107,7 +107,7 @@ def query_of_record(record: dict[str, Any], where: str, line_number: int, defaul
     revision = record.get("revision", 0)
     if type(revision) is not int or revision < 0:
         raise EvaluationSetError(f"{where}: field 'revision' must be a whole number >= 0 (how often a review "
-                                 f"changed the question), got {revision!r}")
+                                 f"changed the question), got {shown(revision)}")
     return Query(str(query_id), question, corpus, refs, *_provenance(record, where))
 
 
@@ -118,14 +118,14 @@ def _provenance(record: dict[str, Any], where: str) -> tuple[str | None, str | N
         value = record.get(key)
         if value is not None and value not in allowed:
             raise EvaluationSetError(f"{where}: field {key!r} must be one of {', '.join(allowed)} "
-                                     f"(or left out), got {value!r}")
+                                     f"(or left out), got {shown(value)}")
         values.append(value)
     model = record.get("model")
     if model is not None and not isinstance(model, str):
-        raise EvaluationSetError(f"{where}: field 'model' must be str, got {model!r}")
+        raise EvaluationSetError(f"{where}: field 'model' must be str, got {shown(model)}")
     stale = record.get("stale", False)
     if not isinstance(stale, bool):
-        raise EvaluationSetError(f"{where}: field 'stale' must be true or false, got {stale!r}")
+        raise EvaluationSetError(f"{where}: field 'stale' must be true or false, got {shown(stale)}")
     return values[0], model, values[1], stale
 
 
@@ -133,7 +133,7 @@ def _reference(record: Any, where: str) -> Reference:
     """A JSONL reference: with both offsets, or with neither (then located on load)."""
     if not isinstance(record, dict):
         raise EvaluationSetError(f"{where}: a reference is an object with \"document\" and \"content\" (and "
-                                 f"offsets), got {shorten(repr(record))}")
+                                 f"offsets), got {shorten(shown(record, 1000))}")
     document = checked_field(record, "document", str, where)
     content = checked_field(record, "content", str, where)
     if not content.strip():
@@ -160,7 +160,7 @@ def checked_field(record: Any, key: str, kind: type, where: str) -> Any:
         with contextlib.suppress(ValueError):  # "²" is a digit int() refuses; so is a 5,000-digit string
             value = int(value)
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise EvaluationSetError(f"{where}: field {key!r} must be {kind.__name__}, got {value!r}")
+        raise EvaluationSetError(f"{where}: field {key!r} must be {kind.__name__}, got {shown(value)}")
     return value
 
 

@@ -19,6 +19,7 @@ from ..._io.files import PRIVATE_FILE_MODE, writers_lock
 from ...embedding import Embedder
 from ...errors import ChunkwiseError, option
 from ...llm.client import LLMClient
+from ...llm.endpoint import requests_for
 from ...schema import ParamSpec, check_value
 from ...text.language import detect_language
 from ..corpus import Corpus
@@ -87,7 +88,8 @@ def generate_evaluation_set(corpus: Corpus, output: str | Path, n: int, client: 
     Args:
         price_in, price_out: $ per million prompt and completion tokens, for the cost estimate.
         max_attempts: requests for questions at most (default ``5 * n``); the requests of the
-            answer check and the critique are not counted.
+            answer check and the critique are not counted, nor the HTTP tries of each request (the
+            client's own retries after a timeout or a server error: ``client.max_retries`` + 1 at most).
         excerpts: ``"model"`` (the model copies the excerpts that answer its question) or
             ``"sampled"`` (chunkwise picks the excerpt and asks only for a question; see the module).
         critique: ask the model to rate each question that passed the other filters against its
@@ -115,8 +117,7 @@ def generate_evaluation_set(corpus: Corpus, output: str | Path, n: int, client: 
     check_value(ParamSpec(str, choices=STYLES), style, option("style"))
     check_value(MAX_OVERLAP, max_overlap, option("max_overlap"))
     shown = _examples(examples, seed)
-    output = Path(output)
-    _check_output(output)
+    output = check_output(output)
     accepted: list[Query] = list(load_evaluation_set(output, corpus, rejected=True)) if output.is_file() and \
         output.stat().st_size > 0 else []
     report = GenerationReport(already=len(accepted))
@@ -139,8 +140,11 @@ def generate_evaluation_set(corpus: Corpus, output: str | Path, n: int, client: 
     try:
         while len(accepted) < n and report.attempts < limit:
             report.attempts += 1
-            query, reason = attempt(corpus, client, embedder, rng, passages.next(), accepted, question_vectors,
-                                    duplicate_threshold, relevance_threshold, excerpts, checks=checks)
+            # What a slow request waits for is said in this loop's count too (--max-attempts counts
+            # question requests; each may take several HTTP tries).
+            with requests_for(f"question request {report.attempts} of {option('max_attempts', limit)}"):
+                query, reason = attempt(corpus, client, embedder, rng, passages.next(), accepted, question_vectors,
+                                        duplicate_threshold, relevance_threshold, excerpts, checks=checks)
             if query is None:
                 report.rejected[reason] += 1
                 continue
@@ -179,14 +183,22 @@ def _examples(examples: str | Path | Sequence[str] | None, seed: int) -> tuple[s
     return choose_examples(questions, seed)
 
 
-def _check_output(output: Path) -> None:
-    """Fail before the first (paid) request when ``output`` could not be written."""
+def check_output(output: str | Path) -> Path:
+    """``output`` as a path, or one message when the evaluation set could not be written there:
+    checked before the corpus is read, the embedder loaded or the writer started (and again by
+    :func:`generate_evaluation_set`, before its first paid request)."""
+    output = Path(output)
     if output.is_dir():
         raise ChunkwiseError(f"-o {output} is a folder; give a file name for the evaluation set")
+    blocking = next((folder for folder in reversed(output.parents) if folder.exists() and not folder.is_dir()), None)
+    if blocking is not None:
+        raise ChunkwiseError(f"cannot write {output}: {blocking} is a file, not a folder; give a path in a folder "
+                             "for the evaluation set")
     if not output.parent.is_dir():
         raise ChunkwiseError(f"cannot write {output}: the folder {output.parent} does not exist")
     if not os.access(output if output.exists() else output.parent, os.W_OK):
         raise ChunkwiseError(f"cannot write {output}: permission denied")
+    return output
 
 
 class _AppendOnly:

@@ -46,7 +46,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ...errors import InvalidParameterError, option
+from ...errors import InvalidParameterError, option, shown
 from ...evaluation.registry import metric, metric_names, metrics
 from ...schema import ParamSpec, check_keys, check_settings, check_value, field_names, setting
 
@@ -83,7 +83,7 @@ def check_pareto(axes: Any, where: str = "pareto") -> tuple[str, ...]:
     """
     names = axes.split(",") if isinstance(axes, str) else axes
     if not isinstance(names, (list, tuple)):
-        raise InvalidParameterError(f"{where} must be a list of metric names, got {axes!r}")
+        raise InvalidParameterError(f"{where} must be a list of metric names, got {shown(axes)}")
     names = tuple(str(n).strip() for n in names)
     known = metric_names()
     unknown = [n for n in names if n not in known]

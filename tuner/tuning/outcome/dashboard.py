@@ -192,8 +192,7 @@ def save_pareto_plot(storage: RDBStorage, study: optuna.Study, recommendation: S
     marks = []
     if recommendation is not None:
         default = recommendation.default_trial
-        check = recommendation.baselines
-        baseline = None if check is None else check.best_baseline
+        baseline = recommendation.best_baseline
         if default is not None:
             also = ", best baseline" if baseline == default else ""
             marks.append(Mark(f"token 800/400 default{also}: trial {default}", (recommendation.records[default],),
@@ -325,7 +324,7 @@ def write_note(study: optuna.Study, result: CorpusOutcome, settings: StudySettin
         "",
     ]
     if result.recommendation is not None:
-        statement = result.recommendation.statement()
+        statement = result.recommendation.statement() + result.recommendation.details()
         chosen = result.recommended
         lines += [f"### Recommended: trial {chosen.number}", "", f"`{chosen.describe()}`", "",
                   *[f"- {line}" for line in statement[1:]], ""]

@@ -1,40 +1,54 @@
 """What a study recommends, decided once (:func:`recommend_for_study`) for the summary, the
 report, the dashboard and ``export``.
 
-The recommendation is the configuration with the highest score on the search questions, with
-the configurations not significantly worse than it (the tie gate of :mod:`.comparisons`) named
-as its tie set; it must then beat the best baseline on the held-out questions, or the best
-baseline itself is recommended.
+One rule decides, on the strongest out-of-sample evidence the questions allow (issue 60):
 
-Below :data:`~.comparisons.MIN_QUESTIONS` distinct search questions, or distinct held-out ones
-when some are held out, no paired comparison can be significant (see
-:func:`~.comparisons.minimum_questions`): the tie gate and the held-out check claim nothing, and
-the best baseline is recommended with "too few questions to tell" as the reason.
+1. the *search's choice* is the configuration with the highest score on all the study's
+   questions, the configurations not significantly worse than it (the tie gate of
+   :mod:`~..scoring.comparisons`) named as its tie set;
+2. the *best baseline* is the baseline with the highest score on the same questions;
+3. :func:`decide`: the cross-validated gain of that way of choosing over the best baseline
+   (:mod:`~..scoring.crossval`: every question, each fold chosen on the others, the corrected
+   resampled t) decides between them: the search's choice when its out-of-fold gain is above 0
+   (:data:`DECISION_RULE`), else the best baseline.
+
+Before issue 60 a held-out check decided instead: the tie gate's choice on the search questions
+had to be significantly better than the best baseline on the held-out questions (8-10 of them by
+default), while the cross-validated line beside it could say the opposite. A check of 10 questions
+has almost no power; cross-validation reads every question. ``benchmarks/fresh_questions.py``
+compares the two rules on questions neither saw.
+
+Below :data:`~..scoring.comparisons.MIN_QUESTIONS` distinct search questions, or distinct
+held-out ones when some are held out, no paired comparison can be significant (see
+:func:`~..scoring.comparisons.minimum_questions`): the tie gate claims nothing, and the best
+baseline is recommended with "too few questions to tell" as the reason.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
 import optuna
 
 from ...data.lexical import LexicalOverlap
+from ...schema import invalid
 from ..core.objective import Scales, Weights
 from ..core.records import BASELINE_ATTR, TrialRecord, recommendable, records
-from ..scoring.baseline_check import BaselineCheck, Optimism, best_baseline, check_baselines, optimism
 from ..scoring.comparisons import (
     CONFIDENCE,
     MIN_QUESTIONS,
+    SCORE_RESOLUTION,
     TOP_CANDIDATES,
-    Comparison,
+    Candidate,
     Recommendation,
     candidate,
-    compare,
+    ranked,
     recommend,
 )
-from ..scoring.crossval import SearchGain, search_gain
+from ..scoring.crossval import Gain, SearchGain, search_gain
+from ..scoring.optimism import Optimism, optimism
 from ..search.baselines import DEFAULT_BASELINE
 from ..study.settings import StudySettings
 
@@ -89,16 +103,72 @@ def gained(chosen: TrialRecord, other: TrialRecord) -> list[str]:
     return found
 
 
+#: How the cross-validated gain decides (:func:`decide`), by name: ``"ahead"``, the search's choice
+#: when its out-of-fold score gain over the best baseline is above 0 (the expected gain on the next
+#: questions is positive); ``"beats"``, only when that gain is significant. :data:`DECISION_RULE` is
+#: the one chunkwise uses; ``benchmarks/fresh_questions.py`` compares them on fresh questions.
+DECISION_RULES = ("ahead", "beats")
+DECISION_RULE = "ahead"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The one decision between the search's choice and the best baseline (:func:`decide`)."""
+
+    search_choice: int  # trial number: the highest score on all the questions
+    best_baseline: int | None  # the baseline with the highest score on them (None: no baseline)
+    recommended: int
+    #: The cross-validated gain that decided (None: too few questions, or no baseline).
+    gain: SearchGain | None = None
+
+    @property
+    def fell_back(self) -> bool:
+        """The best baseline is recommended in place of the search's choice."""
+        return self.recommended != self.search_choice
+
+
+def decide(candidates: Sequence[Candidate], baselines: Sequence[Candidate], gain: SearchGain | None,
+           weights: Weights, scales: Scales, rule: str = DECISION_RULE) -> Decision:
+    """The search's choice (the highest score among ``candidates``) or the best of ``baselines``,
+    by ``gain``, the cross-validated gain of that choice over the best baseline (see the module
+    docstring); every candidate scored on the same questions. Without ``gain`` (too few questions
+    to cross-validate) the best baseline is recommended; a search's choice that is itself a
+    baseline is recommended as it is.
+
+    >>> import numpy as np
+    >>> from tuner.tuning.scoring.crossval import search_gain
+    >>> weights = Weights(recall=1.0, iou=0.0, latency=0.0, cost=0.0)
+    >>> def config(number, recall): return Candidate(number, np.array(recall), np.zeros(20), 0.0, 0.0, 1)
+    >>> base, better = config(0, [0.5] * 20), config(1, [1.0, 0.5] * 10)
+    >>> decide([base, better], [base], search_gain([base, better], [base], base, weights, Scales()), weights,
+    ...        Scales()).recommended
+    1
+    """
+    if rule not in DECISION_RULES:
+        raise invalid("rule", rule, ", ".join(DECISION_RULES))
+    choice = candidates[ranked(candidates, weights, scales)[0]]
+    if not baselines:
+        return Decision(choice.number, None, choice.number, gain)
+    best = max(baselines, key=lambda b: (b.score(weights, scales), -b.number))
+    if choice.number in {b.number for b in baselines}:
+        return Decision(choice.number, best.number, choice.number, gain)
+    if gain is None:
+        return Decision(choice.number, best.number, best.number, None)
+    adds = gain.beats if rule == "beats" else gain.over_best_baseline.score > SCORE_RESOLUTION
+    return Decision(choice.number, best.number, choice.number if adds else best.number, gain)
+
+
 @dataclass(frozen=True)
 class StudyRecommendation:
-    """The one recommendation of a study: the tie gate's choice, checked against the best
-    baseline, with the records it speaks of. The summary, the dashboard note, the report and
-    ``export`` all take :attr:`recommended` and :meth:`statement` from here."""
+    """The one recommendation of a study (module docstring), with the records it speaks of. The
+    summary, the dashboard note, the report and ``export`` all take :attr:`recommended`,
+    :meth:`statement` and :meth:`details` from here."""
 
-    recommendation: Recommendation
+    recommendation: Recommendation  # the tie gate on all the questions
     records: dict[int, TrialRecord]
-    baselines: BaselineCheck | None = None
-    default_gain: Comparison | None = None  # the recommended against the token 800/400 default
+    decision: Decision | None = None  # None: no baseline evaluated
+    #: The recommended way of choosing against the token 800/400 default, cross-validated.
+    default_gain: Gain | None = None
     default_trial: int | None = None
     optimism: Optimism | None = None
     held_out: bool = False
@@ -108,20 +178,22 @@ class StudyRecommendation:
     too_few: str = ""
     #: How lexical the study's questions are (None for a study made before it was measured).
     lexical: LexicalOverlap | None = None
-    #: What the search adds over the baselines out of sample (None: no baseline, too few questions).
-    gain: SearchGain | None = None
+
+    @property
+    def gain(self) -> SearchGain | None:
+        """What the search adds over the baselines out of sample (None: no baseline, too few questions)."""
+        return None if self.decision is None else self.decision.gain
 
     @property
     def recommended(self) -> TrialRecord:
-        """What chunkwise recommends: the tie gate's choice, or the best baseline when that choice
-        is not significantly better than it."""
-        if self.baselines is not None and self.baselines.fallback is not None:
-            return self.records[self.baselines.fallback]
+        """What chunkwise recommends: the search's choice, or the best baseline (module docstring)."""
+        if self.decision is not None:
+            return self.records[self.decision.recommended]
         return self.records[self.recommendation.recommended]
 
     @property
     def tuned(self) -> TrialRecord:
-        """The tie gate's choice among all trials (before the baseline check)."""
+        """The search's choice: the tie gate's, among all trials (before the decision)."""
         return self.records[self.recommendation.recommended]
 
     @property
@@ -130,7 +202,11 @@ class StudyRecommendation:
 
     @property
     def fell_back(self) -> bool:
-        return self.baselines is not None and self.baselines.fell_back
+        return self.decision is not None and self.decision.fell_back
+
+    @property
+    def best_baseline(self) -> int | None:
+        return None if self.decision is None else self.decision.best_baseline
 
     def _baseline(self, number: int) -> str:
         """``markdown 256/0 hybrid, trial 8``; with what the study's space made of it when the
@@ -145,27 +221,28 @@ class StudyRecommendation:
         return f"{name} as this space holds it: {label}, trial {number}"
 
     def why(self) -> str:
-        """Why this configuration: the tie set, the constraints, the baseline check."""
-        check = self.baselines
+        """Why this configuration, in one sentence: the decision and the figure that made it (the
+        tie set and the rest are in :meth:`details`)."""
+        decision = self.decision
         if self.too_few:
-            if check is None:
+            if decision is None:
                 return (f"the highest score, but {self.too_few}; and no baseline was evaluated to fall back on: "
                         "treat it as a guess")
             return f"the best baseline: {self.too_few}"
-        questions = "held-out questions" if self.held_out else "questions (none held out)"
-        tie = self.recommendation.why()
-        if self.constraints:
-            tie += f", among the configurations meeting the constraints ({self.constraints})"
-        if check is not None and check.fell_back:
-            return (f"the best baseline: the search chose trial {check.tuned} ({self.tuned.label()}), {tie}; but "
-                    f"trial {check.tuned} is not significantly better than this baseline on the {questions}: "
-                    f"{check.comparison.describe()}")
-        if check is None:
-            return f"{tie}; no baseline was evaluated to check it against"
-        if check.comparison is None:
-            return f"{tie}; it is itself a baseline ({self.recommended.baseline})"
-        return (f"{tie}; significantly better than the best baseline ({self._baseline(check.best_baseline)}) on "
-                f"the {questions}: {check.comparison.describe()}")
+        constraints = f" among the configurations meeting the constraints ({self.constraints})" if self.constraints \
+            else ""
+        if decision is None:
+            return f"the highest score{constraints}; no baseline was evaluated to check it against"
+        if not decision.fell_back and self.recommended.baseline is not None:
+            return f"the highest score{constraints}, and itself a baseline ({self.recommended.baseline})"
+        over = None if decision.gain is None else decision.gain.over_best_baseline
+        figure = "" if over is None else f" (cross-validated: {over.describe()})"
+        if decision.fell_back:
+            return (f"the best baseline: out of sample the search's choice (trial {decision.search_choice}, "
+                    f"{self.tuned.label()}) does no better than it{figure}")
+        verdict = "" if decision.gain is None else f"; {decision.gain.verdict()}"
+        return (f"the highest score{constraints}; out of sample it is ahead of the best baseline "
+                f"({self._baseline(decision.best_baseline)}){figure}{verdict}")
 
     def _against(self, what: str, number: int) -> str:
         """The recommendation against trial ``number`` on all questions, and the trade when it
@@ -183,35 +260,42 @@ class StudyRecommendation:
             return text + "the same recall" + (f", with {', '.join(gains)}" if gains else "")
         return text + f"{-difference:.1f} points less recall" + (
             f" for {', '.join(gains)}" if gains else
-            ", for nothing in context tokens, IoU, cost or latency (its weighted score on the search questions "
-            "chose it)")
+            ", for nothing in context tokens, IoU, cost or latency (its weighted score chose it)")
 
     def statement(self) -> list[str]:
-        """The recommendation, stated once: which configuration and why; then its comparison with
-        the token 800/400 default on the held-out questions (out of sample: the headline); then its
-        recall and context tokens on all questions against the default and the best baseline, each
-        labelled in-sample; then what the search adds cross-validated, and warnings. Every summary
-        prints these lines."""
+        """What a user acts on, stated once: which configuration and why; its gain over the token
+        800/400 default out of sample (cross-validated, with the interval); its recall and context
+        tokens on all questions, labelled in-sample; whether the search added anything. Every
+        summary prints these lines; :meth:`details` gives the reasoning behind them."""
         chosen = self.recommended
         mine = Standing.of(chosen)
         out = [f"recommended: {chosen.describe()}   [trial {chosen.number}]", f"why: {self.why()}"]
         if not self.too_few and self.default_gain is not None and self.default_trial != chosen.number:
-            scope = (f"out of sample, on the {self.default_gain.questions} held-out questions" if self.held_out
-                     else "in-sample (none held out)")
-            out.append(f"{scope}, against the token 800/400 default: {self.default_gain.describe()}")
-        chose = "the search questions among them chose it" if self.held_out else "they chose it"
+            out.append(f"out of sample (cross-validated), against the token 800/400 default: "
+                       f"{self.default_gain.describe()}")
         scope = f"all {mine.questions} questions" if mine.questions else "the search questions"
-        out.append(f"on {scope} (in-sample: {chose}): {mine.describe()}")
+        out.append(f"on {scope} (in-sample: they chose it): {mine.describe()}")
         if self.default_trial is not None:
             out.append(self._against("in-sample, against the token 800/400 default", self.default_trial))
         else:
             out.append("the token 800/400 default is not in this study's space (or not evaluated yet): no "
                        "comparison with it")
-        check = self.baselines
-        if check is not None and check.best_baseline not in (self.default_trial, chosen.number):
-            out.append(self._against("in-sample, against the best baseline", check.best_baseline))
+        if not self.too_few and self.gain is not None and not self.fell_back:
+            out.append(f"what the search adds: {self.gain.verdict()}")
+        return out
+
+    def details(self) -> list[str]:
+        """The reasoning behind :meth:`statement`: the tie set, the cross-validated figures, the
+        best baseline in-sample, the optimism of the search questions, how lexical the questions
+        are (``tune --details`` and the report print them)."""
+        out = []
+        chosen = self.recommended
+        decision = self.decision
+        if decision is not None and decision.best_baseline not in (self.default_trial, chosen.number, None):
+            out.append(self._against("in-sample, against the best baseline", decision.best_baseline))
         if self.too_few:  # no interval, no separation, no optimism: nothing is claimed from so few questions
             return out + self._questions()
+        out.append(f"the search's choice (trial {self.recommendation.best}): {self.recommendation.why()}")
         if separation := self.recommendation.separation():
             out.append(separation)
         if self.gain is not None:
@@ -245,104 +329,78 @@ def baseline_records(study: optuna.Study) -> list[TrialRecord]:
 
 
 def recommend_for_study(study: optuna.Study, settings: StudySettings | None = None) -> StudyRecommendation | None:
-    """THE recommendation of a study: the tie gate (the highest score and its tie set) on
-    the study's best configurations that meet its constraints, on its search questions, then
-    its choice checked against the best baseline (a fallback must meet the constraints too) and
-    the token 800/400 default. The summary, the dashboard note, the report and ``export`` all
-    call this, with no option of their own, so they name the same trial."""
+    """THE recommendation of a study (module docstring): the tie gate on all its questions over its
+    best configurations that meet its constraints, then :func:`decide` between its choice and the
+    best baseline (a fallback must meet the constraints too) by the cross-validated gain. The
+    summary, the dashboard note, the report and ``export`` all call this, with no option of their
+    own, so they name the same trial."""
     seed = 0
     settings = settings if settings is not None else StudySettings.of(study)
+    weights, scales = settings.weights, settings.scales
     meeting = recommendable(study)
-    ranked = sorted(meeting, key=lambda r: (-r.score, r.number))[:TOP_CANDIDATES]
-    records_by_number, candidates = {}, []
-    search = None
-    for record in ranked:
-        stored = record.stored_per_query
-        if stored is None:
-            continue
-        search = settings.search_mask(int(stored["queries"]))
-        found = candidate(record, search)
-        if found is not None:
-            records_by_number[record.number] = record
-            candidates.append(found)
-    if not candidates:
+    scored = [(record, found) for record in meeting if (found := candidate(record)) is not None]
+    if not scored:
         return None
-    verdict = recommend(candidates, settings.weights, settings.scales, seed=seed)
+    questions = len(scored[0][1].recall)
+    scored = [(record, found) for record, found in scored if len(found.recall) == questions]
+    records_by_number = {record.number: record for record, _ in scored}
+    candidates = [found for _, found in scored]
+    top = [candidates[i] for i in ranked(candidates, weights, scales)[:TOP_CANDIDATES]]
+    verdict = recommend(top, weights, scales, seed=seed)
     measured = [b for b in baseline_records(study) if b.stored_per_query is not None
-                and int(b.stored_per_query["queries"]) == len(search)]
+                and int(b.stored_per_query["queries"]) == questions]
     for record in measured:
         records_by_number.setdefault(record.number, record)
     # A baseline over the study's constraints is compared with, never fallen back on.
-    baselines = [b for b in measured if b.feasible(settings.constraints)]
-    weights, scales = settings.weights, settings.scales
+    feasible = [b for b in measured if b.feasible(settings.constraints)]
+    search = settings.search_mask(questions)
     held_out = bool((~search).any())
     too_few = too_few_questions(*settings.distinct_questions(search))
-    if too_few:
-        check = best_baseline_instead(records_by_number[verdict.best], baselines, search, weights, scales)
-    else:
-        check = check_baselines(records_by_number[verdict.recommended], baselines, search, weights, scales, seed=seed)
-    chosen = records_by_number[check.fallback if check is not None and check.fell_back else verdict.recommended]
-    questions = ~search if held_out else slice(None)
     default = next((b for b in measured if b.baseline == DEFAULT_BASELINE), None)
-    gain = None
-    if default is not None:
-        gain = compare(candidate(chosen), candidate(default), weights, scales, questions, seed=seed)
-    return StudyRecommendation(verdict, records_by_number, check, gain, None if default is None else default.number,
+    reference = [c for b in feasible if (c := candidate(b)) is not None]
+    default_candidate = None if default is None else candidate(default)
+    decision = default_gain = None
+    if reference:
+        gain = None if too_few else search_gain(candidates, reference, default_candidate, weights, scales, seed=seed)
+        decision = decide(candidates, reference, gain, weights, scales)
+        if too_few:  # the best baseline whatever the search found; nothing is claimed
+            decision = Decision(decision.search_choice, decision.best_baseline, decision.best_baseline, None)
+        if gain is not None and default_candidate is not None:
+            # The recommended way of choosing against the default: the search's, or the baselines' own.
+            chosen_way = gain if not decision.fell_back else search_gain(
+                reference, reference, default_candidate, weights, scales, seed=seed)
+            default_gain = None if chosen_way is None else chosen_way.over_default
+    chosen = records_by_number[decision.recommended if decision is not None else verdict.recommended]
+    return StudyRecommendation(verdict, records_by_number, decision, default_gain,
+                               None if default is None else default.number,
                                optimism(chosen, search, weights, scales, seed=seed), held_out,
                                settings.constraints.describe(), too_few,
-                               LexicalOverlap.from_dict((settings.question_profile or {}).get("lexical")),
-                               None if too_few else study_search_gain(settings, meeting, baselines, default,
-                                                                      seed=seed))
+                               LexicalOverlap.from_dict((settings.question_profile or {}).get("lexical")))
 
 
-def study_search_gain(settings: StudySettings, meeting: list[TrialRecord], baselines: list[TrialRecord],
-                      default: TrialRecord | None, *, seed: int = 0) -> SearchGain | None:
-    """:func:`~.crossval.search_gain` of a study: its choice among ``meeting`` (every configuration
-    that meets its constraints), over its best baseline and the token 800/400 default,
-    cross-validated over all its questions (search and held-out alike: each fold is chosen on the
-    others)."""
-    candidates = [c for r in meeting if (c := candidate(r)) is not None]
-    if not candidates:
-        return None
-    size = len(candidates[0].recall)
-    candidates = [c for c in candidates if len(c.recall) == size]
-    reference = [c for r in baselines if (c := candidate(r)) is not None and len(c.recall) == size]
-    base = None if default is None else candidate(default)
-    return search_gain(candidates, reference, base if base is not None and len(base.recall) == size else None,
-                       settings.weights, settings.scales, seed=seed)
+#: The fewest distinct questions the decision reads: the cross-validation chooses on some and scores
+#: on others, and neither part claims anything below :data:`~..scoring.comparisons.MIN_QUESTIONS`.
+DECISION_QUESTIONS = 2 * MIN_QUESTIONS
 
 
 def too_few_questions(search: int, held_out: int | None) -> str:
     """Why nothing can be claimed from ``search`` distinct search questions and ``held_out``
-    distinct held-out ones (None: none held out), or an empty string when there are enough
-    (:data:`~.comparisons.MIN_QUESTIONS` of each).
+    distinct held-out ones (None: none held out), or an empty string when there are enough: the
+    decision cross-validates over all of them, so :data:`DECISION_QUESTIONS` in all.
 
     >>> too_few_questions(22, 8)
     ''
-    >>> too_few_questions(2, None)  # doctest: +NORMALIZE_WHITESPACE
-    'too few questions to tell: 2 distinct search questions (none held out); no paired comparison of fewer than 6
-    can be significant at 95%, even one won on every question (exact sign test), so no configuration is called
-    better than another'
+    >>> too_few_questions(9, None)  # doctest: +NORMALIZE_WHITESPACE
+    'too few questions to tell: 9 distinct questions (none held out); the decision chooses on some and scores
+    on the others, and no paired comparison of fewer than 6 can be significant at 95%, even one won on every
+    question (exact sign test): 12 are needed, so no configuration is called better than another'
     """
-    short = search < MIN_QUESTIONS or (held_out is not None and held_out < MIN_QUESTIONS)
-    if not short:
+    total = search + (held_out or 0)
+    if total >= DECISION_QUESTIONS:
         return ""
-    counted = f"{search} distinct search question{'s' if search != 1 else ''}"
-    counted += (" (none held out)" if held_out is None else
-                f" and {held_out} distinct held-out question{'s' if held_out != 1 else ''}")
-    return (f"too few questions to tell: {counted}; no paired comparison of fewer than {MIN_QUESTIONS} can be "
-            f"significant at {CONFIDENCE:.0%}, even one won on every question (exact sign test), so no configuration "
-            "is called better than another")
-
-
-def best_baseline_instead(best: TrialRecord, baselines: list[TrialRecord], search: np.ndarray, weights: Weights,
-                          scales: Scales) -> BaselineCheck | None:
-    """With too few questions to tell: the best baseline (highest score on the search questions)
-    recommended in place of the tie gate's choice, compared with nothing; None without an
-    evaluated baseline (the highest score stands, claimed as nothing)."""
-    found = best_baseline(baselines, search, weights, scales)
-    if found is None:
-        return None
-    record, _ = found
-    return BaselineCheck(best.number, record.number, record.baseline or f"trial {record.number}", None,
-                         bool((~search).any()), record.number)
+    counted = f"{total} distinct question{'s' if total != 1 else ''}"
+    counted += (" (none held out)" if held_out is None else f" ({search} searched, {held_out} held out)")
+    return (f"too few questions to tell: {counted}; the decision chooses on some and scores on the others, and no "
+            f"paired comparison of fewer than {MIN_QUESTIONS} can be significant at {CONFIDENCE:.0%}, even one won "
+            f"on every question (exact sign test): {DECISION_QUESTIONS} are needed, so no configuration is called "
+            "better than another")

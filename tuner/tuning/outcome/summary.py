@@ -78,33 +78,18 @@ class CorpusOutcome:
         return self.summary.failed
 
 
-def format_outcomes(outcomes: list[CorpusOutcome]) -> str:
-    """What a run left, per corpus: what the study holds and its recommended configuration."""
+def format_outcomes(outcomes: list[CorpusOutcome], details: bool = False) -> str:
+    """What a run left, per corpus: what the study holds and its recommended configuration; what
+    a user acts on first (at most about a dozen lines a corpus), and with ``details`` the reasoning
+    behind it (the embedding work, the tie set, the cross-validated figures, the held-out and
+    search scores, lexical overlap, notes)."""
     lines = ["", "configuration per corpus:"]
     for item in outcomes:
         summary = item.summary
         lines.append(f"  {item.corpus}  (study {item.study}: {summary.describe()})")
-        if work := summary.describe_work():
+        if details and (work := summary.describe_work()):
             lines.append(f"    embedding work: {work}")
-        notes = []
-        if item.reclaimed:
-            notes.append(f"{len(item.reclaimed)} trial(s) of lost workers failed and retried "
-                         f"({', '.join(map(str, item.reclaimed[:10]))})")
-        if item.lost_workers:
-            notes.append(f"{item.lost_workers} worker process(es) lost and replaced")
-        if summary.running:
-            notes.append(f"{summary.running} trial(s) still running in other processes")
-        evaluated = summary.complete + summary.stopped_early
-        if item.budget_ended:
-            notes.append(f"the time budget ({format_duration(item.timeout or 0)}) ended the run after {item.added} "
-                         "trial(s); run the same command to continue the study")
-        if item.futile:
-            notes.append(f"{item.futile}; the rest of the budget was not spent (give {option('full_budget', True)} to "
-                         "spend it all; running the same command continues the study)")
-        if item.exhausted and evaluated < item.target:
-            notes.append(f"the search space looks exhausted: {evaluated} distinct configurations evaluated "
-                         f"of the {item.target} asked for")
-        lines += [f"    note: {note}" for note in notes]
+        lines += [f"    note: {note}" for note in _run_notes(item)]
         best = item.best
         if best is None:
             lines.append("    no complete trial yet")
@@ -115,8 +100,12 @@ def format_outcomes(outcomes: list[CorpusOutcome]) -> str:
             chosen = best
         else:
             chosen = item.recommended
-            for line in item.recommendation.statement():
+            said = item.recommendation.statement() + (item.recommendation.details() if details else [])
+            for line in said:
                 lines += [f"    {part}" for part in textwrap.wrap(line, 100, subsequent_indent="  ")]
+        if not details:
+            continue
+        if item.recommendation is not None:
             lines.append(f"    search questions: {chosen.headline()}")
         if held_out := chosen.validation_line():
             lines.append(f"    {held_out}")
@@ -128,7 +117,35 @@ def format_outcomes(outcomes: list[CorpusOutcome]) -> str:
         if chosen.number != best.number:
             lines.append(f"    highest score: {best.describe()}   [trial {best.number}, score {best.score:.4f}; "
                          f"export it with {option('best', True)}]")
+    if not details and any(item.best is not None for item in outcomes):
+        lines += ["", f"(the reasoning behind each recommendation: the same command with {option('details', True)}, "
+                      "or chunkwise report)"]
     return "\n".join(lines)
+
+
+def _run_notes(item: CorpusOutcome) -> list[str]:
+    """What happened to the run itself: lost workers, trials still running, the budget's end, the
+    checkpoint's stop, an exhausted space."""
+    summary = item.summary
+    notes = []
+    if item.reclaimed:
+        notes.append(f"{len(item.reclaimed)} trial(s) of lost workers failed and retried "
+                     f"({', '.join(map(str, item.reclaimed[:10]))})")
+    if item.lost_workers:
+        notes.append(f"{item.lost_workers} worker process(es) lost and replaced")
+    if summary.running:
+        notes.append(f"{summary.running} trial(s) still running in other processes")
+    evaluated = summary.complete + summary.stopped_early
+    if item.budget_ended:
+        notes.append(f"the time budget ({format_duration(item.timeout or 0)}) ended the run after {item.added} "
+                     "trial(s); run the same command to continue the study")
+    if item.futile:
+        notes.append(f"{item.futile}; the rest of the budget was not spent (give {option('full_budget', True)} to "
+                     "spend it all; running the same command continues the study)")
+    if item.exhausted and evaluated < item.target:
+        notes.append(f"the search space looks exhausted: {evaluated} distinct configurations evaluated "
+                     f"of the {item.target} asked for")
+    return notes
 
 
 @dataclass(frozen=True)

@@ -153,12 +153,15 @@ def _sampled(space: SearchSpace, samples: int, seed: int, window: float | None =
     return out
 
 
-def refuse_changed_studies(spec: StudySpec, data: LoadedStudyData) -> None:
+def refuse_changed_studies(spec: StudySpec, data: LoadedStudyData) -> dict[str, StudySettings]:
     """Refuse, as the run would (:func:`~tuner.tuning.study.opening.resumed_settings`), when a study
-    the run would resume was created with other settings (another space, weights, embedder...).
-    Storage is only read: a SQLite file that does not exist yet holds no study, and is not created."""
+    the run would resume was created with other settings (another space, weights, embedder...);
+    else the settings the run resumes each existing study with, by corpus (its stored fidelity
+    among them, which ``auto`` keeps). Storage is only read: a SQLite file that does not exist yet
+    holds no study, and is not created."""
+    resumed: dict[str, StudySettings] = {}
     if not storage_created(spec.storage):
-        return
+        return resumed
     with storage_errors(spec.storage):
         storage = make_storage(spec.storage)
         for corpus in data.corpora:
@@ -171,7 +174,9 @@ def refuse_changed_studies(spec: StudySpec, data: LoadedStudyData) -> None:
                 continue
             settings = build_settings(spec, corpus, data.evaluation_sets[corpus.name], data.space,
                                       dict(spec.corpora)[corpus.name])
-            resumed_settings(name, StudySettings.of(study), settings, pareto_given=spec.pareto is not None)
+            resumed[corpus.name] = resumed_settings(name, StudySettings.of(study), settings,
+                                                    pareto_given=spec.pareto is not None)
+    return resumed
 
 
 def baseline_passes(space: SearchSpace, window: float | None = None) -> float:
@@ -190,7 +195,7 @@ def plan_run(spec: StudySpec) -> list[CorpusPlan]:
 
     jobs = run_jobs(spec)  # a cluster's: its workers' threads
     data = load_study_data(spec)
-    refuse_changed_studies(spec, data)  # a run that would be refused has no price
+    resumed = refuse_changed_studies(spec, data)  # a run that would be refused has no price
     cache = EmbeddingCache(spec.cache) if spec.cache else EmbeddingCache()
     embedder = shared_embedder(spec.embedder, cache)
     # Passes as the model does them (the summary's): what it reads of each chunk, its pass's overlapping windows.
@@ -211,7 +216,9 @@ def plan_run(spec: StudySpec) -> list[CorpusPlan]:
     plans = []
     for corpus in data.corpora:
         tokens = corpus.token_count()
-        fidelity = resolve_fidelity(spec.fidelity, corpus, spec.embedder, data.space)
+        # A study that exists keeps the fidelity it stored (what `auto` chooses now may differ).
+        fidelity = (resumed[corpus.name].fidelity if corpus.name in resumed
+                    else resolve_fidelity(spec.fidelity, corpus, spec.embedder, data.space))
         share = fidelity.expected_share(spec.trials_to_add)
         per_trial = tokens * factor
         seconds = embedding_seconds(tokens, [f for _, f, _, _ in priced], [rate for _, _, rate, _ in priced])

@@ -29,7 +29,7 @@ import numpy as np
 from ...errors import InvalidParameterError
 from ..core.objective import Scales, Weights, modelled_utilities, utility_slope, weighted_score
 from ..core.records import TrialRecord
-from .significance import SignFlipTest, flips_for, minimum_questions, sign_flip_test, sign_flip_tests
+from .significance import SignFlipTest, flips_for, minimum_questions, paired_tests
 
 CONFIDENCE = 0.95
 
@@ -69,30 +69,44 @@ class Candidate:
                        metrics={name: values[questions] for name, values in self.metrics.items()})
 
     def differences(self, other: Candidate, weights: Weights, scales: Scales) -> np.ndarray:
-        """Per question, how much this configuration's weighted score exceeds ``other``'s: what the
-        sign-flip test re-signs.
-
-        Each weighted metric's per-question difference counts at its utility's slope at the two
-        configurations' mean value (the utility linearised there: exact for the fractions, recall
-        and MRR, whose utility is themselves; close for IoU's ``x / (x + half)``), plus the
-        difference of the modelled latency and cost utilities, the same on every question. The
-        slope is taken at the pair's common mean so that swapping the two configurations on a
-        question negates its difference exactly, which is what makes the test exact.
+        """Per question, how much this configuration's weighted score exceeds ``other``'s: the
+        measured part plus the modelled one (:meth:`difference_parts`).
 
         >>> a = Candidate(1, np.array([1.0, 0.5]), np.zeros(2), 0.0, 0.0, 1)
         >>> b = Candidate(2, np.array([0.0, 0.5]), np.zeros(2), 0.0, 0.0, 1)
         >>> a.differences(b, Weights(recall=1.0, iou=0.0, latency=0.0, cost=0.0), Scales()).tolist()
         [1.0, 0.0]
         """
+        measured, modelled = self.difference_parts(other, weights, scales)
+        return measured + modelled
+
+    def difference_parts(self, other: Candidate, weights: Weights, scales: Scales) -> tuple[np.ndarray, float]:
+        """How much this configuration's weighted score exceeds ``other``'s, in two parts: per
+        question, the *measured* part (the weighted metrics the questions score), and the *modelled*
+        part (the modelled latency and cost utilities), one constant for every question. Only the
+        measured part is evidence: :func:`paired_tests` judges significance on it.
+
+        Each weighted metric's per-question difference counts at its utility's slope at the two
+        configurations' mean value (the utility linearised there: exact for the fractions, recall
+        and MRR, whose utility is themselves; close for IoU's ``x / (x + half)``). The slope is taken
+        at the pair's common mean so that swapping the two configurations on a question negates its
+        difference exactly, which is what makes the sign-flip test exact.
+
+        >>> a = Candidate(1, np.array([1.0, 0.5]), np.zeros(2), 0.001, 0.0, 1)
+        >>> b = Candidate(2, np.array([0.0, 0.5]), np.zeros(2), 0.002, 0.0, 1)
+        >>> measured, modelled = a.difference_parts(b, Weights(recall=1.0, iou=0.0, latency=1.0, cost=0.0), Scales())
+        >>> measured.tolist(), modelled > 0
+        ([0.5, 0.0], True)
+        """
         mine, theirs = self._values(), other._values()
         mine_modelled = modelled_utilities(self.latency_s, self.cost_usd_per_1k, scales)
         theirs_modelled = modelled_utilities(other.latency_s, other.cost_usd_per_1k, scales)
-        total = np.zeros(len(self.recall))
+        measured, modelled = np.zeros(len(self.recall)), 0.0
         for name, weight in weights.as_dict().items():
             if weight == 0:
                 continue
             if name in mine_modelled:
-                total = total + weight * (mine_modelled[name] - theirs_modelled[name])
+                modelled += weight * (mine_modelled[name] - theirs_modelled[name])
                 continue
             if name not in mine or name not in theirs:
                 raise InvalidParameterError(f"weights.{name} is set, but the {name} of trial "
@@ -100,8 +114,8 @@ class Candidate:
                                             "(recorded before chunkwise measured it)")
             first, second = mine[name], theirs[name]
             slope = utility_slope(name, (float(first.mean()) + float(second.mean())) / 2, scales)
-            total = total + weight * slope * (first - second)
-        return total / weights.total
+            measured = measured + weight * slope * (first - second)
+        return measured / weights.total, float(modelled / weights.total)
 
     def _values(self) -> dict[str, np.ndarray]:
         return {**self.metrics, "recall": self.recall, "iou": self.iou}
@@ -144,6 +158,9 @@ class Recommendation:
     candidates: int = 0
     #: The cheapest configuration of the tie set (cost, then latency, then chunks); None: unknown.
     cheapest_tied: int | None = None
+    #: The best is ahead of the runner-up by its modelled latency and cost alone: their measured
+    #: scores tie (or the runner-up's is higher), so the model, not the questions, decided.
+    modelled_decided: bool = False
 
     @property
     def recommended(self) -> int:
@@ -153,7 +170,7 @@ class Recommendation:
     def why(self) -> str:
         """Why the tie gate chose :attr:`recommended`, as a clause (no verdict: the statement of
         :class:`StudyRecommendation` says what is recommended, once)."""
-        gate = f"paired sign-flip test over {self.questions} search questions, {self.confidence:.0%}"
+        gate = f"paired sign-flip test over {self.questions} questions, {self.confidence:.0%}"
         if self.candidates > 2:
             pairs = self.candidates * (self.candidates - 1) // 2
             gate += f", corrected for the {pairs} pairs of {self.candidates} candidates"
@@ -161,6 +178,9 @@ class Recommendation:
             others = len(self.tied) - 1
             text = (f"the highest score, statistically tied with {others} other configuration{'s' * (others > 1)} "
                     f"({gate})")
+            if self.modelled_decided and self.runner_up is not None:
+                text += (f"; it is ahead of trial {self.runner_up} by its modelled latency and cost only (the "
+                         "questions score the two alike): the model, not a measurement, decided")
             if self.cheapest_tied is not None and self.cheapest_tied != self.recommended:
                 text += f"; the cheapest of the tied is trial {self.cheapest_tied}"
             return text
@@ -209,29 +229,33 @@ def pairwise_level(candidates: int, confidence: float = CONFIDENCE) -> float:
     return (1 - confidence) / max(1, candidates * (candidates - 1) // 2)
 
 
-def tied_with(differences: np.ndarray, candidates: int, confidence: float = CONFIDENCE, *,
-              seed: int = 0) -> np.ndarray:
+def tied_with(measured: np.ndarray, modelled: np.ndarray | float, candidates: int, confidence: float = CONFIDENCE,
+              *, seed: int = 0) -> np.ndarray:
     """Which of the other candidates are not significantly worse than the best, given the best's
-    per-question score differences to each (``(questions, others)``, a column per other candidate,
-    :meth:`Candidate.differences`) among ``candidates`` in all: one is worse only when its
-    sign-flip test rejects at :func:`pairwise_level`, so the chance that any configuration as good
-    as the best is wrongly left out of the tie set is at most ``1 - confidence``.
+    per-question measured score differences to each (``(questions, others)``, a column per other
+    candidate) and its modelled ones (a constant per column; :meth:`Candidate.difference_parts`)
+    among ``candidates`` in all: one is worse only when :func:`~.significance.paired_tests`
+    rejects at :func:`pairwise_level`, so the chance that any configuration as good as the best is
+    wrongly left out of the tie set is at most ``1 - confidence``, and a modelled latency or cost
+    never makes a measured tie a significant difference.
 
     A mean difference no larger than :data:`SCORE_RESOLUTION` is a tie whatever the test says.
 
     >>> ones = np.ones((8, 1))
-    >>> tied_with(np.hstack([ones * 0.1, ones * 0.9]), 3).tolist()  # worse on all 8: p = 2/256 <= 0.05/3
+    >>> tied_with(np.hstack([ones * 0.1, ones * 0.9]), 0.0, 3).tolist()  # worse on all 8: p = 2/256 <= 0.05/3
     [False, False]
-    >>> tied_with(ones * 1e-8, 2).tolist()
+    >>> tied_with(ones * 1e-8, 0.0, 2).tolist()
     [True]
-    >>> tied_with(np.ones((5, 1)), 2).tolist()  # 5 questions: p = 2/32 at best
+    >>> tied_with(np.ones((5, 1)), 0.0, 2).tolist()  # 5 questions: p = 2/32 at best
+    [True]
+    >>> tied_with(np.zeros((8, 1)), 0.01, 2).tolist()  # only modelled apart: tied
     [True]
     """
     level = pairwise_level(candidates, confidence)
-    differences = np.asarray(differences, dtype=float)
-    if differences.shape[1] == 0:
+    measured = np.asarray(measured, dtype=float)
+    if measured.shape[1] == 0:
         return np.zeros(0, dtype=bool)
-    return not_worse(sign_flip_tests(differences, seed=seed, flips=flips_for(level)), level)
+    return not_worse(paired_tests(measured, modelled, seed=seed, flips=flips_for(level)), level)
 
 
 def not_worse(tests: Sequence[SignFlipTest], level: float) -> np.ndarray:
@@ -252,16 +276,19 @@ def recommend(candidates: Sequence[Candidate], weights: Weights, scales: Scales,
     observed = np.array([c.score(weights, scales) for c in candidates])
     best = order[0]
     others = [i for i in range(len(candidates)) if i != best]
-    differences = np.array([candidates[best].differences(candidates[i], weights, scales) for i in others]).T
+    parts = [candidates[best].difference_parts(candidates[i], weights, scales) for i in others]
+    measured = np.array([part[0] for part in parts]).T.reshape(len(candidates[best].recall), len(others))
     ties = np.ones(len(candidates), dtype=bool)
-    ties[others] = tied_with(differences.reshape(len(candidates[best].recall), len(others)), len(candidates),
-                             confidence, seed=seed)
+    ties[others] = tied_with(measured, np.array([part[1] for part in parts]), len(candidates), confidence, seed=seed)
     tied = [i for i in order if ties[i]]
     cheapest = min(tied, key=lambda i: (candidates[i].cost_usd_per_1k, candidates[i].latency_s,
                                         candidates[i].chunks, candidates[i].number))
     runner_up = order[1] if len(order) > 1 else None
-    needed = None
+    needed, modelled_decided = None, False
     if runner_up is not None:
+        measured_ahead, _ = candidates[best].difference_parts(candidates[runner_up], weights, scales)
+        modelled_decided = (float(measured_ahead.mean()) <= SCORE_RESOLUTION
+                            and observed[best] - observed[runner_up] > SCORE_RESOLUTION)
         boot = bootstrap_scores([candidates[best], candidates[runner_up]], weights, scales, samples=samples,
                                 seed=seed)
         needed = questions_to_separate(boot[0] - boot[1], observed[best] - observed[runner_up],
@@ -270,7 +297,7 @@ def recommend(candidates: Sequence[Candidate], weights: Weights, scales: Scales,
         best=candidates[best].number, tied=tuple(candidates[i].number for i in tied),
         runner_up=None if runner_up is None else candidates[runner_up].number,
         questions_to_separate=needed, questions=len(candidates[0].recall), confidence=confidence,
-        candidates=len(candidates), cheapest_tied=candidates[cheapest].number)
+        candidates=len(candidates), cheapest_tied=candidates[cheapest].number, modelled_decided=modelled_decided)
 
 
 def questions_to_separate(bootstrap_differences: np.ndarray, observed_difference: float, questions: int,
@@ -352,7 +379,8 @@ def compare(a: Candidate, b: Candidate, weights: Weights, scales: Scales, questi
     recall = (pair[0].recall - pair[1].recall)[index].mean(axis=1)
     tail = (1 - confidence) / 2
     diff = boot[0] - boot[1]
-    test = sign_flip_test(pair[0].differences(pair[1], weights, scales), seed=seed)
+    measured, modelled = pair[0].difference_parts(pair[1], weights, scales)
+    test = paired_tests(measured[:, None], modelled, seed=seed)[0]
     return Comparison(
         difference=pair[0].score(weights, scales) - pair[1].score(weights, scales),
         low=float(np.quantile(diff, tail)), high=float(np.quantile(diff, 1 - tail)),

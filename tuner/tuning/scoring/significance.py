@@ -116,6 +116,43 @@ def sign_flip_tests(differences: np.ndarray, *, seed: int = 0, flips: int = MONT
             for c in range(columns)]
 
 
+def paired_tests(measured: np.ndarray, modelled: np.ndarray | float = 0.0, *, seed: int = 0,
+                 flips: int = MONTE_CARLO_FLIPS) -> list[SignFlipTest]:
+    """Whether one configuration's weighted score differs from another's, for each column of
+    ``measured`` (questions x comparisons: the per-question differences the questions measure)
+    with ``modelled`` (per column: the modelled latency and cost difference, the same on every
+    question).
+
+    A modelled difference is a constant, not a measurement: added to every question it would give
+    each recall tie a sign, and 3 recall wins and 3 ties on 6 questions would read as 6 wins of 6
+    (p = 2/64) when one configuration is modelled a millisecond slower. So a difference is
+    significant only when the measured part alone is (its exact sign-flip test, ties left out)
+    *and* the whole difference is (the sign-flip test of measured plus modelled), both in the same
+    direction: an intersection-union test, whose level is at most ``1 - confidence`` whichever of
+    the two nulls holds. Its p-value is the larger of the two (1 when they point opposite ways).
+    Where the measured part is tied, the modelled part may still order two configurations (the
+    score does), but it never makes the order significant.
+
+    >>> wins_and_ties = np.array([[0.5], [0.5], [0.5], [0.0], [0.0], [0.0]])
+    >>> paired_tests(wins_and_ties, 0.0001)[0].p_value  # not 2/64: three questions differ
+    0.25
+    >>> paired_tests(np.zeros((8, 1)), 0.0001)[0].p_value  # all tied: the modelled part is no evidence
+    1.0
+    """
+    measured = np.asarray(measured, dtype=float)
+    modelled = np.broadcast_to(np.asarray(modelled, dtype=float), (measured.shape[1],))
+    alone = sign_flip_tests(measured, seed=seed, flips=flips)
+    if not np.any(modelled):
+        return alone
+    whole = sign_flip_tests(measured + modelled, seed=seed, flips=flips)
+    out = []
+    for first, second in zip(alone, whole):
+        agree = np.sign(first.mean) == np.sign(second.mean) and abs(first.mean) > ZERO
+        out.append(SignFlipTest(second.mean, max(first.p_value, second.p_value) if agree else 1.0, first.nonzero,
+                                first.exact and second.exact))
+    return out
+
+
 def _blocks(count: int, size: int = 128) -> list[slice]:
     """``count`` columns in blocks of ``size``, so a flip matrix times a block stays small in memory."""
     return [slice(start, min(start + size, count)) for start in range(0, count, size)]

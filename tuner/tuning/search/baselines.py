@@ -11,8 +11,8 @@ out), queued with Optuna's ``enqueue_trial`` cheapest first (BM25 embeds nothing
 reuses the dense run's vectors from the cache), and run as ordinary trials: counted toward the
 target, resumable, on the Pareto front, marked with :data:`~.records.BASELINE_ATTR`.
 
-The recommendation is then checked against the best of them on the held-out questions
-(:func:`tuner.tuning.scoring.comparisons.check_baselines`).
+The study's choice is then recommended only where, out of sample, it does better than the best of
+them (:func:`tuner.tuning.outcome.selection.decide`).
 
 >>> [b.name for b in BASELINES][:3]
 ['token 800/400 bm25', 'recursive 256/0 bm25', 'markdown 256/0 bm25']

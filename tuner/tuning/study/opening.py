@@ -87,6 +87,8 @@ def resumed_settings(name: str, stored: StudySettings, settings: StudySettings, 
         settings = replace(settings, fidelity=stored.fidelity)
     if not pareto_given:
         settings = replace(settings, pareto=stored.pareto)
+    if stored.language is None:  # made before the language was stored: this run's is stored by no one
+        settings = replace(settings, language=None)
     differences = settings_diff(stored.compared(), settings.compared())
     if differences:
         lines = "\n  ".join(differences)

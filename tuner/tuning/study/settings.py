@@ -36,6 +36,7 @@ from ...evaluation.config import COPIES
 from ...evaluation.fidelity import FULL, Fidelity
 from ...evaluation.metrics import UNITS
 from ...schema import check_settings, codec, setting, stored
+from ...text.language import detect_language
 from ..core.objective import DEFAULT_PARETO, LEGACY_PARETO, Constraints, Rates, Scales, Weights
 from ..core.records import SETTINGS_ATTR, SUMMARY_ATTRS, stored_constraints
 from ..scoring.calibration import stored_throughput
@@ -149,6 +150,9 @@ class StudySettings:
     #: The corpus's cl100k tokens, the unit of embedding work in corpus passes (the summary's); None for a
     #: study made before it was stored.
     corpus_tokens: int | None = stored(None, legacy=None)
+    #: The language BM25 reads the corpus in (:func:`~tuner.text.language.detect_language`: detected, or
+    #: set by ``CHUNKWISE_LANGUAGE``), compared on resume; None for a study made before it was stored.
+    language: str | None = setting(None, str, optional=True, metadata=codec(legacy=None, compared=True))
     #: The chunkwise version that created the study.
     chunkwise_version: str = setting(__version__, str, metadata=codec(legacy="unknown"))
 
@@ -262,7 +266,7 @@ def build_settings(spec: StudySpec, corpus: Corpus, evalset: EvaluationSet, spac
         fidelity_choice=spec.fidelity if isinstance(spec.fidelity, str) else None,
         validation=(validation := validation_split(evalset, spec.validation)),
         question_profile=question_profile(evalset, validation), corpus_tokens=corpus.token_count(),
-        chunkwise_version=__version__)
+        language=detect_language(document.text for document in corpus), chunkwise_version=__version__)
 
 
 def question_profile(evalset: EvaluationSet, validation: dict[str, Any]) -> dict[str, Any]:
