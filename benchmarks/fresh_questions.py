@@ -232,19 +232,22 @@ def one_draw(pool: dict, rng: np.random.Generator, tune: int) -> dict:
 
     over = gain.over_best_baseline
     realized = fresh_score(decision.search_choice) - fresh_score(decision.best_baseline)
+    predicted_low, predicted_high = over.prediction(len(fresh))
     return {
         "fresh questions": len(fresh),
         "search's choice": decision.search_choice, "best baseline": decision.best_baseline,
         "estimate": over.score, "low": over.score_low, "high": over.score_high, "p": over.p_value,
         "realized": realized, "covered": bool(over.score_low <= realized <= over.score_high),
+        "prediction low": predicted_low, "prediction high": predicted_high,
+        "prediction covered": bool(predicted_low <= realized <= predicted_high),
         "realized recall": fresh_recall(decision.search_choice) - fresh_recall(decision.best_baseline),
         "old rule": old, "old rule's tie-gate choice": tuned_old, "new rule": decision.recommended,
         "old rule fresh score": fresh_score(old), "new rule fresh score": fresh_score(decision.recommended),
         "old rule fresh recall": fresh_recall(old), "new rule fresh recall": fresh_recall(decision.recommended),
         "default fresh score": fresh_score(default.number),
         "beats": gain.beats,
-        "rules": {rule: {"recommended": number, "fresh score": fresh_score(number), "fresh recall": fresh_recall(number)}
-                  for rule, number in by_rule.items()},
+        "rules": {rule: {"recommended": number, "fresh score": fresh_score(number),
+                         "fresh recall": fresh_recall(number)} for rule, number in by_rule.items()},
         "best baseline fresh score": fresh_score(decision.best_baseline),
         "search's choice fresh score": fresh_score(decision.search_choice),
     }
@@ -271,38 +274,39 @@ def draws_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values)
+
+
 def print_table(report: dict) -> None:
-    print("| corpus | draw | fresh questions | estimate [95%] (score, the search over the best baseline) | realized on "
-          "fresh | covered | old rule: fresh score | new rule: fresh score |")
-    print("|---|---|---|---|---|---|---|---|")
-    covered = total = 0
-    old_sum = new_sum = 0.0
+    """Per draw, then per corpus: the estimate and its intervals against the realized gain, and the
+    fresh score of each rule's recommendation."""
+    print("| corpus | draw | fresh questions | estimate [95%] (score, the search over the best baseline) | "
+          "[95%] for that many new questions | realized on fresh | covered (estimate / new questions) | "
+          "old rule: fresh score | new rule: fresh score |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for corpus, rows in report.items():
         for index, row in enumerate(rows, 1):
-            covered += row["covered"]
-            total += 1
-            old_sum += row["old rule fresh score"]
-            new_sum += row["new rule fresh score"]
+            marks = "/".join("yes" if row[key] else "no" for key in ("covered", "prediction covered"))
             print(f"| {corpus} | {index} | {row['fresh questions']} | {row['estimate']:+.4f} [{row['low']:+.4f}, "
-                  f"{row['high']:+.4f}] | {row['realized']:+.4f} | {'yes' if row['covered'] else 'no'} | "
-                  f"{row['old rule fresh score']:.4f} | {row['new rule fresh score']:.4f} |")
-    if total:
-        print(f"\ncovered in {covered} of {total} draws; mean fresh score: old rule {old_sum / total:.4f}, "
-              f"new rule {new_sum / total:.4f}")
-    print("\n| corpus | draws | old rule (held-out check) | " + " | ".join(
-        f"rule '{rule}'" for rule in next(iter(report.values()))[0]["rules"]) +
-        " | always the best baseline | always the search's choice | draws where the new rule is worse than the old |")
-    print("|---|---|---|" + "---|" * (len(next(iter(report.values()))[0]["rules"]) + 3))
+                  f"{row['high']:+.4f}] | [{row['prediction low']:+.4f}, {row['prediction high']:+.4f}] | "
+                  f"{row['realized']:+.4f} | {marks} | {row['old rule fresh score']:.4f} | "
+                  f"{row['new rule fresh score']:.4f} |")
+    rules = list(next(iter(report.values()))[0]["rules"])
+    print("\n| corpus | draws | covered: estimate's interval | covered: new questions' interval | mean estimate | "
+          "mean realized | old rule (held-out check) | " + " | ".join(f"rule '{rule}'" for rule in rules)
+          + " | always the best baseline | always the search's choice | draws: new rule worse / better than old |")
+    print("|---|---|---|---|---|---|---|" + "---|" * (len(rules) + 3))
     for corpus, rows in report.items():
-        def mean(values):
-            return sum(values) / len(values)
-        rules = rows[0]["rules"]
-        cells = [f"{mean([r['old rule fresh score'] for r in rows]):.4f}"]
-        cells += [f"{mean([r['rules'][rule]['fresh score'] for r in rows]):.4f}" for rule in rules]
-        cells += [f"{mean([r['best baseline fresh score'] for r in rows]):.4f}",
-                  f"{mean([r['search' + chr(39) + 's choice fresh score'] for r in rows]):.4f}"]
+        cells = [str(sum(r["covered"] for r in rows)), str(sum(r["prediction covered"] for r in rows)),
+                 f"{_mean([r['estimate'] for r in rows]):+.4f}", f"{_mean([r['realized'] for r in rows]):+.4f}",
+                 f"{_mean([r['old rule fresh score'] for r in rows]):.4f}"]
+        cells += [f"{_mean([r['rules'][rule]['fresh score'] for r in rows]):.4f}" for rule in rules]
+        choice = _mean([r["search's choice fresh score"] for r in rows])
+        cells += [f"{_mean([r['best baseline fresh score'] for r in rows]):.4f}", f"{choice:.4f}"]
         worse = sum(r["new rule fresh score"] < r["old rule fresh score"] - 1e-9 for r in rows)
-        print(f"| {corpus} | {len(rows)} | " + " | ".join(cells) + f" | {worse} |")
+        better = sum(r["new rule fresh score"] > r["old rule fresh score"] + 1e-9 for r in rows)
+        print(f"| {corpus} | {len(rows)} | " + " | ".join(cells) + f" | {worse} / {better} |")
 
 
 def main() -> int:

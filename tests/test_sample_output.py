@@ -18,8 +18,24 @@ EXAMPLE = ROOT / "examples" / "handbook"
 QUERIES = ROOT / "examples" / "handbook-queries.jsonl"
 #: Lines a summary prints only in some runs (a fallback, a wide tie, a held-out part, a note).
 CONDITIONAL = {"highest score", "note", "warning", "telling", "in-sample, against the best baseline",
-               "held-out questions", "out of sample, on the # held-out questions, against the token #/# default",
-               "in-sample", "what the search adds, cross-validated"}
+               "held-out questions", "out of sample", "in-sample", "what the search adds"}
+#: What a user acts on comes first: at most this many lines per corpus before "next:" (issue 60).
+LINES_PER_CORPUS = 12
+
+
+def corpus_lines(text: str) -> list[int]:
+    """Per corpus of a summary, its lines (its header included, continuations too) up to the blank
+    line that ends it."""
+    counts, inside = [], False
+    for line in text.split("configuration per corpus:", 1)[1].split("\nnext:", 1)[0].splitlines():
+        if line.startswith("  ") and not line.startswith("    "):  # a corpus's header
+            counts.append(0)
+            inside = True
+        elif not line.strip():
+            inside = False
+        if inside:
+            counts[-1] += 1
+    return counts
 
 
 def labels(text: str) -> list[str]:
@@ -56,6 +72,9 @@ def test_the_quick_start_sample_and_the_example_report_have_a_fresh_runs_shape(t
     sample = readme_sample()
     assert [x for x in labels(sample) if x not in CONDITIONAL] == [x for x in labels(fresh) if x not in CONDITIONAL]
     assert set(labels(sample)) <= set(labels(fresh)) | CONDITIONAL
+    assert corpus_lines(fresh) and all(count <= LINES_PER_CORPUS for count in corpus_lines(fresh)), fresh
+    assert all(count <= LINES_PER_CORPUS for count in corpus_lines(sample))
+    assert "--details" in fresh  # the reasoning is one option away
 
     out = tmp_path / "report"
     assert main(["report", "--study", "example", "--storage", storage, "-o", str(out), "--top", "2",

@@ -374,7 +374,8 @@ def test_export_load_and_rechunk_give_the_trials_chunks(tuned, tmp_path, capsys)
                                             "tied_with_best": tied,
                                             "cheapest_tied": outcome.recommendation.recommendation.cheapest_tied,
                                             "tuned_trial": outcome.recommendation.tuned.number,
-                                            "why": outcome.recommendation.statement(),
+                                            "why": outcome.recommendation.statement()
+                                            + outcome.recommendation.details(),
                                             **({"fell_back_to_baseline": chosen.attrs["baseline"]}
                                                if outcome.recommendation.fell_back else {})}}
     best_out = tmp_path / "raw-best.json"

@@ -109,8 +109,7 @@ def test_less_recall_than_the_default_says_what_was_gained_for_it():
     assert lines[0] == "recommended: recursive(size=128, overlap=0), k=5   [trial 28]"
     assert lines[1] == ("why: the highest score among the configurations meeting the constraints (context tokens <= "
                         "1000); out of sample it is ahead of the best baseline (markdown 256/0 hybrid, trial 5) "
-                        "(cross-validated: score +0.3000 [+0.2500, +0.3500], recall +30.0 points [+25.0, +35.0]); "
-                        "the search beats the best baseline out of sample (corrected t, p = 0.001)")
+                        "(cross-validated: score +0.3000 [+0.2500, +0.3500], recall +30.0 points [+25.0, +35.0])")
     assert lines[2].startswith("out of sample (cross-validated), against the token 800/400 default: score -0.0400")
     assert lines[3] == "on all 80 questions (in-sample: they chose it): recall 84.0%, 400 context tokens per query"
     # 88.0 - 84.0 = 4.0 points; 1,680 / 400 = 4.2.

@@ -17,10 +17,15 @@ Each layer imports only its own and those below (``tests/test_structure.py`` hol
 from ..errors import StudyError
 from .core.objective import Rates, Scales, Weights, weighted_score
 from .core.records import TrialRecord, best_trial, select_trial
+from .outcome.selection import baseline_records
 from .outcome.summary import CorpusOutcome
 from .run.runner import join_run, run_study_spec
 from .run.trial import TrialObjective
 from .run.workers import WorkerOptions, run_worker
+from .scoring.comparisons import SCORE_RESOLUTION, Candidate, Comparison, compare
+from .scoring.measures import ResolvedRates, resolve_rates
+from .scoring.significance import SignFlipTest, flips_for, paired_tests
+from .search.baselines import BASELINES
 from .search.domains import SearchSpaceError
 from .search.samplers import WeightedScoreSampler
 from .search.space import SearchSpace
@@ -30,11 +35,17 @@ from .study.spec import StudySpec, load_study_file
 from .study.storage import StorageError, default_storage_url, make_storage
 
 __all__ = [
+    "BASELINES",
+    "SCORE_RESOLUTION",
+    "Candidate",
+    "Comparison",
     "CorpusOutcome",
     "Rates",
+    "ResolvedRates",
     "Scales",
     "SearchSpace",
     "SearchSpaceError",
+    "SignFlipTest",
     "StorageError",
     "StudyError",
     "StudySpec",
@@ -43,14 +54,19 @@ __all__ = [
     "WeightedScoreSampler",
     "Weights",
     "WorkerOptions",
+    "baseline_records",
     "best_trial",
     "bundled_spaces",
+    "compare",
     "default_storage_url",
+    "flips_for",
     "join_run",
     "load_search_space",
     "load_study_file",
     "make_storage",
+    "paired_tests",
     "parse_search_space",
+    "resolve_rates",
     "run_studies",
     "run_study_spec",
     "run_worker",

@@ -240,9 +240,8 @@ class StudyRecommendation:
         if decision.fell_back:
             return (f"the best baseline: out of sample the search's choice (trial {decision.search_choice}, "
                     f"{self.tuned.label()}) does no better than it{figure}")
-        verdict = "" if decision.gain is None else f"; {decision.gain.verdict()}"
         return (f"the highest score{constraints}; out of sample it is ahead of the best baseline "
-                f"({self._baseline(decision.best_baseline)}){figure}{verdict}")
+                f"({self._baseline(decision.best_baseline)}){figure}")
 
     def _against(self, what: str, number: int) -> str:
         """The recommendation against trial ``number`` on all questions, and the trade when it

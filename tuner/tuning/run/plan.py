@@ -101,6 +101,9 @@ class CorpusPlan:
     passes: dict[str, float] = field(default_factory=dict)
     #: The corpus's share of the run's time budget (None without one).
     budget_seconds: float | None = None
+    #: What the run would say at its start beyond the question count (its language and embedders, unreviewed
+    #: generated questions: :attr:`~tuner.tuning.study.opening.LoadedStudyData.notes`), the same for every corpus.
+    notes: tuple[str, ...] = ()
 
     @property
     def fixed_seconds(self) -> float:
@@ -277,7 +280,7 @@ def plan_run(spec: StudySpec) -> list[CorpusPlan]:
                                 priced_at=priced_at, embedder_seconds=per_embedder, proxy=fidelity.proxy,
                                 proxy_seconds=proxy_s,
                                 confirm=fidelity.confirm, full_seconds=full_s, passes=passes,
-                                budget_seconds=budget_s))
+                                budget_seconds=budget_s, notes=data.notes))
     return plans
 
 
@@ -353,6 +356,7 @@ def format_plan(spec: StudySpec, plans: list[CorpusPlan]) -> str:
              + (f" (at most {spec.trials})" if spec.trials is not None else ""))
     lines = [f"dry run of {spec.name}: {count} per corpus, {jobs} worker(s){where}, embedder "
              f"{spec.embedder.provider}:{spec.embedder.model}{precision}; nothing is embedded or stored"]
+    lines += list(plans[0].notes if plans else ())
     if plans and plans[0].priced_at:
         lines.append(f"embedding priced at {plans[0].priced_at}"
                      + (f" ({option('recalibrate', True)} measures it again)" if "measured" in plans[0].priced_at

@@ -205,6 +205,7 @@ class StudyRun:
                 self._run_workers(bar, pause_at=checkpoint)
                 futile = False
                 if self._paused(checkpoint):
+                    hold_point("checkpoint")
                     self._confirm(bar)
                     futile = not self.pool.errors and self._judged_futile(bar)
                     if not futile and self._short_of_target():

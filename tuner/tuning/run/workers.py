@@ -220,6 +220,7 @@ def _trial_loop(study: optuna.Study, study_id: int, ledger: Ledger, worker_id: s
             report.stopped = "budget"
             return report
         if options.pause_at is not None and time.time() >= options.pause_at:
+            hold_point("pausing")
             report.stopped = "paused"
             return report
         if options.only_queued and not study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):

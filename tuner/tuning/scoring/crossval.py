@@ -22,7 +22,7 @@ each inner choice fewer questions), and is known to err on the wide side. Chosen
 Benavoli's correlated Bayesian t (2015), which gives the same interval under a flat prior and is
 read as a posterior, not as the frequentist figure the rest of the summary quotes.
 ``benchmarks/crossval_coverage.py`` measures its coverage by simulation (BENCHMARKS: "What the
-search adds: an interval that covers").
+search adds, told truthfully (issue 60)").
 
 **What is evidence.** The score's modelled latency and cost are constants per configuration, not
 measurements: the choice's modelled difference to the reference adds the same amount to every
@@ -132,6 +132,8 @@ class Gain:
     modelled: float = 0.0
     #: The corrected t of the whole score's folds' gains (None: made without folds, as in a test).
     test: CorrectedT | None = None
+    #: The spread (standard deviation) of the out-of-fold score gains of single questions.
+    question_sd: float = 0.0
 
     @property
     def measured_tied(self) -> bool:
@@ -141,6 +143,16 @@ class Gain:
     def upper(self, confidence: float) -> float:
         """The one-sided upper ``confidence`` bound of the score gain."""
         return self.score_high if self.test is None else self.test.upper(confidence)
+
+    def prediction(self, questions: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
+        """Where the mean score gain over ``questions`` *new* questions should fall: the interval of
+        the expected gain widened by those questions' own spread (``sqrt(se**2 + sd**2 / questions)``).
+        The summary's interval is for the expected gain; a handful of new questions scatter around
+        it, which is what ``benchmarks/fresh_questions.py`` checks this against."""
+        se = 0.0 if self.test is None else self.test.se
+        df = 1_000_000 if self.test is None else self.test.df
+        half = float(stats.t.ppf(0.5 + confidence / 2, df)) * math.sqrt(se**2 + self.question_sd**2 / questions)
+        return self.score - half, self.score + half
 
     def describe(self) -> str:
         """``score +0.0120 [-0.0050, +0.0290], recall +2.0 points [-1.3, +5.1]``."""
@@ -255,6 +267,7 @@ class _Folds:
         self.recall: list[float] = []
         self.measured: list[float] = []
         self.modelled: list[float] = []
+        self.questions: list[np.ndarray] = []  # each fold's per-question score gains
 
     def add(self, pick: Candidate, reference: Candidate, part: np.ndarray, weights: Weights, scales: Scales) -> None:
         mine, theirs = pick.on(part), reference.on(part)
@@ -262,6 +275,7 @@ class _Folds:
         self.recall.append(float(np.mean(mine.recall - theirs.recall)))
         self.measured.append(float(measured.mean()))
         self.modelled.append(modelled)
+        self.questions.append(measured + modelled)
 
     def gain(self, test_share: float, questions: int, confidence: float) -> Gain:
         measured, modelled = np.array(self.measured), np.array(self.modelled)
@@ -272,5 +286,7 @@ class _Folds:
         p_value = max(alone.p_value, whole.p_value) if agree else 1.0
         needs = [alone.questions_to_tell(questions, confidence), whole.questions_to_tell(questions, confidence)]
         needed = None if needs[0] is None else max(n for n in needs if n is not None)
+        per_question = np.concatenate(self.questions)
+        spread = float(per_question.std(ddof=1)) if len(per_question) > 1 else 0.0
         return Gain(whole.mean, *whole.interval(confidence), recall.mean, *recall.interval(confidence), needed,
-                    p_value, float(modelled.mean()), whole)
+                    p_value, float(modelled.mean()), whole, spread)

@@ -33,12 +33,21 @@ class LoadedStudyData:
     corpora: list[Corpus]
     evaluation_sets: dict[str, EvaluationSet]
     space: SearchSpace
-    #: How many questions were read in each state (:meth:`EvaluationSet.describe_states`).
+    #: What the run says as it starts: how many questions were read in each state
+    #: (:meth:`EvaluationSet.describe_states`), then each of :attr:`notes` on a line of its own.
     questions: str = ""
+    #: What the run says once at its start beyond the count: the corpora's language and the
+    #: embedders it chose (:func:`~tuner.tuning.search.languages.choose_embedders`), and unreviewed
+    #: generated questions (:func:`~tuner.data.generate.trust.trust_note`). The dry run prints them too.
+    notes: tuple[str, ...] = ()
 
 
 def load_study_data(spec: StudySpec) -> LoadedStudyData:
-    """Load and validate everything a run reads: corpora, queries and the space."""
+    """Load and validate everything a run reads: corpora, queries and the space (with the
+    embedders the corpora's language calls for, :func:`~tuner.tuning.search.languages.choose_embedders`)."""
+    from ...data.generate.trust import trust_note
+    from ..search.languages import choose_embedders
+
     corpora = [load_corpus(path, name, include=spec.include, exclude=spec.exclude, keep_links=spec.keep_links)
                for name, path in spec.corpora]
     evalset = load_evaluation_set(spec.queries, corpora, repair=spec.repair_references)
@@ -48,7 +57,15 @@ def load_study_data(spec: StudySpec) -> LoadedStudyData:
         if not queries:
             raise StudyError(f"corpus {corpus.name!r} has no query in {spec.queries}")
         per_corpus[corpus.name] = EvaluationSet(queries)
-    return LoadedStudyData(corpora, per_corpus, load_search_space(resolve_space(spec.space)), evalset.describe_states())
+    choice = choose_embedders(spec, load_search_space(resolve_space(spec.space)), corpora)
+    generated = [q for q in evalset if q.state == "generated"]
+    asked = {q.corpus for q in generated}
+    notes = tuple(note for note in (
+        choice.notice,
+        trust_note((q.model for q in generated), [(name, path) for name, path in spec.corpora if name in asked],
+                   spec.queries)) if note)
+    states = evalset.describe_states()
+    return LoadedStudyData(corpora, per_corpus, choice.space, "\n".join((states, *notes)), notes)
 
 
 def open_study(storage: optuna.storages.BaseStorage, name: str, settings: StudySettings,
@@ -89,6 +106,8 @@ def resumed_settings(name: str, stored: StudySettings, settings: StudySettings, 
         settings = replace(settings, pareto=stored.pareto)
     if stored.language is None:  # made before the language was stored: this run's is stored by no one
         settings = replace(settings, language=None)
+    if _chosen_space_differs(stored, settings):  # a study keeps the embedders chunkwise chose (or did not) for it
+        settings = replace(settings, space=stored.space, embedder_choice=stored.embedder_choice)
     differences = settings_diff(stored.compared(), settings.compared())
     if differences:
         lines = "\n  ".join(differences)
@@ -97,6 +116,21 @@ def resumed_settings(name: str, stored: StudySettings, settings: StudySettings, 
             "Its results would not be comparable. Run with the study's settings, or start a "
             "new study (another name or storage).")
     return settings
+
+
+def _chosen_space_differs(stored: StudySettings, settings: StudySettings) -> bool:
+    """Whether the two spaces differ only in the embedders chunkwise chose for the corpus's language
+    (:mod:`tuner.tuning.search.languages`), on either side: the multilingual extra installed or
+    removed since the study was created."""
+    if stored.space == settings.space or (stored.embedder_choice is None and settings.embedder_choice is None):
+        return False
+    if stored.embedder_choice is None and stored.space.embedders:  # the study's own embedders: compared as given
+        return False
+    if settings.embedder_choice is None and settings.space.embedders:
+        return False
+    bare = [{key: value for key, value in space.to_dict().items() if key != "embedders"}
+            for space in (stored.space, settings.space)]
+    return bare[0] == bare[1]
 
 
 def settings_diff(stored: Any, current: Any, path: str = "") -> list[str]:

@@ -41,6 +41,7 @@ from ..core.objective import DEFAULT_PARETO, LEGACY_PARETO, Constraints, Rates, 
 from ..core.records import SETTINGS_ATTR, SUMMARY_ATTRS, stored_constraints
 from ..scoring.calibration import stored_throughput
 from ..scoring.measures import ResolvedRates, resolve_rates
+from ..search.languages import embedder_record
 from ..search.space import SearchSpace
 from ..search.space_file import parse_search_space
 from .lookup import settings_of
@@ -153,6 +154,10 @@ class StudySettings:
     #: The language BM25 reads the corpus in (:func:`~tuner.text.language.detect_language`: detected, or
     #: set by ``CHUNKWISE_LANGUAGE``), compared on resume; None for a study made before it was stored.
     language: str | None = setting(None, str, optional=True, metadata=codec(legacy=None, compared=True))
+    #: Where chunkwise chose the space's embedders for the corpus's language
+    #: (:func:`~tuner.tuning.search.languages.embedder_record`): the embedders, the language and why;
+    #: None where the space's embedders are the user's (or the study predates the choice).
+    embedder_choice: dict[str, Any] | None = stored(None, legacy=None)
     #: The chunkwise version that created the study.
     chunkwise_version: str = setting(__version__, str, metadata=codec(legacy="unknown"))
 
@@ -266,7 +271,8 @@ def build_settings(spec: StudySpec, corpus: Corpus, evalset: EvaluationSet, spac
         fidelity_choice=spec.fidelity if isinstance(spec.fidelity, str) else None,
         validation=(validation := validation_split(evalset, spec.validation)),
         question_profile=question_profile(evalset, validation), corpus_tokens=corpus.token_count(),
-        language=detect_language(document.text for document in corpus), chunkwise_version=__version__)
+        language=(language := detect_language(document.text for document in corpus)),
+        embedder_choice=embedder_record(spec, space, language), chunkwise_version=__version__)
 
 
 def question_profile(evalset: EvaluationSet, validation: dict[str, Any]) -> dict[str, Any]:
