@@ -21,7 +21,7 @@ questions (as a trial's inner loop does); then
 - *the rule before issue 60*: the tie gate's choice on the search questions, recommended only
   when it is significantly better than the best baseline on the held-out questions (else the best
   baseline);
-- *the rule now* (:func:`tuner.tuning.outcome.selection.decide`): the cross-validated gain over
+- *the rule now* (:func:`tuner.tuning.scoring.decision.decide`): the cross-validated gain over
   all the draw's questions decides between the search's choice and the best baseline;
 - the cross-validated estimate of the search's gain over the best baseline with its 95% interval
   (:func:`tuner.tuning.scoring.crossval.search_gain`).
@@ -234,8 +234,8 @@ def old_rule(candidates, baselines, search_mask, weights, scales) -> tuple[int, 
 
 def one_draw(pool: dict, rng: np.random.Generator, tune: int) -> dict:
     from tuner.tuning.core.objective import Scales, Weights
-    from tuner.tuning.outcome.selection import DECISION_RULES, decide
     from tuner.tuning.scoring.crossval import search_gain
+    from tuner.tuning.scoring.decision import DECISION_RULES, decide
 
     weights, scales = Weights(), Scales()
     n = pool["questions"]
@@ -345,6 +345,108 @@ def print_table(report: dict) -> None:
         print(f"| {corpus} | {len(rows)} | " + " | ".join(cells) + f" | {worse} / {better} |")
 
 
+# --- real studies ------------------------------------------------------------------------------------------------
+
+
+def _scored(result, k: int, rates, number: int):
+    """A :class:`Candidate` of ``result`` at cut-off ``k`` (modelled latency and cost at fixed rates)."""
+    from tuner.tuning.core.objective import Scales, Weights
+    from tuner.tuning.scoring.comparisons import Candidate
+    from tuner.tuning.scoring.measures import trial_attributes
+
+    attrs = trial_attributes(result, rates, Weights(), Scales(), k=k)
+    per_query = result.scores.at(k)
+    return Candidate(number, np.asarray(per_query["recall"], dtype=float), np.asarray(per_query["iou"], dtype=float),
+                     attrs["latency_ms"] / 1000, attrs["cost_usd_per_1k_queries"], 1)
+
+
+def studies_command(args: argparse.Namespace) -> int:
+    """Real studies: each draw's 40 questions tuned by ``chunkwise tune`` itself (its sampler steered by
+    the search questions), the choices then scored on the other questions."""
+    import optuna
+
+    from tuner import EvaluationConfig, evaluate, load_corpus, load_evaluation_set
+    from tuner.embedding.cache import EmbeddingCache
+    from tuner.tuning import StudySpec, run_study_spec
+    from tuner.tuning.core.objective import Rates, Scales, Weights
+    from tuner.tuning.core.records import recommendable
+    from tuner.tuning.outcome.selection import baseline_records
+    from tuner.tuning.scoring.comparisons import candidate
+    from tuner.tuning.scoring.measures import resolve_rates
+    from tuner.tuning.study.settings import StudySettings
+
+    require_chroma_dev(args.data)
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    weights, scales = Weights(), Scales()
+    path = args.data / "corpora" / f"{args.corpus}.md"
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="fresh-studies-") as folder:
+        folder = Path(folder)
+        every = corpus_questions(args.data, args.corpus, folder)
+        with every.open(newline="", encoding="utf-8") as handle:
+            reader = csv.DictReader(handle)
+            questions, fields = list(reader), reader.fieldnames
+        corpus = load_corpus(path, name=args.corpus)
+        evalset = load_evaluation_set(every, corpus)
+        cache_path = folder / "embeddings.sqlite3"
+        embedder, rates, scored = None, None, {}
+        rng = np.random.default_rng(args.seed)
+        for draw in range(args.draws):
+            order = rng.permutation(len(questions))
+            tuned = np.sort(order[: args.tune])
+            fresh = np.sort(order[args.tune:])
+            subset = folder / f"draw{draw}.csv"
+            with subset.open("w", newline="", encoding="utf-8") as handle:
+                writer = csv.DictWriter(handle, fieldnames=fields)
+                writer.writeheader()
+                writer.writerows(questions[i] for i in tuned)
+            spec = StudySpec(name=f"fresh{draw}", corpora=((args.corpus, str(path)),), queries=str(subset),
+                             space="default", storage=f"sqlite:///{folder}/studies.db", trials=args.trials,
+                             seed=draw, validation=0.25, cache=str(cache_path))
+            outcome = run_study_spec(spec, progress=False, echo=lambda line: None)[0]
+            verdict = outcome.recommendation
+            study = optuna.load_study(study_name=outcome.study, storage=spec.storage)
+            settings = StudySettings.of(study)
+            records = {r.number: r for r in recommendable(study)}
+            baselines = [b for b in baseline_records(study) if b.stored_per_query is not None]
+            search = settings.search_mask(args.tune)
+            before, _ = old_rule([candidate(r) for r in records.values()], [candidate(b) for b in baselines],
+                                 search, weights, scales)
+            records.update({b.number: b for b in baselines})
+            chosen = {"new rule": verdict.recommended.number, "old rule": before,
+                      "search's choice": verdict.decision.search_choice,
+                      "best baseline": verdict.decision.best_baseline}
+            fresh_scores = {}
+            for role, number in chosen.items():
+                record = records[number]
+                key = (record.config_key, record.k)
+                if key not in scored:
+                    config = EvaluationConfig.from_dict(record.config)
+                    if embedder is None:
+                        embedder = config.embedder.build(EmbeddingCache(str(cache_path)))
+                        rates = resolve_rates(Rates(**RATES), embedder, config.embedder.provider)
+                    result = evaluate(corpus, evalset, config, embedder=embedder)
+                    scored[key] = _scored(result, record.k, rates, number)
+                fresh_scores[role] = scored[key].score(weights, scales, fresh)
+            over = verdict.gain.over_best_baseline
+            realized = fresh_scores["search's choice"] - fresh_scores["best baseline"]
+            low, high = over.prediction(len(fresh))
+            rows.append({"draw": draw + 1, "trials": len(study.trials), "fresh questions": len(fresh),
+                         "chosen": {role: records[n].label() for role, n in chosen.items()},
+                         "fresh scores": fresh_scores, "estimate": over.score, "low": over.score_low,
+                         "high": over.score_high, "prediction low": low, "prediction high": high,
+                         "realized": realized, "covered": bool(over.score_low <= realized <= over.score_high),
+                         "prediction covered": bool(low <= realized <= high)})
+            row = rows[-1]
+            print(f"| {args.corpus} | {draw + 1} | {row['trials']} | {over.score:+.4f} [{over.score_low:+.4f}, "
+                  f"{over.score_high:+.4f}] | [{low:+.4f}, {high:+.4f}] | {realized:+.4f} | "
+                  f"{fresh_scores['old rule']:.4f} | {fresh_scores['new rule']:.4f} |", flush=True)
+    if args.json:
+        args.json.write_text(json.dumps({"corpus": args.corpus, "tune": args.tune, "trials": args.trials,
+                                         "rows": rows}, indent=1) + "\n", encoding="utf-8")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -360,11 +462,20 @@ def main() -> int:
     draws.add_argument("--tune", type=int, default=40)
     draws.add_argument("--seed", type=int, default=0)
     draws.add_argument("--json", type=Path)
+    studies = commands.add_parser("studies", help="real studies on draws of questions, scored on the rest")
+    studies.add_argument("--data", type=Path, default=CHROMA_DEV)
+    studies.add_argument("--corpus", default="wikitexts")
+    studies.add_argument("--draws", type=int, default=5)
+    studies.add_argument("--tune", type=int, default=40)
+    studies.add_argument("--trials", type=int, default=40, help="trials per study (the baselines among them)")
+    studies.add_argument("--seed", type=int, default=0)
+    studies.add_argument("--json", type=Path)
     args = parser.parse_args()
-    for name in ("configurations", "draws", "tune"):
+    for name in ("configurations", "draws", "tune", "trials"):
         if getattr(args, name, 1) < 1:
             parser.error(f"--{name}={getattr(args, name)} is invalid; allowed: an integer >= 1")
-    return pool_command(args) if args.command == "pool" else draws_command(args)
+    commands_run = {"pool": pool_command, "draws": draws_command, "studies": studies_command}
+    return commands_run[args.command](args)
 
 
 if __name__ == "__main__":

@@ -34,11 +34,11 @@ from tuner.tuning.core.records import (
     SKIPPED_ATTR,
     TrialRecord,
 )
-from tuner.tuning.outcome.selection import decide
 from tuner.tuning.outcome.summary import format_outcomes
 from tuner.tuning.run.progress import EmbeddingReport
 from tuner.tuning.scoring.comparisons import candidate, compare
 from tuner.tuning.scoring.crossval import search_gain
+from tuner.tuning.scoring.decision import decide
 from tuner.tuning.scoring.optimism import optimism
 from tuner.tuning.search.baselines import BASELINES, baseline_points, queue_baselines, unqueue_baselines
 from tuner.tuning.search.cost import kind_of, trial_seconds

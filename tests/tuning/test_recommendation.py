@@ -19,9 +19,10 @@ from optuna.trial import TrialState
 from tuner.tuning import Weights
 from tuner.tuning.core.objective import Scales
 from tuner.tuning.core.records import BASELINE_ATTR, TrialRecord
-from tuner.tuning.outcome.selection import StudyRecommendation, decide, gained
+from tuner.tuning.outcome.selection import StudyRecommendation, gained
 from tuner.tuning.scoring.comparisons import Recommendation, candidate
 from tuner.tuning.scoring.crossval import Gain, SearchGain
+from tuner.tuning.scoring.decision import decide
 
 RECALL_ONLY = Weights(recall=1.0, iou=0.0, latency=0.0, cost=0.0)
 #: 40 search questions, then 40 held out.

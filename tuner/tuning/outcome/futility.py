@@ -22,7 +22,7 @@ and 12-14% of searches tied with their baselines; the rule before issue 60 (stop
 is at most 0) stopped 38% and 16% of the winners, and about half of the ties.
 
 The run is also stopped when the study's questions are too few for any comparison to be
-significant (:func:`~.selection.too_few_questions`): the recommendation is then the best baseline
+significant (:func:`~..scoring.decision.too_few_questions`): the recommendation is then the best baseline
 whatever the search finds.
 
 It is not judged (the run goes on) while a baseline is still to finish, or when the study has no
