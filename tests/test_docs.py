@@ -32,7 +32,7 @@ def test_the_guide_and_the_api_reference_build(tmp_path):
         assert (site / "guide" / f"{name}.html").is_file(), name
     commands = (site / "guide" / "commands.html").read_text(encoding="utf-8")
     for command in ("tune", "worker", "dashboard", "report", "export", "chunk", "evaluate", "validate", "generate",
-                    "review", "convert", "chunkers"):
+                    "review", "convert", "chunkers", "check"):
         assert f'id="chunkwise-{command}"' in commands, command
     assert (site / "images" / "review.png").is_file() and (site / "dashboard-pareto.png").is_file()
 

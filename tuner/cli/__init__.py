@@ -24,6 +24,7 @@ from .._version import __version__
 from ..errors import ChunkwiseError, options_named
 from ..tuning.run import WorkerStopped
 from . import (
+    check,
     chunk,
     chunkers,
     convert,
@@ -201,4 +202,4 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 COMMANDS = (evaluate, validate, chunkers, embedders, tune, worker, dashboard, export, chunk, report, generate, convert,
-            review)
+            review, check)

@@ -7,9 +7,10 @@ import dataclasses
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._io.files import is_stdout
+from .._io.files import is_stdout, write_atomically
 from ..errors import InvalidParameterError
 from ..retrieval import method_names
 from ._args import RegistryChoices, add_cache_arguments, add_data_arguments, add_precision_argument, load_data
@@ -40,6 +41,16 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     )
     add_data_arguments(validate)
     validate.add_argument("-o", "--output", metavar="FILE", help="write the validated set as JSONL")
+    update = validate.add_argument_group(
+        "update", "the documents changed since the set was written: re-anchor every reference to them")
+    update.add_argument("--update", action="store_true",
+                        help="re-anchor every reference to the documents as they are now and write the new set to "
+                             "-o FILE (it may be --queries itself: replaced only once the new set is complete), with "
+                             "each question's fate (unchanged, moved, edited, gone): edited and gone questions, and "
+                             "copies chosen by proximity alone, are marked stale for a review")
+    update.add_argument("--report", action="append", metavar="FILE",
+                        help="with --update: write the report of every excerpt's fate as JSON (FILE.json) or "
+                             "markdown (FILE.md); repeatable")
     agreement = validate.add_argument_group(
         "agreement", "how far --queries (e.g. generated) can stand in for your own questions")
     agreement.add_argument("--agreement", metavar="FILE",
@@ -68,6 +79,8 @@ def run(args: argparse.Namespace) -> int:
     from ..data.repeats import OccurrenceTable
     from ..evaluation.agreement import check_comparable
 
+    if args.update or args.report:
+        return _update(args)
     _check_agreement_options(args)
     corpora, evalset = load_data(args)
     own = None
@@ -103,6 +116,68 @@ def run(args: argparse.Namespace) -> int:
     if own is not None:
         return _agreement(args, corpora, evalset, own)
     return 0
+
+
+#: The report formats of ``--update``, by the file's suffix.
+REPORT_SUFFIXES = {".json": "json", ".md": "markdown", ".markdown": "markdown"}
+
+
+def _update(args: argparse.Namespace) -> int:
+    """``validate --update``: re-anchor every reference, write the new set, the reports, a summary."""
+    from .._io.files import check_writable
+    from ..data.corpus import load_corpus, parse_corpus_spec
+    from ..data.evalset.update import update_evaluation_set
+    from ..schema import invalid
+
+    if not args.update:
+        raise InvalidParameterError("--report only applies with --update (it reports what an update did)")
+    given = [f"--{name.replace('_', '-')}" for name in ("agreement", "repair_references", "json")
+             if getattr(args, name) not in (None, False)]
+    given += [f"--{name.replace('_', '-')}" for name in AGREEMENT_ONLY if name != "json"
+              and getattr(args, name) not in (None, False)]
+    if given:
+        raise InvalidParameterError(f"--update re-anchors every reference and measures nothing: leave out "
+                                    f"{', '.join(dict.fromkeys(given))}")
+    if not args.output:
+        raise InvalidParameterError("--update writes the updated set to a file: give -o FILE (the questions file "
+                                    "itself is fine: it is replaced only once the new set is complete)")
+    if not is_stdout(args.output) and Path(args.output).suffix.lower() == ".csv":
+        raise invalid("-o", args.output, "a .jsonl file (an updated set is written as chunkwise JSONL, with each "
+                                         "question's fate)")
+    reports = []
+    for path in args.report or ():
+        kind = REPORT_SUFFIXES.get(Path(path).suffix.lower())
+        if kind is None or is_stdout(path):
+            raise invalid("--report", path, "a file ending in .json (JSON) or .md (markdown)")
+        reports.append((path, kind))
+    for path in [args.output, *(path for path, _ in reports)]:
+        check_writable(path, InvalidParameterError)
+    corpora = [load_corpus(path, name, include=args.include or (), exclude=args.exclude or (),
+                           keep_links=args.keep_links) for name, path in map(parse_corpus_spec, args.corpus)]
+    done = update_evaluation_set(args.queries, corpora, args.output)
+    summary = sys.stderr if is_stdout(args.output) else sys.stdout
+    output = None if is_stdout(args.output) else str(args.output)
+    for path, kind in reports:
+        text = (json.dumps(done.to_dict(output), indent=2, ensure_ascii=False) + "\n" if kind == "json"
+                else done.markdown(output))
+        write_atomically(path, text, InvalidParameterError)
+    print(f"updated {done.describe()}", file=summary)
+    for question in done.flagged[:MAX_FLAGGED]:
+        fates = ", ".join(f"{a.fate} ({a.how})" for a in question.anchored or ())
+        print(f"  {question.query.id}: {fates}", file=summary)
+    if len(done.flagged) > MAX_FLAGGED:
+        print(f"  ... and {len(done.flagged) - MAX_FLAGGED} more (see --report)", file=summary)
+    if written := [*([output] if output else []), *(path for path, _ in reports)]:
+        print(f"wrote {', '.join(written)}", file=summary)
+    if done.flagged:
+        corpus = args.corpus[0] if len(args.corpus) == 1 else "CORPUS"
+        print(f"review them first: chunkwise review --corpus {corpus} --queries {output or 'FILE'} (a review lists "
+              "them first)", file=summary)
+    return 0
+
+
+#: Flagged questions ``--update`` names on the terminal (the report lists every one).
+MAX_FLAGGED = 20
 
 
 def _check_agreement_options(args: argparse.Namespace) -> None:

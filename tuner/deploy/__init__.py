@@ -1,8 +1,8 @@
 """Production: exported configurations (:mod:`.export`), the tuned pipeline they load
 (:mod:`.pipeline`), chromadb collections that retrieve as the configuration was scored
 (:mod:`.production`: chunking documents; :mod:`.build`, :mod:`.collection` and :mod:`.chroma`:
-building, opening and querying a collection), and the LangChain and LlamaIndex adapters
-(:mod:`.integrations`)."""
+building, opening and querying a collection), the LangChain and LlamaIndex adapters
+(:mod:`.integrations`), and the check for CI that production still holds (:mod:`.check`)."""
 
 from .build import build_collection
 from .collection import Collection, open_collection

@@ -173,11 +173,14 @@ class ReviewStore:
             return Opened(len(loaded.records), relocated, missing, named, ambiguous, removed)
 
     def state(self) -> dict[str, Any]:
-        """Every question as the page shows it, the documents, and the progress counts."""
+        """Every question as the page shows it, the documents, and the progress counts. The questions
+        to look at come first (:func:`_review_order`): those whose excerpt an update found edited or
+        gone, then the other stale ones; the rest in file order."""
         with self.locked():
             loaded = self._current()
+        order = sorted(range(len(loaded.queries)), key=lambda i: _review_order(loaded.queries[i]))
         return {"corpus": self.corpus.name, "file": str(self.path), "documents": [d.id for d in self.corpus],
-                "questions": [self.view(record, query) for record, query in zip(loaded.records, loaded.queries)],
+                "questions": [self.view(loaded.records[i], loaded.queries[i]) for i in order],
                 "counts": _progress(loaded.counts), "labels": STATE_LABELS}
 
     def document(self, document_id: str) -> dict[str, Any]:
@@ -194,7 +197,7 @@ class ReviewStore:
         references = [self._shown_reference(ref) for ref in record["references"]]
         return {"id": query.id, "question": record["question"], "references": references,
                 "origin": record.get("origin") or "hand", "model": record.get("model"),
-                "review": record.get("review"), "stale": bool(record.get("stale")),
+                "review": record.get("review"), "stale": bool(record.get("stale")), "fate": query.fate,
                 "revision": record.get("revision", 0), "state": query.state}
 
     def _shown_reference(self, ref: dict[str, Any]) -> dict[str, Any]:
@@ -370,6 +373,8 @@ class ReviewStore:
             start, end = ref.get("start_index"), ref.get("end_index")
             if start is None and end is None:
                 return True  # located on every load
+            if ref["document"] not in self.corpus:  # a stale question's document that was removed
+                return False
             return 0 <= start < end and self.corpus.document(ref["document"]).text[start:end] == ref["content"]
 
         if all(in_place(ref) for ref in record["references"]):
@@ -378,6 +383,9 @@ class ReviewStore:
         outcome = "relocated"
         for ref in references:
             if in_place(ref):
+                continue
+            if ref["document"] not in self.corpus:
+                outcome = "gone"
                 continue
             text = self.corpus.document(ref["document"]).text
             found = locate(text, ref["content"])
@@ -403,6 +411,14 @@ def _check_creatable(path: Path) -> None:
     folder = Path(os.path.realpath(path)).parent
     if os.path.lexists(folder) and not folder.is_dir():
         raise EvaluationSetError(f"questions file {str(path)!r} cannot be created: {folder} is a file, not a folder")
+
+
+def _review_order(query: Query) -> int:
+    """Where a question comes in the page's list: first those whose excerpt an update found gone or
+    edited (``validate``'s update marks them stale), then the other stale ones, then the rest."""
+    if query.stale and query.fate in ("gone", "edited"):
+        return 0
+    return 1 if query.stale else 2
 
 
 def _line(record: dict[str, Any]) -> str:

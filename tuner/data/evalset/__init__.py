@@ -18,7 +18,9 @@ Two formats are read:
   ``"origin"`` (``"hand"``, the default, or ``"generated"``), ``"model"`` (the model that wrote
   it), ``"review"`` (``"accepted"``, ``"rejected"`` or ``"edited"``; absent: not reviewed),
   ``"stale": true`` (its document changed since the question was written; its excerpt was
-  re-located where possible) and ``"revision"`` (how often the review changed it). A rejected
+  re-located where possible), ``"fate"`` (what ``chunkwise validate``'s update found of its
+  excerpts when the documents changed: ``"unchanged"``, ``"moved"``, ``"edited"`` or ``"gone"``,
+  :mod:`.update`) and ``"revision"`` (how often the review changed it). A rejected
   query is left out on load, and so is a stale one whose excerpt no longer matches; the others
   are counted by state (:attr:`EvaluationSet.states`, :meth:`EvaluationSet.describe_states`).
 
@@ -46,11 +48,11 @@ from __future__ import annotations
 
 from .jsonl import JsonlRecord, parse_json_object, query_of_record, read_jsonl_records
 from .loading import load_chroma_dataset, load_evaluation_set, read_regular_file
-from .records import ORIGINS, REVIEWS, STATE_LABELS, STATES, UNLOCATED, EvaluationSet, Query, Reference
+from .records import FATES, ORIGINS, REVIEWS, STATE_LABELS, STATES, UNLOCATED, EvaluationSet, Query, Reference
 from .validation import MAX_LISTED, check_records, query_problems
 
 __all__ = [
-    "MAX_LISTED", "ORIGINS", "REVIEWS", "STATES", "STATE_LABELS", "UNLOCATED", "EvaluationSet", "JsonlRecord",
+    "FATES", "MAX_LISTED", "ORIGINS", "REVIEWS", "STATES", "STATE_LABELS", "UNLOCATED", "EvaluationSet", "JsonlRecord",
     "Query", "Reference", "check_records", "load_chroma_dataset", "load_evaluation_set", "parse_json_object",
     "query_of_record", "query_problems", "read_jsonl_records", "read_regular_file",
 ]

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import EvaluationSetError, shown
-from .records import ORIGINS, REVIEWS, UNLOCATED, Query, Reference
+from .records import FATES, ORIGINS, REVIEWS, UNLOCATED, Query, Reference
 
 
 @dataclass(frozen=True)
@@ -111,10 +111,10 @@ def query_of_record(record: dict[str, Any], where: str, line_number: int, defaul
     return Query(str(query_id), question, corpus, refs, *_provenance(record, where))
 
 
-def _provenance(record: dict[str, Any], where: str) -> tuple[str | None, str | None, str | None, bool]:
-    """A JSONL query's ``origin``, ``model``, ``review`` and ``stale`` (each optional), checked."""
+def _provenance(record: dict[str, Any], where: str) -> tuple[str | None, str | None, str | None, bool, str | None]:
+    """A JSONL query's ``origin``, ``model``, ``review``, ``stale`` and ``fate`` (each optional), checked."""
     values = []
-    for key, allowed in (("origin", ORIGINS), ("review", REVIEWS)):
+    for key, allowed in (("origin", ORIGINS), ("review", REVIEWS), ("fate", FATES)):
         value = record.get(key)
         if value is not None and value not in allowed:
             raise EvaluationSetError(f"{where}: field {key!r} must be one of {', '.join(allowed)} "
@@ -126,7 +126,7 @@ def _provenance(record: dict[str, Any], where: str) -> tuple[str | None, str | N
     stale = record.get("stale", False)
     if not isinstance(stale, bool):
         raise EvaluationSetError(f"{where}: field 'stale' must be true or false, got {shown(stale)}")
-    return values[0], model, values[1], stale
+    return values[0], model, values[1], stale, values[2]
 
 
 def _reference(record: Any, where: str) -> Reference:

@@ -76,7 +76,8 @@ def load_evaluation_set(path: str | Path, corpora: Corpus | Sequence[Corpus], *,
         hint = f" that is not left out ({', '.join(left_out)})" if left_out else ""
         raise EvaluationSetError(f"evaluation set {str(path)!r} holds no query{scope}{hint}")
     evalset = validate(path, raw, by_name, repair, every)
-    return replace(evalset, states={s: states[s] for s in STATES if states[s]})
+    edited = sum(1 for _, query in raw if query.stale and query.fate == "edited" and query.review != "rejected")
+    return replace(evalset, states={s: states[s] for s in STATES if states[s]}, edited_excerpts=edited)
 
 
 def load_chroma_dataset(folder: str | Path) -> tuple[list[Corpus], EvaluationSet]:

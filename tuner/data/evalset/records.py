@@ -26,6 +26,10 @@ STATES = ("hand", "generated", "accepted", "edited", "rejected", "stale")
 #: How :meth:`EvaluationSet.describe_states` names each state.
 STATE_LABELS = {"hand": "hand-written", "generated": "generated not reviewed", "accepted": "accepted",
                 "edited": "edited", "rejected": "rejected", "stale": "stale (excerpt not found)"}
+#: What became of a question's excerpts when its documents changed (its JSONL ``"fate"``, written by
+#: ``chunkwise validate``'s update, :mod:`.update`): the same text (perhaps at new offsets), the same
+#: text in another document, an edited text found by its words, or no text left.
+FATES = ("unchanged", "moved", "edited", "gone")
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +55,8 @@ class Query:
     model: str | None = None
     review: str | None = None
     stale: bool = False
+    #: What an update found of its excerpts (one of :data:`FATES`; None: never updated).
+    fate: str | None = None
 
     @property
     def state(self) -> str:
@@ -58,7 +64,8 @@ class Query:
         return self.review or ("generated" if self.origin == "generated" else "hand")
 
     def to_dict(self) -> dict[str, Any]:
-        provenance = {"origin": self.origin, "model": self.model, "review": self.review, "stale": self.stale or None}
+        provenance = {"origin": self.origin, "model": self.model, "review": self.review, "stale": self.stale or None,
+                      "fate": self.fate}
         return self.content_dict() | {key: value for key, value in provenance.items() if value is not None}
 
     def content_dict(self) -> dict[str, Any]:
@@ -88,6 +95,8 @@ class EvaluationSet:
     located: int = 0
     #: Queries read in each state of :data:`STATES`, those left out (rejected, stale) included.
     states: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
+    #: Queries used whose excerpt an update re-anchored to an edited text, not reviewed since.
+    edited_excerpts: int = field(default=0, repr=False, compare=False)
 
     def __iter__(self) -> Iterator[Query]:
         return iter(self.queries)
@@ -114,7 +123,11 @@ class EvaluationSet:
         used = [f"{self.states[s]} {STATE_LABELS[s]}" for s in STATES[:4] if self.states.get(s)]
         left_out = [f"{self.states[s]} {STATE_LABELS[s]}" for s in STATES[4:] if self.states.get(s)]
         line = f"read {read} question{'s' if read != 1 else ''}: {', '.join(used) or 'none used'}"
-        return line + (f"; {', '.join(left_out)}, left out" if left_out else "")
+        line += f"; {', '.join(left_out)}, left out" if left_out else ""
+        if self.edited_excerpts:
+            line += (f"; {self.edited_excerpts} used with an excerpt an update re-anchored to edited text, not "
+                     "reviewed since (check them in a review)")
+        return line
 
     def write_jsonl(self, path: str | Path) -> None:
         """Write the queries as chunkwise JSONL (atomically: a temporary file, renamed)."""

@@ -94,10 +94,13 @@ class _Problems:
                 self.lines.append(f"{where}: duplicate query id {query.id!r} (line {line} has it too)")
             first.setdefault(query.id, where)
 
-    def check(self, where: str, query: Query, corpora: dict[str, Corpus], *, rejected: bool = False) -> Corpus | None:
+    def check(self, where: str, query: Query, corpora: dict[str, Corpus], *, rejected: bool = False,
+              stale: bool = False) -> Corpus | None:
         """The rules any question is held to whatever its excerpts' offsets: an empty question, no
         excerpt, an unknown corpus or document (the question's own rules waived for a question a
-        review ``rejected``). Returns the query's corpus (None when it is unknown)."""
+        review ``rejected``; an unknown document allowed to a ``stale`` one, whose document was
+        removed since: it is left out until a review sets its excerpt again). Returns the query's
+        corpus (None when it is unknown)."""
         if not rejected:
             self.lines += query_problems(query, where)
         corpus = corpora.get(query.corpus)
@@ -105,7 +108,7 @@ class _Problems:
             self.lines.append(f"{_label(where, query)}: unknown corpus {query.corpus!r} (loaded: {preview(corpora)})")
             self.elsewhere = True
             return None
-        for i, ref in enumerate(() if rejected else query.references, start=1):
+        for i, ref in enumerate(() if rejected or stale else query.references, start=1):
             if ref.document not in corpus:
                 self.lines.append(f"{_label(where, query)}: reference {i} names unknown document {ref.document!r} "
                                   f"in corpus {corpus.name!r}{_unknown_document_hint(ref.document, corpus)}")
@@ -236,7 +239,9 @@ def check_records(path: str | Path, rows: list[JsonlRecord], corpus: Corpus) -> 
     words: repeated ids, questions with no text or excerpt, questions about another corpus or
     naming documents it does not hold (the file was written for other documents). An excerpt not
     at its offsets is no reason (a review re-locates it). Rejected questions are left out of tune,
-    so an empty or unknown excerpt of theirs is no problem; their ids still must be unique.
+    so an empty or unknown excerpt of theirs is no problem; their ids still must be unique. A stale
+    question may name a document that is gone (``validate``'s update marks it so; every command
+    leaves it out until a review sets its excerpt again).
 
     Raises:
         EvaluationSetError: listing the problems, at most :data:`MAX_LISTED`.
@@ -244,5 +249,6 @@ def check_records(path: str | Path, rows: list[JsonlRecord], corpus: Corpus) -> 
     problems = _Problems(path)
     problems.duplicates([(row.where, row.query) for row in rows])
     for row in rows:
-        problems.check(row.where, row.query, {corpus.name: corpus}, rejected=row.query.review == "rejected")
+        problems.check(row.where, row.query, {corpus.name: corpus}, rejected=row.query.review == "rejected",
+                       stale=row.query.stale)
     problems.refuse()
