@@ -17,9 +17,12 @@ from tuner.data.evalset import EvaluationSet
 from tuner.evaluation.agreement import (
     GRID,
     MIN_QUESTIONS,
+    PARITY_CLOSER,
+    SCREEN_CLOSER,
     Agreement,
     AgreementError,
     GridRow,
+    HeadToHead,
     ScoreTable,
     agreement,
     check_comparable,
@@ -151,14 +154,48 @@ def test_configurations_tied_for_best_are_placed_together():
 @pytest.mark.parametrize(("tau", "low", "verdict"), [
     (0.8, 0.6, "stand-in"), (0.7, 0.5, "stand-in"), (0.9, 0.3, "unconfirmed"), (0.69, 0.6, "screen"),
     (0.4, 0.1, "screen"), (0.39, 0.2, "own"), (-0.5, -0.9, "own")])
-def test_the_verdict_follows_tau_and_the_interval(tau, low, verdict):
+def test_without_a_head_to_head_the_verdict_follows_tau_and_the_interval(tau, low, verdict):
     tables = same_rows("made.jsonl", [0.1, 0.2, 0.3]), same_rows("own.jsonl", [0.1, 0.2, 0.3])
     found = Agreement(*tables, tau=tau, interval=(low, 1.0), confidence=0.95, resamples=1000)
-    assert found.verdict == verdict
+    assert (found.basis, found.verdict) == ("tau", verdict)
     sentence = found.sentence()
     assert "made.jsonl" in sentence and "own.jsonl" in sentence and f"{tau:.2f}" in sentence
     assert ("can stand in" in sentence) == (verdict == "stand-in")
     assert ("tune on own.jsonl" in sentence) == (verdict == "own")
+
+
+def versus(closer: float, splits: int = 100) -> HeadToHead:
+    """A head-to-head whose candidate ranks closer than the reference's own part in ``closer`` of the splits."""
+    wins = round(closer * splits)
+    return HeadToHead(20, 40, np.array([0.6] * wins + [0.2] * (splits - wins)), np.full(splits, 0.4))
+
+
+@pytest.mark.parametrize(("tau", "low", "closer", "verdict"), [
+    # The case issue 63 saw: tau-b 0.57 said "only roughly", the head-to-head beside it parity.
+    (0.57, 0.15, 0.56, "stand-in"), (0.2, -0.1, PARITY_CLOSER, "stand-in"),
+    (0.9, 0.8, PARITY_CLOSER - 0.01, "screen"), (0.9, 0.8, SCREEN_CLOSER, "screen"),
+    (0.9, 0.8, SCREEN_CLOSER - 0.01, "own"), (0.61, 0.11, 0.05, "own")])
+def test_the_verdict_follows_the_head_to_head_where_there_is_one(tau, low, closer, verdict):
+    tables = same_rows("made.jsonl", [0.1, 0.2, 0.3]), same_rows("own.jsonl", [0.1, 0.2, 0.3])
+    found = Agreement(*tables, tau=tau, interval=(low, 1.0), confidence=0.95, resamples=1000,
+                      head_to_head=versus(closer))
+    assert found.head_to_head.closer == pytest.approx(closer)
+    assert (found.basis, found.verdict) == ("head-to-head", verdict)
+    sentence = found.sentence()
+    assert f"{closer:.0%} of the splits" in sentence and "tau-b" not in sentence
+    assert ("can stand in for own.jsonl as well as 20 more of own.jsonl's own questions" in sentence) == (
+        verdict == "stand-in")
+    assert ("use it only to shortlist" in sentence) == (verdict == "screen")
+    assert ("tune on own.jsonl" in sentence) == (verdict == "own")
+    shown = found.to_dict()
+    assert (shown["verdict"], shown["verdict_basis"], shown["sentence"]) == (verdict, "head-to-head", sentence)
+
+
+def test_a_head_to_head_where_no_split_compares_leaves_the_verdict_to_tau():
+    tables = same_rows("made.jsonl", [0.1, 0.2, 0.3]), same_rows("own.jsonl", [0.1, 0.2, 0.3])
+    nothing = HeadToHead(20, 40, np.full(10, np.nan), np.full(10, np.nan))
+    found = Agreement(*tables, tau=0.5, interval=(0.2, 0.8), confidence=0.95, resamples=1000, head_to_head=nothing)
+    assert (found.basis, found.verdict) == ("tau", "screen") and "tau-b 0.50" in found.sentence()
 
 
 def test_too_few_questions_different_configurations_and_a_flat_set_are_refused():

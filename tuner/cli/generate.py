@@ -164,6 +164,7 @@ def _say_waiting(line: str) -> None:
 def _generate(args: argparse.Namespace, corpus, embedder, client, examples: list[str] | None = None) -> int:
     from ..data.evalset import load_evaluation_set
     from ..data.generate import describe_styles, generate_evaluation_set
+    from ..data.generate.trust import trust_lines
     from ..data.lexical import LexicalOverlap
     from ..evaluation.round_trip import ROUND_TRIP_K, ROUND_TRIP_SIZE, round_trip
 
@@ -190,5 +191,7 @@ def _generate(args: argparse.Namespace, corpus, embedder, client, examples: list
         if lexical := LexicalOverlap.of(evalset):
             print(lexical.describe())
         print(describe_styles(q.question for q in evalset))
+        named = f"{args.name}={args.corpus}" if args.name else args.corpus  # as review and validate read it
+        print("\n".join(trust_lines(client.model, args.style, named, args.output)))
     # A run that added nothing while queries were still wanted failed, whatever it printed.
     return EXIT_NOTHING_GENERATED if report.accepted == 0 and report.already < args.n else 0
