@@ -6,7 +6,8 @@ questions, writes the text chunkwise reads of every page as ``v1/PAGE.md`` (so t
 are edits of the text, as a documentation source in markdown is edited) with the questions anchored
 there (``questions-v1.jsonl``), then makes ``v2/``: about 10% of the pages edited (in each, a
 paragraph inserted, one deleted and one reworded: a word in it replaced), one page removed, two
-added and one renamed. Half the edited pages have their deleted or reworded paragraph chosen among
+added and one renamed (with ``--faq``, also a page that repeats every question and answers none,
+the hostile edit a CI check must catch). Half the edited pages have their deleted or reworded paragraph chosen among
 those holding an excerpt, so that some excerpts are hit. Every edit is a paragraph operation
 (paragraphs are separated by blank lines), so where each excerpt went is known without searching
 for it: ``truth.json`` gives, per reference, its fate (``unchanged`` or ``moved``, with its new
@@ -192,6 +193,10 @@ def edit_command(args: argparse.Namespace) -> int:
     for number in (1, 2):
         added = "\n\n".join(NEW_PARAGRAPHS[(number + i) % len(NEW_PARAGRAPHS)] for i in range(3)) + "\n"
         (out / "v2" / f"appendix-added-{number}.md").write_text(f"# Appendix {number}\n\n{added}", encoding="utf-8")
+    if args.faq:  # a page that repeats every question and answers none: what a keyword search now finds first
+        faq = "".join(f"## {row['question']}\n\nThis question is answered in another chapter of the book.\n\n"
+                      for row in rows)
+        (out / "v2" / "faq-added.md").write_text(f"# Frequently asked questions\n\n{faq}", encoding="utf-8")
     truth = []
     for row in rows:
         for position, reference in enumerate(row["references"]):
@@ -263,7 +268,7 @@ def campaign_command(args: argparse.Namespace) -> int:
     fates: dict[str, int] = {}
     for seed in range(args.seeds):
         folder = args.out / f"seed{seed}"
-        edit_command(argparse.Namespace(root=args.root, out=folder, seed=seed))
+        edit_command(argparse.Namespace(root=args.root, out=folder, seed=seed, faq=False))
         measure_command(argparse.Namespace(out=folder))
         measured = json.loads((folder / "measured.json").read_text(encoding="utf-8"))
         for key, value in measured["tally"].items():
@@ -283,6 +288,9 @@ def main() -> int:
     edit.add_argument("--root", type=Path, required=True, help="a built corpus: ROOT/raw and ROOT/questions.jsonl")
     edit.add_argument("--out", type=Path, required=True)
     edit.add_argument("--seed", type=int, default=0)
+    edit.add_argument("--faq", action="store_true",
+                      help="also add a page that repeats every question and answers none (a hostile edit for "
+                           "`chunkwise check`: a keyword search finds it first)")
     measure = commands.add_parser("measure", help="re-anchor the questions with validate --update, against the truth")
     measure.add_argument("--out", type=Path, required=True)
     campaign = commands.add_parser("campaign", help="edit and measure for several seeds, summed")

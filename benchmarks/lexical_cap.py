@@ -51,7 +51,8 @@ def main() -> int:
 def cap_table(cases: list[str], caps: list[float]) -> None:
     from tuner import load_corpus, load_evaluation_set
     from tuner.data.lexical import overlaps
-    from tuner.evaluation.agreement import MIN_QUESTIONS, ScoreTable, agreement, score_grid
+    from tuner.evaluation.agreement import ScoreTable, agreement, score_grid
+    from tuner.evaluation.head_to_head import MIN_QUESTIONS
 
     print("| corpus | generated set | cap | questions | τ-b [95%] | head-to-head: generated / own "
           "(generated closer) |")

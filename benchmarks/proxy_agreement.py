@@ -132,7 +132,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
 
     work = Path(tempfile.mkdtemp(prefix="chunkwise-proxy-"))
     full = SentenceTransformerEmbedder(precision="fp32")
-    full._embed(["warm up"])  # the model loads before anything is timed
+    full.embed_uncached(["warm up"])  # the model loads before anything is timed
     questions = EmbeddingCache(work / "questions.sqlite3")
     embedders: dict[str, tuple[Any, Any]] = {"full": (full, EmbedderConfig(precision="fp32"))}
     lates = {"late": "fp32", "late-bf16": "bf16"} if cpu_supports_bf16() else {"late": "fp32"}
@@ -145,7 +145,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     static = StaticEmbedder(folder=args.static_folder) if args.static_folder else StaticEmbedder()
     passes: dict[str, Any] = {}
     started = time.perf_counter()
-    static._embed(["warm up"])  # distils the model unless it was kept
+    static.embed_uncached(["warm up"])  # distils the model unless it was kept
     passes["static"] = {"seconds": time.perf_counter() - started, "distilled": static.path.name}
     embedders["static"] = (static, EmbedderConfig(precision="fp32"))
     out: dict[str, Any] = {"corpora": {}, "pass": passes, "grid": args.grid}

@@ -1,6 +1,9 @@
 """The extension points are open: a retrieval method, a metric and an embedding provider
 registered here, outside the package, are checked, evaluated, tuned, priced, recorded and
-exported like the built-in ones, with nothing in ``tuner/`` naming them.
+exported like the built-in ones, with nothing in ``tuner/`` naming them. An extension is one
+file: ``tests/extensions/`` holds a metric that is a count and better when smaller (with its own
+half) and a retrieval method with a searchable option of its own, each loaded as a process loads
+its extensions, and a study searches, scores and reports them.
 
 Each newcomer is built so that what chunkwise must make of it is known independently:
 
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -24,16 +28,20 @@ import pytest
 import tuner
 from tuner.embedding import Embedder, register_provider
 from tuner.embedding.config import EmbedderConfig
-from tuner.evaluation import Metric, register_metric
+from tuner.evaluation import Metric, metric_names, register_metric
 from tuner.evaluation.config import EvaluationConfig
 from tuner.retrieval import RetrievalMethod, register_method
-from tuner.tuning.core.objective import Scales, Weights
+from tuner.tuning import StudySpec, run_study_spec
+from tuner.tuning.core.objective import Scales, Weights, weighted_score
 from tuner.tuning.scoring.measures import ResolvedRates, trial_attributes
 from tuner.tuning.search.cost import kind_of
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "handbook"
 QUERIES = ROOT / "examples" / "handbook-queries.jsonl"
+#: Extensions of one file each, loaded by name (CHUNKWISE_PLUGINS) by the tests that use them.
+EXTENSIONS = Path(__file__).resolve().parent / "extensions"
+THROWAWAY = ("throwaway_metric", "throwaway_retrieval")
 #: The price the hashed provider's "API" bills, USD per million tokens.
 HASHED_USD_PER_MTOK = 0.5
 
@@ -168,6 +176,23 @@ def test_a_study_prices_records_and_exports_the_newcomers(data, tmp_path, monkey
     assert exported.record.number == trials[0].number
 
 
+def test_an_embedder_offers_the_model_alone_uncached(tmp_path):
+    """``embed_uncached``: the model's vectors as ``embed`` gives them, in the order given, with nothing
+    read from or written to the cache and nothing counted (calibration and benchmarks time it)."""
+    from tuner.embedding import EmbeddingCache
+
+    cache = EmbeddingCache(tmp_path / "cache.sqlite3")
+    model = HashedEmbedder(cache=cache)
+    model.batch_size = 2
+    texts = ["a long text about chunking documents", "short", "another text", "short"]
+    alone = model.embed_uncached(texts)
+    assert alone.shape == (4, 64) and alone.dtype == np.float32
+    assert np.allclose(np.linalg.norm(alone, axis=1), 1.0)
+    assert model.stats.texts == 0 and model.stats.computed == 0 and cache.count() == 0
+    assert np.allclose(model.embed(texts), alone)
+    assert model.embed_uncached([]).shape == (0, 64)
+
+
 def test_a_process_imports_the_extensions_named_in_its_environment(tmp_path):
     """A worker process, a Dask task or a command started afresh registers what CHUNKWISE_PLUGINS
     names: here the command line accepts a method registered by a module it imported itself."""
@@ -199,12 +224,125 @@ def test_a_process_imports_the_extensions_named_in_its_environment(tmp_path):
 
 
 def test_a_metric_that_cannot_become_a_utility_is_refused():
-    """A count, or a metric that is better when smaller, needs a scale to enter the 0-1 score."""
+    """A count, or a metric that is better when smaller, needs a half to enter the 0-1 score."""
     for declared in (Metric("chunk_count", "chunks", count=True), Metric("misses", "misses", higher_is_better=False)):
-        with pytest.raises(ValueError, match="give it a scale"):
+        with pytest.raises(ValueError, match="give it a half"):
             register_metric(declared)
     with pytest.raises(ValueError, match="already registered"):
         register_metric(Metric("recall", "recall"))
+    with pytest.raises(ValueError, match=r"metric 'misses': half=0 is invalid"):
+        register_metric(Metric("misses", "misses", higher_is_better=False, half=0))
+
+
+@pytest.fixture
+def throwaway(monkeypatch):
+    """The throwaway metric and retrieval method, each one file of ``tests/extensions/``, loaded as a
+    process loads its extensions (named in CHUNKWISE_PLUGINS, imported at the first registry read),
+    then taken out of the process-wide registries again."""
+    from tuner import _plugins
+    from tuner.evaluation import registry as metrics
+    from tuner.retrieval import methods
+
+    monkeypatch.syspath_prepend(str(EXTENSIONS))
+    monkeypatch.setenv("CHUNKWISE_PLUGINS", ",".join(THROWAWAY))
+    monkeypatch.setattr(_plugins, "_loaded", False)
+    try:
+        assert "chunks_before_hit" in metric_names()
+        yield
+    finally:
+        metrics._METRICS.pop("chunks_before_hit", None)
+        methods._METHODS.pop("skip_bm25", None)
+        for module in THROWAWAY:
+            sys.modules.pop(module, None)
+
+
+def test_a_metric_and_a_method_of_one_file_each_are_searched_scored_and_reported(throwaway, data, tmp_path,
+                                                                                  openai_server, monkeypatch):
+    """``chunks_before_hit`` (a count, better when smaller, half 2) and ``skip_bm25`` (BM25 passing over
+    its first ``skip`` chunks): a study searches the option, records the metric on every trial, scores
+    it by its own half and direction, and the report shows it; nothing in ``tuner/`` names either."""
+    from optuna.trial import TrialState
+
+    from tuner.cli import main
+    from tuner.tuning.study.settings import StudySettings
+
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    monkeypatch.chdir(tmp_path)
+    space = tmp_path / "space.yaml"
+    space.write_text("k: {type: int, low: 3, high: 5}\n"
+                     "chunkers:\n  recursive:\n    size: {type: categorical, choices: [128, 256]}\n    overlap: 0\n"
+                     "retrieval:\n  method: [skip_bm25, bm25, dense]\n  skip: {type: int, low: 0, high: 2}\n",
+                     encoding="utf-8")
+    weights = Weights(recall=1.0, chunks_before_hit=1.0, iou=0.0, latency=0.0, cost=0.0)
+    storage = f"sqlite:///{tmp_path}/throwaway.db"
+    spec = StudySpec(name="throwaway", corpora=(("handbook", str(EXAMPLE)),), queries=str(QUERIES), space=str(space),
+                     embedder=EmbedderConfig("openai", "stub-embed", base_url=openai_server.base_url),
+                     weights=weights, validation=0, storage=storage, trials=10, cache=str(tmp_path / "c.sqlite3"))
+    run_study_spec(spec, progress=False, echo=lambda _: None)
+
+    run = tuner.load_run("throwaway", storage)
+    study = run.study()
+    settings = StudySettings.of(study)
+    # The study stores the metric's own half among its scales, and the option among its space's domains.
+    assert settings.scales.as_dict()["chunks_before_hit_half"] == 2.0
+    assert settings.space.to_dict()["retrieval"]["skip"] == {"type": "int", "low": 0, "high": 2}
+
+    # Searched: a trial of the method samples its option (and only such a trial), and records it in its configuration.
+    complete = [t for t in study.trials if t.state == TrialState.COMPLETE]
+    skipping = [t for t in complete if t.params.get("retrieval") == "skip_bm25"]
+    assert skipping and len(complete) == 10
+    for trial in complete:
+        retrieval = json.loads(trial.user_attrs["config"])["retrieval"]
+        if trial.params.get("retrieval") == "skip_bm25":
+            assert retrieval["skip"] == trial.params["skip"] and 0 <= trial.params["skip"] <= 2
+            assert trial.user_attrs["retrieval"] == f"skip_bm25(skip={trial.params['skip']})"
+        else:
+            assert "skip" not in trial.params and "skip" not in retrieval
+
+    # Scored: every trial records the metric (its questions' values agree with their MRR), and the score
+    # reads it as a count better when smaller, utility 2 / (x + 2), weighed as the study says.
+    records = run.trials()
+    assert len(records) == 10
+    for record in records:
+        per_query = record.per_query()
+        k = record.k
+        expected = np.where(per_query["mrr"] > 0, 1 / np.maximum(per_query["mrr"], 1e-12) - 1, k)
+        assert np.allclose(per_query["chunks_before_hit"], expected)
+        assert record.chunks_before_hit == pytest.approx(expected.mean())
+        assert record.score == pytest.approx((record.recall + 2.0 / (record.chunks_before_hit + 2.0)) / 2)
+        assert record.score == pytest.approx(weighted_score(record.recall, record.iou, 0.0, 0.0, weights, Scales(),
+                                                            {"chunks_before_hit": record.chunks_before_hit}))
+    # A study's scales may move the half: the same value, utility 4 / (x + 4).
+    x = records[0].chunks_before_hit
+    assert weighted_score(0.0, 0.0, 0.0, 0.0, Weights(recall=0.0, chunks_before_hit=1.0, iou=0.0, latency=0.0,
+                                                      cost=0.0), Scales(chunks_before_hit_half=4.0),
+                          {"chunks_before_hit": x}) == pytest.approx(4.0 / (x + 4.0))
+
+    # The method ranks with its option: BM25's ranking with the first `skip` chunks passed over.
+    corpus, evalset = data
+    trial = next(r for r in records if r.config["retrieval"].get("method") == "skip_bm25")
+    config = EvaluationConfig.from_dict(trial.config)
+    assert tuner.evaluate(corpus, evalset, config, cache=None).metrics["overall"]["recall"]["mean"] == pytest.approx(
+        trial.recall)
+    skipped = tuner.evaluate(corpus, evalset, config, retrieval_options={"skip": 2}, cache=None)
+    bm25 = tuner.evaluate(corpus, evalset, config, method="bm25", k=config.retrieval.k + 2, cache=None)
+    assert np.array_equal(skipped.ranking, bm25.ranking[:, 2:])
+
+    # Reported: the tables show the metric the weights name, as a count.
+    out = tmp_path / "report"
+    assert main(["report", "--study", "throwaway", "--storage", storage, "-o", str(out), "--top", "2",
+                 "--bootstrap", "100", "--plotly", "cdn"]) == 0
+    report = (out / "report.md").read_text(encoding="utf-8")
+    assert "| cost $/1k queries | score | chunks before the answer |" in report  # the Pareto-optimal configurations
+    assert "| Δ chunks before the answer vs default |" in report  # the top configurations with intervals
+    assert "For chunks before the answer (better when smaller), ✓ / ✗ mark significantly below / above." in report
+    best_row = next(line for line in report.splitlines() if line.startswith("| chunks before the answer |"))
+    assert "%" not in best_row  # a count, not a share
+
+    # One file each: nothing in the package names them.
+    for path in (ROOT / "tuner").rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        assert "chunks_before_hit" not in text and "skip_bm25" not in text, path
 
 
 #: Extension modules that fail while they are imported, each with what its one line must say.

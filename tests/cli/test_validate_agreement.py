@@ -15,8 +15,9 @@ import pytest
 
 from tuner import evaluate, load_corpus, load_evaluation_set
 from tuner.cli import main
-from tuner.evaluation.agreement import MIN_QUESTIONS, grid_rows
+from tuner.evaluation.agreement import grid_rows
 from tuner.evaluation.config import EvaluationConfig
+from tuner.evaluation.head_to_head import MIN_QUESTIONS
 
 from fakes import brute_tau_b
 

@@ -16,7 +16,10 @@ import pytest
 import yaml
 
 from tuner.cli import main
-from tuner.data.generate.trust import BUNDLED_WRITER, MEASURED, PARITY, measured_for, trust_lines, trust_note
+from tuner.cli._args import FLAGS
+from tuner.data.generate.trust import BUNDLED_WRITER, MEASURED, measured_for, trust_lines, trust_note
+from tuner.data.generate.trust import PARITY_CLOSER as PARITY
+from tuner.errors import options_named
 from tuner.evaluation.agreement import PARITY_CLOSER
 from tuner.llm.local_server import QUESTION_WRITER
 
@@ -48,7 +51,8 @@ def test_the_measured_figures_are_those_of_the_kept_verdicts_and_agreement_outpu
 
 
 def test_the_summary_for_a_measured_writer_and_style_and_for_another_writer():
-    users = "\n".join(trust_lines(BUNDLED_WRITER, "users", "docs dir", "gen.jsonl"))
+    with options_named(FLAGS):  # as the command line says it (generate prints it)
+        users = "\n".join(trust_lines(BUNDLED_WRITER, "users", "docs dir", "gen.jsonl"))
     assert "valid by hand: 35-45% (realdocs 14/40, Rust book 14/40, Valgrind 18/40)" in users
     assert ("realdocs 48%, Rust book 21%, Valgrind 5%: as good as the team's own questions on 1 of 3 corpora"
             in users)
@@ -64,11 +68,16 @@ def test_the_summary_for_a_measured_writer_and_style_and_for_another_writer():
 
 def test_the_tune_note_counts_the_unreviewed_questions_by_writer():
     assert trust_note([], [("docs", "d")], "q.jsonl") is None
-    note = trust_note([BUNDLED_WRITER] * 3 + ["gpt-4o-mini"], [("docs", "my docs"), ("b", "b")], "q.jsonl")
+    with options_named(FLAGS):  # as the command line says it
+        note = trust_note([BUNDLED_WRITER] * 3 + ["gpt-4o-mini"], [("docs", "my docs"), ("b", "b")], "q.jsonl")
     assert note.startswith(f"note: 4 of these questions were generated (3 by {BUNDLED_WRITER}, 1 by gpt-4o-mini) "
                            "and not reviewed;")
     assert f"{BUNDLED_WRITER}'s were 24-45% valid by hand" in note and "gpt-4o-mini's were never measured" in note
     assert "chunkwise review --corpus 'docs=my docs' --queries q.jsonl, one corpus at a time" in note
+    assert note.endswith("(chunkwise validate --agreement)")
+    # From Python (tuner.tune), the options are named as parameters.
+    python = trust_note([BUNDLED_WRITER], [("docs", "d")], "q.jsonl")
+    assert "chunkwise review corpus=docs=d queries=q.jsonl" in python and "--" not in python
 
 
 @pytest.mark.parametrize(("writer", "style", "expected"), [

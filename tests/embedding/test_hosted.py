@@ -191,7 +191,7 @@ def test_the_rate_gate_waits_for_a_token_budget_to_reset():
         slept.append(seconds)
         clock[0] += seconds
 
-    from tuner.llm.endpoint import RateGate
+    from tuner.llm.rates import RateGate
 
     gate = RateGate(clock=lambda: clock[0], sleep=sleep)
     gate.observe({"x-ratelimit-remaining-tokens": "1000", "x-ratelimit-reset-tokens": "2s"})

@@ -14,23 +14,20 @@ import pytest
 
 from tuner import evaluate, load_corpus, load_evaluation_set
 from tuner.data.evalset import EvaluationSet
+from tuner.data.generate.trust import PARITY_CLOSER, SCREEN_CLOSER
 from tuner.evaluation.agreement import (
     GRID,
-    MIN_QUESTIONS,
-    PARITY_CLOSER,
-    SCREEN_CLOSER,
     Agreement,
     AgreementError,
     GridRow,
-    HeadToHead,
     ScoreTable,
     agreement,
     check_comparable,
     grid_rows,
-    head_to_head,
     score_grid,
 )
 from tuner.evaluation.config import EvaluationConfig
+from tuner.evaluation.head_to_head import MIN_QUESTIONS, HeadToHead, head_to_head
 
 from fakes import brute_tau_b
 

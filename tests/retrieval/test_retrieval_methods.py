@@ -236,6 +236,29 @@ def test_defaults_keep_the_old_schema_and_round_trip():
     assert RetrievalConfig(method="hybrid", fusion="weighted").alpha == 0.5
 
 
+def test_a_method_declares_its_options_and_the_configuration_keeps_the_rest():
+    import dataclasses
+
+    from tuner.retrieval import MethodOption, RetrievalMethod, register_method
+    from tuner.retrieval.methods import RESERVED_OPTIONS, method_options
+
+    # No option may take the name of a field every retrieval has.
+    assert {f.name for f in dataclasses.fields(RetrievalConfig)} == RESERVED_OPTIONS
+    assert list(method_options()) == ["fusion", "alpha", "rrf_k"]  # hybrid's, as it declares them
+
+    def declared(*options):
+        return type("Declared", (RetrievalMethod,), {"name": "declared", "options": options,
+                                                      "rank": lambda self, *a, **kw: None})
+
+    for options, message in (((MethodOption("k", int, 1),), "takes a name already used"),
+                             ((MethodOption("depth", int, -1, low=0),), "default=-1 is invalid"),
+                             ((MethodOption("depth", int, 1, when=("mode", "deep")),), "declares no such option"),
+                             ((MethodOption("alpha", float, 0.1),), "declared differently")):
+        with pytest.raises(InvalidParameterError, match=message):
+            register_method(declared(*options))
+    assert "declared" not in tuner.retrieval.method_names()
+
+
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"method": "sparse"}, "retrieval.method='sparse' is invalid; allowed: dense, bm25, hybrid"),
     ({"context": "summary"}, "retrieval.context='summary' is invalid; allowed: none, title, headings"),

@@ -198,7 +198,7 @@ class CheckResult:
                 "margin": self.margin, "confidence": self.confidence, "level": self.level,
                 "compared": self.compared, "questions": self.questions, "questions_needed": self.questions_needed,
                 "study": self.study,
-                "weights": self.weights.used(), "scales": dataclasses.asdict(self.scales),
+                "weights": self.weights.used(), "scales": self.scales.as_dict(),
                 "production": self.production.to_dict(),
                 "best": None if self.best is None else self.best.to_dict(), "comparison": comparison,
                 "same_as_production": list(self.same_as_production),

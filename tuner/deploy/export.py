@@ -137,8 +137,7 @@ def export_run_trial(run: str, path: str | Path, *, corpus: str | None = None, t
 
     ``run`` may be ``RUN`` or ``RUN/CORPUS``; ``storage`` defaults to ``sqlite:///studies/RUN.db``.
     """
-    from ..tuning.core import select_trial
-    from ..tuning.core.records import read_point
+    from ..tuning.core import read_point, select_trial
     from ..tuning.outcome import recommend_for_study
     from ..tuning.study import existing_run_storage, load_run_study, storage_errors
 

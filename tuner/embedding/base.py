@@ -215,6 +215,17 @@ class Embedder(ABC):
         self.stats.seconds += time.perf_counter() - called
         return out
 
+    def embed_uncached(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors of ``texts`` straight from the model, shape ``(len(texts), dim)``, float32, unit
+        norm: :attr:`batch_size` texts per model call in the order given, with no cache, no
+        deduplication, no batching by length and no :attr:`stats` (what :meth:`embed` adds). For
+        measuring the model itself: its throughput, or its vectors in document-order batches."""
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        return np.concatenate([_normalise(np.asarray(self._embed(texts[i:i + self.batch_size]), dtype=np.float32))
+                               for i in range(0, len(texts), self.batch_size)])
+
     def embed_chunks(self, documents: DocumentSource, chunks: Sequence[LocatedText],
                      progress: Callable[[int], None] | None = None) -> np.ndarray:
         """One unit vector per chunk, shape ``(len(chunks), dim)``: here each chunk's text,

@@ -5,7 +5,7 @@ and :attr:`~OpenAIEmbedder.max_batch_tokens` cl100k tokens), longest texts first
 than the model's input window (:attr:`~OpenAIEmbedder.max_input_tokens`) is sent truncated to it,
 as a local model truncates, and reported the same way (``truncated_chunks``). Up to
 :attr:`~OpenAIEmbedder.concurrency` requests are in flight at once; the rate-limit headers of
-every answer slow all of them down (see :class:`tuner.llm.endpoint.RateGate`), and a failed request
+every answer slow all of them down (see :class:`tuner.llm.rates.RateGate`), and a failed request
 is retried on its own. Timeouts, retries and which failures are fatal: see :mod:`tuner.llm.endpoint`.
 
 
@@ -32,7 +32,6 @@ from ..errors import EmbeddingError, InvalidParameterError
 from ..llm.endpoint import (
     MAX_READ_TIMEOUT_S,
     BadReply,
-    RateGate,
     json_reply,
     make_client,
     make_error,
@@ -41,6 +40,7 @@ from ..llm.endpoint import (
     shown,
     usable_reply,
 )
+from ..llm.rates import RateGate
 from ..schema import invalid
 from ..text.tokens import count_tokens_batch, encoding
 from .base import Embedder

@@ -7,7 +7,8 @@
   low-fidelity rungs (:func:`evaluate_rungs`), with its steps beside it: :mod:`.vectors` (embedding),
   :mod:`.ranking` (indexes and rankings), :mod:`.result` (:class:`EvaluationResult`) and
   :mod:`.window` (what the embedder leaves unread);
-* :mod:`.agreement`: how far one evaluation set can stand in for another, on the grid of :mod:`.grid`;
+* :mod:`.agreement`: how far one evaluation set can stand in for another, on the grid of :mod:`.grid`,
+  beside the team's own questions on equal terms (:mod:`.head_to_head`);
 * :mod:`.fidelity`: the stable distractor samples that multi-fidelity search climbs.
 """
 

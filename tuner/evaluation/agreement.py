@@ -13,19 +13,20 @@ by Kendall's τ-b, with a bootstrap interval over questions.
 * :func:`agreement` compares two :class:`ScoreTable` s: τ-b, its percentile interval from
   resampling each set's questions independently, and where each set's best configuration lands
   in the other's ranking;
-* :class:`HeadToHead` puts the candidate beside the reference's own questions on equal terms:
-  split the reference at random, and rank the grid on as many of the candidate's questions as on
-  one part of the reference, each against the other part. The τ-b of the reference's own part is
-  what to expect of a set of that size asked as the team's is: with few questions, or
-  configurations that score alike, two halves of a team's own questions rank the grid far from
-  identically;
+* :func:`~.head_to_head.head_to_head` (in :mod:`.head_to_head`) puts the candidate beside the
+  reference's own questions on equal terms: split the reference at random, and rank the grid on as
+  many of the candidate's questions as on one part of the reference, each against the other part.
+  The τ-b of the reference's own part is what to expect of a set of that size asked as the team's
+  is: with few questions, or configurations that score alike, two halves of a team's own questions
+  rank the grid far from identically;
 * :func:`measure_agreement` does both, after :func:`check_comparable` refused what cannot be
   compared;
 * :attr:`Agreement.verdict` and :meth:`Agreement.sentence` say what the figures mean for the
   recommendation: by the head-to-head where there is one (:data:`PARITY_CLOSER`,
   :data:`SCREEN_CLOSER`), since no fixed τ-b says how far a set of this many questions can agree
   (the team's own halves reach 0.45-0.65 against each other on the corpora measured); by τ-b
-  (:data:`STAND_IN_TAU`) only without one.
+  (:data:`STAND_IN_TAU`) only without one. The thresholds are declared once, with the figures
+  measured on them, in :mod:`tuner.data.generate.trust`.
 
 Two hand-built tables that rank three configurations the same way::
 
@@ -43,13 +44,14 @@ import dataclasses
 import math
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ..data.corpus import Corpus
 from ..data.evalset import EvaluationSet
+from ..data.generate.trust import PARITY_CLOSER, SCREEN_CLOSER, SCREEN_TAU, STAND_IN_LOW, STAND_IN_TAU
 from ..embedding import Embedder, EmbeddingCache
 from ..errors import option
 from ..schema import ParamSpec, invalid
@@ -65,8 +67,10 @@ from .grid import (
     grid_rows,
     score_grid,
 )
+from .head_to_head import MIN_QUESTIONS, SPLITS, HeadToHead, head_to_head, kendall_tau_b, tau_interval
 
-#: Names callers imported from this module before the grid had a module of its own (:mod:`.grid`).
+#: Names callers imported from this module before the grid, the head-to-head and the verdict's
+#: thresholds had modules of their own (:mod:`.grid`, :mod:`.head_to_head`, :mod:`tuner.data.generate.trust`).
 __all__ = ["GRID", "GRID_K", "MIN_CONFIGURATIONS", "MIN_QUESTIONS", "PARITY_CLOSER", "RESAMPLES_ALLOWED",
            "SCREEN_CLOSER", "SCREEN_TAU",
            "SECONDS_PER_RESAMPLE", "SPLITS", "STAND_IN_LOW", "STAND_IN_TAU", "Agreement", "AgreementError",
@@ -74,32 +78,8 @@ __all__ = ["GRID", "GRID_K", "MIN_CONFIGURATIONS", "MIN_QUESTIONS", "PARITY_CLOS
            "check_resamples", "embedded_chunkings", "grid_rows", "head_to_head", "kendall_tau_b", "measure_agreement",
            "score_grid"]
 
-#: Fewer questions than this in either set and the bootstrap has too few distinct resamples to
-#: say anything (5 questions already allow 126 distinct multisets; 3 only 10).
-MIN_QUESTIONS = 5
 #: Fewer configurations than this and τ-b can only be +1 or -1.
 MIN_CONFIGURATIONS = 3
-
-#: τ-b at which one set can stand in for the other: the target of issue 49, below the 0.82-0.86
-#: reported between synthetic and human query sets (TREC DL 2023).
-STAND_IN_TAU = 0.7
-#: ... provided the interval's low end is at least this: at τ = 0.5 three pairs of configurations
-#: are still ordered alike for every pair ordered the other way.
-STAND_IN_LOW = 0.5
-#: Below :data:`STAND_IN_TAU` but at least this, the sets agree roughly: good enough to shortlist.
-SCREEN_TAU = 0.4
-#: With a head-to-head, the verdict follows it: a candidate that ranks closer to the reference's
-#: held-out questions than an equal share of the reference's own in at least this share of the
-#: splits (ties counted half) is as good a stand-in as that share of the team's own questions. A
-#: set asked as the team asks lands near 0.5, on either side: the realdocs users'-style set, whose
-#: median tau-b equalled the team's own (0.45 and 0.45), came closer in 48% of the splits
-#: (docs/results/generated-questions.md), so parity is read from 0.45, not from exactly half.
-PARITY_CLOSER = 0.45
-#: ... below :data:`PARITY_CLOSER` but at least this: good enough to shortlist; below it, do not
-#: rely on the candidate (the Valgrind sets came closer in 4-5% of the splits).
-SCREEN_CLOSER = 0.25
-#: Random splits of the reference for :class:`HeadToHead`.
-SPLITS = 1000
 #: The bootstrap resamples an interval takes: at least 100 for the ends of a 95% interval, and at
 #: most 20,000, beyond which its ends no longer move in the two decimals shown (the standard error
 #: of the 2.5% quantile's level is then 0.1 point) while each resample costs about 0.3 ms: a
@@ -140,132 +120,6 @@ def _placement(best_of: ScoreTable, on: ScoreTable) -> Placement:
     ranks, scores = on.ranks[tied], on.means[tied]
     return Placement(tuple(best_of.labels[i] for i in tied), (int(ranks.min()), int(ranks.max())), len(on.labels),
                      (float(scores.min()), float(scores.max())), float(on.means.max()))
-
-
-@dataclass(frozen=True)
-class HeadToHead:
-    """The candidate beside the reference's own questions, on equal terms (see :func:`head_to_head`).
-
-    Attributes:
-        size: questions on each side in every split: as many of the candidate's as of the
-            reference's own (the candidate's all, or half the reference, whichever is fewer).
-        held_out: the reference's other questions, against whose ranking both are compared.
-        candidate_taus: per split, τ-b between ``size`` of the candidate's questions and the held-out
-            ones (nan where either ranks nothing).
-        own_taus: per split, τ-b between ``size`` of the reference's own and the held-out ones.
-    """
-
-    size: int
-    held_out: int
-    candidate_taus: np.ndarray = field(repr=False)
-    own_taus: np.ndarray = field(repr=False)
-
-    @property
-    def splits(self) -> int:
-        return len(self.own_taus)
-
-    @property
-    def candidate_median(self) -> float:
-        return _median(self.candidate_taus)
-
-    @property
-    def own_median(self) -> float:
-        """How closely ``size`` of the reference's questions rank the grid as its other questions
-        do: what to expect of a set of ``size`` questions asked as the reference's are."""
-        return _median(self.own_taus)
-
-    @property
-    def _both_defined(self) -> np.ndarray:
-        return ~(np.isnan(self.candidate_taus) | np.isnan(self.own_taus))
-
-    @property
-    def compared(self) -> int:
-        """The splits in which both sides rank something (both τ-b defined)."""
-        return int(np.sum(self._both_defined))
-
-    @property
-    def closer(self) -> float:
-        """The share of the :attr:`compared` splits in which the candidate ranks closer to the
-        held-out questions than the reference's own part does, a tie counted half: about 0.5 for
-        a candidate drawn as the reference is (nan when no split compares)."""
-        both = self._both_defined
-        if not both.any():
-            return math.nan
-        made, own = self.candidate_taus[both], self.own_taus[both]
-        return float(np.mean((made > own) + 0.5 * (made == own)))
-
-    def sentence(self, made: str, own: str) -> str:
-        """The comparison in one sentence, and what it means where the reference's own parts do
-        not reach :data:`STAND_IN_TAU` against the rest."""
-        splits = f"{self.splits} random splits of {own} into {self.size} and {self.held_out} questions"
-        if self.compared == 0:
-            return (f"On equal terms ({splits}): no split compares, because in each of them a part of {own} or "
-                    f"{self.size} of {made} score every configuration the same.")
-        among = "" if self.compared == self.splits else f" of the {self.compared} where both rank something"
-        said = (f"On equal terms ({splits}): against the {self.held_out}, {self.size} of {made} rank the "
-                f"configurations at tau-b {self.candidate_median:.2f} (median) and the other {self.size} of {own} "
-                f"at {self.own_median:.2f}; {made} ranks closer in {self.closer:.0%} of the splits{among} (ties "
-                "counted half).")
-        if self.own_median < STAND_IN_TAU:
-            said += (f" {self.size} of {own}'s own questions do not reach tau-b {STAND_IN_TAU} against the rest "
-                     f"either: with {self.size} questions a side the configurations score too close together to "
-                     f"be ranked reliably, so compare {made}'s {self.candidate_median:.2f} with "
-                     f"{self.own_median:.2f}, not with {STAND_IN_TAU}.")
-        return said
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"size": self.size, "held_out": self.held_out, "splits": self.splits,
-                "candidate_median": self.candidate_median, "own_median": self.own_median,
-                "candidate_interval": _percentiles(self.candidate_taus),
-                "own_interval": _percentiles(self.own_taus), "compared": self.compared, "closer": self.closer}
-
-
-def _median(taus: np.ndarray) -> float:
-    return float(np.nanmedian(taus)) if not np.all(np.isnan(taus)) else math.nan
-
-
-def _percentiles(taus: np.ndarray, confidence: float = 0.95) -> list[float]:
-    if np.all(np.isnan(taus)):
-        return [math.nan, math.nan]
-    tail = (1 - confidence) / 2 * 100
-    return [float(v) for v in np.nanpercentile(taus, [tail, 100 - tail])]
-
-
-def head_to_head(candidate: ScoreTable, reference: ScoreTable, *, splits: int = SPLITS,
-                 seed: int = 0) -> HeadToHead | None:
-    """The candidate against the reference's own questions, on equal terms: ``splits`` times, the
-    reference's questions are shuffled into ``size`` of its own and the others held out, ``size``
-    of the candidate's are drawn without replacement, and each side's ranking of the grid is
-    compared (τ-b) with the held-out ones'. ``size`` is the candidate's number of questions or half
-    the reference's, whichever is fewer, so that both sides rank on as many questions; ``None``
-    where the reference is too small to split into two parts of :data:`MIN_QUESTIONS`.
-
-    A candidate that asks as the team does ranks closer than the team's own part in about half of
-    the splits (ties counted half); the own part's τ-b is what to expect of a set asked as the
-    team's is, at this many questions.
-
-    Two sets that rank every question alike: every split agrees fully on both sides.
-
-        >>> own = ScoreTable("own", ("a", "b", "c"), np.array([[0.2, 0.5, 0.9]] * 10))
-        >>> found = head_to_head(own, own, splits=50)
-        >>> (found.size, found.held_out, found.candidate_median, found.own_median, found.closer)
-        (5, 5, 1.0, 1.0, 0.5)
-    """
-    size = min(candidate.questions, reference.questions // 2)
-    if size < MIN_QUESTIONS:
-        return None
-    rng = np.random.default_rng(seed)
-    candidate_taus, own_taus = np.empty(splits), np.empty(splits)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # a part that ranks nothing has no τ-b: nan, counted as such
-        for i in range(splits):
-            shuffled = rng.permutation(reference.questions)
-            own, held_out = shuffled[:size], shuffled[size:]
-            drawn = rng.choice(candidate.questions, size, replace=False)
-            held_means = reference.scores[held_out].mean(axis=0)
-            candidate_taus[i] = kendall_tau_b(candidate.scores[drawn].mean(axis=0), held_means)
-            own_taus[i] = kendall_tau_b(reference.scores[own].mean(axis=0), held_means)
-    return HeadToHead(size, reference.questions - size, candidate_taus, own_taus)
 
 
 @dataclass(frozen=True)
@@ -390,20 +244,6 @@ class Agreement:
         }
 
 
-def kendall_tau_b(x: np.ndarray, y: np.ndarray) -> float:
-    """Kendall's τ-b of two score vectors (nan when either ranks everything the same).
-
-    scipy's, not our own: it handles ties in both vectors (τ-b) in O(n log n), and is the
-    figure the literature (and the issue's targets) report.
-
-    >>> round(kendall_tau_b(np.array([1.0, 2.0, 3.0]), np.array([0.1, 0.3, 0.2])), 3)
-    0.333
-    """
-    from scipy.stats import kendalltau
-
-    return float(kendalltau(x, y, variant="b").statistic)
-
-
 def agreement(candidate: ScoreTable, reference: ScoreTable, *, resamples: int = 2000, confidence: float = 0.95,
               seed: int = 0, splits: int = SPLITS) -> Agreement:
     """τ-b between the rankings of ``candidate`` and ``reference`` (by mean score), and its
@@ -452,7 +292,7 @@ def agreement(candidate: ScoreTable, reference: ScoreTable, *, resamples: int = 
     if undefined == 0:
         interval = (float(found.confidence_interval.low), float(found.confidence_interval.high))
     else:  # the same percentiles over the resamples that ranked something (nan when none did)
-        interval = tuple(_percentiles(taus, confidence))
+        interval = tuple(tau_interval(taus, confidence))
     return Agreement(candidate, reference, tau, interval, confidence, resamples, undefined,
                      head_to_head(candidate, reference, splits=splits, seed=seed) if splits else None)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -26,6 +26,7 @@ from ..errors import EmbeddingError
 from ..retrieval.config import RetrievalConfig
 from ..retrieval.context import contextualize, header_of
 from ..retrieval.llm_context import context_client
+from ..retrieval.methods import dependent_options, retrieval_method
 from ..text.tokens import count_span, count_tokens_batch
 from .config import EvaluationConfig
 from .fidelity import FULL, Fidelity, distractor_sample, holding_references
@@ -51,6 +52,7 @@ def evaluate(corpora: Corpus | Sequence[Corpus], evaluation_set: EvaluationSet,
              method: str | None = None, fusion: str | None = None, alpha: float | None = None,
              rrf_k: int | None = None, context: str | None = None,
              rerank: str | None = None, candidates: int | None = None,
+             retrieval_options: Mapping[str, Any] | None = None,
              fidelity: float = 1.0, fidelity_seed: int = 0,
              on_progress: Callable[[int, int], None] | None = None,
              **chunker_params: Any) -> EvaluationResult:
@@ -77,6 +79,8 @@ def evaluate(corpora: Corpus | Sequence[Corpus], evaluation_set: EvaluationSet,
         fusion: a hybrid's fusion, ``"rrf"`` (with ``rrf_k``) or ``"weighted"`` (with ``alpha``).
         alpha: the dense share of a weighted fusion.
         rrf_k: the constant of reciprocal-rank fusion.
+        retrieval_options: the method's own options (:class:`~tuner.retrieval.methods.MethodOption`) by
+            name, for any method (``fusion``, ``alpha`` and ``rrf_k`` above are a hybrid's).
         context: the context header, ``"none"``, ``"title"``, ``"headings"`` or ``"llm"`` (written by
             the LLM endpoint every LLM feature uses; see :mod:`tuner.retrieval.llm_context`).
         rerank: the folder of a saved cross-encoder that reorders ``candidates`` first-stage chunks
@@ -102,7 +106,7 @@ def evaluate(corpora: Corpus | Sequence[Corpus], evaluation_set: EvaluationSet,
     corpus_list = [corpora] if isinstance(corpora, Corpus) else list(corpora)
     config = _merge_config(config, chunker, chunker_params, k, unit, scope, index, embedder, copies,
                            {"method": method, "fusion": fusion, "alpha": alpha, "rrf_k": rrf_k, "context": context,
-                            "rerank": rerank, "candidates": candidates})
+                            "rerank": rerank, "candidates": candidates, **(retrieval_options or {})})
     if cache is True:
         cache = EmbeddingCache()
     elif cache is False:
@@ -355,11 +359,13 @@ def _merge_config(config, chunker, chunker_params, k, unit, scope, index, embedd
         retrieval.update(rerank=stage["model"], candidates=stage["candidates"])
     if given.get("rerank") == "none":  # no reranker: its candidates go with it
         retrieval.pop("candidates", None)
-    if given.get("method", retrieval.get("method", "dense")) != retrieval.get("method", "dense") or (
-            given.get("fusion", retrieval.get("fusion")) != retrieval.get("fusion")):
-        # Another method or fusion: the base's fusion parameters do not carry over.
-        for key in ("fusion", "alpha", "rrf_k"):
-            retrieval.pop(key, None)
+    base_method = retrieval.get("method", "dense")
+    if given.get("method", base_method) != base_method:  # another method: the base's options do not carry over
+        for option in retrieval_method(base_method).options:
+            retrieval.pop(option.name, None)
+    else:  # an option given another value: the base's options that apply only under its old value go with it
+        for name in dependent_options(name for name, value in given.items() if retrieval.get(name, value) != value):
+            retrieval.pop(name, None)
     retrieval.update(given)
     retrieval.update({key: value for key, value in (("k", k), ("scope", scope), ("index", index))
                       if value is not None})

@@ -2,9 +2,9 @@
 
 A :class:`Metric` says everything the rest of chunkwise needs to know about a metric: its name
 and label, whether more is better, whether it is a count (tokens) or a fraction, how it becomes a
-utility in the weighted score, its default weight, and whether exports copy it. Weights, trial
-records, exports, reports, Pareto axes and the command line all read these declarations; none
-keeps a list of metric names of its own.
+utility in the weighted score (its own ``half``), its default weight, and whether exports copy it.
+Weights, scales, trial records, exports, reports, Pareto axes and the command line all read these
+declarations; none keeps a list of metric names of its own.
 
 The built-in metrics (recall, precision, IoU, precision-Ω, hit rate, MRR, nDCG, doc recall,
 context tokens) are computed together by :func:`tuner.evaluation.metrics.score`, the one
@@ -31,6 +31,7 @@ from typing import Any
 
 from .._plugins import load_plugins
 from ..errors import InvalidParameterError
+from ..schema import ParamSpec, check_value
 
 
 @dataclass(frozen=True)
@@ -39,9 +40,12 @@ class Metric:
 
     ``count``: a count (cl100k tokens), shown as a number, never as a percentage.
     ``higher_is_better``: a Pareto axis maximises it (else minimises it).
-    ``scale``: the field of :class:`tuner.tuning.core.objective.Scales` at which its utility is one
-    half (``x / (x + half)`` when more is better, ``half / (x + half)`` when less is); ``None``:
-    the metric is a fraction in [0, 1] and is its own utility.
+    ``half``: the value at which its utility is one half (``x / (x + half)`` when more is better,
+    ``half / (x + half)`` when less is), by default: a study's ``scales`` may set another
+    (:class:`tuner.tuning.core.objective.Scales`, under the key ``scale``); ``None``: the metric is
+    a fraction in [0, 1] and is its own utility. A count, or a metric better when smaller, needs one.
+    ``scale``: the key of :class:`~tuner.tuning.core.objective.Scales` holding its half:
+    ``<name>_half`` for a metric with a ``half`` (or another metric's key, to share its half).
     ``default_weight``: its weight in the score when the user names none.
     ``exported``: an export copies its mean (and its spread with ``export_spread``).
     ``per_k``: it depends on the cut-off ``k`` (precision-Ω does not).
@@ -54,11 +58,16 @@ class Metric:
     higher_is_better: bool = True
     count: bool = False
     scale: str | None = None
+    half: float | None = None
     default_weight: float = 0.0
     exported: bool = True
     export_spread: bool = False
     per_k: bool = True
     compute: Callable[[Any], Any] | None = None
+
+    def __post_init__(self) -> None:
+        if self.half is not None and self.scale is None:
+            object.__setattr__(self, "scale", f"{self.name}_half")
 
     def utility(self, value: Any, half: float | None) -> Any:
         """``value`` on the 0-1 utility scale of the weighted score (``half``: its scale's value)."""
@@ -86,8 +95,14 @@ def register_metric(declared: Metric) -> Metric:
     if declared.name in ("latency", "cost", "score"):
         raise InvalidParameterError(f"{declared.name!r} is not a per-query metric name (it is taken by the score)")
     if declared.scale is None and (declared.count or not declared.higher_is_better):
-        raise InvalidParameterError(f"metric {declared.name!r} is a count or better when smaller: give it a scale (the "
-                         "Scales field at which its utility is one half), or it cannot enter the score")
+        raise InvalidParameterError(f"metric {declared.name!r} is a count or better when smaller: give it a half (the "
+                                    "value at which its utility is one half), or it cannot enter the score")
+    if declared.half is not None:
+        check_value(ParamSpec(float, above=0), declared.half, f"metric {declared.name!r}: half")
+        taken = [m.name for m in _METRICS.values() if m.half is not None and m.scale == declared.scale]
+        if taken:
+            raise InvalidParameterError(f"metric {declared.name!r}: the scale {declared.scale!r} is already metric "
+                                        f"{taken[0]!r}'s")
     _METRICS[declared.name] = declared
     return declared
 
@@ -112,6 +127,11 @@ def metric(name: str) -> Metric:
         raise InvalidParameterError(f"unknown metric {name!r}; available: {', '.join(metric_names())}") from None
 
 
+def scale_names() -> tuple[str, ...]:
+    """The scale of every registered metric that declares a half, in registration order."""
+    return tuple(m.scale for m in metrics() if m.half is not None)
+
+
 def label(name: str) -> str:
     """How tables, plots and the dashboard label metric ``name``."""
     return metric(name).label
@@ -120,12 +140,12 @@ def label(name: str) -> str:
 for _declared in (
     Metric("recall", "recall", default_weight=1.0, export_spread=True),
     Metric("precision", "precision", export_spread=True),
-    Metric("iou", "IoU", scale="iou_half", default_weight=0.5, export_spread=True),
+    Metric("iou", "IoU", half=0.05, default_weight=0.5, export_spread=True),
     Metric("precision_omega", "precision-Ω", export_spread=True, per_k=False),
     Metric("hit_rate", "hit rate"),
     Metric("mrr", "MRR"),
     Metric("ndcg", "nDCG"),
     Metric("doc_recall", "doc recall"),
-    Metric("context_tokens", "context tokens", higher_is_better=False, count=True, scale="context_tokens_half"),
+    Metric("context_tokens", "context tokens", higher_is_better=False, count=True, half=1000.0),
 ):
     register_metric(_declared)

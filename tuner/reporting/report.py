@@ -62,6 +62,12 @@ AXES = (Axis("context tokens per query", False, lambda r: r.context_tokens, slug
         Axis("IoU", True, lambda r: r.iou, log=True, slug="iou"),
         Axis("cost, $ per 1,000 queries", False, lambda r: r.cost_usd_per_1k_queries, slug="cost"))
 RECALL = PlotAxis.of_metric("recall")
+#: The metrics the table of Pareto-optimal configurations always shows (with latency, cost and the score).
+PARETO_COLUMNS = ("recall", "iou", "mrr", "ndcg", "doc_recall", "context_tokens")
+#: The metrics the table of the top configurations against the default always shows.
+COMPARED = ("recall", "iou")
+#: The metrics the table of the best configuration against the default always shows.
+BEST_ROWS = ("recall", "precision", "iou", "precision_omega", "hit_rate", "mrr", "ndcg", "doc_recall", "context_tokens")
 #: The context budgets (cl100k tokens handed to the reader per question) of the equal-budget table.
 BUDGETS = (500, 1000, 2000, 4000)
 
@@ -141,6 +147,7 @@ def _corpus_section(study: optuna.Study, out: Path, *, top: int, bootstrap: int,
     axes = settings.pareto
     axis_labels = " against ".join(metric_label(a) for a in axes)
     shorts = [axis.label.split(",")[0] for axis in AXES]
+    extra = _weighed_beyond(settings, PARETO_COLUMNS)  # every metric the weights name has a column
     lines += [
         f"{settings.queries} queries; {len(trials)} evaluated configurations; embedder "
         f"{settings.embedder.provider}:{settings.embedder.model}; unit {settings.unit}; "
@@ -159,8 +166,8 @@ def _corpus_section(study: optuna.Study, out: Path, *, top: int, bootstrap: int,
         f"### Pareto-optimal configurations ({axis_labels}, on the search questions)",
         "",
         "| trial | configuration | recall | IoU | MRR | nDCG | doc recall | context tokens | latency ms "
-        "| cost $/1k queries | score |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| cost $/1k queries | score |" + "".join(f" {metric_label(name)} |" for name in extra),
+        "|---|---|---|---|---|---|---|---|---|---|---|" + "---|" * len(extra),
     ]
     front = pareto([tuple(_metric(t, a) for a in axes) for t in trials],
                    tuple(declared_metric(a).higher_is_better for a in axes))
@@ -171,7 +178,8 @@ def _corpus_section(study: optuna.Study, out: Path, *, top: int, bootstrap: int,
             mark += " (breaks the constraints)"
         lines.append(f"| {r.number} | {r.label()}{mark} | {r.recall:.1%} | {r.iou:.2%} | {_share(r.mrr)} | "
                      f"{_share(r.ndcg)} | {_share(r.doc_recall)} | {r.context_tokens:.0f} | {r.latency_ms:.0f} | "
-                     f"{r.cost_usd_per_1k_queries:.3f} | {r.score:.4f} |")
+                     f"{r.cost_usd_per_1k_queries:.3f} | {r.score:.4f} |"
+                     + "".join(f" {_shown(name, _metric(r, name))} |" for name in extra))
     lines += ["", *_budget_lines(trials, bootstrap, seed), ""]
     lines += [*comparison, ""]
     return lines
@@ -179,6 +187,24 @@ def _corpus_section(study: optuna.Study, out: Path, *, top: int, bootstrap: int,
 
 def _metric(record: TrialRecord, name: str) -> float:
     return record.context_tokens if name == "context_tokens" else record.metric(name)
+
+
+def _weighed_beyond(settings: StudySettings, shown: tuple[str, ...]) -> list[str]:
+    """The metrics the study's weights name that a table does not show already (its ``shown``): a
+    table adds a column, or a row, for each."""
+    return [name for name in settings.weights.metrics() if name not in shown]
+
+
+def _shown(name: str, value: float) -> str:
+    """A value of metric ``name`` as its declaration says: a count as a number, a fraction as a percentage."""
+    if np.isnan(value):
+        return "n/a"
+    return f"{value:,.1f}" if declared_metric(name).count else f"{value:.1%}"
+
+
+def _difference(name: str, diff: float) -> str:
+    """A difference in metric ``name``: in its own units for a count, in points for a fraction."""
+    return f"{diff:+,.1f}" if declared_metric(name).count else f"{diff * 100:+.1f} points"
 
 
 def _share(value: float) -> str:
@@ -316,6 +342,7 @@ def _comparison(study: optuna.Study, settings: StudySettings, trials: list[Trial
                                                        settings.weights, settings.scales, search=search))
     rng = np.random.default_rng(seed)
     n = len(evalset)
+    compared = [*COMPARED, *_weighed_beyond(settings, COMPARED)]
     lines = [
         f"### Top {len(ranked)} configurations against the token {BASELINE[1]}/{BASELINE[2]} default (k={BASELINE_K})",
         "",
@@ -325,27 +352,32 @@ def _comparison(study: optuna.Study, settings: StudySettings, trials: list[Trial
         "read them with the held-out check and the cross-validated gain below. ✓ / ✗: significantly above / below "
         f"the default by the paired sign-flip test at {CONFIDENCE:.0%} (in-sample too).",
         "",
-        "| configuration | recall | IoU | Δ recall vs default | Δ IoU vs default |",
-        "|---|---|---|---|---|",
+        "| configuration | " + " | ".join(metric_label(m) for m in compared) + " | "
+        + " | ".join(f"Δ {metric_label(m)} vs default" for m in compared) + " |",
+        "|---|" + "---|" * 2 * len(compared),
     ]
+    smaller = [metric_label(m) for m in compared if not declared_metric(m).higher_is_better]
+    if smaller:  # the legend's "above" is "better" for the others
+        lines[-4] += f" For {', '.join(smaller)} (better when smaller), ✓ / ✗ mark significantly below / above."
     for record, scores in zip(ranked, per_query):
-        cells = []
-        for metric in ("recall", "iou"):
-            low, high = bootstrap_mean_ci(scores[metric], rng, bootstrap)
-            cells.append(f"{scores[metric].mean():.1%} [{low:.1%}, {high:.1%}]")
-        for metric in ("recall", "iou"):
+        cells = [_interval(m, scores.get(m), rng, bootstrap) for m in compared]
+        for metric in compared:
+            if metric not in scores:  # recorded before the metric existed
+                cells.append("n/a")
+                continue
             diff = scores[metric] - baseline[metric]
             low, high = bootstrap_mean_ci(diff, rng, bootstrap)
             # The mark says "significant", so it comes from the sign-flip test, not the interval.
             test = sign_flip_test(diff, seed=seed)
-            verdict = "" if not test.significant(CONFIDENCE) else " ✓" if test.mean > 0 else " ✗"
-            cells.append(f"{diff.mean() * 100:+.1f} pts [{low * 100:+.1f}, {high * 100:+.1f}]{verdict}")
+            better = test.mean > 0 if declared_metric(metric).higher_is_better else test.mean < 0
+            verdict = "" if not test.significant(CONFIDENCE) else " ✓" if better else " ✗"
+            if declared_metric(metric).count:
+                cells.append(f"{diff.mean():+,.1f} [{low:+,.1f}, {high:+,.1f}]{verdict}")
+            else:
+                cells.append(f"{diff.mean() * 100:+.1f} pts [{low * 100:+.1f}, {high * 100:+.1f}]{verdict}")
         lines.append(f"| trial {record.number}: {record.label()} | " + " | ".join(cells) + " |")
-    base_cells = []
-    for metric in ("recall", "iou"):
-        low, high = bootstrap_mean_ci(baseline[metric], rng, bootstrap)
-        base_cells.append(f"{baseline[metric].mean():.1%} [{low:.1%}, {high:.1%}]")
-    lines.append(f"| {BASELINE_LABEL} | " + " | ".join(base_cells) + " | | |")
+    base_cells = [_interval(m, baseline[m], rng, bootstrap) for m in compared]
+    lines.append(f"| {BASELINE_LABEL} | " + " | ".join(base_cells) + " |" + " |" * len(compared))
     lines += ["", *_selection_lines(study, best)]
     b, d = best, base
     lines += [
@@ -374,9 +406,22 @@ def _comparison(study: optuna.Study, settings: StudySettings, trials: list[Trial
         f"{_ratio(b.latency_ms, d.latency_ms)} |",
         f"| cost per 1,000 queries | ${b.cost_usd_per_1k_queries:.3f} | ${d.cost_usd_per_1k_queries:.3f} | "
         f"{_ratio(b.cost_usd_per_1k_queries, d.cost_usd_per_1k_queries)} |",
+        *[f"| {metric_label(name)} | {_shown(name, _metric(b, name))} | {_shown(name, _metric(d, name))} | "
+          f"{_difference(name, _metric(b, name) - _metric(d, name))} |"
+          for name in _weighed_beyond(settings, BEST_ROWS)],
         f"| weighted score | {b.score:.4f} | {d.score:.4f} | {(b.score - d.score):+.4f} |",
     ]
     return lines, base
+
+
+def _interval(name: str, values: np.ndarray | None, rng: np.random.Generator, bootstrap: int) -> str:
+    """The mean of metric ``name`` over the questions with its bootstrap interval ("n/a" when not recorded)."""
+    if values is None:
+        return "n/a"
+    low, high = bootstrap_mean_ci(values, rng, bootstrap)
+    if declared_metric(name).count:
+        return f"{values.mean():,.1f} [{low:,.1f}, {high:,.1f}]"
+    return f"{values.mean():.1%} [{low:.1%}, {high:.1%}]"
 
 
 def _selection_lines(study: optuna.Study, best: TrialRecord) -> list[str]:

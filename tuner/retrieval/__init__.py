@@ -1,7 +1,7 @@
 """Retrieval: how chunks are found for a question, scored the same way in evaluation and production.
 
-* :mod:`.methods`: the method registry (``dense``, ``bm25``, ``hybrid``) and :func:`retrieve`,
-  the one ranking path;
+* :mod:`.methods`: the method registry (``dense``, ``bm25``, ``hybrid``), each method with the
+  options it declares (:class:`MethodOption`), and :func:`retrieve`, the one ranking path;
 * :mod:`.indexes`: vector indexes (exact numpy search, chromadb); :mod:`.bm25`: the BM25 index;
   :mod:`.fusion`: reciprocal-rank and weighted fusion; :mod:`.ranking`: rankings and ties;
 * :mod:`.context`: context headers (document title or heading path) prepended to what is indexed;
@@ -16,7 +16,15 @@ from .config import SCOPES, RetrievalConfig
 from .context import CONTEXTS, Outline, context_header, contextualize, with_header
 from .fusion import DEFAULT_ALPHA, DEFAULT_RRF_K, FUSION_DEPTH, FUSIONS, fuse_rrf, fuse_weighted
 from .indexes import INDEX_BACKENDS, ChromaIndex, CollectionIndex, NumpyIndex, VectorIndex, make_index
-from .methods import RetrievalMethod, method_names, register_method, retrieval_method, retrieve
+from .methods import (
+    MethodOption,
+    RetrievalMethod,
+    method_names,
+    method_options,
+    register_method,
+    retrieval_method,
+    retrieve,
+)
 from .ranking import Ranked, top_rows
 from .rerank import DEFAULT_CANDIDATES, load_cross_encoder, rerank
 
@@ -34,6 +42,7 @@ __all__ = [
     "BM25Index",
     "ChromaIndex",
     "CollectionIndex",
+    "MethodOption",
     "NumpyIndex",
     "Outline",
     "Ranked",
@@ -48,6 +57,7 @@ __all__ = [
     "load_cross_encoder",
     "make_index",
     "method_names",
+    "method_options",
     "register_method",
     "rerank",
     "retrieval_method",

@@ -16,6 +16,7 @@ Each layer imports only its own and those below (``tests/test_structure.py`` hol
 
 from ..errors import StudyError
 from .core.objective import Rates, Scales, Weights, weighted_score
+from .core.points import read_point
 from .core.records import TrialRecord, best_trial, select_trial
 from .outcome.selection import baseline_records
 from .outcome.summary import CorpusOutcome
@@ -66,6 +67,7 @@ __all__ = [
     "make_storage",
     "paired_tests",
     "parse_search_space",
+    "read_point",
     "resolve_rates",
     "run_studies",
     "run_study_spec",

@@ -29,6 +29,9 @@ how it becomes a utility:
 * ``u_iou = IoU / (IoU + iou_half)`` (0.5 at ``iou_half``; IoU values are small, so a
   saturating scale keeps their differences visible);
 * ``u_context_tokens = context_tokens_half / (context_tokens + context_tokens_half)``;
+* any other metric that declares a ``half`` (a count, or one better when smaller):
+  ``x / (x + <metric>_half)``, or ``<metric>_half / (x + <metric>_half)`` when smaller is better,
+  its half the declared one unless the study's ``scales`` set it (:class:`Scales`);
 * ``u_latency = latency_half_s / (latency_s + latency_half_s)``;
 * ``u_cost = cost_half_usd / (cost_usd_per_1k + cost_half_usd)``;
 * ``score = Σ w·u / Σ w``.
@@ -49,6 +52,7 @@ from typing import Any
 from ...errors import InvalidParameterError, option, shown
 from ...evaluation.registry import metric, metric_names, metrics
 from ...schema import ParamSpec, check_keys, check_settings, check_value, field_names, setting
+from .scales import Scales
 
 #: What a weight may name besides the per-query metrics: the modelled latency and cost, with
 #: their default weights.
@@ -216,31 +220,15 @@ class Rates:
         return asdict(self)
 
 
-@dataclass(frozen=True)
-class Scales:
-    """Where each utility is one half (see the module docstring)."""
-
-    iou_half: float = setting(0.05, float, above=0)
-    latency_half_s: float = setting(1.0, float, above=0)
-    cost_half_usd: float = setting(1.0, float, above=0)
-    context_tokens_half: float = setting(1000.0, float, above=0)
-
-    def __post_init__(self) -> None:
-        check_settings(self, "scales")
-
-    @classmethod
-    def from_dict(cls, data: Any, where: str = "scales") -> Scales:
-        return _from_mapping(cls, data, where)
-
-
 def _weights_from_items(items: tuple[tuple[str, float], ...]) -> Weights:
     return Weights(**dict(items))
 
 
 def metric_utility(name: str, value: Any, scales: Scales) -> Any:
-    """Metric ``name``'s ``value`` on the 0-1 utility scale its declaration gives it."""
+    """Metric ``name``'s ``value`` on the 0-1 utility scale its declaration gives it (its half from
+    ``scales``)."""
     declared = metric(name)
-    return declared.utility(value, None if declared.scale is None else getattr(scales, declared.scale))
+    return declared.utility(value, None if declared.scale is None else scales.half(declared.scale))
 
 
 def utilities(recall: float, iou: float, latency_s: float, cost_usd_per_1k: float,
@@ -285,7 +273,7 @@ def utility_slope(name: str, value: Any, scales: Scales) -> Any:
     ``half / (x + half)**2`` for IoU's ``x / (x + half)``. Paired tests weigh each question's
     difference in a metric by it, so a non-linear utility enters as it does near that value."""
     declared = metric(name)
-    return declared.utility_slope(value, None if declared.scale is None else getattr(scales, declared.scale))
+    return declared.utility_slope(value, None if declared.scale is None else scales.half(declared.scale))
 
 
 @dataclass(frozen=True)

@@ -23,11 +23,11 @@ import numpy as np
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from ...errors import StudyError, as_json, option
+from ...errors import StudyError, option
 from ...evaluation.registry import metric_names, metrics
-from ...retrieval.config import RetrievalConfig
-from ...schema import invalid, setting_spec
+from ...retrieval.config import RetrievalConfig, query_time_settings
 from .objective import Constraints
+from .points import find_point
 
 # --- study attributes --------------------------------------------------------------------------
 #: The settings that define a study's results (JSON; see :class:`.settings.StudySettings`).
@@ -62,12 +62,10 @@ CLIMB_BUDGET_ATTR = "not_climbed_for_budget_s"
 CONFIRMS_ATTR = "confirms_trial"
 #: With an inner loop (:mod:`..scoring.inner`): every point the trial scored, its query-time settings and metrics.
 INNER_POINTS_ATTR = "inner_points"
-#: The settings that name a point of an inner loop, and how a value given as text reads.
-POINT_SETTINGS: dict[str, type] = {"k": int, "fusion": str, "alpha": float, "rrf_k": int}
-#: How each of :data:`POINT_SETTINGS` is written when a message shows one.
-POINT_EXAMPLES: dict[str, Any] = {"k": 3, "fusion": "weighted", "alpha": 0.7, "rrf_k": 60}
 #: Set on the trials of the baselines (:mod:`.baselines`): the baseline's name.
 BASELINE_ATTR = "baseline"
+#: Set on a warm re-tune's queued trials (:mod:`..study.versions`): the earlier version's trial it repeats.
+WARM_ATTR = "warm_from"
 #: Set on a trial pruned, before it claimed a slot, because the time budget could not fit it.
 BUDGET_ATTR = "out_of_budget"
 #: Why a trial failed (a user-facing message).
@@ -209,30 +207,15 @@ class TrialRecord:
     def at_point(self, wanted: dict[str, Any]) -> TrialRecord:
         """This trial at another point of its inner loop (:mod:`tuner.tuning.scoring.inner`): ``wanted``
         names it (``{"k": 3}``, ``{"k": "3", "fusion": "weighted", "alpha": "0.7"}``); a setting left out is
-        the trial's own (a fusion given without its parameter takes none of the trial's)."""
-        given = read_point(wanted)
-        points = self.attrs.get(INNER_POINTS_ATTR)
-        if not points or self.config is None:
-            raise StudyError(f"trial {self.number} scored no inner loop: its one point is its own configuration")
-        own = {name: value for name, value in self.config["retrieval"].items() if name in POINT_SETTINGS}
-        if "fusion" in given:
-            own = {"k": own["k"]}
-        target = {**own, **given}
-
-        def same(point: dict[str, Any]) -> bool:
-            return all(name in point and (abs(point[name] - value) < 1e-9 if isinstance(value, float)
-                                          else point[name] == value) for name, value in target.items())
-
-        match = next((point for point in points if same(point)
-                      and set(point) & set(POINT_SETTINGS) == set(target)), None)
-        if match is None:
-            seen = {name: sorted({point[name] for point in points if name in point}) for name in POINT_SETTINGS}
-            allowed = "; ".join(f"{name} {', '.join(map(str, values))}" for name, values in seen.items() if values)
-            raise StudyError(f"trial {self.number} scored no point {as_json(target)} (its points: {allowed})")
-        retrieval = {**{name: value for name, value in self.config["retrieval"].items() if name not in POINT_SETTINGS},
-                     **{name: match[name] for name in POINT_SETTINGS if name in match}}
+        the trial's own (a fusion given without its parameter takes none of the trial's; see
+        :func:`.points.find_point`)."""
+        settings = query_time_settings()
+        match = find_point(self.number, self.attrs.get(INNER_POINTS_ATTR),
+                           None if self.config is None else self.config["retrieval"], wanted)
+        retrieval = {**{name: value for name, value in self.config["retrieval"].items() if name not in settings},
+                     **{name: match[name] for name in settings if name in match}}
         config = {**self.config, "retrieval": retrieval}
-        metrics = {name: value for name, value in match.items() if name not in POINT_SETTINGS}
+        metrics = {name: value for name, value in match.items() if name not in settings}
         config_key = json.dumps(config, sort_keys=True)
         return dataclasses.replace(self, k=match["k"], score=match[SCORE_ATTR], metrics=metrics, config=config,
                                    config_key=config_key, stored_per_query=None,
@@ -325,34 +308,6 @@ class TrialRecord:
     def _retrieval(self, separator: str) -> str:
         retrieval = self.attrs.get("retrieval")
         return f"{separator}{retrieval}" if isinstance(retrieval, str) and retrieval != default_retrieval() else ""
-
-
-def read_point(wanted: dict[str, Any]) -> dict[str, Any]:
-    """The settings of a point of an inner loop (:meth:`TrialRecord.at_point`), each read as its
-    kind (``{"k": "3"}`` as ``{"k": 3}``); an unknown setting or a value that does not read is one
-    message naming it and what is allowed, before any study is opened.
-
-    >>> read_point({"k": "3", "alpha": "0.5"})
-    {'k': 3, 'alpha': 0.5}
-    >>> read_point({"k": "abc"})
-    Traceback (most recent call last):
-    ...
-    tuner.errors.StudyError: point['k']='abc' is invalid; allowed: an integer >= 1, as in point={'k': 3}
-    """
-    unknown = sorted(set(wanted) - set(POINT_SETTINGS))
-    if unknown:
-        raise StudyError(f"unknown point setting(s) {', '.join(unknown)}; a point is named by "
-                         f"{', '.join(POINT_SETTINGS)}")
-    given = {}
-    for name, value in wanted.items():
-        try:
-            given[name] = POINT_SETTINGS[name](value)
-        except (TypeError, ValueError):
-            example = {name: POINT_EXAMPLES[name]}
-            written = option("point", f"{name}={example[name]}", python=f"point={example}")
-            allowed = f"{setting_spec(RetrievalConfig, name).allowed()}, as in {written}"
-            raise invalid(option("point", name, python=f"point[{name!r}]"), value, allowed, StudyError) from None
-    return given
 
 
 @functools.cache

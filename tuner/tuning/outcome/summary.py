@@ -63,6 +63,8 @@ class CorpusOutcome:
     futile: str = ""
     #: Each searched embedder's best trial and cost (None: the study searched one embedder).
     embedders: EmbedderComparison | None = None
+    #: What changed since the corpus's earlier version (:func:`~.versions.version_change`; empty: none).
+    changed: str = ""
 
     @property
     def recommended(self) -> TrialRecord | None:
@@ -127,7 +129,7 @@ def _run_notes(item: CorpusOutcome) -> list[str]:
     """What happened to the run itself: lost workers, trials still running, the budget's end, the
     checkpoint's stop, an exhausted space."""
     summary = item.summary
-    notes = []
+    notes = [item.changed] if item.changed else []
     if item.reclaimed:
         notes.append(f"{len(item.reclaimed)} trial(s) of lost workers failed and retried "
                      f"({', '.join(map(str, item.reclaimed[:10]))})")

@@ -28,7 +28,6 @@ from ...embedding.config import EmbedderConfig, embedder_key, shared_embedder
 from ...errors import option
 from ...retrieval.llm_context import estimated_tokens
 from ...text.tokens import count_tokens_batch
-from ..core.records import SETTINGS_ATTR
 from ..outcome.summary import format_duration
 from ..scoring.calibration import calibrated_throughput, describe_measured, stored_calibration
 from ..scoring.measures import resolve_rates
@@ -45,10 +44,9 @@ from ..search.cost import (
     trial_kind,
 )
 from ..search.space import SearchSpace
-from ..study.opening import LoadedStudyData, load_study_data, resumed_settings
-from ..study.settings import StudySettings, build_settings, resolve_fidelity
+from ..study.opening import load_study_data, resumable_settings
+from ..study.settings import resolve_fidelity
 from ..study.spec import StudySpec
-from ..study.storage import make_storage, storage_created, storage_errors
 
 #: Configurations sampled from the space to estimate the embedding work of a trial.
 SAMPLED_CONFIGURATIONS = 40
@@ -156,32 +154,6 @@ def _sampled(space: SearchSpace, samples: int, seed: int, window: float | None =
     return out
 
 
-def refuse_changed_studies(spec: StudySpec, data: LoadedStudyData) -> dict[str, StudySettings]:
-    """Refuse, as the run would (:func:`~tuner.tuning.study.opening.resumed_settings`), when a study
-    the run would resume was created with other settings (another space, weights, embedder...);
-    else the settings the run resumes each existing study with, by corpus (its stored fidelity
-    among them, which ``auto`` keeps). Storage is only read: a SQLite file that does not exist yet
-    holds no study, and is not created."""
-    resumed: dict[str, StudySettings] = {}
-    if not storage_created(spec.storage):
-        return resumed
-    with storage_errors(spec.storage):
-        storage = make_storage(spec.storage)
-        for corpus in data.corpora:
-            name = spec.study_name(corpus.name)
-            try:
-                study = optuna.load_study(study_name=name, storage=storage)
-            except KeyError:  # a new study: the run creates it
-                continue
-            if SETTINGS_ATTR not in study.user_attrs:  # created, never given settings: the run stores this run's
-                continue
-            settings = build_settings(spec, corpus, data.evaluation_sets[corpus.name], data.space,
-                                      dict(spec.corpora)[corpus.name])
-            resumed[corpus.name] = resumed_settings(name, StudySettings.of(study), settings,
-                                                    pareto_given=spec.pareto is not None)
-    return resumed
-
-
 def baseline_passes(space: SearchSpace, window: float | None = None) -> float:
     """Corpus passes the space's baselines embed, cold: each chunking an embedding baseline embeds, once,
     read up to ``window`` cl100k tokens a chunk (:func:`chunk_passes`)."""
@@ -198,7 +170,7 @@ def plan_run(spec: StudySpec) -> list[CorpusPlan]:
 
     jobs = run_jobs(spec)  # a cluster's: its workers' threads
     data = load_study_data(spec)
-    resumed = refuse_changed_studies(spec, data)  # a run that would be refused has no price
+    resumed, versions = resumable_settings(spec, data)  # a run that would be refused has no price
     cache = EmbeddingCache(spec.cache) if spec.cache else EmbeddingCache()
     embedder = shared_embedder(spec.embedder, cache)
     # Passes as the model does them (the summary's): what it reads of each chunk, its pass's overlapping windows.
@@ -280,7 +252,7 @@ def plan_run(spec: StudySpec) -> list[CorpusPlan]:
                                 priced_at=priced_at, embedder_seconds=per_embedder, proxy=fidelity.proxy,
                                 proxy_seconds=proxy_s,
                                 confirm=fidelity.confirm, full_seconds=full_s, passes=passes,
-                                budget_seconds=budget_s, notes=data.notes))
+                                budget_seconds=budget_s, notes=(*data.notes, *versions)))
     return plans
 
 

@@ -22,8 +22,9 @@ from ...embedding.config import shared_embedder
 from ...errors import ChunkwiseError, StudyError, option
 from ...schema import invalid
 from ..outcome.summary import CorpusOutcome, format_duration
+from ..outcome.versions import queue_warm_start, version_change
 from ..study import defaults
-from ..study.lookup import run_studies
+from ..study.lookup import newest_version, run_studies
 from ..study.opening import LoadedStudyData, load_study_data, open_study
 from ..study.settings import StudySettings, build_settings, resolve_study_rates
 from ..study.spec import StudySpec
@@ -71,8 +72,10 @@ def resume_advice(spec: StudySpec) -> str:
     try:
         storage = make_storage(spec.storage)
         ledger = Ledger(storage)
+        names = [summary.study_name for summary in optuna.get_all_study_summaries(storage, include_best_trial=False)]
         for corpus, _ in spec.corpora:
-            study_id = storage.get_study_id_from_name(spec.study_name(corpus))
+            study_id = storage.get_study_id_from_name(newest_version(names, spec.name, corpus)
+                                                      or spec.study_name(corpus))
             progress = ledger.progress(study_id)
             studies.append((corpus, progress.finished, progress.target))
     except Exception:  # a study not created yet, a storage gone: say what the command does, without counts
@@ -131,9 +134,17 @@ def _tune_corpus(spec: StudySpec, data: LoadedStudyData, corpus: Corpus, crew: C
     # The settings and the loaded inputs go down to the run and to a worker in this process, which
     # would otherwise read the settings and load the corpus again.
     settings = resolved if resolved is not None else stored
+    with storage_errors(spec.storage):
+        if warm := queue_warm_start(study, storage):  # a new version of a changed corpus (study.versions)
+            echo(f"{corpus.name}: the documents or questions changed since study {settings.previous}: "
+                 f"{study.study_name} evaluates {len(warm)} of its best configurations first, beside the "
+                 "baselines (a warm re-tune; unchanged chunks come from the embedding cache)")
     inputs = WorkerInputs(settings, corpus, data.evaluation_sets[corpus.name])
-    return run_study(storage, study, crew, spec.trials_to_add, progress=progress, echo=echo, settings=settings,
-                     inputs=inputs)
+    outcome = run_study(storage, study, crew, spec.trials_to_add, progress=progress, echo=echo, settings=settings,
+                        inputs=inputs)
+    with storage_errors(spec.storage):
+        outcome.changed = version_change(study, storage, settings)
+    return outcome
 
 
 #: A space whose chunks can be this many times the embedder's window is worth a warning.

@@ -101,10 +101,9 @@ def calibrated_throughput(embedder: Embedder, *, recalibrate: bool = False) -> f
         return known[key].tokens_per_s
     from ...text.tokens import count_tokens_batch
 
-    embedder._embed(_CALIBRATION_TEXTS[:4])  # load and warm up the model
+    embedder.embed_uncached(_CALIBRATION_TEXTS[:4])  # load and warm up the model
     started = measure_clock()
-    for i in range(0, len(_CALIBRATION_TEXTS), embedder.batch_size):
-        embedder._embed(_CALIBRATION_TEXTS[i : i + embedder.batch_size])
+    embedder.embed_uncached(_CALIBRATION_TEXTS)  # the model alone: no cache, batch_size texts per call
     seconds = measure_clock() - started
     throughput = sum(count_tokens_batch(_CALIBRATION_TEXTS)) / seconds
     known[key] = Calibration(throughput, dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))

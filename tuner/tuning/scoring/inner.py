@@ -2,11 +2,12 @@
 
 With ``inner_loop: true`` in the search space (:mod:`..search.space_file`), a trial samples what costs
 an embedding (the chunking, the embedder, the retrieval method, the context header) and ranks each
-question once at the largest ``k`` the space allows, once per fusion for a hybrid, from the same indexes
-(:func:`~tuner.evaluation.evaluator.evaluate_rungs`' ``variants``). Every ``k`` with every fusion and
-each of its values is a *point* of the trial, scored as its own evaluation would score it: the first
-``k`` chunks of a ranking are what a retrieval at ``k`` returns (:meth:`EvaluationResult.cut
-<tuner.evaluation.evaluator.EvaluationResult.cut>`).
+question once at the largest ``k`` the space allows, once per combination of its method's own options
+(:class:`~tuner.retrieval.methods.MethodOption`; for a hybrid, every fusion with each value of its
+parameter), from the same indexes (:func:`~tuner.evaluation.evaluator.evaluate_rungs`' ``variants``).
+Every ``k`` with every such combination is a *point* of the trial, scored as its own evaluation would
+score it: the first ``k`` chunks of a ranking are what a retrieval at ``k`` returns
+(:meth:`EvaluationResult.cut <tuner.evaluation.evaluator.EvaluationResult.cut>`).
 
 The trial is its best point by score: that point's configuration, metrics and per-query scores are what
 the trial records, what the sampler learns from, and what the Pareto front, the tie gate and the
@@ -25,12 +26,13 @@ from typing import Any
 from ...errors import InvalidParameterError
 from ...evaluation.evaluator import EvaluationResult
 from ...retrieval.config import RetrievalConfig
-from ..core.records import POINT_SETTINGS, SCORE_ATTR, exported_metric_attrs
+from ..core.records import SCORE_ATTR, exported_metric_attrs
 
 
 def point_settings(retrieval: RetrievalConfig) -> dict[str, Any]:
-    """``{"k": 3, "fusion": "weighted", "alpha": 0.7}``: what names a point of ``retrieval``'s trial."""
-    return {name: getattr(retrieval, name) for name in POINT_SETTINGS if getattr(retrieval, name) is not None}
+    """``{"k": 3, "fusion": "weighted", "alpha": 0.7}``: what names a point of ``retrieval``'s trial (its
+    ``k`` and its method's own options)."""
+    return {"k": retrieval.k, **dict(retrieval.options)}
 
 
 def best_point(result: EvaluationResult, ks: Sequence[int],

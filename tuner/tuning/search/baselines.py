@@ -35,6 +35,7 @@ from ..core.records import (
     LOST_ATTR,
     RETRYABLE_ATTR,
     SKIPPED_ATTR,
+    WARM_ATTR,
 )
 from .space import SearchSpace
 
@@ -130,13 +131,14 @@ def settles(trial: FrozenTrial, by_number: dict[int, FrozenTrial]) -> bool:
 
 
 def unqueue_baselines(study: optuna.Study) -> list[int]:
-    """Settle the baselines (and a proxy's confirmations, :mod:`.confirmations`) still waiting when a
-    run ends early (an error, Ctrl-C, the time budget): each becomes PRUNED and marked skipped, so no
-    trial is left WAITING and a later run queues it again. Returns their numbers."""
+    """Settle the baselines (and a proxy's confirmations, :mod:`.confirmations`, and a warm re-tune's
+    earlier configurations, :mod:`..study.versions`) still waiting when a run ends early (an error,
+    Ctrl-C, the time budget): each becomes PRUNED and marked skipped, so no trial is left WAITING and
+    a later run queues it again. Returns their numbers."""
     settled = []
     storage = study._storage
     for trial in study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
-        if not {BASELINE_ATTR, CONFIRMS_ATTR} & set(trial.user_attrs):
+        if not {BASELINE_ATTR, CONFIRMS_ATTR, WARM_ATTR} & set(trial.user_attrs):
             continue
         storage.set_trial_user_attr(trial._trial_id, SKIPPED_ATTR, "the run ended before this trial ran")
         if storage.set_trial_state_values(trial._trial_id, TrialState.PRUNED):

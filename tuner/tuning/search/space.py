@@ -15,19 +15,24 @@ from ...chunkers import chunker_class
 from ...chunkers.config import ChunkerConfig
 from ...embedding.config import EmbedderConfig
 from ...retrieval import retrieval_method
-from ...retrieval.config import NO_RERANK, SEARCHABLE, RetrievalConfig
-from ...retrieval.fusion import DEFAULT_FUSION, FUSION_DEFAULTS, FUSION_PARAMETERS
+from ...retrieval.config import NO_RERANK, RetrievalConfig, retrieval_spec, searchable
+from ...retrieval.methods import MethodOption
 from ...retrieval.rerank import DEFAULT_CANDIDATES
-from ...schema import setting_spec
+from ...schema import ParamSpec
 from .domains import Domain, fraction_value
 
-#: The keys of a space's ``retrieval`` section, their allowed values, and the Optuna
-#: parameter each is sampled as.
-RETRIEVAL_SPECS = {name: setting_spec(RetrievalConfig, name) for name in SEARCHABLE}
+
+def retrieval_specs() -> dict[str, ParamSpec]:
+    """The keys of a space's ``retrieval`` section, in sampling order, and their allowed values: the
+    method, every registered method's own options, the context and the reranker (read when a space is
+    parsed, so that a method registered later is searchable)."""
+    return {name: retrieval_spec(name) for name in searchable()}
 
 
-#: The Optuna parameter name of each (the method is sampled as ``retrieval``).
-RETRIEVAL_PARAMS = {**{name: name for name in SEARCHABLE}, "method": "retrieval"}
+def retrieval_param(key: str) -> str:
+    """The Optuna parameter a key of the ``retrieval`` section is sampled as: its own name, but
+    ``retrieval`` for the method."""
+    return "retrieval" if key == "method" else key
 
 
 @dataclass(frozen=True)
@@ -41,9 +46,10 @@ class SearchSpace:
         k: domain of the number of retrieved chunks.
         embedders: embedders to choose from (empty: use the study's embedder).
         source: where it was read from (for messages).
-        retrieval: domains of the retrieval settings (``method``, ``fusion``, ``alpha``,
-            ``rrf_k``, ``context``); empty: dense retrieval without context, as before.
-        inner_loop: ``k`` and the fusion settings are scored inside each trial (:meth:`inner_points`),
+        retrieval: domains of the retrieval settings (``method``, the methods' own options such as
+            a hybrid's ``fusion``, ``alpha`` and ``rrf_k``, ``context``, the reranker); empty: dense
+            retrieval without context, as before.
+        inner_loop: ``k`` and the method's options are scored inside each trial (:meth:`inner_points`),
             not sampled.
     """
 
@@ -113,22 +119,24 @@ class SearchSpace:
 
     def sample_retrieval(self, trial: optuna.Trial, k: int, inner: bool = False) -> RetrievalConfig:
         """Sample the retrieval settings (after :meth:`sample`), define-by-run: the method, then
-        a hybrid's fusion and that fusion's parameter only (not for an ``inner`` loop's trial, which
-        scores them all: :meth:`inner_points`), then the context."""
+        each of its own options that applies beside those sampled before it (a hybrid's fusion,
+        then that fusion's parameter only; none for an ``inner`` loop's trial, which scores them
+        all: :meth:`inner_points`), then the context."""
         def pick(key: str, default: Any) -> Any:
             domain = self.retrieval.get(key)
-            return default if domain is None else domain.suggest(trial, RETRIEVAL_PARAMS[key])
+            return default if domain is None else domain.suggest(trial, retrieval_param(key))
 
         method = pick("method", "dense")
-        fused: dict[str, Any] = {}
-        if "fusion" in retrieval_method(method).options and not inner:
-            fusion = fused["fusion"] = pick("fusion", DEFAULT_FUSION)
-            fused[FUSION_PARAMETERS[fusion]] = pick(FUSION_PARAMETERS[fusion], None)
+        chosen: dict[str, Any] = {}
+        if not inner:
+            for option in retrieval_method(method).options:
+                if option.applies(chosen):
+                    chosen[option.name] = pick(option.name, option.default)
         context = pick("context", "none")
         stage: dict[str, Any] = {}
         if (model := pick("rerank", NO_RERANK)) != NO_RERANK:
             stage = {"rerank": model, "candidates": pick("candidates", DEFAULT_CANDIDATES)}
-        retrieval = RetrievalConfig(k=k, method=method, context=context, **fused, **stage)
+        retrieval = RetrievalConfig(k=k, method=method, context=context, **chosen, **stage)
         return self.inner_points(retrieval)[0] if inner else retrieval  # the first point, of those in the space
 
     def inner_ks(self) -> list[int]:
@@ -139,21 +147,33 @@ class SearchSpace:
 
     def inner_points(self, retrieval: RetrievalConfig) -> list[RetrievalConfig]:
         """The retrievals an inner loop's trial scores from one ranking per question: ``retrieval``
-        (the trial's method and context at the largest ``k``) with each fusion the space allows and each
-        value of its parameter; ``retrieval`` alone for a method without fusion."""
-        if "fusion" not in retrieval_method(retrieval.method).options:
+        (the trial's method and context at the largest ``k``) with every combination of the values
+        the space allows its method's options (a hybrid: each fusion with each value of its
+        parameter); ``retrieval`` alone for a method without options."""
+        options = retrieval_method(retrieval.method).options
+        if not options:
             return [retrieval]
 
-        def values(key: str, default: Any) -> list[Any]:
+        def values(key: str, default: Any) -> list[tuple[dict[str, Any], Any]]:
             domain = self.retrieval.get(key)
-            return [default] if domain is None else domain.grid_values(f"{self.source}: retrieval.{key}")
+            found = [default] if domain is None else domain.grid_values(f"{self.source}: retrieval.{key}")
+            return [({}, value) for value in found]
 
-        return [dataclasses.replace(retrieval, fusion=fusion,
-                                    **{name: (value if name == parameter else None)
-                                       for name in FUSION_PARAMETERS.values()})
-                for fusion in values("fusion", DEFAULT_FUSION)
-                for parameter in (FUSION_PARAMETERS[fusion],)
-                for value in values(parameter, FUSION_DEFAULTS[parameter])]
+        return [retrieval.with_options(chosen) for _, chosen in self._option_branches(options, values)]
+
+    @staticmethod
+    def _option_branches(options: tuple[MethodOption, ...], choices) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+        """Every combination of a method's ``options``, conditional as they are sampled: per branch, its
+        Optuna parameters and its values. ``choices(key, default)`` lists an option's
+        ``(parameters, value)`` pairs."""
+        branches: list[tuple[dict[str, Any], dict[str, Any]]] = [({}, {})]
+        for option in options:
+            branches = [({**params, **param}, {**values, option.name: value})
+                        for params, values in branches
+                        for param, value in (choices(option.name, option.default) if option.applies(values)
+                                             else [({}, None)])]
+        return [(params, {name: value for name, value in values.items() if value is not None})
+                for params, values in branches]
 
     def _retrieval_points(self) -> list[dict[str, Any]]:
         """Every combination of the retrieval settings as Optuna parameters, conditional as
@@ -162,16 +182,14 @@ class SearchSpace:
             domain = self.retrieval.get(key)
             if domain is None or domain.is_constant:
                 return [({}, default if domain is None else domain.constant)]
-            return [({RETRIEVAL_PARAMS[key]: v}, v)
+            return [({retrieval_param(key): v}, v)
                     for v in domain.grid_values(f"{self.source}: retrieval.{key}")]
 
         points = []
         for method_param, method in options("method", "dense"):
             branches: list[dict[str, Any]] = [{}]
-            if "fusion" in retrieval_method(method).options and not self.inner_loop:
-                branches = [{**fusion_param, **value_param}
-                            for fusion_param, fusion in options("fusion", DEFAULT_FUSION)
-                            for value_param, _ in options(FUSION_PARAMETERS[fusion], None)]
+            if not self.inner_loop:
+                branches = [params for params, _ in self._option_branches(retrieval_method(method).options, options)]
             stages = [{**rerank_param, **candidates_param} for rerank_param, model in options("rerank", NO_RERANK)
                       for candidates_param, _ in (options("candidates", DEFAULT_CANDIDATES) if model != NO_RERANK
                                                   else [({}, None)])]
@@ -187,8 +205,8 @@ class SearchSpace:
         size), or None when the space has no such chunker or retrieval method. Used to place
         the baselines inside a study's own space, so they are ordinary trials.
 
-        ``retrieval`` holds ``method`` (and for a hybrid ``fusion`` and its parameter, and
-        ``context``); a space without a retrieval section only has dense retrieval.
+        ``retrieval`` holds ``method`` (and any of its options, and ``context``); a space without a
+        retrieval section only has dense retrieval.
         """
         if chunker not in self.chunkers:
             return None
@@ -222,21 +240,19 @@ class SearchSpace:
             if wanted[key] not in allowed:
                 return None  # the space cannot hold this baseline
             if domain is not None and not domain.is_constant:
-                point[RETRIEVAL_PARAMS[key]] = wanted[key]
-        method = wanted["method"]
-        if "fusion" in retrieval_method(method).options:
-            fusion_domain = self.retrieval.get("fusion")
-            fusion = wanted.get("fusion", DEFAULT_FUSION)
-            if fusion_domain is not None and not fusion_domain.is_constant:
-                if fusion not in fusion_domain.choices:
-                    fusion = fusion_domain.choices[0]
-                point[RETRIEVAL_PARAMS["fusion"]] = fusion
-            elif fusion_domain is not None:
-                fusion = fusion_domain.constant
-            parameter = FUSION_PARAMETERS[fusion]
-            domain = self.retrieval.get(parameter)
-            if domain is not None and not domain.is_constant:
-                point[RETRIEVAL_PARAMS[parameter]] = domain.nearest(wanted.get(parameter, FUSION_DEFAULTS[parameter]))
+                point[retrieval_param(key)] = wanted[key]
+        chosen: dict[str, Any] = {}
+        for option in retrieval_method(wanted["method"]).options:  # each moved to its nearest allowed value
+            if not option.applies(chosen):
+                continue
+            domain = self.retrieval.get(option.name)
+            if domain is None or domain.is_constant:
+                chosen[option.name] = option.default if domain is None else domain.constant
+                continue
+            value = domain.nearest(wanted.get(option.name, option.default))
+            if value is None:  # a choice the space lacks, not close in kind to any: its first
+                value = domain.choices[0]
+            chosen[option.name] = point[retrieval_param(option.name)] = value
         return point
 
     def grid(self) -> Iterator[dict[str, Any]]:

@@ -37,8 +37,10 @@ type and range against the chunker's declared parameters, and builds each chunke
 the corners of its domain, so a space that loads can never produce an invalid trial.
 
 An optional ``retrieval`` mapping searches the retriever around the chunks (see
-:class:`~tuner.evaluation.config.RetrievalConfig`); a list is short for ``{type: categorical, choices:
-[...]}``, and anything left out keeps its default (``dense``, no context)::
+:class:`~tuner.retrieval.config.RetrievalConfig`): the method, each method's own options (as the
+method declares them, :class:`~tuner.retrieval.methods.MethodOption`: a registered method's are
+searched as a hybrid's are), the context and the reranker; a list is short for ``{type: categorical,
+choices: [...]}``, and anything left out keeps its default (``dense``, no context)::
 
     retrieval:
       method: [dense, bm25, hybrid]
@@ -50,14 +52,15 @@ An optional ``retrieval`` mapping searches the retriever around the chunks (see
       candidates: {type: int, low: 10, high: 100}  # first-stage chunks it reads (30)
 
 It is sampled after ``k`` and the embedder, define-by-run as well: Optuna sees ``retrieval``
-(the method), ``fusion`` only for a hybrid, ``alpha`` only for weighted fusion, ``rrf_k`` only
-for rrf, then ``context``, ``rerank``, and ``candidates`` only with a reranker.
+(the method), then the method's options under their own names, each only where it applies
+(``fusion`` only for a hybrid, ``alpha`` only for weighted fusion, ``rrf_k`` only for rrf), then
+``context``, ``rerank``, and ``candidates`` only with a reranker.
 
 ``inner_loop: true`` scores the query-time parameters inside each trial instead of sampling them
 (:mod:`tuner.tuning.scoring.inner`): a trial samples the chunking, embedder, method and context, ranks
-once per question, and scores every ``k`` and every fusion with each of its values (so ``alpha`` and
-``rrf_k`` need a ``step`` or ``choices``). The reranker's ``candidates`` stay sampled: each costs a
-cross-encoder pass.
+once per question, and scores every ``k`` and every combination of its method's options (every fusion
+with each of its values; so ``alpha`` and ``rrf_k`` need a ``step`` or ``choices``). The reranker's
+``candidates`` stay sampled: each costs a cross-encoder pass.
 """
 
 from __future__ import annotations
@@ -73,12 +76,11 @@ from ...chunkers import chunker_class, chunker_names
 from ...chunkers.base import ParamSpec
 from ...embedding.config import EmbedderConfig
 from ...errors import InvalidParameterError
-from ...retrieval import method_names, retrieval_method
-from ...retrieval.config import FUSION_OPTIONS, NO_RERANK
-from ...retrieval.fusion import DEFAULT_FUSION, FUSION_PARAMETERS
+from ...retrieval.config import NO_RERANK
+from ...retrieval.methods import declaring, method_options
 from ...retrieval.rerank import check_model_folder
 from .domains import Domain, SearchSpaceError, fraction_value, parse_domain
-from .space import RETRIEVAL_SPECS, SearchSpace
+from .space import SearchSpace, retrieval_specs
 
 #: The spaces shipped with chunkwise (the repository's ``search_spaces/``, installed as package data).
 BUNDLED_SPACES_DIR = Path(__file__).resolve().parents[2] / "search_spaces"
@@ -164,7 +166,7 @@ def parse_search_space(data: Any, source: str = "<space>") -> SearchSpace:
     if not isinstance(inner_loop, bool):
         raise SearchSpaceError(f"{source}: inner_loop must be true or false, not {inner_loop!r}")
     if inner_loop:
-        for key in ("fusion", *FUSION_PARAMETERS.values()):
+        for key in method_options():
             if key in retrieval and not retrieval[key].is_constant:
                 # Every value is scored inside each trial: the values must be a finite list.
                 retrieval[key].grid_values(f"{source}: retrieval.{key} (inner_loop scores each of its values)")
@@ -172,19 +174,20 @@ def parse_search_space(data: Any, source: str = "<space>") -> SearchSpace:
 
 
 def _parse_retrieval(raw: Any, source: str) -> dict[str, Domain]:
-    """Validate a space's ``retrieval`` section: known keys, allowed values, and fusion
-    parameters only where the methods and fusions allowed can use them."""
+    """Validate a space's ``retrieval`` section: known keys, allowed values, and a method's options
+    only where the methods allowed declare them and the values they depend on are allowed."""
     if raw is None:
         return {}
     where = f"{source}: retrieval"
+    specs = retrieval_specs()
     if not isinstance(raw, dict):
-        raise SearchSpaceError(f"{where} must map {', '.join(RETRIEVAL_SPECS)} to values or domains")
-    unknown = sorted(set(raw) - set(RETRIEVAL_SPECS))
+        raise SearchSpaceError(f"{where} must map {', '.join(specs)} to values or domains")
+    unknown = sorted(set(raw) - set(specs))
     if unknown:
         raise SearchSpaceError(f"{where}: unknown key(s) {', '.join(map(str, unknown))}; allowed: "
-                               f"{', '.join(RETRIEVAL_SPECS)}")
+                               f"{', '.join(specs)}")
     domains: dict[str, Domain] = {}
-    for key, spec in RETRIEVAL_SPECS.items():  # in sampling order
+    for key, spec in specs.items():  # in sampling order
         if key in raw:
             value = raw[key]
             if isinstance(value, list):  # [dense, bm25] is short for a categorical domain
@@ -208,19 +211,26 @@ def _parse_retrieval(raw: Any, source: str) -> dict[str, Domain]:
             check_model_folder(model, f"{where}.rerank")
         except InvalidParameterError as exc:
             raise SearchSpaceError(str(exc)) from None
-    methods, fusions = allowed("method", "dense"), allowed("fusion", DEFAULT_FUSION)
-    fusing = [m for m in method_names() if "fusion" in retrieval_method(m).options]
-    for key in FUSION_OPTIONS:
-        if key in domains and not methods & set(fusing):
-            raise SearchSpaceError(f"{where}.{key} applies only to method {', '.join(fusing)}, which retrieval.method "
-                                   f"does not allow ({', '.join(sorted(methods))})")
-    for fusion, key in FUSION_PARAMETERS.items():
-        if key in domains and fusion not in fusions and "fusion" in domains:
-            raise SearchSpaceError(f"{where}.{key} applies only to fusion {fusion}, which retrieval.fusion does not "
-                                   f"allow ({', '.join(sorted(fusions))})")
-        if key == "alpha" and key in domains and fusion not in fusions:
-            raise SearchSpaceError(f"{where}.alpha applies only to fusion weighted; fusion defaults to rrf: add "
-                                   "fusion: weighted (or fusion: [rrf, weighted])")
+    methods = allowed("method", "dense")
+    options = method_options()
+    for key, option in options.items():
+        if key not in domains:
+            continue
+        users = declaring(key)
+        if not methods & set(users):
+            raise SearchSpaceError(f"{where}.{key} applies only to method {', '.join(users)}, which retrieval.method "
+                                   f"does not allow ({', '.join(sorted(map(str, methods)))})")
+        if option.when is None:
+            continue
+        condition, needed = option.when
+        default = options[condition].default
+        if needed not in allowed(condition, default):
+            if condition in domains:
+                raise SearchSpaceError(f"{where}.{key} applies only to {condition} {needed}, which "
+                                       f"retrieval.{condition} does not allow "
+                                       f"({', '.join(sorted(map(str, allowed(condition, default))))})")
+            raise SearchSpaceError(f"{where}.{key} applies only to {condition} {needed}; {condition} defaults to "
+                                   f"{default}: add {condition}: {needed} (or {condition}: [{default}, {needed}])")
     return domains
 
 

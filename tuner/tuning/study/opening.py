@@ -18,9 +18,12 @@ from ..core.objective import (
 from ..core.records import SETTINGS_ATTR
 from ..search.space import SearchSpace
 from ..search.space_file import load_search_space, resolve_space
+from .lookup import corpus_version, newest_version, split_study_name
 from .naming import name_objectives
-from .settings import StudySettings
+from .settings import StudySettings, build_settings
 from .spec import StudySpec
+from .storage import make_storage, storage_created, storage_errors
+from .versions import content_changed, next_version_name
 
 #: Changed values longer than this are shortened in a refusal's diff.
 DIFF_VALUE_CHARS = 80
@@ -70,11 +73,16 @@ def load_study_data(spec: StudySpec) -> LoadedStudyData:
 
 def open_study(storage: optuna.storages.BaseStorage, name: str, settings: StudySettings,
                sampler: optuna.samplers.BaseSampler | None = None, *, pareto_given: bool = True) -> optuna.Study:
-    """Create the study, or load it and refuse when its stored settings differ.
+    """Create the study, or load its newest version (:func:`~.lookup.newest_version`) and refuse when
+    its stored settings differ; where they differ in the corpus or its questions only, create the
+    next version, which re-tunes them warm (:mod:`.versions`).
 
     Its Optuna objectives are the metrics of ``settings.pareto``. Without ``pareto_given``
     (the run did not choose axes), a study that exists keeps its own.
     """
+    run, part = split_study_name(name)
+    names = [summary.study_name for summary in optuna.get_all_study_summaries(storage, include_best_trial=False)]
+    name = newest_version(names, run, corpus_version(part or "")[0]) or name
     try:
         study = optuna.load_study(study_name=name, storage=storage, sampler=sampler)
     except KeyError:
@@ -85,6 +93,14 @@ def open_study(storage: optuna.storages.BaseStorage, name: str, settings: StudyS
         settings.store(study)
         return study
     stored = StudySettings.of(study)
+    adjusted = resuming(stored, settings, pareto_given=pareto_given)
+    if content_changed(stored, adjusted):
+        newer = optuna.create_study(storage=storage, study_name=next_version_name(name), sampler=sampler,
+                                    directions=pareto_directions(adjusted.pareto), load_if_exists=True)
+        if SETTINGS_ATTR not in newer.user_attrs:  # else another process made it a moment ago
+            name_objectives(newer, adjusted.pareto)
+            replace(adjusted, previous=name).store(newer)
+        return newer
     settings = resumed_settings(name, stored, settings, pareto_given=pareto_given)
     if stored.embedder != settings.embedder:
         # Only how fast the embedder is asked differs (compared above): this run's workers use its own.
@@ -92,12 +108,9 @@ def open_study(storage: optuna.storages.BaseStorage, name: str, settings: StudyS
     return study
 
 
-def resumed_settings(name: str, stored: StudySettings, settings: StudySettings, *,
-                     pareto_given: bool = True) -> StudySettings:
-    """The settings a run resumes study ``name`` with: ``settings``, with the study's own where
-    the run left the choice to it (precision and fidelity ``auto``, no Pareto axes given);
-    refused with :class:`StudyError` when they differ from ``stored`` in what decides results.
-    A run and its dry run (:func:`tuner.tuning.run.plan.plan_run`) both ask here."""
+def resuming(stored: StudySettings, settings: StudySettings, *, pareto_given: bool = True) -> StudySettings:
+    """``settings`` with the study's own where the run left the choice to it (precision and
+    fidelity ``auto``, no Pareto axes given, the embedders chosen for the corpus's language)."""
     if settings.precision_choice == "auto":  # auto resumes at the study's precision (an explicit one must match)
         settings = replace(settings, embedder=replace(settings.embedder, precision=stored.embedder.precision))
     if settings.fidelity_choice == "auto":  # auto resumes at the study's rungs and proxy (auto's may have changed)
@@ -108,6 +121,16 @@ def resumed_settings(name: str, stored: StudySettings, settings: StudySettings, 
         settings = replace(settings, language=None)
     if _chosen_space_differs(stored, settings):  # a study keeps the embedders chunkwise chose (or did not) for it
         settings = replace(settings, space=stored.space, embedder_choice=stored.embedder_choice)
+    return settings
+
+
+def resumed_settings(name: str, stored: StudySettings, settings: StudySettings, *,
+                     pareto_given: bool = True) -> StudySettings:
+    """The settings a run resumes study ``name`` with: ``settings``, with the study's own where
+    the run left the choice to it (:func:`resuming`); refused with :class:`StudyError` when they
+    differ from ``stored`` in what decides results. A run and its dry run
+    (:func:`tuner.tuning.run.plan.plan_run`) both ask here."""
+    settings = resuming(stored, settings, pareto_given=pareto_given)
     differences = settings_diff(stored.compared(), settings.compared())
     if differences:
         lines = "\n  ".join(differences)
@@ -116,6 +139,43 @@ def resumed_settings(name: str, stored: StudySettings, settings: StudySettings, 
             "Its results would not be comparable. Run with the study's settings, or start a "
             "new study (another name or storage).")
     return settings
+
+
+def resumable_settings(spec: StudySpec, data: LoadedStudyData) -> tuple[dict[str, StudySettings], list[str]]:
+    """What a run of ``spec`` would do with the studies it finds, for its dry run: refused, as the
+    run would refuse (:func:`resumed_settings`), when a study was created with other settings
+    (another space, weights, embedder...); else the settings it resumes each existing study with,
+    by corpus (its stored fidelity among them, which ``auto`` keeps), and a line for each corpus
+    whose documents or questions changed, whose next version the run would make
+    (:mod:`.versions`). Storage is only read: a SQLite file that does not exist yet holds no
+    study, and is not created."""
+    resumed: dict[str, StudySettings] = {}
+    said: list[str] = []
+    if not storage_created(spec.storage):
+        return resumed, said
+    with storage_errors(spec.storage):
+        storage = make_storage(spec.storage)
+        names = [summary.study_name for summary in optuna.get_all_study_summaries(storage, include_best_trial=False)]
+        for corpus in data.corpora:
+            name = newest_version(names, spec.name, corpus.name) or spec.study_name(corpus.name)
+            try:
+                study = optuna.load_study(study_name=name, storage=storage)
+            except KeyError:  # a new study: the run creates it
+                continue
+            if SETTINGS_ATTR not in study.user_attrs:  # created, never given settings: the run stores this run's
+                continue
+            settings = build_settings(spec, corpus, data.evaluation_sets[corpus.name], data.space,
+                                      dict(spec.corpora)[corpus.name])
+            stored = StudySettings.of(study)
+            adjusted = resuming(stored, settings, pareto_given=spec.pareto is not None)
+            if content_changed(stored, adjusted):
+                resumed[corpus.name] = adjusted
+                said.append(f"{corpus.name}: the documents or questions changed since study {name}: the run makes "
+                            f"{next_version_name(name)}, which evaluates the earlier version's best configurations "
+                            "first (a warm re-tune)")
+            else:
+                resumed[corpus.name] = resumed_settings(name, stored, settings, pareto_given=spec.pareto is not None)
+    return resumed, said
 
 
 def _chosen_space_differs(stored: StudySettings, settings: StudySettings) -> bool:

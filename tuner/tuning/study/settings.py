@@ -126,7 +126,8 @@ class StudySettings:
     weights: Weights = stored(Weights, encode=Weights.as_dict, compared=True,
                                decode=lambda value, _: Weights.from_dict(value))
     rates: Rates = stored(Rates, encode=Rates.to_dict, compared=True, decode=lambda value, _: Rates.from_dict(value))
-    scales: Scales = stored(Scales, encode=asdict, compared=True, decode=lambda value, _: Scales.from_dict(value))
+    scales: Scales = stored(Scales, encode=Scales.as_dict, compared=True,
+                             decode=lambda value, _: Scales.from_dict(value))
     #: Limits a recommended trial must meet (none for studies created before constraints existed).
     constraints: Constraints = stored(Constraints, encode=Constraints.as_dict, legacy=Constraints(), compared=True,
                                        decode=lambda value, _: stored_constraints(value))
@@ -158,6 +159,9 @@ class StudySettings:
     #: (:func:`~tuner.tuning.search.languages.embedder_record`): the embedders, the language and why;
     #: None where the space's embedders are the user's (or the study predates the choice).
     embedder_choice: dict[str, Any] | None = stored(None, legacy=None)
+    #: The study of the corpus's earlier version that this one re-tunes warm (None: the first version;
+    #: see :func:`~.opening.open_study`).
+    previous: str | None = stored(None, legacy=None)
     #: The chunkwise version that created the study.
     chunkwise_version: str = setting(__version__, str, metadata=codec(legacy="unknown"))
 
