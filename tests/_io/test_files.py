@@ -327,7 +327,7 @@ class FakeLocalEmbedder:
     identity = "fake-local:v1"
     batch_size = 16
 
-    def _embed(self, texts):
+    def embed_uncached(self, texts):
         return np.ones((len(texts), 4), dtype=np.float32)
 
 
