@@ -23,7 +23,10 @@ signal at exactly that moment: with ``CHUNKWISE_HOLD=<point>[:<n>]`` and
 ``CHUNKWISE_HOLD_FILE=<file>``, :func:`hold_point` creates ``<file>.reached`` the ``n``-th time
 (default: first) the process passes ``point`` and waits there until ``<file>`` exists.
 ``<file>.reached`` holds the pid of the held process (of the last one to get there, when several
-processes share the variables; each is held), and appears with it whole. The points:
+processes share the variables; each is held), and appears with it whole. With
+``CHUNKWISE_HOLD=<point>/query[:<n>]`` the process passes ``point`` and is held instead inside the
+next SQL query that thread runs (on any engine), once the query ran and before its rows are read:
+a signal then lands inside the storage, in a transaction that holds SQLite's write lock. The points:
 
 * ``imports``: the command line's signal handlers are in place, its modules not imported yet;
 * ``before_storage``: the data is loaded, the study's storage not opened (no database yet);
@@ -33,6 +36,9 @@ processes share the variables; each is held), and appears with it whole. The poi
   that arrives now waits until the worker has its id;
 * ``sampling``: the trial is written and its id known, the sampler not yet asked;
 * ``after_ask``, ``mid_trial``: as the fault points of those names;
+* ``pausing``: a worker's time reached the futility checkpoint; its last trial is told and it is
+  about to return to its run;
+* ``checkpoint``: the run's workers paused at the futility checkpoint; nothing is judged yet;
 * ``answering``: ``chunkwise dashboard`` is answering a request.
 """
 
@@ -40,6 +46,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 
 ENVIRONMENT = "CHUNKWISE_FAULT"
@@ -80,12 +87,20 @@ def hold_point(point: str, timeout_s: float = 300) -> None:
     if not spec or not os.environ.get(HOLD_FILE_ENVIRONMENT):
         return
     held, _, count = spec.partition(":")
+    held, _, inside = held.partition("/")
     if held != point:
         return
     key = f"hold:{point}"
     _passes[key] = _passes.get(key, 0) + 1
     if _passes[key] != int(count or 1):
         return
+    if inside == "query":
+        _hold_in_next_query(timeout_s)
+    else:
+        _wait_for_release(timeout_s)
+
+
+def _wait_for_release(timeout_s: float) -> None:
     release = os.environ[HOLD_FILE_ENVIRONMENT]
     # Written beside it, then renamed: a test that sees the file reads the pid whole.
     with open(f"{release}.reached.{os.getpid()}", "w", encoding="utf-8") as reached:
@@ -94,6 +109,22 @@ def hold_point(point: str, timeout_s: float = 300) -> None:
     deadline = time.monotonic() + timeout_s
     while not os.path.exists(release) and time.monotonic() < deadline:
         time.sleep(0.05)
+
+
+def _hold_in_next_query(timeout_s: float) -> None:
+    """Hold this thread inside the next query it runs (``<point>/query``, see the module)."""
+    import sqlalchemy as sa
+    from sqlalchemy import event
+
+    thread, armed = threading.get_ident(), [True]
+
+    def _hold(conn, cursor, statement, parameters, context, executemany) -> None:
+        # Not another thread's (a heartbeat's), and a query: its rows are still to be read.
+        if armed[0] and threading.get_ident() == thread and statement.lstrip().upper().startswith("SELECT"):
+            armed[0] = False
+            _wait_for_release(timeout_s)
+
+    event.listen(sa.Engine, "after_cursor_execute", _hold)  # every engine, those already made too
 
 
 def arm_during_tell(engine) -> None:

@@ -168,17 +168,18 @@ class Ledger:
         return conn.execute(query).scalar_one_or_none()
 
     def _finished(self, conn: sa.Connection, study_id: int) -> int:
-        """COMPLETE trials, and PRUNED trials that held a claim (stopped at a low-fidelity rung:
-        duplicates and skipped trials never get one)."""
+        """COMPLETE trials, and PRUNED trials that held a claim (stopped at a low-fidelity rung, or a confirmation
+        that chose a complete trial's configuration; other duplicates and skipped trials never get one)."""
         complete = conn.execute(sa.select(sa.func.count()).select_from(_TRIALS).where(
             _TRIALS.c.study_id == study_id, _state() == "COMPLETE")).scalar_one()
-        stopped = conn.execute(sa.select(sa.func.count()).select_from(
+        stopped = conn.execute(sa.select(sa.func.count(sa.distinct(CLAIMS.c.trial_id))).select_from(
             CLAIMS.join(_TRIALS, _TRIALS.c.trial_id == CLAIMS.c.trial_id)).where(
             CLAIMS.c.study_id == study_id, _state() == "PRUNED")).scalar_one()
         return complete + stopped
 
     def _running_claims(self, conn: sa.Connection, study_id: int) -> int:
-        return conn.execute(sa.select(sa.func.count()).select_from(
+        # Trials, not claims: a confirmation claims the configuration it chose too (``claim(..., chosen=True)``).
+        return conn.execute(sa.select(sa.func.count(sa.distinct(CLAIMS.c.trial_id))).select_from(
             CLAIMS.join(_TRIALS, _TRIALS.c.trial_id == CLAIMS.c.trial_id)).where(
             CLAIMS.c.study_id == study_id, _state() == "RUNNING")).scalar_one()
 
@@ -282,12 +283,14 @@ class Ledger:
                             finished if target is None else int(target))
 
     # --- claims ------------------------------------------------------------------------------
-    def claim(self, study_id: int, trial_id: int, config_key: str) -> ClaimResult:
+    def claim(self, study_id: int, trial_id: int, config_key: str, *, chosen: bool = False) -> ClaimResult:
         """Claim ``config_key`` for ``trial_id``, atomically with the target check.
 
         DUPLICATE when another trial holds the configuration (running, complete, pruned, or
         failed for a reason that says something about the configuration); FULL when complete
-        (finished) plus claimed running trials already reach the target; else GRANTED.
+        (finished) plus claimed running trials already reach the target; else GRANTED. ``chosen``:
+        a second claim of a trial that counts already, for the configuration it chose as it ran
+        (a confirmation's k): no target check.
         """
         digest = config_hash(config_key)
         with self.engine.begin() as conn:
@@ -300,7 +303,8 @@ class Ledger:
                 free = held.state == "FAIL" and held.reusable
                 if not free:
                     return ClaimResult(Claim.DUPLICATE, held.number)
-            if target is not None and self._finished(conn, study_id) + self._running_claims(conn, study_id) >= target:
+            if (target is not None and not chosen
+                    and self._finished(conn, study_id) + self._running_claims(conn, study_id) >= target):
                 return ClaimResult(Claim.FULL)
             if held is None:
                 conn.execute(CLAIMS.insert().values(study_id=study_id, config_hash=digest, trial_id=trial_id,

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -64,8 +65,12 @@ class WorkerStopped(BaseException):
 
 
 # --- worker processes -------------------------------------------------------------------------
-#: How long after a stop was swallowed (raised inside a callback) it is sent again.
+#: How long after a stop was swallowed (raised inside a callback) or put off (see below) it is sent again.
 REDELIVER_S = 0.05
+#: The storage's code: a stop that lands in it is put off until the main thread is out. Raised there, it could leave
+#: a statement, and SQLite's lock, open while the run fails its trials on the way out (60 s a write: issue 61).
+STORAGE_MODULES = ("sqlalchemy.", "optuna.storages.", "sqlite3")
+MAX_PUT_OFF = 100  #: times, REDELIVER_S / 5 apart: about a second at most (the storage guards a stop that lands there)
 #: The stops that arrived inside :func:`deferred_stops` (None: stops are raised where they land).
 _deferred: list[BaseException] | None = None
 
@@ -95,13 +100,17 @@ def stop_handlers() -> Iterator[None]:
 
     A stop raised inside a weakref callback or a ``__del__`` cannot propagate (Python reports it
     as "unraisable"): such a swallowed stop is delivered again, back in ordinary code."""
-    stopping = False
+    stopping, put_off = False, 0
 
-    def on_signal(signum: int, _frame: Any) -> None:
+    def on_signal(signum: int, frame: Any) -> None:
         # Ignore later signals by returning, not by installing SIG_IGN: a signal that arrived
         # just before would then be reported as "ignored due to race condition" (an OSError).
-        nonlocal stopping
+        nonlocal stopping, put_off
         if stopping:
+            return
+        if _in_storage(frame) and put_off < MAX_PUT_OFF:  # not for long: a loop of storage calls starves it
+            put_off += 1
+            _send_again(signum, REDELIVER_S / 5)
             return
         stopping = True
         stop = KeyboardInterrupt() if signum == signal.SIGINT else WorkerStopped(signal.Signals(signum).name)
@@ -121,10 +130,7 @@ def stop_handlers() -> Iterator[None]:
         # inside this hook, and swallowed again ("Exception ignored in sys.unraisablehook").
         # The main thread handles it at its next check, back in ordinary code (a sleep or a wait
         # is interrupted); should that again be a callback, this hook sends it once more.
-        resend = threading.Timer(REDELIVER_S, os.kill, (os.getpid(), signal.SIGINT if isinstance(
-            exc, KeyboardInterrupt) else signal.SIGTERM))
-        resend.daemon = True
-        resend.start()
+        _send_again(signal.SIGINT if isinstance(exc, KeyboardInterrupt) else signal.SIGTERM)
 
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -138,6 +144,18 @@ def stop_handlers() -> Iterator[None]:
         sys.unraisablehook = previous_hook
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+def _in_storage(frame: Any) -> bool:
+    """Whether the main thread, interrupted at ``frame``, is inside :data:`STORAGE_MODULES`."""
+    return any(str(f.f_globals.get("__name__")).startswith(STORAGE_MODULES) for f, _ in traceback.walk_stack(frame))
+
+
+def _send_again(signum: int, after: float = REDELIVER_S) -> None:
+    """Send this process ``signum`` again ``after`` seconds from now, from another thread."""
+    resend = threading.Timer(after, os.kill, (os.getpid(), signum))
+    resend.daemon = True
+    resend.start()
 
 
 #: Seconds a worker whose parent died has to fail its trial and exit after its SIGTERM; then it

@@ -37,7 +37,7 @@ from ..outcome.futility import judge_futility
 from ..outcome.selection import recommend_for_study
 from ..outcome.summary import CorpusOutcome, format_duration, summarize
 from ..search.baselines import queue_baselines, unqueue_baselines
-from ..search.confirmations import k_choice, queue_confirmations
+from ..search.confirmations import chooses_k, k_choice, queue_confirmations
 from ..study import defaults
 from ..study.settings import StudySettings
 from ..study.storage import StudyStorage, storage_errors
@@ -195,8 +195,7 @@ class StudyRun:
         far (behind a proxy), and judges the search (:mod:`..outcome.futility`): where it does not
         beat the best baseline out of sample, the run stops there and says so; else it goes on."""
         total = None if self.added >= defaults.UNBOUNDED_TRIALS else max(0, self.target - self.before.finished)
-        best = self.best_before
-        self.started = time.time()
+        best, self.started = self.best_before, time.time()
         bar = ProgressBar(show_progress, total, self.name, self.before.finished,
                           None if best is None else best.score, self.crew.deadline)
         try:
@@ -250,7 +249,7 @@ class StudyRun:
         fidelity = self.settings.fidelity
         if fidelity.proxy is None:
             return
-        confirming = queue_confirmations(self.study, fidelity.confirm)
+        confirming = queue_confirmations(self.study, fidelity.confirm, chooses_k(self.settings.space))
         if not confirming:
             return
         self.confirming += confirming
@@ -375,8 +374,8 @@ def run_study(storage: StudyStorage, study: optuna.Study, crew: Crew, added: int
     what a worker in this process takes instead of reading the corpus and questions again."""
     with storage_errors(crew.storage):
         run = StudyRun(storage, study, crew, echo, settings=settings, inputs=inputs)
-    run.join(added, joining=joining)
-    try:
+    try:  # a stop as it joins leaves too (the run is in the ledger, its baselines queued)
+        run.join(added, joining=joining)
         run.work(progress)
     except (KeyboardInterrupt, WorkerStopped):
         run.leave(stopped=True)

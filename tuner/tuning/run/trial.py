@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 import optuna
-from optuna.trial import FrozenTrial
+from optuna.trial import FrozenTrial, TrialState
 
 from ...data.corpus import Corpus
 from ...data.evalset import EvaluationSet
@@ -52,7 +52,13 @@ from ..search.cost import (
     trial_seconds,
 )
 from ..study.settings import StudySettings
-from .embedding_work import OBSERVED_FOR_S, EmbeddingWork, observed_throughput, wait_for_the_same_chunks
+from .embedding_work import (
+    OBSERVED_FOR_S,
+    EmbeddingWork,
+    embeds_at_full_fidelity,
+    observed_throughput,
+    wait_for_the_same_chunks,
+)
 from .ledger import Claim, ClaimResult
 from .progress import EmbeddingReport, print_err
 
@@ -134,14 +140,14 @@ class TrialObjective:
 
     def sample(self, trial: optuna.Trial) -> EvaluationConfig:
         space, inner = self.settings.space, self._inner(trial)
-        chunker, k, embedder_config = space.sample(trial, inner)
+        # A confirmation that chooses its k ranks once at the largest, cut at each k of the space (_scored): its
+        # Optuna parameter k is the one it chooses (_chosen), not its proxy trial's.
+        chunker, k, embedder_config = space.sample(trial, inner or self._chooses_k(trial))
         retrieval = space.sample_retrieval(trial, k, inner)  # dense, no context, for a space without retrieval
-        if self._chooses_k(trial):  # one ranking at the largest k, cut at each k of the space (_scored)
-            retrieval = replace(retrieval, k=max(space.inner_ks()))
         return EvaluationConfig(chunker, embedder_config or self.settings.embedder, retrieval, self.settings.unit,
                                 self.settings.copies)
 
-    def __call__(self, trial: optuna.Trial, claim: Callable[[str], ClaimResult]) -> tuple[float, ...]:
+    def __call__(self, trial: optuna.Trial, claim: Callable[..., ClaimResult]) -> tuple[float, ...]:
         config = self.sample(trial)
         config_key = json.dumps(config.to_dict(), sort_keys=True)
         trial.set_user_attr(CONFIG_ATTR, config_key)
@@ -182,6 +188,8 @@ class TrialObjective:
             raise
         self._follow_the_machine(trial.number, config, embedder, read, model_seconds)
         result, attrs = self._scored(trial, result)
+        if self._chooses_k(trial):
+            self._chosen(trial, attrs, claim, work.attributes())
         attrs.update(work.attributes())
         if not config.embedder.local:
             attrs.update(api_usage_attributes(embedder.stats.api_tokens - api_tokens, self.rates_for(config.embedder)))
@@ -309,6 +317,31 @@ class TrialObjective:
         """Whether ``trial`` is a proxy's confirmation that chooses its ``k`` at full fidelity (:func:`chooses_k
         <..search.confirmations.chooses_k>`)."""
         return CONFIRMS_ATTR in trial.user_attrs and chooses_k(self.settings.space)
+
+    def _chosen(self, trial: optuna.Trial, attrs: dict[str, Any], claim: Callable[..., ClaimResult],
+                work: dict[str, Any]) -> None:
+        """A confirmation's chosen k is its Optuna parameter k, what optuna-dashboard shows and the sampler learns
+        from (the proxy trial's distribution of it), and its configuration is claimed: one that a trial evaluated
+        at full fidelity already (a baseline's k), or evaluates now, makes it that trial's duplicate (PRUNED, with
+        the ``work`` its models did, as any trial that stopped)."""
+        proxy = confirmed_trial(trial.study, trial)
+        if proxy is not None and (distribution := proxy.distributions.get("k")) is not None:
+            trial.storage.set_trial_param(trial._trial_id, "k", distribution.to_internal_repr(attrs[K_ATTR]),
+                                          distribution)
+        taken = claim(attrs[CONFIG_ATTR], chosen=True)
+        holder = taken.holder if taken.outcome == Claim.DUPLICATE else None
+
+        def evaluated(other: FrozenTrial) -> bool:  # at full fidelity, or evaluating it now
+            return other.number != trial.number and (other.state == TrialState.COMPLETE or (
+                other.state == TrialState.RUNNING and embeds_at_full_fidelity(other, False)))
+
+        # The claim's holder; else a complete trial of the configuration that holds no claim (added by hand).
+        same = [t for t in trial.study.get_trials(deepcopy=False) if evaluated(t) and (t.number == holder or (
+            t.state == TrialState.COMPLETE and t.user_attrs.get(CONFIG_ATTR) == attrs[CONFIG_ATTR]))]
+        if same:
+            for key, value in work.items():
+                trial.set_user_attr(key, value)
+            raise ConfigurationTaken(min(same, key=lambda t: t.number != holder).number)
 
     def _scored(self, trial: optuna.Trial, result: EvaluationResult) -> tuple[EvaluationResult, dict[str, Any]]:
         """What the trial records of ``result`` and its attributes: in an inner loop (or a confirmation choosing

@@ -171,11 +171,12 @@ def run_worker(options: WorkerOptions,
             study_id = storage.get_study_id_from_name(options.study)
         except KeyError:
             raise StudyError(f"no study named {options.study!r} in {storage.display_url}") from None
-        worker_id = new_worker_id(options.parent)
-        ordinal = ledger.register(study_id, worker_id)
-    seed = None if options.seed is None else options.seed + ordinal
-    heartbeat = Heartbeat(lambda: ledger.beat(worker_id), options.heartbeat_interval)
-    try:
+    worker_id, heartbeat = new_worker_id(options.parent), None
+    try:  # a stop as it registers retires it too: a worker never retired keeps its run from leaving the study alone
+        with storage_errors(options.storage):
+            ordinal = ledger.register(study_id, worker_id)
+        seed = None if options.seed is None else options.seed + ordinal
+        heartbeat = Heartbeat(lambda: ledger.beat(worker_id), options.heartbeat_interval)
         with storage_errors(options.storage):
             study = optuna.load_study(study_name=options.study, storage=storage,
                                       sampler=WeightedScoreSampler(seed=seed))
@@ -195,7 +196,8 @@ def run_worker(options: WorkerOptions,
         with storage_errors(options.storage):
             return _trial_loop(study, study_id, ledger, worker_id, objective, options, on_trial)
     finally:
-        heartbeat.stop()
+        if heartbeat is not None:
+            heartbeat.stop()
         with contextlib.suppress(Exception):
             ledger.retire(worker_id)
 
@@ -285,9 +287,9 @@ def _run_trial(study: optuna.Study, study_id: int, ledger: Ledger, trial: optuna
     """Evaluate one trial; every outcome is a final state (interruptions re-raise after telling)."""
     claimed: list[str] = []
 
-    def claim(config_key: str) -> ClaimResult:
-        result = ledger.claim(study_id, trial._trial_id, config_key)
-        if result.outcome == Claim.GRANTED:
+    def claim(config_key: str, chosen: bool = False) -> ClaimResult:
+        result = ledger.claim(study_id, trial._trial_id, config_key, chosen=chosen)
+        if result.outcome == Claim.GRANTED and not chosen:
             claimed.append(config_key)
             fault_point("mid_trial")
             hold_point("mid_trial")

@@ -14,10 +14,14 @@ parameters, :data:`~..core.records.CONFIRMS_ATTR` set to the proxy trial's numbe
 fidelity, as baselines are: counted toward the target, resumable, on the Pareto front. A
 confirmation ranks each question once at the space's largest ``k`` and records its best ``k`` at
 full fidelity (every point kept, as an inner loop's), because the proxy ranks chunkings far better
-than it ranks ``k`` (issue 51). Only full-fidelity trials (the baselines, BM25 trials, configurations
-the proxy cannot score once they climbed their rungs, and confirmations) are ever recommended, so
-the recommendation and every member of its tie set were measured at full fidelity before the
-summary speaks; the summary counts the configurations seen only at the proxy.
+than it ranks ``k`` (issue 51); queued without the proxy trial's ``k``, it takes the ``k`` it chose as
+its Optuna parameter, so optuna-dashboard and the sampler see the configuration it scored, and one
+that chose a configuration a trial evaluated at full fidelity already (a baseline's ``k``) is that
+trial's duplicate, not a second complete trial (issue 61). Only full-fidelity trials (the
+baselines, BM25 trials, configurations the proxy cannot score once they climbed their rungs, and
+confirmations) are ever recommended, so the recommendation and every member of its tie set were
+measured at full fidelity before the summary speaks; the summary counts the configurations seen
+only at the proxy.
 
 A confirmation interrupted or lost with its worker is retried like any trial; one skipped
 because the run ended first is queued again by the next run's confirmations.
@@ -137,11 +141,14 @@ def confirmed_trial(study: optuna.Study, confirmation: Any) -> FrozenTrial | Non
     return next((t for t in study.get_trials(deepcopy=False) if t.number == number), None)
 
 
-def queue_confirmations(study: optuna.Study, count: int) -> list[int]:
+def queue_confirmations(study: optuna.Study, count: int, choosing_k: bool = False) -> list[int]:
     """Queue a full-fidelity confirmation of each of :func:`candidates`; returns the numbers of the
-    proxy trials they confirm, best first."""
+    proxy trials they confirm, best first. ``choosing_k`` (:func:`chooses_k`): each is queued without
+    its proxy trial's ``k``; the ``k`` it chooses becomes its parameter as it ends (so optuna-dashboard
+    and the sampler see the configuration it scored)."""
     queued = []
     for trial in candidates(study, count):
-        study.enqueue_trial(trial.params, user_attrs={CONFIRMS_ATTR: trial.number})
+        params = {name: value for name, value in trial.params.items() if not (choosing_k and name == "k")}
+        study.enqueue_trial(params, user_attrs={CONFIRMS_ATTR: trial.number})
         queued.append(trial.number)
     return queued

@@ -313,6 +313,15 @@ def _serialize_sqlite_writes(engine: sa.Engine) -> None:
     trial (a retried or enqueued one) before either writes, and both run it. Taking the
     write lock at BEGIN makes each read-then-write atomic (the ledger's claims rely on it);
     waiting for the lock is what the long busy timeout is for.
+
+    A stop (Ctrl-C, SIGTERM) that lands inside a statement is not a lost connection. SQLAlchemy
+    takes it for one and closes the connection with the statement's cursor still open; SQLite then
+    keeps that connection alive, transaction and write lock with it, until the cursor is freed,
+    and every later transaction, this process's own ones failing the interrupted trial included,
+    waits out the busy timeout and fails (issue 61: a SIGTERM at the futility checkpoint left a
+    trial RUNNING and took five minutes to exit). So the cursor is closed and the transaction
+    rolled back as for any other error: each sqlite3 call is one C call, whole when a signal's
+    handler runs, so the connection is sound.
     """
     from sqlalchemy import event
 
@@ -323,6 +332,11 @@ def _serialize_sqlite_writes(engine: sa.Engine) -> None:
     @event.listens_for(engine, "begin")
     def _begin_immediate(connection) -> None:
         connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+    @event.listens_for(engine, "handle_error")
+    def _stopped_is_not_lost(context) -> None:
+        if not isinstance(context.original_exception, Exception):  # KeyboardInterrupt, a stop
+            context.is_disconnect = False
 
     engine.dispose()  # connections opened before the listeners existed are dropped
 
