@@ -31,13 +31,18 @@ def chunkwise(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
                           env=env, cwd=tmp_path)
 
 
-def test_a_changed_corpus_is_re_tuned_warm_as_its_next_version(tmp_path, openai_server):
+def tune_command(tmp_path: Path, run: str, stub) -> tuple[Path, str, list[str]]:
+    """A copy of the bundled example's documents, its storage, and the command that tunes it."""
     docs = tmp_path / "docs"
     shutil.copytree(EXAMPLE, docs)
-    storage = f"sqlite:///{tmp_path}/w.db"
-    common = ["tune", "--name", "w", "--corpus", f"handbook={docs}", "--queries", str(QUERIES), "--space", "quick",
-              "--embedder", "openai:stub-embed", "--base-url", openai_server.base_url, "--storage", storage,
-              "--cache", str(tmp_path / "embeddings.sqlite3")]
+    storage = f"sqlite:///{tmp_path}/{run}.db"
+    return docs, storage, ["tune", "--name", run, "--corpus", f"handbook={docs}", "--queries", str(QUERIES),
+                           "--space", "quick", "--embedder", "openai:stub-embed", "--base-url", stub.base_url,
+                           "--storage", storage, "--cache", str(tmp_path / "embeddings.sqlite3")]
+
+
+def test_a_changed_corpus_is_re_tuned_warm_as_its_next_version(tmp_path, openai_server):
+    docs, storage, common = tune_command(tmp_path, "w", openai_server)
     first = chunkwise(tmp_path, *common, "--n-trials", "12")
     assert first.returncode == 0, first.stderr
     before = optuna.load_study(study_name="w/handbook", storage=storage)
@@ -94,12 +99,8 @@ def test_a_changed_corpus_is_re_tuned_warm_as_its_next_version(tmp_path, openai_
 
 
 def test_a_changed_corpus_with_other_settings_is_still_refused(tmp_path, openai_server):
-    docs = tmp_path / "docs"
-    shutil.copytree(EXAMPLE, docs)
-    storage = f"sqlite:///{tmp_path}/r.db"
-    common = ["tune", "--name", "r", "--corpus", f"handbook={docs}", "--queries", str(QUERIES), "--space", "quick",
-              "--embedder", "openai:stub-embed", "--base-url", openai_server.base_url, "--storage", storage,
-              "--cache", str(tmp_path / "embeddings.sqlite3"), "--n-trials", "2"]
+    docs, storage, common = tune_command(tmp_path, "r", openai_server)
+    common = [*common, "--n-trials", "2"]
     assert chunkwise(tmp_path, *common).returncode == 0
     with (docs / "installation.md").open("a", encoding="utf-8") as handle:
         handle.write(ADDED)
