@@ -24,7 +24,7 @@ from ...schema import invalid
 from ..outcome.summary import CorpusOutcome, format_duration
 from ..outcome.versions import queue_warm_start, version_change
 from ..study import defaults
-from ..study.lookup import newest_version, run_studies
+from ..study.lookup import current_study_name, run_studies
 from ..study.opening import LoadedStudyData, load_study_data, open_study
 from ..study.settings import StudySettings, build_settings, resolve_study_rates
 from ..study.spec import StudySpec
@@ -72,10 +72,8 @@ def resume_advice(spec: StudySpec) -> str:
     try:
         storage = make_storage(spec.storage)
         ledger = Ledger(storage)
-        names = [summary.study_name for summary in optuna.get_all_study_summaries(storage, include_best_trial=False)]
         for corpus, _ in spec.corpora:
-            study_id = storage.get_study_id_from_name(newest_version(names, spec.name, corpus)
-                                                      or spec.study_name(corpus))
+            study_id = storage.get_study_id_from_name(current_study_name(storage, spec.name, corpus))
             progress = ledger.progress(study_id)
             studies.append((corpus, progress.finished, progress.target))
     except Exception:  # a study not created yet, a storage gone: say what the command does, without counts

@@ -60,6 +60,7 @@ from scipy import stats
 
 from ..core.objective import Scales, Weights
 from .comparisons import CONFIDENCE, MIN_QUESTIONS, SCORE_RESOLUTION, Candidate, ranked
+from .significance import intersection_union
 
 #: Folds and repeated shuffles of the questions.
 FOLDS = 5
@@ -282,8 +283,7 @@ class _Folds:
         whole = CorrectedT.of(measured + modelled, test_share)
         alone = CorrectedT.of(measured, test_share)
         recall = CorrectedT.of(np.array(self.recall), test_share)
-        agree = np.sign(alone.mean) == np.sign(whole.mean) and abs(alone.mean) > SCORE_RESOLUTION
-        p_value = max(alone.p_value, whole.p_value) if agree else 1.0
+        p_value = intersection_union(alone.mean, alone.p_value, whole.mean, whole.p_value)
         needs = [alone.questions_to_tell(questions, confidence), whole.questions_to_tell(questions, confidence)]
         needed = None if needs[0] is None else max(n for n in needs if n is not None)
         per_question = np.concatenate(self.questions)

@@ -75,6 +75,13 @@ def settings_of(study: optuna.Study) -> dict[str, Any]:
     return settings
 
 
+def current_study_name(storage: optuna.storages.BaseStorage, run: str, corpus: str) -> str:
+    """The study a run of ``run`` resumes for ``corpus``: its newest version in ``storage``, else the
+    name the first version takes (:func:`study_name`)."""
+    names = [summary.study_name for summary in optuna.get_all_study_summaries(storage, include_best_trial=False)]
+    return newest_version(names, run, corpus) or study_name(run, corpus)
+
+
 def run_studies(storage: optuna.storages.BaseStorage, run: str, corpus: str | None = None, *,
                 where: str = "this storage") -> list[str]:
     """The study names of run ``run`` (``run`` may also be ``RUN/CORPUS``), sorted: per corpus, the

@@ -18,7 +18,7 @@ from ..core.objective import (
 from ..core.records import SETTINGS_ATTR
 from ..search.space import SearchSpace
 from ..search.space_file import load_search_space, resolve_space
-from .lookup import corpus_version, newest_version, split_study_name
+from .lookup import corpus_version, current_study_name, split_study_name
 from .naming import name_objectives
 from .settings import StudySettings, build_settings
 from .spec import StudySpec
@@ -81,8 +81,7 @@ def open_study(storage: optuna.storages.BaseStorage, name: str, settings: StudyS
     (the run did not choose axes), a study that exists keeps its own.
     """
     run, part = split_study_name(name)
-    names = [summary.study_name for summary in optuna.get_all_study_summaries(storage, include_best_trial=False)]
-    name = newest_version(names, run, corpus_version(part or "")[0]) or name
+    name = current_study_name(storage, run, corpus_version(part or "")[0])
     try:
         study = optuna.load_study(study_name=name, storage=storage, sampler=sampler)
     except KeyError:
@@ -155,9 +154,8 @@ def resumable_settings(spec: StudySpec, data: LoadedStudyData) -> tuple[dict[str
         return resumed, said
     with storage_errors(spec.storage):
         storage = make_storage(spec.storage)
-        names = [summary.study_name for summary in optuna.get_all_study_summaries(storage, include_best_trial=False)]
         for corpus in data.corpora:
-            name = newest_version(names, spec.name, corpus.name) or spec.study_name(corpus.name)
+            name = current_study_name(storage, spec.name, corpus.name)
             try:
                 study = optuna.load_study(study_name=name, storage=storage)
             except KeyError:  # a new study: the run creates it
