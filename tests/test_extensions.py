@@ -226,9 +226,9 @@ def test_a_process_imports_the_extensions_named_in_its_environment(tmp_path):
 def test_a_metric_that_cannot_become_a_utility_is_refused():
     """A count, or a metric that is better when smaller, needs a half to enter the 0-1 score."""
     for declared in (Metric("chunk_count", "chunks", count=True), Metric("misses", "misses", higher_is_better=False)):
-        with pytest.raises(ValueError, match="give it a half"):
+        with pytest.raises(ValueError, match="half=null is invalid; allowed: a number > 0"):
             register_metric(declared)
-    with pytest.raises(ValueError, match="already registered"):
+    with pytest.raises(ValueError, match="name='recall' is invalid; allowed: a name no other metric has"):
         register_metric(Metric("recall", "recall"))
     with pytest.raises(ValueError, match=r"metric 'misses': half=0 is invalid"):
         register_metric(Metric("misses", "misses", higher_is_better=False, half=0))
@@ -353,10 +353,10 @@ FAILING_PLUGINS = {
     "raises_type": ("len(3)\n", "TypeError: object of type 'int' has no len()"),
     "takes_token": ("from tuner.chunkers import Chunker, register\n\n\n@register\nclass Mine(Chunker):\n"
                     "    name = 'token'\n\n    def split(self, document):\n        return []\n",
-                    "a chunker named 'token' is already registered"),
+                    "Mine.name='token' is invalid; allowed: a name no other chunker has"),
     "takes_recall": ("from tuner.evaluation import Metric, register_metric\n\n"
                      "register_metric(Metric('recall', 'my recall'))\n",
-                     "a metric named 'recall' is already registered"),
+                     "metric: name='recall' is invalid; allowed: a name no other metric has"),
     "exits": ("import sys\n\nsys.exit(3)\n", "it called sys.exit(3)"),
 }
 

@@ -201,5 +201,62 @@ class UsageError(ChunkwiseError, RuntimeError):
     that cannot be registered): a mistake in the calling code, said in one message."""
 
 
+# --- Signals: raised in one module and caught in another, never shown to a user as such -------
+# (a signal that never leaves its module stays there, private: ``_StopRequested``, ``_Terminated``)
+
+
 class BadReply(ValueError):
-    """A reply chunkwise cannot use (retried like a server error); the message says what was wrong."""
+    """A reply chunkwise cannot use (retried like a server error); the message says what was wrong.
+    Raised by the checks of a reply (llm/client.py, llm/endpoint.py, embedding/openai.py) and caught
+    by :func:`tuner.llm.endpoint.usable_reply`, which asks again and, out of retries, raises the
+    caller's :class:`ChunkwiseError` naming the last one."""
+
+
+class AskAgain(BadReply):
+    """The caller's ``parse`` refuses the model's answer in a reply of good form (the model's own
+    words: no JSON object where one was asked for, numbers out of range): ask again. Raised by the
+    parsers of answers (chunkers/llm.py, data/generate/prompts.py, retrieval/llm_context.py, and
+    llm/client.py for an answer cut off at the tokens asked for); caught, like any
+    :class:`BadReply`, by :func:`tuner.llm.endpoint.usable_reply`, which raises
+    :class:`UnfitAnswerError` once every answer was refused."""
+
+
+class WorkerStopped(BaseException):
+    """SIGTERM (``docker stop``, systemd, a parent that died or stopped it) in the main thread of a
+    run or worker. Raised by the handler that ``tuner.tuning.run.stop_handlers`` installs
+    (tuning/run/processes.py); caught like ``KeyboardInterrupt``, which it is no more an
+    ``Exception`` than: by the run (tuning/run/workers.py, study_run.py, reclaim.py), which fails
+    the in-flight trial (``lost``) and goes on up, and by the command line (cli/), which exits 143."""
+
+
+# How a trial ends without a score (tuning/run/trial.py raises each; tuning/run/workers.py catches
+# each before any ChunkwiseError and records the trial PRUNED, saying why).
+
+
+class ConfigurationTaken(Exception):
+    """The sampled configuration is already claimed by another trial (``holder``): the trial is a
+    duplicate of that one."""
+
+    def __init__(self, holder: int | None) -> None:
+        super().__init__(f"same configuration as trial {holder}")
+        self.holder = holder
+
+
+class TargetReached(Exception):
+    """The study's target was covered by complete and running trials before this one got a slot."""
+
+
+class StoppedAtRung(Exception):
+    """The trial stopped after a low-fidelity rung (``rung``: a proxy's name or a fraction)."""
+
+    def __init__(self, rung: str, score: float) -> None:
+        super().__init__(f"stopped at rung {rung} (score {score:.4f})")
+        self.rung, self.score = rung, score
+
+
+class OutOfBudget(Exception):
+    """The configuration a trial sampled cannot finish before the run's time budget ends."""
+
+    def __init__(self, expected_s: float, left_s: float) -> None:
+        super().__init__(f"expected {expected_s:.0f} s, {max(0.0, left_s):.0f} s left")
+        self.expected_s, self.left_s = expected_s, left_s

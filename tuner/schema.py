@@ -217,15 +217,24 @@ def setting_spec(cls: type, name: str) -> ParamSpec:
     return next(f.metadata["spec"] for f in dataclasses.fields(cls) if f.name == name)
 
 
-def check_keys(data: Any, where: str, allowed: Iterable[str]) -> dict[str, Any]:
-    """``data`` if it is a mapping whose keys are all in ``allowed``; else a clear error."""
-    allowed = list(allowed)
+def check_keys(data: Any, where: str, allowed: Iterable[str], error: type[Exception] = InvalidParameterError, *,
+               what: str = "key") -> dict[str, Any]:
+    """``data`` if it is a mapping whose keys are all in ``allowed``; else :func:`invalid`'s message
+    for ``where`` (not a mapping) or for its first unknown key (``what`` names the keys).
+
+    >>> check_keys({"k": 3, "kk": 4}, "retrieval", ("method", "k"))
+    Traceback (most recent call last):
+    tuner.errors.InvalidParameterError: retrieval: kk=4 is invalid; allowed: the keys k, method
+    >>> check_keys([3], "retrieval", ("k",))
+    Traceback (most recent call last):
+    tuner.errors.InvalidParameterError: retrieval=[3] is invalid; allowed: a mapping (keys: k)
+    """
+    allowed = sorted(allowed)
     if not isinstance(data, dict):
-        raise InvalidParameterError(f"{where} must be a mapping, got {shown(data)}")
+        raise invalid(where, data, f"a mapping ({what}s: {', '.join(allowed)})", error)
     unknown = sorted(set(data) - set(allowed), key=str)
     if unknown:
-        raise InvalidParameterError(
-            f"{where}: unknown key(s) {', '.join(map(str, unknown))}; allowed: {', '.join(sorted(allowed))}")
+        raise invalid(str(unknown[0]), data[unknown[0]], f"the {what}s {', '.join(allowed)}", error, owner=where)
     return data
 
 

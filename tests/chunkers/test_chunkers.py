@@ -86,13 +86,15 @@ def test_recursive_custom_separators():
 
 @pytest.mark.parametrize(("name", "params", "message"), [
     ("token", {"size": 0}, "size=0 is invalid; allowed: an integer >= 1"),
-    ("token", {"size": 10, "overlap": 10}, "overlap=10 must be smaller than size=10"),
+    ("token", {"size": 10, "overlap": 10}, "token: overlap=10 is invalid; allowed: an integer from 0 to 9 "
+                                            "(smaller than size=10)"),
     ("token", {"size": 2.5}, "size=2.5 is invalid"),
     ("token", {"size": "big"}, "size='big' is invalid"),
     ("recursive", {"overlap": -1}, "overlap=-1 is invalid; allowed: an integer >= 0"),
-    ("recursive", {"separators": []}, "separators=[] must be a non-empty list"),
-    ("recursive", {"chunk_size": 5}, "unknown parameter(s) chunk_size; recursive takes: size, overlap"),
-    ("semantic-magic", {}, "unknown chunker 'semantic-magic'; available: "),
+    ("recursive", {"separators": []}, "recursive: separators=[] is invalid; allowed: a non-empty list"),
+    ("recursive", {"chunk_size": 5}, "recursive: chunk_size=5 is invalid; allowed: the parameters overlap, "
+                                         "separators, size"),
+    ("semantic-magic", {}, "chunker='semantic-magic' is invalid; allowed: cluster, "),
 ])
 def test_invalid_parameters_name_value_and_range(name, params, message):
     with pytest.raises(InvalidParameterError) as error:

@@ -79,7 +79,8 @@ def test_a_document_without_headings_is_one_section():
 @pytest.mark.parametrize(("params", "message"), [
     ({"levels": 0}, "levels=0 is invalid; allowed: an integer in [1, 6]"),
     ({"levels": 7}, "levels=7 is invalid; allowed: an integer in [1, 6]"),
-    ({"size": 10, "overlap": 10}, "overlap=10 must be smaller than size=10"),
+    ({"size": 10, "overlap": 10}, "markdown: overlap=10 is invalid; allowed: an integer from 0 to 9 "
+                                          "(smaller than size=10)"),
 ])
 def test_invalid_parameters(params, message):
     with pytest.raises(InvalidParameterError, match=re.escape(message)):

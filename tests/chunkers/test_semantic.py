@@ -79,10 +79,12 @@ def test_clustering_distance_and_bounded_single_linkage_by_hand():
 
 @pytest.mark.parametrize(("name", "params", "message"), [
     ("kamradt", {"threshold_type": "absolute", "threshold": 95.0},
-     "threshold=95.0 is invalid for threshold_type='absolute'; allowed: float in [0, 2]"),
+     "kamradt: threshold=95.0 is invalid; allowed: a number from 0 to 2 with threshold_type='absolute'"),
     ("kamradt", {"threshold_type": "median"}, "threshold_type='median' is invalid"),
-    ("cluster", {"size": 100, "piece_size": 200}, "piece_size=200 must not exceed size=100"),
-    ("sentence", {"sentences": 3, "overlap": 3}, "overlap=3 must be smaller than sentences=3"),
+    ("cluster", {"size": 100, "piece_size": 200}, "cluster: piece_size=200 is invalid; allowed: an integer from 4 "
+                                                  "to 100 (at most size=100)"),
+    ("sentence", {"sentences": 3, "overlap": 3}, "overlap=3 is invalid; allowed: an integer from 0 to 2 "
+                                                 "(smaller than sentences=3)"),
     ("clustering", {"method": "kmeans"}, "method='kmeans' is invalid"),
     ("double_pass", {"merging_threshold": 1.5}, "merging_threshold=1.5 is invalid; allowed: a number in [-1, 1]"),
 ])

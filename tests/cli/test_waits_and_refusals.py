@@ -133,7 +133,7 @@ def test_a_slow_endpoint_fails_naming_its_http_tries(tmp_path, openai_server):
 # ---------------------------------------------------------------- 5. the small ones
 
 @pytest.mark.parametrize(("point", "message"), [
-    ("k=3,k=5", "--point 'k=3,k=5': k is given twice (k=3 and k=5); give each setting once"),
+    ("k=3,k=5", "--point k='5' is invalid; allowed: one value of each setting (k=3 is given too)"),
     ("k=abc", "--point k='abc' is invalid; allowed: an integer >= 1, as in --point k=3"),
     ("k=3,alpha=high", "--point alpha='high' is invalid; allowed: a number in [0, 1], as in --point alpha=0.7"),
 ])

@@ -253,9 +253,10 @@ def test_precision_in_the_configuration_schema():
     allowed = r"embedder.precision='fp16' is invalid; allowed: fp32, bf16, int8, auto"
     with pytest.raises(InvalidParameterError, match=allowed):
         EmbedderConfig.from_dict({"precision": "fp16"})
-    with pytest.raises(InvalidParameterError, match="applies to local sentence-transformers models only"):
+    local_only = "is invalid; allowed: fp32 with provider 'openai': the others apply to local sentence-transformers"
+    with pytest.raises(InvalidParameterError, match="embedder.precision='bf16' " + local_only):
         EmbedderConfig("openai", "text-embedding-3-small", precision="bf16")
-    with pytest.raises(InvalidParameterError, match="applies to local sentence-transformers models only"):
+    with pytest.raises(InvalidParameterError, match="precision='int8' " + local_only):
         make_embedder("openai", precision="int8")
 
 

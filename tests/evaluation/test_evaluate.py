@@ -107,8 +107,8 @@ def test_cli_evaluate_json(tmp_path, capsys):
 @pytest.mark.parametrize(("args", "message"), [
     (["--corpus", "missing-folder"], "corpus 'missing-folder' does not exist"),
     (["-p", "size=0"], "size=0 is invalid; allowed: an integer >= 1"),
-    (["--chunker", "nope"], "unknown chunker 'nope'"),
-    (["-p", "size"], "must look like NAME=VALUE"),
+    (["--chunker", "nope"], "chunker='nope' is invalid; allowed: cluster, "),
+    (["-p", "size"], "--param='size' is invalid; allowed: NAME=VALUE"),
     (["--config", "no-such-config.yaml"], "does not exist"),
 ])
 def test_cli_errors_exit_2_without_traceback(args, message, capsys):

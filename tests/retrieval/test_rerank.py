@@ -62,7 +62,7 @@ def test_retrieve_ranks_candidates_first_then_reranks(model):
     candidates = [int(r) for r in first if r >= 0]
     scores = predicted(model, question, [TEXTS[r] for r in candidates])
     assert ranked.rows[0].tolist() == [candidates[i] for i in np.argsort(-scores)[:2]]
-    with pytest.raises(ValueError, match="needs the questions and the chunk texts"):
+    with pytest.raises(ValueError, match="texts=null is invalid; allowed: the questions and the chunk texts"):
         retrieve(settings, lexical=BM25Index(TEXTS), questions=[question])
 
 
@@ -97,11 +97,11 @@ def test_rerank_settings_spell_one_way_and_refuse_what_they_cannot_do(model, tmp
     assert RetrievalConfig(rerank=model).candidates == 30
     assert RetrievalConfig(rerank="none") == RetrievalConfig()
     assert "rerank" not in RetrievalConfig().to_dict()  # configurations without one are unchanged
-    with pytest.raises(InvalidParameterError, match=r"retrieval\.candidates=20 applies only with a reranker"):
+    with pytest.raises(InvalidParameterError, match=r"retrieval\.candidates=20 is invalid; allowed: a count only with"):
         RetrievalConfig(candidates=20)
-    with pytest.raises(InvalidParameterError, match=r"retrieval\.rerank needs a model"):
+    with pytest.raises(InvalidParameterError, match=r'rerank=\{"candidates": 20\} is invalid; allowed: a mapping with'):
         RetrievalConfig.from_dict({"rerank": {"candidates": 20}})
-    with pytest.raises(InvalidParameterError, match="is not a saved cross-encoder folder"):
+    with pytest.raises(InvalidParameterError, match="nothing-here' is invalid; allowed: the folder of a saved cross-"):
         load_cross_encoder(str(tmp_path / "nothing-here"))
 
 
@@ -121,6 +121,6 @@ def test_a_space_searches_the_reranker_and_its_candidates(model):
     assert (None, None) in seen and any(r == model and c in (10, 55, 100) for r, c in seen)
     with pytest.raises(SearchSpaceError, match=r"retrieval\.candidates applies only with a reranker"):
         parse_search_space({"chunkers": {"token": {"size": 64}}, "k": 3, "retrieval": {"candidates": [10]}}, "s")
-    with pytest.raises(SearchSpaceError, match=r"retrieval\.rerank='/no/such/folder' is not a saved cross-encoder"):
+    with pytest.raises(SearchSpaceError, match=r"rerank='/no/such/folder' is invalid; allowed: the folder of a saved"):
         parse_search_space({"chunkers": {"token": {"size": 64}}, "k": 3,
                             "retrieval": {"rerank": ["none", "/no/such/folder"]}}, "s")

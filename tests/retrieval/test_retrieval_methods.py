@@ -218,7 +218,7 @@ def test_numpy_and_chroma_agree_on_scores_and_on_every_fused_ranking():
 
 
 def test_retrieve_needs_the_indexes_its_method_uses():
-    with pytest.raises(ValueError, match="bm25 retrieval needs a BM25 index"):
+    with pytest.raises(ValueError, match="bm25 retrieval: lexical=null is invalid; allowed: a BM25 index"):
         retrieve(RetrievalConfig(method="bm25"), dense=NumpyIndex(np.eye(2)), query_vectors=np.eye(2))
 
 
@@ -250,10 +250,13 @@ def test_a_method_declares_its_options_and_the_configuration_keeps_the_rest():
         return type("Declared", (RetrievalMethod,), {"name": "declared", "options": options,
                                                       "rank": lambda self, *a, **kw: None})
 
-    for options, message in (((MethodOption("k", int, 1),), "takes a name already used"),
-                             ((MethodOption("depth", int, -1, low=0),), "default=-1 is invalid"),
-                             ((MethodOption("depth", int, 1, when=("mode", "deep")),), "declares no such option"),
-                             ((MethodOption("alpha", float, 0.1),), "declared differently")):
+    refused = [((MethodOption("k", int, 1),), "option='k' is invalid; allowed: a name no retrieval setting"),
+               ((MethodOption("depth", int, -1, low=0),), "default=-1 is invalid"),
+               ((MethodOption("depth", int, 1, when=("mode", "deep")),),
+                "option 'depth': when=.* is invalid; allowed: an option declared before it"),
+               ((MethodOption("alpha", float, 0.1),),
+                "option='alpha' is invalid; allowed: a name no other retrieval method declares differently")]
+    for options, message in refused:
         with pytest.raises(InvalidParameterError, match=message):
             register_method(declared(*options))
     assert "declared" not in tuner.retrieval.method_names()
@@ -262,11 +265,14 @@ def test_a_method_declares_its_options_and_the_configuration_keeps_the_rest():
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"method": "sparse"}, "retrieval.method='sparse' is invalid; allowed: dense, bm25, hybrid"),
     ({"context": "summary"}, "retrieval.context='summary' is invalid; allowed: none, title, headings"),
-    ({"alpha": 0.3}, "retrieval.alpha=0.3 applies only to method 'hybrid', but the method is 'dense'"),
-    ({"method": "bm25", "rrf_k": 10}, "retrieval.rrf_k=10 applies only to method 'hybrid'"),
+    ({"alpha": 0.3}, "retrieval.alpha=0.3 is invalid; allowed: a value only with method 'hybrid', but the method is "
+                     "'dense'"),
+    ({"method": "bm25", "rrf_k": 10}, "retrieval.rrf_k=10 is invalid; allowed: a value only with method 'hybrid'"),
     ({"method": "hybrid", "fusion": "max"}, "retrieval.fusion='max' is invalid; allowed: rrf, weighted"),
-    ({"method": "hybrid", "alpha": 0.3}, "retrieval.alpha=0.3 does not apply to fusion 'rrf' (rrf_k does)"),
-    ({"method": "hybrid", "fusion": "weighted", "rrf_k": 5}, "retrieval.rrf_k=5 does not apply to fusion 'weighted'"),
+    ({"method": "hybrid", "alpha": 0.3}, "retrieval.alpha=0.3 is invalid; allowed: a value only with fusion "
+                                         "'weighted', not fusion 'rrf' (rrf_k applies there)"),
+    ({"method": "hybrid", "fusion": "weighted", "rrf_k": 5}, "retrieval.rrf_k=5 is invalid; allowed: a value only with "
+                                                             "fusion 'rrf', not fusion 'weighted'"),
     ({"method": "hybrid", "fusion": "weighted", "alpha": 1.5},
      "retrieval.alpha=1.5 is invalid; allowed: a number in [0, 1]"),
     ({"method": "hybrid", "fusion": "weighted", "alpha": True}, "retrieval.alpha=true is invalid"),
@@ -332,7 +338,8 @@ def test_cli_evaluate_with_bm25_and_bad_values(capsys):
     out = capsys.readouterr().out
     assert "retrieval  bm25 + headings, k=5" in out and "embedding  0 texts, 0 tokens" in out
     assert main([*argv, "--alpha", "0.5"]) == 2
-    assert "retrieval.alpha=0.5 applies only to method 'hybrid', but the method is 'bm25'" in capsys.readouterr().err
+    assert ("retrieval.alpha=0.5 is invalid; allowed: a value only with method 'hybrid', but the method is 'bm25'"
+            in capsys.readouterr().err)
     assert main([*argv[:-4], "--method", "hybrid", "--rrf-k", "-3"]) == 2
     assert "retrieval.rrf_k=-3 is invalid; allowed: an integer >= 0" in capsys.readouterr().err
 
@@ -376,7 +383,7 @@ SPACE = {"k": 3, "chunkers": {"token": {"size": 64}}}
 @pytest.mark.parametrize(("retrieval", "message"), [
     ({"method": ["dense", "sparse"]}, "retrieval.method.choices='sparse' is invalid; allowed: one of 'dense', "
                                       "'bm25', 'hybrid'"),
-    ({"metod": "bm25"}, "retrieval: unknown key(s) metod; allowed: method, fusion, alpha, rrf_k, context"),
+    ({"metod": "bm25"}, "retrieval: metod='bm25' is invalid; allowed: the keys alpha, candidates, context, fusion"),
     ({"method": "bm25", "alpha": 0.5}, "retrieval.alpha applies only to method hybrid, which retrieval.method "
                                        "does not allow (bm25)"),
     ({"method": "hybrid", "alpha": {"type": "float", "low": 0.0, "high": 1.0}},
@@ -388,7 +395,8 @@ SPACE = {"k": 3, "chunkers": {"token": {"size": 64}}}
     ({"method": "hybrid", "rrf_k": {"type": "float", "low": 1, "high": 9}},
      "retrieval.rrf_k.type: 'float' does not fit this parameter (int in [0, inf])"),
     ({"context": ["none", "abstract"]}, "retrieval.context.choices='abstract' is invalid"),
-    ("bm25", "retrieval must map method, fusion, alpha, rrf_k, context, rerank, candidates to values or domains"),
+    ("bm25", "retrieval='bm25' is invalid; allowed: a mapping of method, fusion, alpha, rrf_k, context, rerank, "
+             "candidates to values or domains"),
 ])
 def test_invalid_retrieval_spaces(retrieval, message):
     with pytest.raises(SearchSpaceError) as error:

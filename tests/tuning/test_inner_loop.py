@@ -185,7 +185,7 @@ def test_an_inner_loop_needs_a_finite_list_of_fusion_values():
         parse_search_space({"inner_loop": True, "k": 3, "chunkers": {"token": {"size": 64}},
                             "retrieval": {"method": "hybrid", "fusion": "weighted",
                                           "alpha": {"type": "float", "low": 0.0, "high": 1.0}}})
-    with pytest.raises(SearchSpaceError, match="inner_loop must be true or false"):
+    with pytest.raises(SearchSpaceError, match="inner_loop='yes' is invalid; allowed: true or false"):
         parse_search_space({"inner_loop": "yes", "k": 3, "chunkers": {"token": {"size": 64}}})
     space = parse_search_space({"inner_loop": True, "k": {"type": "int", "low": 1, "high": 4},
                                 "chunkers": {"token": {"size": {"type": "categorical", "choices": [64, 128]}}},

@@ -84,9 +84,9 @@ def test_an_unreachable_storage_is_named_without_its_password(capsys):
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--name", "a?b"], "run name 'a?b' is invalid"),
-    (["--name", "../up"], "run name '../up' is invalid"),
-    (["--corpus", f"x y={EXAMPLE}"], "corpus name 'x y' is invalid"),
+    (["--name", "a?b"], "run name='a?b' is invalid; allowed: 1-100 letters"),
+    (["--name", "../up"], "run name='../up' is invalid"),
+    (["--corpus", f"x y={EXAMPLE}"], "corpus name='x y' is invalid"),
 ])
 def test_unsafe_names_are_refused(tmp_path, args, message, capsys):
     base = {"--name": "ok", "--corpus": f"handbook={EXAMPLE}"}
@@ -104,7 +104,7 @@ def test_a_study_file_cannot_name_a_corpus_outside(tmp_path, capsys):
     study.write_text(yaml.safe_dump({"name": "s", "corpora": {"../../evil": str(EXAMPLE)}, "queries": str(QUERIES),
                                      "space": "quick"}), encoding="utf-8")
     assert main(["tune", str(study)]) == 2
-    assert "corpus name '../../evil' is invalid" in capsys.readouterr().err
+    assert "corpus name='../../evil' is invalid" in capsys.readouterr().err
 
 
 def test_new_databases_are_private_quoted_and_leave_no_lock_file(tmp_path, openai_server, capsys, monkeypatch):

@@ -23,10 +23,10 @@ def write(tmp_path, text: str) -> Path:
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    ("chunkers: {semantic_magic: {}}", "chunkers.semantic_magic: unknown chunker; available: cluster, clustering, "
-     "double_pass, kamradt, kamradt_bounded, llm, logprob, markdown, recursive, sentence, token"),
-    ("chunkers: {fast: {chunker: nope}}", "chunkers.fast.chunker: unknown chunker 'nope'"),
-    ("chunkers: {token: {width: 3}}", "chunkers.token.width: token has no parameter 'width'; it takes: size, overlap"),
+    ("chunkers: {semantic_magic: {}}", "chunkers.semantic_magic: chunker='semantic_magic' is invalid; allowed: "
+     "cluster, clustering, double_pass, kamradt, kamradt_bounded, llm, logprob, markdown, recursive, sentence, token"),
+    ("chunkers: {fast: {chunker: nope}}", "chunkers.fast: chunker='nope' is invalid; allowed: cluster, "),
+    ("chunkers: {token: {width: 3}}", "chunkers.token: width=3 is invalid; allowed: the parameters overlap, size"),
     ("chunkers: {token: {size: {type: int, low: 0, high: 10}}}",
      "chunkers.token.size.low=0 is invalid; allowed: int in [1, inf]"),
     ("chunkers: {token: {size: {type: int, low: 500, high: 100}}}", "low=500 is greater than high=100"),
@@ -44,8 +44,8 @@ def write(tmp_path, text: str) -> Path:
      "chunkers.token.size.choices=-5 is invalid; allowed: int in [1, inf]"),
     ("chunkers: {token: {}}\nk: {type: int, low: 0, high: 5}", "k.low=0 is invalid; allowed: int in [1, inf]"),
     ("chunkers: {token: {}}\nk: {type: float, low: 1, high: 5}", "k.type: 'float' does not fit"),
-    ("chunkers: {token: {}}\nretriever: x", "unknown key(s) retriever; allowed: chunkers, k, embedders"),
-    ("chunkers: []", "'chunkers' must map chunker names to their parameters"),
+    ("chunkers: {token: {}}\nretriever: x", "retriever='x' is invalid; allowed: the keys chunkers, embedders"),
+    ("chunkers: []", "chunkers=[] is invalid; allowed: a mapping of chunker names to their parameters"),
     ("chunkers: {token: {}}\nembedders: [{provider: cohere}]",
      "embedder.provider='cohere' is invalid; allowed: sentence-transformers, multilingual-e5, use-multilingual, "
      "openai"),

@@ -449,7 +449,7 @@ def test_study_file_errors(tmp_path, capsys):
     assert "trials=-1 is invalid; allowed: an integer >= 0" in capsys.readouterr().err
     bad.write_text("name: x\ncorpora: {a: nowhere}\nqueries: q.jsonl\nspace: s.yaml\nworkers: 2\n", encoding="utf-8")
     assert main(["tune", str(bad)]) == 2
-    assert "unknown key(s) workers" in capsys.readouterr().err
+    assert "bad.yaml: workers=2 is invalid; allowed: the keys " in capsys.readouterr().err
     assert main(["tune", "--name", "x"]) == 2
     assert "without a study file, tune needs --corpus, --queries" in capsys.readouterr().err
 

@@ -65,8 +65,9 @@ MAX_YAML_DEPTH = 64
 MAX_YAML_NODES = 100_000
 
 
-class YAMLTooLargeError(yaml.MarkedYAMLError):
-    """A YAML document nested too deep, or too large once its aliases are expanded."""
+class _YAMLTooLarge(yaml.MarkedYAMLError):
+    """A YAML document nested too deep, or too large once its aliases are expanded: it leaves
+    :func:`load_yaml` as the ``yaml.YAMLError`` its readers catch for any malformed YAML."""
 
 
 class UniqueKeyLoader(yaml.SafeLoader):
@@ -88,8 +89,8 @@ class UniqueKeyLoader(yaml.SafeLoader):
         self._depth += 1
         try:
             if self._depth > self.max_depth:
-                raise YAMLTooLargeError(None, None, f"nested more than {self.max_depth} levels deep",
-                                        self.peek_event().start_mark)
+                raise _YAMLTooLarge(None, None, f"nested more than {self.max_depth} levels deep",
+                                    self.peek_event().start_mark)
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
@@ -110,10 +111,10 @@ class UniqueKeyLoader(yaml.SafeLoader):
             size, height = measured[key]
         else:
             if key in open_nodes:
-                raise YAMLTooLargeError(None, None, "an alias refers to a value that contains it", node.start_mark)
+                raise _YAMLTooLarge(None, None, "an alias refers to a value that contains it", node.start_mark)
             if depth > self.max_depth:
-                raise YAMLTooLargeError(None, None, f"nested more than {self.max_depth} levels deep "
-                                        "(counting what its aliases stand for)", node.start_mark)
+                raise _YAMLTooLarge(None, None, f"nested more than {self.max_depth} levels deep "
+                                    "(counting what its aliases stand for)", node.start_mark)
             open_nodes.add(key)
             if isinstance(node, yaml.MappingNode):
                 children = [child for pair in node.value for child in pair]
@@ -130,11 +131,11 @@ class UniqueKeyLoader(yaml.SafeLoader):
             open_nodes.discard(key)
             measured[key] = size, height
         if size > self.max_nodes:
-            raise YAMLTooLargeError(None, None, f"holds more than {self.max_nodes:,} values once its aliases are "
-                                    "expanded", node.start_mark)
+            raise _YAMLTooLarge(None, None, f"holds more than {self.max_nodes:,} values once its aliases are "
+                                "expanded", node.start_mark)
         if depth + height - 1 > self.max_depth:
-            raise YAMLTooLargeError(None, None, f"nested more than {self.max_depth} levels deep (counting what "
-                                    "its aliases stand for)", node.start_mark)
+            raise _YAMLTooLarge(None, None, f"nested more than {self.max_depth} levels deep (counting what "
+                                "its aliases stand for)", node.start_mark)
         return size, height
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
@@ -157,7 +158,7 @@ class UniqueKeyLoader(yaml.SafeLoader):
 def load_yaml(text: str, *, max_nodes: int = MAX_YAML_NODES) -> Any:
     """Parse YAML (or JSON) text with :class:`UniqueKeyLoader`: every YAML chunkwise reads.
     ``max_nodes`` bounds the values it may hold with its aliases expanded (a command-line value
-    asks for fewer than a file); beyond it, or nested too deep, :class:`YAMLTooLargeError`."""
+    asks for fewer than a file); beyond it, or nested too deep, a ``yaml.YAMLError`` as for malformed YAML."""
     if max_nodes == UniqueKeyLoader.max_nodes:
         return yaml.load(text, Loader=UniqueKeyLoader)  # a SafeLoader: no arbitrary objects
     loader = type("BoundedLoader", (UniqueKeyLoader,), {"max_nodes": max_nodes})

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ..data.document import Document
-from ..errors import ChunkwiseError, InvalidParameterError
-from ..schema import ParamSpec
+from ..errors import ChunkwiseError
+from ..schema import ParamSpec, invalid
 from ..text.tokens import count_span, count_tokens
 
 #: How the spans of a multi-span chunk are joined into its text.
@@ -133,9 +133,7 @@ class Chunker(ABC):
 def check_smaller(owner: str, name: str, value: int, bound_name: str, bound: int) -> None:
     """Refuse ``value >= bound`` (an overlap must be smaller than what it overlaps)."""
     if value >= bound:
-        raise InvalidParameterError(
-            f"{owner}: {name}={value} must be smaller than {bound_name}={bound} "
-            f"(allowed: 0 <= {name} <= {bound - 1})")
+        raise invalid(name, value, f"an integer from 0 to {bound - 1} (smaller than {bound_name}={bound})", owner=owner)
 
 
 def make_chunk(document: Document, start: int, end: int, token_count: int | None = None) -> Chunk:

@@ -7,8 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..data.document import Document
-from ..errors import InvalidParameterError
-from ..schema import param
+from ..schema import invalid, param
 from .base import Chunk, Chunker
 from .registry import register
 from .semantic import group_chunks, piece_units, unit_token_ranges, unit_vectors
@@ -63,9 +62,8 @@ class ClusterChunker(Chunker):
 
     def _check(self) -> None:
         if self.piece_size > self.size:
-            raise InvalidParameterError(
-                f"cluster: piece_size={self.piece_size} must not exceed size={self.size} "
-                f"(allowed: 4 <= piece_size <= {self.size})")
+            raise invalid("piece_size", self.piece_size, f"an integer from 4 to {self.size} (at most size={self.size})",
+                          owner="cluster")
 
     def split(self, document: Document) -> list[Chunk]:
         pieces = piece_units(document, self.piece_size)

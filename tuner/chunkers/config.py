@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import InvalidParameterError, shown
-from ..schema import check_keys
+from ..schema import check_keys, invalid
 from .base import Chunker
 from .registry import make_chunker
 
@@ -38,5 +37,5 @@ class ChunkerConfig:
         name = data.get("name", "recursive")
         params = data.get("params", {})
         if not isinstance(params, dict):
-            raise InvalidParameterError(f"{where}.params must be a mapping, got {shown(params)}")
+            raise invalid(f"{where}.params", params, "a mapping of parameter names to values")
         return cls(str(name), dict(params)).resolved()

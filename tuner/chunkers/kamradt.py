@@ -7,8 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..data.document import Document
-from ..errors import InvalidParameterError
-from ..schema import param
+from ..schema import invalid, param
 from ..text.tokens import count_tokens_batch
 from .base import Chunk, Chunker
 from .registry import register
@@ -68,9 +67,8 @@ class KamradtChunker(Chunker):
     def _check(self) -> None:
         low, high = THRESHOLD_RANGES[self.threshold_type]
         if not low <= self.threshold <= high:
-            raise InvalidParameterError(
-                f"kamradt: threshold={self.threshold!r} is invalid for threshold_type={self.threshold_type!r}; "
-                f"allowed: float in [{low:g}, {high:g}]")
+            raise invalid("threshold", self.threshold, f"a number from {low:g} to {high:g} with "
+                          f"threshold_type={self.threshold_type!r}", owner="kamradt")
 
     def split(self, document: Document) -> list[Chunk]:
         units = sentence_units(document)

@@ -11,8 +11,8 @@ import numpy as np
 
 from .._io.secrets import split_credentials
 from ..data.document import Document
+from ..errors import AskAgain
 from ..llm.client import LLMClient, UnfitAnswerError
-from ..llm.endpoint import UnfitAnswer
 from ..schema import param
 from .base import Chunk, Chunker
 from .registry import register
@@ -132,7 +132,7 @@ class LLMChunker(_LLMBound, Chunker):
 
 def split_points(reply: str, first: int, last: int) -> list[int]:
     """The piece indices after which the model splits pieces ``first..last`` (``split_after:``
-    and 1-based numbers, anywhere in the reply); an :class:`~tuner.llm.endpoint.UnfitAnswer`
+    and 1-based numbers, anywhere in the reply); an :class:`~tuner.errors.AskAgain`
     unless they are ascending and within ``first + 1..last``.
 
     >>> split_points("Sure.\\nsplit_after: 3, 5\\nThat is all.", 0, 9)
@@ -141,9 +141,9 @@ def split_points(reply: str, first: int, last: int) -> list[int]:
     match = re.search(r"split_after:\s*([\d,\s]+)", reply)
     numbers = [int(x) for x in re.findall(r"\d+", match.group(1))] if match else []
     if not numbers:
-        raise UnfitAnswer(f"the reply has no 'split_after:' numbers (it starts {' '.join(reply[:60].split())!r})")
+        raise AskAgain(f"the reply has no 'split_after:' numbers (it starts {' '.join(reply[:60].split())!r})")
     if not all(a < b for a, b in itertools.pairwise(numbers)) or not all(first + 1 <= x <= last for x in numbers):
-        raise UnfitAnswer(f"the split points {numbers} are not ascending numbers from {first + 1} to {last}")
+        raise AskAgain(f"the split points {numbers} are not ascending numbers from {first + 1} to {last}")
     return [x - 1 for x in numbers]
 
 

@@ -18,8 +18,7 @@ from itertools import islice, pairwise
 import numpy as np
 
 from ..data.document import Document
-from ..errors import InvalidParameterError
-from ..schema import param
+from ..schema import invalid, param
 from ..text.tokens import MEMO_ENTRY_BYTES, count_span, encoding, memo_grew, text_memo
 from .base import Chunk, Chunker, check_smaller, make_chunk
 from .registry import register
@@ -51,10 +50,7 @@ class RecursiveChunker(Chunker):
     def _check(self) -> None:
         check_smaller(self.name, "overlap", self.overlap, "size", self.size)
         if not self.separators or not all(isinstance(s, str) for s in self.separators):
-            raise InvalidParameterError(
-                f"recursive: separators={list(self.separators)!r} must be a non-empty list "
-                "of strings"
-            )
+            raise invalid("separators", list(self.separators), "a non-empty list of strings", owner="recursive")
 
     def split(self, document: Document) -> list[Chunk]:
         chunks: list[Chunk] = []

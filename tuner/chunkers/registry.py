@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 from .._plugins import load_plugins
-from ..errors import InvalidParameterError
+from ..schema import check_keys, invalid
 from .base import Chunker
 
 _REGISTRY: dict[str, type[Chunker]] = {}
@@ -16,7 +16,8 @@ C = TypeVar("C", bound=type[Chunker])
 def register(cls: C) -> C:
     """Class decorator: make a chunker available by its ``name``."""
     if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
-        raise InvalidParameterError(f"a chunker named {cls.name!r} is already registered")
+        raise invalid(f"{cls.__qualname__}.name", cls.name,
+                      f"a name no other chunker has ({_REGISTRY[cls.name].__qualname__} is registered by that name)")
     _REGISTRY[cls.name] = cls
     return cls
 
@@ -33,19 +34,10 @@ def chunker_class(name: str) -> type[Chunker]:
     try:
         return _REGISTRY[name]
     except KeyError:
-        raise InvalidParameterError(
-            f"unknown chunker {name!r}; available: {', '.join(chunker_names())}"
-        ) from None
+        raise invalid("chunker", name, ", ".join(chunker_names())) from None
 
 
 def make_chunker(name: str, **params: Any) -> Chunker:
     """Build the chunker ``name`` with ``params``; unknown names and parameters are errors."""
     cls = chunker_class(name)
-    known = cls.param_specs()
-    unknown = sorted(set(params) - set(known))
-    if unknown:
-        raise InvalidParameterError(
-            f"{name}: unknown parameter(s) {', '.join(unknown)}; "
-            f"{name} takes: {', '.join(known)}"
-        )
-    return cls(**params)
+    return cls(**check_keys(params, name, cls.param_specs(), what="parameter"))

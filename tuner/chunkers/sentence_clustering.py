@@ -7,8 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..data.document import Document
-from ..errors import InvalidParameterError
-from ..schema import param
+from ..schema import invalid, param
 from .base import Chunk, Chunker
 from .registry import register
 from .semantic import group_chunks, sentence_units, unit_token_ranges, unit_vectors
@@ -80,7 +79,7 @@ class ClusteringChunker(Chunker):
 
     def _check(self) -> None:
         if self.method == "dbscan" and self.min_samples < 1:
-            raise InvalidParameterError("clustering: min_samples must be >= 1")
+            raise invalid("min_samples", self.min_samples, "an integer >= 1", owner="clustering")
 
     def split(self, document: Document) -> list[Chunk]:
         units = sentence_units(document, max_tokens=self.size)

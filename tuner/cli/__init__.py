@@ -21,8 +21,7 @@ from typing import Any
 from .. import _plugins
 from .._io.secrets import redact
 from .._version import __version__
-from ..errors import ChunkwiseError, options_named
-from ..tuning.run import WorkerStopped
+from ..errors import ChunkwiseError, WorkerStopped, options_named
 from . import (
     check,
     chunk,

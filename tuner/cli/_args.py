@@ -11,7 +11,7 @@ import yaml
 
 from .._io.files import load_yaml
 from ..embedding import PRECISION_CHOICES
-from ..errors import InvalidParameterError
+from ..schema import invalid
 from ..tuning.run import print_err
 from ..tuning.study import defaults
 
@@ -135,7 +135,7 @@ def quiet_optuna() -> None:
 def parse_param(text: str) -> tuple[str, Any]:
     name, sep, value = text.partition("=")
     if not sep or not name:
-        raise InvalidParameterError(f"--param {text!r} must look like NAME=VALUE")
+        raise invalid("--param", text, "NAME=VALUE")
     try:
         return name.strip(), load_yaml(value)
     except yaml.YAMLError:

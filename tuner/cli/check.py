@@ -100,13 +100,16 @@ def _run(args: argparse.Namespace) -> int:
 def _check_options(args: argparse.Namespace) -> None:
     """Refuse, before anything is read or scored, options that cannot work together."""
     if not args.study:
-        given = [flag for flag, value in (("--storage", args.storage), ("--tied", args.tied)) if value is not None]
+        given = {flag: value for flag, value in (("--storage", args.storage), ("--tied", args.tied))
+                 if value is not None}
         if given:
-            raise InvalidParameterError(f"{' and '.join(given)} only apply with --study NAME")
+            flag, value = next(iter(given.items()))
+            raise invalid(flag, value, f"nothing without --study NAME: {' and '.join(given)} only "
+                                       f"appl{'ies' if len(given) == 1 else 'y'} with it")
     if args.tied is not None and args.tied < 1:
         raise invalid("--tied", args.tied, "an integer >= 1 (the tie set's highest-scoring configurations)")
     outputs = [path for path in (args.json, args.markdown) if path]
     if len(outputs) == 2 and (outputs[0] == outputs[1] or all(map(is_stdout, outputs))):
-        raise InvalidParameterError(f"--json and --markdown both name {outputs[0]}: give each its own file")
+        raise invalid("--markdown", args.markdown, "a file of its own (--json names this one)")
     for path in outputs:
         check_writable(path, InvalidParameterError)

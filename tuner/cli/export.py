@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from .._io.files import is_stdout
-from ..errors import InvalidParameterError
+from ..schema import invalid
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -35,14 +35,14 @@ def parse_point(text: str) -> dict[str, str]:
     """``k=3,alpha=0.7`` as ``{"k": "3", "alpha": "0.7"}`` (the library reads the values)."""
     pairs = [item.partition("=") for item in text.split(",") if item.strip()]
     if not pairs or any(not sep or not name.strip() for name, sep, _ in pairs):
-        raise InvalidParameterError(f"--point {text!r}: give SETTING=VALUE pairs separated by commas, e.g. k=3 "
-                                    "or k=3,fusion=weighted,alpha=0.7")
+        raise invalid("--point", text, "SETTING=VALUE pairs separated by commas, e.g. k=3 or "
+                      "k=3,fusion=weighted,alpha=0.7")
     point: dict[str, str] = {}
     for name, _, value in pairs:
         name = name.strip()
         if name in point:
-            raise InvalidParameterError(f"--point {text!r}: {name} is given twice ({name}={point[name]} and "
-                                        f"{name}={value.strip()}); give each setting once")
+            raise invalid(f"--point {name}", value.strip(), f"one value of each setting ({name}={point[name]} is "
+                          "given too)")
         point[name] = value.strip()
     return point
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..errors import ChunkwiseError
+from ..errors import ChunkwiseError, WorkerStopped
 from ._args import add_filter_arguments, print_err
 
 
@@ -32,7 +32,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..data.corpus import load_corpus, parse_corpus_spec
     from ..review import ReviewServer, ReviewStore, serve_review
-    from ..tuning.run import WorkerStopped, stop_handlers
+    from ..tuning.run import stop_handlers
 
     if not 0 <= args.port <= 65535:
         raise ChunkwiseError(f"--port {args.port}: a port is a number from 0 (a free one) to 65535")

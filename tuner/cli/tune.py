@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from ..errors import ChunkwiseError
+from ..errors import ChunkwiseError, WorkerStopped
 from ..evaluation.config import COPIES
 from ..evaluation.metrics import UNITS
 from ..tuning.study import defaults
@@ -149,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
 
         print(format_plan(spec, plan_run(spec)))
         return 0
-    from ..tuning.run import WorkerStopped, stop_handlers, warn_if_long
+    from ..tuning.run import stop_handlers, warn_if_long
     from ..tuning.study import display_url, storage_created
 
     warn_if_long(spec, print_err)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from .._io.files import is_stdout, write_atomically
 from ..errors import InvalidParameterError
 from ..retrieval import method_names
+from ..schema import invalid
 from ._args import RegistryChoices, add_cache_arguments, add_data_arguments, add_precision_argument, load_data
 
 if TYPE_CHECKING:
@@ -127,20 +128,17 @@ def _update(args: argparse.Namespace) -> int:
     from .._io.files import check_writable
     from ..data.corpus import load_corpus, parse_corpus_spec
     from ..data.evalset.update import update_evaluation_set
-    from ..schema import invalid
 
     if not args.update:
-        raise InvalidParameterError("--report only applies with --update (it reports what an update did)")
-    given = [f"--{name.replace('_', '-')}" for name in ("agreement", "repair_references", "json")
-             if getattr(args, name) not in (None, False)]
-    given += [f"--{name.replace('_', '-')}" for name in AGREEMENT_ONLY if name != "json"
-              and getattr(args, name) not in (None, False)]
+        raise invalid("--report", args.report, "a report only with --update (it reports what an update did)")
+    given = _given(args, ("agreement", "repair_references", "json", *AGREEMENT_ONLY))
     if given:
-        raise InvalidParameterError(f"--update re-anchors every reference and measures nothing: leave out "
-                                    f"{', '.join(dict.fromkeys(given))}")
+        flag, value = next(iter(given.items()))
+        raise invalid(flag, value, f"nothing with --update, which re-anchors every reference and measures nothing: "
+                                   f"leave out {', '.join(given)}")
     if not args.output:
-        raise InvalidParameterError("--update writes the updated set to a file: give -o FILE (the questions file "
-                                    "itself is fine: it is replaced only once the new set is complete)")
+        raise invalid("-o", args.output, "a file for the updated set, with --update (the questions file itself is "
+                                         "fine: it is replaced only once the new set is complete)")
     if not is_stdout(args.output) and Path(args.output).suffix.lower() == ".csv":
         raise invalid("-o", args.output, "a .jsonl file (an updated set is written as chunkwise JSONL, with each "
                                          "question's fate)")
@@ -176,6 +174,12 @@ def _update(args: argparse.Namespace) -> int:
     return 0
 
 
+def _given(args: argparse.Namespace, names: Sequence[str]) -> dict[str, Any]:
+    """The options of ``names`` given on the command line, by flag (``--repair-references``), in order."""
+    return {f"--{name.replace('_', '-')}": getattr(args, name) for name in dict.fromkeys(names)
+            if getattr(args, name) not in (None, False)}
+
+
 #: Flagged questions ``--update`` names on the terminal (the report lists every one).
 MAX_FLAGGED = 20
 
@@ -183,14 +187,14 @@ MAX_FLAGGED = 20
 def _check_agreement_options(args: argparse.Namespace) -> None:
     """Refuse, before anything is read, what --agreement cannot do or what means nothing without it."""
     if not args.agreement:
-        given = [f"--{name.replace('_', '-')}" for name in AGREEMENT_ONLY if getattr(args, name) not in (None, False)]
+        given = _given(args, AGREEMENT_ONLY)
         if given:
-            raise InvalidParameterError(f"{', '.join(given)} only {'applies' if len(given) == 1 else 'apply'} with "
-                                        "--agreement FILE (your own questions)")
+            flag, value = next(iter(given.items()))
+            raise invalid(flag, value, f"nothing without --agreement FILE (your own questions): {', '.join(given)} "
+                                       f"only appl{'ies' if len(given) == 1 else 'y'} with it")
         return
     if args.output and is_stdout(args.output):
-        raise InvalidParameterError("-o - and --agreement would both print on standard output: write the set "
-                                    "to a file (-o FILE)")
+        raise invalid("-o", args.output, "a file (-o FILE) with --agreement, which prints on standard output")
     if args.resamples is not None:
         from ..evaluation.agreement import check_resamples
 

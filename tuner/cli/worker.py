@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..errors import WorkerStopped
 from ..tuning.study import defaults
 from ._args import add_timeout_argument, print_err, quiet_optuna, report_stop
 
@@ -37,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     from ..tuning.study import absolute_url, parse_duration
 
     quiet_optuna()
-    from ..tuning.run import WorkerStopped, stop_handlers
+    from ..tuning.run import stop_handlers
 
     timeout = parse_duration(args.timeout, "--timeout") if args.timeout is not None else None
     try:

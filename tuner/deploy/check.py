@@ -34,7 +34,7 @@ from ..data.corpus import Corpus
 from ..data.evalset import EvaluationSet
 from ..embedding import Embedder, EmbeddingCache
 from ..embedding.config import embedder_key
-from ..errors import InvalidParameterError, option
+from ..errors import option
 from ..evaluation.config import EvaluationConfig
 from ..evaluation.evaluator import evaluate
 from ..retrieval.config import RetrievalConfig
@@ -276,8 +276,8 @@ def study_entries(run: str, storage: str | None, corpus: str | None, tied: int |
         verdict = recommend_for_study(study, settings)
         evaluated = baseline_records(study)
     if verdict is None:
-        raise InvalidParameterError(f"study {study.study_name!r} has no complete trial with per-question scores to "
-                                    "recommend yet: run it first, or leave the study out of the check")
+        raise invalid("study", study.study_name, "a study with a complete trial that has per-question scores to "
+                      "recommend (this one has none yet): run it first, or leave the study out of the check")
     chosen = verdict.recommended
     numbers = list(verdict.recommendation.tied)
     kept = numbers if tied is None else numbers[:tied]
@@ -297,7 +297,8 @@ def study_entries(run: str, storage: str | None, corpus: str | None, tied: int |
 
 def _trial_config(record: Any) -> EvaluationConfig:
     if record.config is None:
-        raise InvalidParameterError(f"trial {record.number} recorded no configuration")
+        raise invalid("config", record.config, "the configuration it evaluated (it recorded none)",
+                      owner=f"trial {record.number}")
     return EvaluationConfig.from_dict(record.config, where=f"trial {record.number}")
 
 

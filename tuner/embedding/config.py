@@ -6,8 +6,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .._io.secrets import split_credentials
-from ..errors import InvalidParameterError, shown
-from ..schema import check_keys, check_settings, field_names, setting
+from ..schema import check_keys, check_settings, field_names, invalid, setting
 from . import openai, sentence_transformers  # noqa: F401  (their providers register on import)
 from .base import Embedder
 from .cache import EmbeddingCache
@@ -74,23 +73,20 @@ class EmbedderConfig:
         if self.precision == "auto" and not embedding_provider(self.provider).local:
             object.__setattr__(self, "precision", "fp32")  # an API's vectors have one precision
         if self.precision not in ("fp32", "auto") and not embedding_provider(self.provider).local:
-            raise InvalidParameterError(
-                f"embedder.precision={self.precision!r} applies to local sentence-transformers models only; "
-                f"provider {self.provider!r} takes fp32")
+            raise invalid("embedder.precision", self.precision, f"fp32 with provider {self.provider!r}: the others "
+                          "apply to local sentence-transformers models only")
         if embedding_provider(self.provider).local:
             for name, value in self.request_options().items():
-                raise InvalidParameterError(f"embedder.{name}={shown(value)} applies to hosted embedding APIs only; "
-                                            f"provider {self.provider!r} runs on this machine")
+                raise invalid(f"embedder.{name}", value, f"none with provider {self.provider!r}, which runs on this "
+                              "machine: it applies to hosted embedding APIs only")
         if self.late_chunking and not embedding_provider(self.provider).token_embeddings:
-            raise InvalidParameterError(
-                f"embedder.late_chunking=True needs a model that gives each token its embedding (a local "
-                f"sentence-transformers model that pools by the mean); provider {self.provider!r} returns one "
-                f"vector per text")
+            raise invalid("embedder.late_chunking", True, f"false with provider {self.provider!r}, which returns one "
+                          "vector per text: late chunking needs a model that gives each token its embedding (a local "
+                          "sentence-transformers model that pools by the mean)")
         if self.max_batch_tokens is not None and self.max_input_tokens is not None \
                 and self.max_input_tokens > self.max_batch_tokens:
-            raise InvalidParameterError(
-                f"embedder.max_batch_tokens={self.max_batch_tokens} is invalid: one request must hold a text of "
-                f"embedder.max_input_tokens={self.max_input_tokens}; allowed: >= {self.max_input_tokens}")
+            raise invalid("embedder.max_batch_tokens", self.max_batch_tokens, f"an integer >= {self.max_input_tokens}: "
+                          f"one request must hold a text of embedder.max_input_tokens={self.max_input_tokens}")
 
     def request_options(self) -> dict[str, int]:
         """The hosted-API request settings given (not at their defaults)."""

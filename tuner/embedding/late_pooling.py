@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import InvalidParameterError
+from ..schema import invalid
 
 
 @dataclass(frozen=True)
@@ -125,7 +125,7 @@ def window_starts(tokens: int, window: int, overlap: int) -> list[int]:
     """Where each window of ``window`` tokens starts in a document of ``tokens`` tokens: every
     ``window - overlap`` tokens, the last one ending at the document's end."""
     if not 0 <= overlap < window:
-        raise InvalidParameterError(f"overlap={overlap} must be >= 0 and < window={window}")
+        raise invalid("overlap", overlap, f"an integer from 0 to {window - 1} (smaller than window={window})")
     if tokens <= window:
         return [0]
     starts = list(range(0, tokens - window + 1, window - overlap))

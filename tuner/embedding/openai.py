@@ -28,10 +28,9 @@ from functools import cached_property
 import numpy as np
 
 from .._io.secrets import split_credentials
-from ..errors import EmbeddingError, InvalidParameterError
+from ..errors import BadReply, EmbeddingError
 from ..llm.endpoint import (
     MAX_READ_TIMEOUT_S,
-    BadReply,
     json_reply,
     make_client,
     make_error,
@@ -107,10 +106,9 @@ class OpenAIEmbedder(Embedder):
             if not isinstance(value, int) or value < 1:
                 raise invalid(f"embedder.{name}", value, "an integer >= 1")
         if self.max_input_tokens is not None and self.max_input_tokens > self.max_batch_tokens:
-            raise InvalidParameterError(
-                f"embedder.max_batch_tokens={self.max_batch_tokens} is invalid: one request must hold a text of "
-                f"the model's input window, embedder.max_input_tokens={self.max_input_tokens}; allowed: "
-                f">= {self.max_input_tokens}")
+            raise invalid("embedder.max_batch_tokens", self.max_batch_tokens, f"an integer >= {self.max_input_tokens}: "
+                          "one request must hold a text of the model's input window, "
+                          f"embedder.max_input_tokens={self.max_input_tokens}")
         # The URL without a user and password it may carry (those are sent, never stored).
         base = base_url or os.environ.get("OPENAI_BASE_URL")
         self.base_url = split_credentials(base) if base else None

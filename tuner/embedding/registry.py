@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._plugins import load_plugins
-from ..errors import InvalidParameterError
+from ..schema import invalid
 from .base import Embedder
 
 #: How an embedder is built: ``(model, *, base_url, dimensions, cache, precision, batch_size)``.
@@ -79,7 +79,8 @@ def register_provider(name: str, *, default_model: str, local: bool, priced_per_
 
     def decorate(build: Builder) -> Builder:
         if name in _PROVIDERS:
-            raise InvalidParameterError(f"an embedding provider named {name!r} is already registered")
+            raise invalid("name", name, f"a name no other embedding provider has (taken: {', '.join(_PROVIDERS)})",
+                          owner="embedding provider")
         priced = not local if priced_per_token is None else priced_per_token
         _PROVIDERS[name] = Provider(name, default_model, local, build, priced, token_embeddings, models)
         return build
@@ -99,8 +100,7 @@ def embedding_provider(name: str) -> Provider:
     try:
         return _PROVIDERS[name]
     except KeyError:
-        raise InvalidParameterError(
-            f"unknown embedding provider {name!r}; available: {', '.join(provider_names())}") from None
+        raise invalid("embedder.provider", name, ", ".join(provider_names())) from None
 
 
 @dataclass(frozen=True)
@@ -168,11 +168,12 @@ def make_embedder(provider: str = "sentence-transformers", model: str | None = N
     """
     chosen = embedding_provider(provider)
     if precision != "fp32" and not chosen.local:
-        raise InvalidParameterError(f"precision {precision!r} applies to local sentence-transformers models only; "
-                                    f"provider {provider!r} takes fp32")
+        raise invalid("precision", precision, f"fp32 with provider {provider!r}: the others apply to local "
+                      "sentence-transformers models only")
     if options and chosen.local:
-        raise InvalidParameterError(f"{', '.join(sorted(options))} apply to hosted embedding APIs only; "
-                                    f"provider {provider!r} runs on this machine")
+        first = sorted(options)[0]
+        raise invalid(first, options[first], f"none with provider {provider!r}, which runs on this machine: "
+                      f"{', '.join(sorted(options))} apply to hosted embedding APIs only")
     extra = dict(options) if batch_size is None else {"batch_size": batch_size, **options}
     return chosen.build(model or chosen.default_model, base_url=base_url, dimensions=dimensions, cache=cache,
                         precision=precision, **extra)

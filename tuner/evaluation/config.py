@@ -20,9 +20,8 @@ from typing import Any
 
 from ..chunkers.config import ChunkerConfig
 from ..embedding.config import EmbedderConfig
-from ..errors import InvalidParameterError
 from ..retrieval.config import RetrievalConfig
-from ..schema import check_keys, check_settings, setting
+from ..schema import check_keys, check_settings, invalid, setting
 from .metrics import UNITS
 
 #: How a reference whose exact text occurs more than once in its corpus is matched: at any
@@ -50,10 +49,9 @@ class EvaluationConfig:
     def __post_init__(self) -> None:
         check_settings(self, "")
         if self.embedder.late_chunking and not self.can_chunk_late:
-            raise InvalidParameterError(
-                f"embedder.late_chunking=True and retrieval.context={self.retrieval.context!r} do not go together: a "
-                "late-chunked vector is pooled from the document itself, which already gives each chunk its context; "
-                "use retrieval.context='none'")
+            raise invalid("retrieval.context", self.retrieval.context, "'none' with embedder.late_chunking=True: a "
+                          "late-chunked vector is pooled from the document itself, which already gives each chunk "
+                          "its context")
 
     @property
     def can_chunk_late(self) -> bool:

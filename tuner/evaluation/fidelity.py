@@ -46,7 +46,7 @@ import numpy as np
 
 from ..chunkers import Chunk
 from ..errors import InvalidParameterError
-from ..schema import check_settings, invalid, setting
+from ..schema import check_keys, check_settings, invalid, setting
 
 #: Characters per sampling block: about one typical chunk (250-500 tokens) of English prose.
 BLOCK_CHARS = 2000
@@ -166,11 +166,7 @@ class Fidelity:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Fidelity:
-        allowed = {"rungs", "reduction", "seed", "block_chars", "proxy", "confirm"}
-        unknown = sorted(set(data) - allowed)
-        if unknown:
-            raise InvalidParameterError(f"fidelity: unknown key(s) {', '.join(unknown)}; allowed: "
-                                        f"{', '.join(sorted(allowed))}")
+        check_keys(data, "fidelity", ("rungs", "reduction", "seed", "block_chars", "proxy", "confirm"))
         return cls(**{**data, "rungs": tuple(data.get("rungs", (1.0,)))})
 
 
@@ -256,8 +252,8 @@ def parse_fidelity(value: Any, where: str) -> str | Fidelity:
             return Fidelity(rungs=tuple(value))
         if isinstance(value, dict):
             return Fidelity.from_dict(value)
-    except InvalidParameterError as exc:  # before ValueError, which it is
-        raise InvalidParameterError(f"{where}: {exc}") from None
+    except InvalidParameterError:  # before ValueError, which it is: it names the value and what is allowed
+        raise
     except ValueError:  # not numbers
         pass
     raise invalid(where, value, "auto, full, or increasing rungs ending at 1, e.g. 0.1,0.3,1")

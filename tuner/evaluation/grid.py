@@ -22,9 +22,10 @@ from ..data.corpus import Corpus
 from ..data.evalset import EvaluationSet
 from ..data.repeats import OccurrenceTable
 from ..embedding import Embedder, EmbeddingCache
-from ..errors import AgreementError, InvalidParameterError
+from ..errors import AgreementError
 from ..retrieval.config import RetrievalConfig
 from ..retrieval.methods import method_names, retrieval_method
+from ..schema import invalid
 from .config import EvaluationConfig
 from .evaluator import evaluate_rungs
 from .fidelity import FULL
@@ -125,8 +126,8 @@ class ScoreTable:
 
     def __post_init__(self) -> None:
         if self.scores.ndim != 2 or self.scores.shape[1] != len(self.labels):
-            raise InvalidParameterError(f"{self.name}: scores of shape {self.scores.shape} for {len(self.labels)} "
-                                        "configurations")
+            raise invalid("scores shape", list(self.scores.shape),
+                          f"[questions, {len(self.labels)}]: a column per configuration", owner=self.name)
 
     @property
     def questions(self) -> int:

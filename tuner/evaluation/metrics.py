@@ -58,7 +58,6 @@ import numpy as np
 
 from ..data.corpus import Corpus
 from ..data.evalset import Query
-from ..errors import InvalidParameterError
 from ..schema import invalid
 from .registry import metric, metric_names, metrics
 
@@ -161,7 +160,7 @@ class QueryScores:
     def at(self, k: int) -> dict[str, np.ndarray]:
         """Per-query arrays of every metric at cut-off ``k``."""
         if not 1 <= k <= self.max_k:
-            raise InvalidParameterError(f"k={k} is outside the scored range 1..{self.max_k}")
+            raise invalid("k", k, f"an integer from 1 to {self.max_k} (the cut-offs scored)")
         return {name: values[:, k - 1] if metric(name).per_k else values for name, values in self.values.items()}
 
 
@@ -220,7 +219,8 @@ def score(references: Sequence[Sequence[Interval | Sequence[Interval]]], chunks:
             values = np.asarray(declared.compute(inputs), dtype=np.float64)
             shape = (n_queries, max_k) if declared.per_k else (n_queries,)
             if values.shape != shape:
-                raise InvalidParameterError(f"metric {declared.name!r} computed shape {values.shape}, expected {shape}")
+                raise invalid("computed shape", list(values.shape), f"{list(shape)}: one value per question"
+                              f"{' and cut-off' * declared.per_k}", owner=f"metric {declared.name!r}")
             scores.values[declared.name] = values
     return scores
 

@@ -30,8 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._plugins import load_plugins
-from ..errors import InvalidParameterError
-from ..schema import ParamSpec, check_value
+from ..schema import ParamSpec, check_value, invalid
 
 
 @dataclass(frozen=True)
@@ -91,18 +90,20 @@ def register_metric(declared: Metric) -> Metric:
     """Make ``declared`` a metric every stage reads: evaluation results, weights, trial records,
     exports, reports and the command line."""
     if declared.name in _METRICS:
-        raise InvalidParameterError(f"a metric named {declared.name!r} is already registered")
+        raise invalid("name", declared.name, f"a name no other metric has (taken: {', '.join(_METRICS)})",
+                      owner="metric")
     if declared.name in ("latency", "cost", "score"):
-        raise InvalidParameterError(f"{declared.name!r} is not a per-query metric name (it is taken by the score)")
+        raise invalid("name", declared.name, "a per-query metric's name, not latency, cost or score (the score's own)",
+                      owner="metric")
     if declared.scale is None and (declared.count or not declared.higher_is_better):
-        raise InvalidParameterError(f"metric {declared.name!r} is a count or better when smaller: give it a half (the "
-                                    "value at which its utility is one half), or it cannot enter the score")
+        raise invalid("half", declared.half, "a number > 0, the value at which its utility is one half: a count, or a "
+                      "metric better when smaller, enters the score only with one", owner=f"metric {declared.name!r}")
     if declared.half is not None:
         check_value(ParamSpec(float, above=0), declared.half, f"metric {declared.name!r}: half")
         taken = [m.name for m in _METRICS.values() if m.half is not None and m.scale == declared.scale]
         if taken:
-            raise InvalidParameterError(f"metric {declared.name!r}: the scale {declared.scale!r} is already metric "
-                                        f"{taken[0]!r}'s")
+            raise invalid("scale", declared.scale, f"a scale no other metric has (metric {taken[0]!r} has this one)",
+                          owner=f"metric {declared.name!r}")
     _METRICS[declared.name] = declared
     return declared
 
@@ -124,7 +125,7 @@ def metric(name: str) -> Metric:
     try:
         return _METRICS[name]
     except KeyError:
-        raise InvalidParameterError(f"unknown metric {name!r}; available: {', '.join(metric_names())}") from None
+        raise invalid("metric", name, ", ".join(metric_names())) from None
 
 
 def scale_names() -> tuple[str, ...]:

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..chunkers import Chunk
 from ..data.repeats import RepeatSummary
-from ..errors import InvalidParameterError
+from ..schema import invalid
 from .config import EvaluationConfig
 from .metrics import QueryScores, summarise
 
@@ -95,8 +95,7 @@ class EvaluationResult:
         """This result at a smaller cut-off ``k``: the first ``k`` chunks of the same ranking, as an
         evaluation at ``k`` would have retrieved them (a reranker's candidates aside, which stay)."""
         if not 1 <= k <= self.config.retrieval.k:
-            raise InvalidParameterError(f"k={k} is outside 1..{self.config.retrieval.k}, the cut-offs this result "
-                                        "ranked")
+            raise invalid("k", k, f"an integer from 1 to {self.config.retrieval.k} (the cut-offs this result ranked)")
         config = dataclasses.replace(self.config, retrieval=dataclasses.replace(self.config.retrieval, k=k))
         notes = [note for note in self.notes if not note.startswith("k=")]
         if note := _short_index_note(k, self._chunks_per_index()):

@@ -51,14 +51,12 @@ from typing import Any, TypeVar
 from .._io.cachedir import BUSY_TIMEOUT_S, cache_dir
 from .._io.files import private_dir, private_file
 from .._io.secrets import split_credentials
-from ..errors import ChunkwiseError, LLMError, UnfitAnswerError
+from ..errors import AskAgain, BadReply, ChunkwiseError, LLMError, UnfitAnswerError
 from ..text.tokens import count_tokens
 from .endpoint import (
     MAX_READ_TIMEOUT_S,
     WAIT_NOTICE_S,
-    BadReply,
     RequestWatch,
-    UnfitAnswer,
     json_reply,
     make_client,
     make_error,
@@ -185,7 +183,7 @@ class LLMClient:
         fallback falls back). A JSON-mode reply that comes back empty or cut off is asked again
         without JSON mode.
 
-        ``parse`` raises :class:`~tuner.llm.endpoint.UnfitAnswer` for an answer it cannot use:
+        ``parse`` raises :class:`~tuner.errors.AskAgain` for an answer it cannot use:
         that reply is asked again like a server error and never cached, and when every reply
         is refused the error is an :class:`UnfitAnswerError`. A cached reply goes through the
         same checks; one they refuse reads as missing.
@@ -215,10 +213,10 @@ class LLMClient:
         def accept(raw) -> tuple[str, tuple[int, int], Any]:
             try:
                 content, usage = chat_reply(raw.content, raw.headers.get("content-type", ""))
-            except EmptyOrCutOff as bad:
+            except _EmptyOrCutOff as bad:
                 json_now[0] = False
-                if cap and isinstance(bad, CutOff):  # the model's own answer is longer than asked for
-                    raise UnfitAnswer(f"{bad}; at most {max_tokens} tokens were asked for") from None
+                if cap and isinstance(bad, _CutOff):  # the model's own answer is longer than asked for
+                    raise AskAgain(f"{bad}; at most {max_tokens} tokens were asked for") from None
                 raise
             return content, usage, _refused_by_caller(check, content)
 
@@ -378,11 +376,11 @@ def _seconds(raw: str, where: str) -> float:
     return value
 
 
-class EmptyOrCutOff(BadReply):
+class _EmptyOrCutOff(BadReply):
     """A chat reply with no text, or cut off at the length limit (asked again, without JSON mode)."""
 
 
-class CutOff(EmptyOrCutOff):
+class _CutOff(_EmptyOrCutOff):
     """A chat reply cut off at the length limit (``finish_reason: "length"``)."""
 
 
@@ -391,13 +389,13 @@ def _as_is(content: str) -> str:
 
 
 def _refused_by_caller(parse: Callable[[str], T], content: str) -> T:
-    """``parse(content)``, any :class:`BadReply` it raises becoming an :class:`UnfitAnswer`."""
+    """``parse(content)``, any :class:`BadReply` it raises becoming an :class:`AskAgain`."""
     try:
         return parse(content)
-    except UnfitAnswer:
+    except AskAgain:
         raise
     except BadReply as bad:
-        raise UnfitAnswer(str(bad)) from None
+        raise AskAgain(str(bad)) from None
 
 
 def _first_choice(payload: Any) -> dict[str, Any]:
@@ -427,12 +425,12 @@ def chat_reply(body: bytes, content_type: str) -> tuple[str, tuple[int, int]]:
     content = message.get("content") if isinstance(message, dict) else None
     if choice.get("finish_reason") == "length":
         length = len(content) if isinstance(content, str) else 0
-        raise CutOff(f"the reply was cut off at the model's length limit (finish_reason 'length', "
+        raise _CutOff(f"the reply was cut off at the model's length limit (finish_reason 'length', "
                      f"{length} characters)")
     if not isinstance(content, str) or not content.strip():
         refusal = message.get("refusal") if isinstance(message, dict) else None
         why = f" (the model refused: {' '.join(str(refusal).split())[:200]})" if refusal else ""
-        raise EmptyOrCutOff(f"the reply's message is empty{why}")
+        raise _EmptyOrCutOff(f"the reply's message is empty{why}")
     return content, _usage(payload)
 
 

@@ -51,7 +51,7 @@ from contextvars import ContextVar
 from typing import Any, TypeVar
 
 from .._io.secrets import endpoint_credentials, hide_password, redact, register_secret, split_credentials
-from ..errors import BadReply, ChunkwiseError, option
+from ..errors import AskAgain, BadReply, ChunkwiseError, option
 from .rates import RateGate
 
 #: Seconds to wait for a TCP connection to the endpoint before the attempt counts as failed.
@@ -76,11 +76,6 @@ MAX_RETRY_S = 8.0
 
 E = TypeVar("E", bound=ChunkwiseError)
 R = TypeVar("R")
-
-
-class UnfitAnswer(BadReply):
-    """A reply in good form whose answer the caller cannot use (the model's own words: no JSON
-    object where one was asked for, numbers out of range); retried like any :class:`BadReply`."""
 
 
 def retry_delay(attempt: int) -> float:
@@ -108,7 +103,7 @@ def usable_reply(send: Callable[[], Any], check: Callable[[Any], R], error: type
 
     A bad reply is sent again, up to ``max_retries`` times, after the client's own backoff (see
     :func:`retry_delay`); then ``error`` (``unfit`` when the last problem was an
-    :class:`UnfitAnswer` and ``unfit`` is given) names the endpoint and that problem, in one
+    :class:`~tuner.errors.AskAgain` and ``unfit`` is given) names the endpoint and that problem, in one
     line. A failure of the client itself (refused key, timeouts, 5xx after its retries) is
     :func:`endpoint_error`'s ``error`` at once.
     """
@@ -127,7 +122,7 @@ def usable_reply(send: Callable[[], Any], check: Callable[[Any], R], error: type
             return check(raw)
         except BadReply as bad:
             last = bad
-    cls = unfit if unfit is not None and isinstance(last, UnfitAnswer) else error
+    cls = unfit if unfit is not None and isinstance(last, AskAgain) else error
     # Replies that stay unusable are the endpoint's doing, not the configuration's: transient.
     raise make_error(cls, f"the {service} endpoint {shown(endpoint)} (model {model!r}) gave no usable reply in "
                           f"{_attempts(max_retries)}: {last}", transient=True)

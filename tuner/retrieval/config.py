@@ -7,8 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import InvalidParameterError
-from ..schema import ParamSpec, check_keys, check_settings, check_value, setting, setting_spec
+from ..schema import ParamSpec, check_keys, check_settings, check_value, invalid, setting, setting_spec
 from .context import CONTEXTS
 from .indexes import INDEX_BACKENDS
 from .methods import RESERVED_OPTIONS, declaring, method_names, method_options, retrieval_method
@@ -107,8 +106,8 @@ class RetrievalConfig:
             object.__setattr__(self, "rerank", None)
         if self.rerank is None:
             if self.candidates is not None:
-                raise InvalidParameterError(f"retrieval.candidates={self.candidates} applies only with a reranker "
-                                            "(retrieval.rerank)")
+                raise invalid("retrieval.candidates", self.candidates, "a count only with a reranker "
+                              "(retrieval.rerank): the candidates are what it reranks")
         elif self.candidates is None:
             object.__setattr__(self, "candidates", DEFAULT_CANDIDATES)
         values = {**dict(options), **given}  # a keyword argument overrides ``options`` (None: unset)
@@ -127,9 +126,8 @@ class RetrievalConfig:
                 check_keys(given, "retrieval", [*COMMON, *known])
             check_value(known[name].spec, given[name], f"retrieval.{name}")
             users = declaring(name)
-            raise InvalidParameterError(
-                f"retrieval.{name}={given[name]!r} applies only to method{'s' * (len(users) > 1)} "
-                f"{', '.join(repr(u) for u in users)}, but the method is {self.method!r}")
+            raise invalid(f"retrieval.{name}", given[name], f"a value only with method{'s' * (len(users) > 1)} "
+                          f"{', '.join(repr(u) for u in users)}, but the method is {self.method!r}")
         checked = {option.name: check_value(option.spec, given[option.name], f"retrieval.{option.name}")
                    for option in declared if option.name in given}
         resolved: dict[str, Any] = {}
@@ -138,9 +136,9 @@ class RetrievalConfig:
                 if option.name in checked:
                     condition = option.when[0]
                     users = [o.name for o in declared if o.when == (condition, resolved.get(condition))]
-                    does = f" ({', '.join(users)} do{'es' * (len(users) == 1)})" if users else ""
-                    raise InvalidParameterError(f"retrieval.{option.name}={checked[option.name]!r} does not apply to "
-                                                f"{condition} {resolved.get(condition)!r}{does}")
+                    does = f" ({', '.join(users)} appl{'ies' if len(users) == 1 else 'y'} there)" if users else ""
+                    raise invalid(f"retrieval.{option.name}", checked[option.name], f"a value only with {condition} "
+                                  f"{option.when[1]!r}, not {condition} {resolved.get(condition)!r}{does}")
                 continue
             resolved[option.name] = (checked[option.name] if option.name in checked
                                      else check_value(option.spec, option.default, f"retrieval.{option.name}"))
@@ -203,9 +201,10 @@ class RetrievalConfig:
         if isinstance(stage, dict):  # rerank: {model: FOLDER, candidates: N}
             stage = check_keys(stage, f"{where}.rerank", ("model", "candidates"))
             if "model" not in stage:
-                raise InvalidParameterError(f"{where}.rerank needs a model (the folder of a saved cross-encoder)")
+                raise invalid(f"{where}.rerank", stage, "a mapping with a model (the folder of a saved cross-encoder)")
             if "candidates" in data and "candidates" in stage:
-                raise InvalidParameterError(f"{where}: give candidates once, inside rerank")
+                raise invalid(f"{where}.candidates", data["candidates"], f"none beside {where}.rerank.candidates: "
+                              "give candidates once, inside rerank")
             data["rerank"] = stage["model"]
             if "candidates" in stage:
                 data["candidates"] = stage["candidates"]

@@ -36,8 +36,8 @@ from pathlib import PurePosixPath
 
 from ..chunkers.base import Chunk
 from ..data.document import Document
-from ..errors import InvalidParameterError
 from ..llm.client import LLMClient
+from ..schema import invalid
 from ..text.outline import Heading, markdown_headings
 from .llm_context import context_client, situate
 
@@ -92,7 +92,7 @@ def context_header(chunk: Chunk, outline: Outline, context: str, llm: LLMClient 
         return PATH_SEPARATOR.join(path) if path else outline.title
     if context == "llm":
         return situate(llm if llm is not None else context_client(), outline.document, chunk)
-    raise InvalidParameterError(f"unknown context {context!r}")
+    raise invalid("context", context, ", ".join(CONTEXTS))
 
 
 def with_header(header: str, text: str) -> str:

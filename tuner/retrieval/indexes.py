@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InvalidParameterError
+from ..schema import invalid
 from .ranking import RESCORE_MARGIN, Ranked, rescored, top_rows
 
 #: Where dense vectors are searched: exact numpy search, or chromadb (HNSW).
@@ -138,4 +138,4 @@ def make_index(vectors: np.ndarray, backend: str = "numpy", *, path: str | Path 
         return NumpyIndex(vectors)
     if backend == "chroma":
         return ChromaIndex(vectors, path=path, collection=collection)
-    raise InvalidParameterError(f"unknown index backend {backend!r}; available: {', '.join(INDEX_BACKENDS)}")
+    raise invalid("backend", backend, ", ".join(INDEX_BACKENDS))

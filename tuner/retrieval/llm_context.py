@@ -25,8 +25,8 @@ from collections.abc import Sequence
 
 from ..chunkers.base import Chunk
 from ..data.document import Document
+from ..errors import AskAgain
 from ..llm.client import LLMClient
-from ..llm.endpoint import UnfitAnswer
 from ..text.tokens import count_tokens
 
 PROMPT_VERSION = "chunk-context-v1"
@@ -77,7 +77,7 @@ def document_window(document: Document, chunk: Chunk) -> str:
 
 def read_context(reply: str) -> str:
     """The context in a model's reply, on one line (a leading ``Context:`` label and quotes
-    dropped); an :class:`~tuner.llm.endpoint.UnfitAnswer` for an empty reply, a refusal, or
+    dropped); an :class:`~tuner.errors.AskAgain` for an empty reply, a refusal, or
     one longer than :data:`MAX_CONTEXT_TOKENS`.
 
     >>> read_context('Context: "This chunk is from the ACME handbook,\\n section Ports."')
@@ -85,11 +85,11 @@ def read_context(reply: str) -> str:
     """
     text = _LABEL.sub("", " ".join(reply.split())).strip().strip("\"'“”").strip()
     if not text:
-        raise UnfitAnswer("the context is empty")
+        raise AskAgain("the context is empty")
     if _REFUSAL.match(text):
-        raise UnfitAnswer(f"the model refused ({' '.join(text.split()[:12])!r})")
+        raise AskAgain(f"the model refused ({' '.join(text.split()[:12])!r})")
     if (tokens := count_tokens(text)) > MAX_CONTEXT_TOKENS:
-        raise UnfitAnswer(f"the context is {tokens} tokens long, more than {MAX_CONTEXT_TOKENS}")
+        raise AskAgain(f"the context is {tokens} tokens long, more than {MAX_CONTEXT_TOKENS}")
     return text
 
 

@@ -38,8 +38,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 import numpy as np
 
 from .._plugins import load_plugins
-from ..errors import InvalidParameterError, shown
-from ..schema import ParamSpec, check_value
+from ..schema import ParamSpec, check_value, invalid
 from .fusion import DEFAULT_ALPHA, DEFAULT_FUSION, DEFAULT_RRF_K, FUSION_DEPTH, FUSIONS, fuse_rrf, fuse_weighted
 from .ranking import Ranked
 from .rerank import rerank
@@ -148,7 +147,8 @@ RESERVED_OPTIONS = frozenset({"k", "scope", "index", "method", "context", "reran
 def register_method(cls: M) -> M:
     """Class decorator: make a retrieval method available by its ``name``, with its options."""
     if cls.name in _METHODS:
-        raise InvalidParameterError(f"a retrieval method named {cls.name!r} is already registered")
+        raise invalid("name", cls.name, f"a name no other retrieval method has (taken: {', '.join(_METHODS)})",
+                      owner="retrieval method")
     _check_options(cls)
     _METHODS[cls.name] = cls()
     return cls
@@ -159,22 +159,24 @@ def _check_options(cls: type[RetrievalMethod]) -> None:
     alike, as search spaces search one key), defaults they allow, conditions on earlier options."""
     seen: dict[str, MethodOption] = {}
     for declared in cls.options:
-        where = f"retrieval method {cls.name!r}: option {declared.name!r}"
+        owner = f"retrieval method {cls.name!r}"
         if not isinstance(declared, MethodOption):
-            raise InvalidParameterError(f"retrieval method {cls.name!r}: options must be MethodOption declarations, "
-                                        f"got {shown(declared)}")
+            raise invalid("options", declared, "MethodOption declarations", owner=owner)
+        where = f"{owner}: option {declared.name!r}"
         if declared.name in RESERVED_OPTIONS or declared.name in seen:
-            raise InvalidParameterError(f"{where} takes a name already used by a retrieval setting")
+            raise invalid("option", declared.name, "a name no retrieval setting "
+                          f"({', '.join(sorted(RESERVED_OPTIONS))}) nor another of its options takes", owner=owner)
         check_value(declared.spec, declared.default, f"{where}: default")
         if declared.when is not None:
             condition = seen.get(declared.when[0])
             if condition is None:
-                raise InvalidParameterError(f"{where} applies when {declared.when[0]!r} has a value, but the method "
-                                            "declares no such option before it")
+                raise invalid("when", list(declared.when), f"an option declared before it, and a value of it "
+                              f"(declared before: {', '.join(seen) or 'none'})", owner=where)
             check_value(condition.spec, declared.when[1], f"{where}: when {declared.when[0]}")
         other = _declared_options().get(declared.name)
         if other is not None and other != declared:
-            raise InvalidParameterError(f"{where} is declared differently by another retrieval method")
+            raise invalid("option", declared.name, "a name no other retrieval method declares differently (search "
+                          "spaces search one key: declare it alike)", owner=owner)
         seen[declared.name] = declared
 
 
@@ -225,8 +227,7 @@ def retrieval_method(name: str) -> RetrievalMethod:
     try:
         return _METHODS[name]
     except KeyError:
-        raise InvalidParameterError(
-            f"unknown retrieval method {name!r}; available: {', '.join(method_names())}") from None
+        raise invalid("retrieval.method", name, ", ".join(method_names())) from None
 
 
 @register_method
@@ -287,15 +288,18 @@ def retrieve(settings: RetrievalSettings, *, dense: VectorIndex | None = None, l
     """
     method = retrieval_method(settings.method)
     if method.embeds and (dense is None or query_vectors is None):
-        raise InvalidParameterError(f"{method.name} retrieval needs a vector index and query vectors")
+        raise invalid("dense" if dense is None else "query_vectors", None, "a vector index and query vectors: the "
+                      "method embeds", owner=f"{method.name} retrieval")
     if method.lexical and (lexical is None or questions is None):
-        raise InvalidParameterError(f"{method.name} retrieval needs a BM25 index and the questions")
+        raise invalid("lexical" if lexical is None else "questions", None, "a BM25 index and the questions: the "
+                      "method reads BM25", owner=f"{method.name} retrieval")
     k = settings.k if k is None else k
     if settings.rerank is None:
         return method.rank(settings, k, dense=dense, lexical=lexical, query_vectors=query_vectors,
                            questions=questions)
     if texts is None or questions is None:
-        raise InvalidParameterError("reranked retrieval needs the questions and the chunk texts")
+        raise invalid("texts" if texts is None else "questions", None, "the questions and the chunk texts: a "
+                      "reranker reads them", owner="reranked retrieval")
     first = method.rank(settings, max(k, settings.candidates or 0), dense=dense, lexical=lexical,
                         query_vectors=query_vectors, questions=questions)
     return rerank(first, questions, texts, settings.rerank, k)

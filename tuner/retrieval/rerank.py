@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InvalidParameterError
+from ..schema import invalid
 from .ranking import Ranked
 
 #: Candidates a reranker reads per question when a configuration names a reranker but no count.
@@ -31,9 +31,9 @@ def check_model_folder(model: str, where: str = "retrieval.rerank") -> Path:
     """The folder of a saved cross-encoder, or an error saying what to put there."""
     path = Path(model).expanduser()
     if not (path / "config.json").is_file():
-        raise InvalidParameterError(
-            f"{where}={model!r} is not a saved cross-encoder folder (no config.json there); download one (e.g. "
-            "cross-encoder/ms-marco-MiniLM-L6-v2, see the README) into a folder and name that folder")
+        raise invalid(where, model, "the folder of a saved cross-encoder, with its config.json (this one has none): "
+                      "download one (e.g. cross-encoder/ms-marco-MiniLM-L6-v2, see the README) into a folder and name "
+                      "that folder")
     return path.resolve()
 
 
@@ -46,7 +46,7 @@ def load_cross_encoder(model: str) -> Any:
     try:
         return CrossEncoder(str(path), local_files_only=True)
     except (OSError, ValueError) as exc:
-        raise InvalidParameterError(f"retrieval.rerank={model!r} cannot be loaded as a cross-encoder: {exc}") from None
+        raise invalid("retrieval.rerank", model, f"a cross-encoder that loads (this one does not: {exc})") from None
 
 
 def rerank(first: Ranked, questions: Sequence[str], texts: Callable[[Sequence[int]], list[str]], model: str,

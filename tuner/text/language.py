@@ -38,7 +38,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ..errors import InvalidParameterError
+from ..schema import invalid
 
 #: The environment variable that sets the language instead of detecting it.
 LANGUAGE_ENV = "CHUNKWISE_LANGUAGE"
@@ -209,8 +209,7 @@ def language(code: str) -> Language:
     try:
         return LANGUAGES[code]
     except KeyError:
-        raise InvalidParameterError(f"language {code!r} is not one chunkwise reads; "
-                                    f"allowed: {', '.join(LANGUAGES)}") from None
+        raise invalid("language", code, ", ".join(LANGUAGES)) from None
 
 
 def _samples(texts: list[str]) -> list[str]:

@@ -12,8 +12,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ...errors import AskAgain
 from ...llm.client import LLMClient
-from ...llm.endpoint import UnfitAnswer
 from ...text.language import LANGUAGES
 from ..evalset import Reference
 from .passages import locate, sample_excerpt
@@ -182,7 +182,7 @@ def critique_rating(client: LLMClient, question: str, references: Sequence[Refer
 
 
 def critique_reply(reply: str) -> int:
-    """The rating (1-5) in a critique's reply; an :class:`~tuner.llm.endpoint.UnfitAnswer` for a
+    """The rating (1-5) in a critique's reply; an :class:`~tuner.errors.AskAgain` for a
     reply without one.
 
     >>> critique_reply('{"answered": 5}')
@@ -198,7 +198,7 @@ def critique_reply(reply: str) -> int:
         rating = None
     if rating is None or not 1 <= rating <= 5 or isinstance(value, bool):
         start = " ".join(reply[:60].split())
-        raise UnfitAnswer(f"the critique has no rating from 1 to 5 (it starts {start!r})")
+        raise AskAgain(f"the critique has no rating from 1 to 5 (it starts {start!r})")
     return rating
 
 
@@ -218,7 +218,7 @@ def answer_span(client: LLMClient, question: str, document_id: str, text: str,
 def answer_reply(reply: str) -> str:
     """The answer a model copied: the ``answer`` of the JSON object in its reply (alone, in a code
     fence, or among prose), else the reply's own text, quotes taken off; an
-    :class:`~tuner.llm.endpoint.UnfitAnswer` for an empty reply or an object without an answer.
+    :class:`~tuner.errors.AskAgain` for an empty reply or an object without an answer.
 
     >>> answer_reply('{"answer": "Archives are kept for thirty days."}')
     'Archives are kept for thirty days.'
@@ -232,10 +232,10 @@ def answer_reply(reply: str) -> str:
             answer = answer[0]
         if isinstance(answer, str) and answer.strip():
             return answer.strip()
-        raise UnfitAnswer(f"the reply's JSON object has no answer (keys: {', '.join(map(str, data)) or 'none'})")
+        raise AskAgain(f"the reply's JSON object has no answer (keys: {', '.join(map(str, data)) or 'none'})")
     answer = reply.strip().strip("\"'“”‘’`").strip()
     if not answer:
-        raise UnfitAnswer("the reply holds no answer")
+        raise AskAgain("the reply holds no answer")
     return answer
 
 
@@ -276,7 +276,7 @@ def ask_about_sampled_excerpt(client, rng, document_id, text, window, asking: As
 def sampled_question(reply: str) -> str:
     """The question in a model's plain-text reply: its first line that asks something, with labels,
     list marks, quotes and emphasis taken off (a JSON object's ``question`` counts too); an
-    :class:`~tuner.llm.endpoint.UnfitAnswer` when no line ends its question with "?".
+    :class:`~tuner.errors.AskAgain` when no line ends its question with "?".
 
     >>> sampled_question('Question: "How often does the scheduler run a job?"')
     'How often does the scheduler run a job?'
@@ -301,14 +301,14 @@ def sampled_question(reply: str) -> str:
             if shortest <= len(question) <= _LONGEST_QUESTION:
                 return question
     start = " ".join(reply[:60].split())
-    raise UnfitAnswer(f"the reply holds no question ending with '?' (it starts {start!r})")
+    raise AskAgain(f"the reply holds no question ending with '?' (it starts {start!r})")
 
 
 def generated_reply(reply: str) -> tuple[str, list[str]]:
     """The question and excerpt texts in a model's reply, read as models write it: a JSON object
     ``{"question": ..., "references": [{"content": ...}]}`` alone, in a code fence, or with
     prose around it (an excerpt given as a bare string counts too). Excerpts may be missing
-    (the caller rejects the question); an :class:`~tuner.llm.endpoint.UnfitAnswer` when there
+    (the caller rejects the question); an :class:`~tuner.errors.AskAgain` when there
     is no object with a question.
 
     >>> generated_reply('Sure!\\n```json\\n{"question": "Why?", "references": [{"content": "Because."}]}\\n```')
@@ -319,10 +319,10 @@ def generated_reply(reply: str) -> tuple[str, list[str]]:
     data = _json_object(reply)
     if data is None:
         start = " ".join(reply[:60].split())
-        raise UnfitAnswer(f"the reply holds no JSON object (it starts {start!r})")
+        raise AskAgain(f"the reply holds no JSON object (it starts {start!r})")
     question = data.get("question")
     if not isinstance(question, str) or not question.strip():
-        raise UnfitAnswer(f"the reply's JSON object has no question (keys: {', '.join(map(str, data)) or 'none'})")
+        raise AskAgain(f"the reply's JSON object has no question (keys: {', '.join(map(str, data)) or 'none'})")
     references = data.get("references")
     contents = []
     for reference in references if isinstance(references, list) else []:

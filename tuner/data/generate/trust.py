@@ -54,7 +54,7 @@ STAND_IN_LOW = 0.5
 SCREEN_TAU = 0.4
 
 #: Where the measurements are written up (the sets, their verdicts and agreement outputs beside
-#: them under ``benchmarks/*/generated/``).
+#: them under ``benchmarks/data/*/generated/``).
 SOURCE = "docs/results/generated-questions.md"
 
 
@@ -93,13 +93,16 @@ BUNDLED_WRITER = "qwen2.5-coder-1.5b"
 #: Every measured set, per writer: the one declaration ``generate`` and ``tune`` read.
 MEASURED: dict[str, tuple[MeasuredSet, ...]] = {
     BUNDLED_WRITER: (
-        MeasuredSet("realdocs", "users", "mix", 40, 14, 0.48, "benchmarks/realdocs/generated/mix-users40-2026-11-29"),
-        MeasuredSet("Rust book", "users", "mix", 40, 14, 0.21, "benchmarks/rustbook/generated/mix-users40-2026-11-29"),
-        MeasuredSet("Valgrind", "users", "mix", 40, 18, 0.05, "benchmarks/valgrind/generated/mix-users40-2026-11-29"),
-        MeasuredSet("realdocs", "lookup", "mix", 40, 15, 0.14, "benchmarks/realdocs/generated/mix-2026-11-29"),
-        MeasuredSet("Rust book", "lookup", "size", 29, 7, 0.30, "benchmarks/rustbook/generated/size-2026-11-29"),
+        MeasuredSet("realdocs", "users", "mix", 40, 14, 0.48,
+                    "benchmarks/data/realdocs/generated/mix-users40-2026-11-29"),
+        MeasuredSet("Rust book", "users", "mix", 40, 14, 0.21,
+                    "benchmarks/data/rustbook/generated/mix-users40-2026-11-29"),
+        MeasuredSet("Valgrind", "users", "mix", 40, 18, 0.05,
+                    "benchmarks/data/valgrind/generated/mix-users40-2026-11-29"),
+        MeasuredSet("realdocs", "lookup", "mix", 40, 15, 0.14, "benchmarks/data/realdocs/generated/mix-2026-11-29"),
+        MeasuredSet("Rust book", "lookup", "size", 29, 7, 0.30, "benchmarks/data/rustbook/generated/size-2026-11-29"),
         MeasuredSet("Valgrind", "lookup", "mix", 30, None, 0.04,
-                    "benchmarks/valgrind/generated/mix-lookup30-2026-11-29"),
+                    "benchmarks/data/valgrind/generated/mix-lookup30-2026-11-29"),
     ),
 }
 

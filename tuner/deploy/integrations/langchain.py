@@ -34,7 +34,6 @@ from ...chunkers.base import Chunker
 from ...data.corpus import Corpus
 from ...data.document import Document
 from ...embedding.base import Embedder
-from ...errors import InvalidParameterError
 from ...retrieval.context import CONTEXTS, PATH_SEPARATOR, Outline, context_header, with_header
 from ...retrieval.llm_context import context_client
 from ...schema import invalid
@@ -123,8 +122,8 @@ class ChunkwiseTextSplitter(TextSplitter):
         """The LangChain ``Embeddings`` of a late-chunking configuration: the vectors of the chunks
         this splitter split (see the module docstring), the model's own for questions."""
         if self.late is None:
-            raise InvalidParameterError("this splitter's configuration does not use late chunking: embed its chunks "
-                                        "with the configuration's model as usual")
+            raise invalid("embedder.late_chunking", False, "true: without late chunking, embed its chunks with the "
+                          "configuration's model as usual", owner="ChunkwiseTextSplitter.embeddings()")
         return LateChunkEmbeddings(self)
 
 
@@ -141,8 +140,8 @@ class LateChunkEmbeddings(Embeddings):
         for text in texts:
             queue = self.splitter._vectors.get(text)
             if not queue:
-                raise InvalidParameterError(f"late chunking: the text {text[:60]!r} was not split by this splitter; a "
-                                 "late-chunked vector is pooled from its document: split the documents with it first")
+                raise invalid("text", text, "a text this splitter split: a late-chunked vector is pooled from its "
+                              "document, so split the documents with it first", owner="late chunking")
             out.append(queue.popleft() if len(queue) > 1 else queue[0])
         return out
 

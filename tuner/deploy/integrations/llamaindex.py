@@ -29,7 +29,6 @@ from ...chunkers.base import Chunker
 from ...data.corpus import Corpus
 from ...data.document import Document
 from ...embedding.base import Embedder
-from ...errors import InvalidParameterError
 from ...retrieval.context import CONTEXTS, HEADER_SEPARATOR, PATH_SEPARATOR, Outline, context_header
 from ...retrieval.llm_context import context_client
 from ...schema import invalid
@@ -73,8 +72,8 @@ class ChunkwiseNodeParser(NodeParser):
         """The LlamaIndex embedding model of a late-chunking configuration: questions embedded by
         its model; a node without the ``embedding`` this parser set is refused."""
         if self._late is None:
-            raise InvalidParameterError("this parser's configuration does not use late chunking: embed with the "
-                                        "configuration's model as usual")
+            raise invalid("embedder.late_chunking", False, "true: without late chunking, embed questions with the "
+                          "configuration's model as usual", owner="ChunkwiseNodeParser.query_embedding()")
         embedding = LateChunkQueryEmbedding(model_name=self._late.identity)
         embedding._late = self._late
         return embedding
@@ -143,5 +142,5 @@ class LateChunkQueryEmbedding(BaseEmbedding):
         return self._get_query_embedding(query)
 
     def _get_text_embedding(self, text: str) -> list[float]:
-        raise InvalidParameterError("late chunking: a chunk's vector is pooled from its document; parse the documents "
-                                    "with ChunkwiseNodeParser, which sets each node's embedding")
+        raise invalid("text", text, "none: a chunk's vector is pooled from its document; parse the documents with "
+                      "ChunkwiseNodeParser, which sets each node's embedding", owner="late chunking")

@@ -49,9 +49,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ...errors import InvalidParameterError, option, shown
+from ...errors import option
 from ...evaluation.registry import metric, metric_names, metrics
-from ...schema import ParamSpec, check_keys, check_settings, check_value, field_names, setting
+from ...schema import ParamSpec, check_keys, check_settings, check_value, field_names, invalid, setting
 from .scales import Scales
 
 #: What a weight may name besides the per-query metrics: the modelled latency and cost, with
@@ -86,14 +86,14 @@ def check_pareto(axes: Any, where: str = "pareto") -> tuple[str, ...]:
     ('recall', 'context_tokens')
     """
     names = axes.split(",") if isinstance(axes, str) else axes
-    if not isinstance(names, (list, tuple)):
-        raise InvalidParameterError(f"{where} must be a list of metric names, got {shown(axes)}")
-    names = tuple(str(n).strip() for n in names)
     known = metric_names()
+    allowed = f"a list of two or more distinct metrics of {', '.join(known)}"
+    if not isinstance(names, (list, tuple)):
+        raise invalid(where, axes, allowed)
+    names = tuple(str(n).strip() for n in names)
     unknown = [n for n in names if n not in known]
     if unknown or len(names) < 2 or len(set(names)) != len(names):
-        raise InvalidParameterError(f"{where}={list(names)!r} is invalid; allowed: two or more distinct metrics of "
-                                    f"{', '.join(known)}")
+        raise invalid(where, list(names), allowed)
     return names
 
 
@@ -132,7 +132,7 @@ class Weights:
                     for name in names}
         object.__setattr__(self, "_values", resolved)
         if self.total == 0:
-            raise InvalidParameterError("weights: at least one weight must be > 0")
+            raise invalid("weights", values, "weights of which at least one is > 0")
 
     def __getattr__(self, name: str) -> float:
         try:
@@ -187,7 +187,7 @@ class Weights:
             except ValueError:
                 sep = ""
             if not sep:
-                raise InvalidParameterError(f"{option('weights')}: {part!r} must look like NAME=NUMBER")
+                raise invalid(option("weights"), part, "NAME=NUMBER pairs separated by commas, e.g. recall=1,iou=0.5")
         return cls.from_dict(values, option("weights"))
 
 
@@ -256,8 +256,8 @@ def weighted_score(recall: Any, iou: Any, latency_s: float, cost_usd_per_1k: flo
         elif weight == 0:
             continue
         else:
-            raise InvalidParameterError(f"weights.{name} is set, but the {metric(name).label} of this configuration "
-                                        "is unknown (recorded before chunkwise measured it)")
+            raise invalid(f"weights.{name}", weight, f"0: the {metric(name).label} of this configuration is unknown "
+                          "(recorded before chunkwise measured it)")
         total = total + weight * utility
     return total / weights.total
 

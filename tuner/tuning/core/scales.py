@@ -12,9 +12,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from ...errors import InvalidParameterError
 from ...evaluation.registry import metrics
-from ...schema import ParamSpec, check_keys, check_value
+from ...schema import ParamSpec, check_keys, check_value, invalid
 
 #: Where the modelled terms' utilities are one half, with their defaults (the metrics declare their own).
 MODELLED_SCALES = {"latency_half_s": 1.0, "cost_half_usd": 1.0}
@@ -99,7 +98,7 @@ class Scales:
             return self._values[key]
         if key in scale_keys():  # a metric registered after these scales were made: its declared half
             return _default_scale(key)
-        raise InvalidParameterError(f"scales: no scale {key!r}; known: {', '.join(self._values)}")
+        raise invalid("scale", key, ", ".join(self._values))
 
     def as_dict(self) -> dict[str, float]:
         """Every half, as a study stores them."""

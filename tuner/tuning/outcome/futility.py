@@ -15,7 +15,7 @@ unlikely to be ahead: the one-sided upper :data:`FUTILITY_CONFIDENCE` bound of i
 score gain over the best baseline is at most 0. A search that truly gains is stopped at most about
 ``1 - FUTILITY_CONFIDENCE`` of the time (less as it pulls ahead); one that merely ties the
 baselines is stopped about as often, and one that loses, more. In simulated studies
-(``benchmarks/crossval_coverage.py``, BENCHMARKS: "What the search adds, told truthfully (issue 60)",
+(``benchmarks/search/crossval_coverage.py``, BENCHMARKS: "What the search adds, told truthfully (issue 60)",
 with the trade-off of every rule in :data:`RULES` at 20, 40 and 100 questions) it stopped 8.9% of
 searches that truly gain 8.5 recall points over every baseline at 40 questions and 3.3% at 100,
 and 12-14% of searches tied with their baselines; the rule before issue 60 (stop when the mean gain
@@ -42,7 +42,7 @@ from ..scoring.crossval import SearchGain
 from ..study.settings import StudySettings
 from .selection import recommend_for_study
 
-#: The futility rules ``benchmarks/crossval_coverage.py`` compares, by name: each stops when the
+#: The futility rules ``benchmarks/search/crossval_coverage.py`` compares, by name: each stops when the
 #: named upper bound of the out-of-fold score gain (or, for ``"point"``, its mean: the rule before
 #: issue 60) is at most 0. :data:`RULE` is the one chunkwise uses.
 RULES = {"point": None, "upper 80%": 0.80, "upper 90%": 0.90, "upper 95%": 0.95}

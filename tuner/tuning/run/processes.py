@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..._io.liveness import this_host
+from ...errors import WorkerStopped
 
 
 def new_worker_id(parent: int | None = None) -> str:
@@ -56,12 +57,6 @@ EXIT_FATAL = 3
 #: Exit status of ``tune`` and ``worker`` stopped by Ctrl-C, and by SIGTERM (128 + signal, as a shell says).
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143
-
-
-class WorkerStopped(BaseException):
-    """Raised in the main thread of a run or worker by SIGTERM (``docker stop``, systemd, a
-    parent that died or stopped it). Like ``KeyboardInterrupt``, it is no ``Exception``: the
-    in-flight trial is failed (``lost``) and the stop goes on up to the command line."""
 
 
 # --- worker processes -------------------------------------------------------------------------

@@ -13,6 +13,8 @@ from optuna.exceptions import UpdateFinishedTrialError
 from optuna.trial import FrozenTrial, TrialState
 
 from ..._faults import hold_point
+from ...errors import WorkerStopped
+from ..core.optuna_seam import forget_cached_trials, rdb_backend, storage_of, study_id_of, trial_id_of
 from ..core.records import (
     BASELINE_ATTR,
     CONFIRMS_ATTR,
@@ -21,7 +23,7 @@ from ..core.records import (
     WORKER_ATTR,
 )
 from .ledger import Ledger, worker_alive
-from .processes import WorkerStopped, deferred_stops, parent_in_id, this_host, worker_process
+from .processes import deferred_stops, parent_in_id, this_host, worker_process
 
 
 def retry_trial(study: optuna.Study, trial: FrozenTrial, max_retry: int) -> bool:
@@ -57,14 +59,14 @@ def reclaim(study: optuna.Study, ledger: Ledger, study_id: int, grace_period: fl
         stopped = stopped_by is not None and owner is not None and worker_process(owner) is not None and (
             worker_process(owner) == (this_host(), stopped_by) or parent_in_id(str(owner)) == stopped_by)
         try:
-            storage.set_trial_user_attr(trial._trial_id, LOST_ATTR,
+            storage.set_trial_user_attr(trial_id_of(trial), LOST_ATTR,
                                         INTERRUPTED if stopped else "its worker stopped before the trial ended")
-            if not storage.set_trial_state_values(trial._trial_id, TrialState.FAIL):
+            if not storage.set_trial_state_values(trial_id_of(trial), TrialState.FAIL):
                 continue
         except UpdateFinishedTrialError:  # finished meanwhile, or another worker reclaimed it first
             continue
         reclaimed.append(trial.number)
-        retry_trial(study, storage.get_trial(trial._trial_id), max_retry)
+        retry_trial(study, storage.get_trial(trial_id_of(trial)), max_retry)
     return reclaimed
 
 
@@ -93,9 +95,9 @@ def ask_owned(study: optuna.Study, worker_id: str) -> optuna.Trial:
     A stop while the trial is taken waits for its id (:func:`~.processes.deferred_stops`); one while the
     sampler prepares it fails it as interrupted.
     """
-    storage = study._storage
+    storage = storage_of(study)
     # What ask() does first: forget this thread's cached trials, so the sampler sees them all.
-    study._thread_local.cached_all_trials = None
+    forget_cached_trials(study)
     taken: int | None = None
     try:
         with deferred_stops():
@@ -113,23 +115,24 @@ def ask_owned(study: optuna.Study, worker_id: str) -> optuna.Trial:
 
 def _take_trial(study: optuna.Study, worker_id: str) -> int:
     """The id of a WAITING trial this worker now runs, or of a new one created with its owner."""
-    storage = study._storage
+    storage = storage_of(study)
     ledger: Ledger | None = None
     for waiting in study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
-        ledger = ledger or Ledger(getattr(storage, "_backend", storage))  # Optuna's cache wraps the RDB storage
+        ledger = ledger or Ledger(rdb_backend(storage))  # the RDB storage behind Optuna's cache
+        waiting_id = trial_id_of(waiting)
         try:
             # Named only while it waits: a loser of the race never writes over the winner's name,
             # which would make the winner's trial look like the loser's (reclaimed when the loser ends).
-            if not ledger.own_waiting(waiting._trial_id, WORKER_ATTR, worker_id):
+            if not ledger.own_waiting(waiting_id, WORKER_ATTR, worker_id):
                 continue  # another worker took it
-            if not storage.set_trial_state_values(waiting._trial_id, state=TrialState.RUNNING):
+            if not storage.set_trial_state_values(waiting_id, state=TrialState.RUNNING):
                 continue  # another worker took it
         except UpdateFinishedTrialError:
             continue
-        storage.set_trial_user_attr(waiting._trial_id, WORKER_ATTR, worker_id)
-        return waiting._trial_id
+        storage.set_trial_user_attr(waiting_id, WORKER_ATTR, worker_id)
+        return waiting_id
     template = FrozenTrial(
         number=0, state=TrialState.RUNNING, value=None, datetime_start=datetime.now(), datetime_complete=None,
         params={}, distributions={}, user_attrs={WORKER_ATTR: worker_id}, system_attrs={}, intermediate_values={},
         trial_id=0)
-    return storage.create_new_trial(study._study_id, template_trial=template)
+    return storage.create_new_trial(study_id_of(study), template_trial=template)

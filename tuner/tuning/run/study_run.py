@@ -23,7 +23,7 @@ from optuna.trial import TrialState
 
 from ..._faults import hold_point
 from ..._io.cpus import usable_cpus
-from ...errors import ChunkwiseError, StudyError, option
+from ...errors import ChunkwiseError, StudyError, WorkerStopped, option
 from ..core.records import (
     BUDGET_ATTR,
     DUPLICATE_ATTR,
@@ -42,7 +42,7 @@ from ..study import defaults
 from ..study.settings import StudySettings
 from ..study.storage import StudyStorage, storage_errors
 from .ledger import Ledger
-from .processes import Heartbeat, PoolReport, WorkerPool, WorkerStopped, new_worker_id
+from .processes import Heartbeat, PoolReport, WorkerPool, new_worker_id
 from .progress import ProgressBar
 from .reclaim import reclaim, retry_interrupted
 from .workers import WAIT_POLL_S, WorkerInputs, WorkerOptions, run_worker

@@ -18,9 +18,11 @@ from ...data.evalset import EvaluationSet
 from ...data.repeats import OccurrenceTable
 from ...embedding import Embedder, EmbeddingCache, embedding_provider
 from ...embedding.config import EmbedderConfig, embedder_key, shared_embedder
+from ...errors import ConfigurationTaken, OutOfBudget, StoppedAtRung, TargetReached
 from ...evaluation.config import EvaluationConfig
 from ...evaluation.evaluator import EvaluationResult, evaluate_rungs
 from ...evaluation.fidelity import FULL, Fidelity, promoted
+from ..core.optuna_seam import trial_id_of
 from ..core.records import (
     BASELINE_ATTR,
     CHUNKER_ATTR,
@@ -61,34 +63,6 @@ from .embedding_work import (
 )
 from .ledger import Claim, ClaimResult
 from .progress import EmbeddingReport, print_err
-
-
-class ConfigurationTaken(Exception):
-    """The sampled configuration is already claimed by another trial (``holder``)."""
-
-    def __init__(self, holder: int | None) -> None:
-        super().__init__(f"same configuration as trial {holder}")
-        self.holder = holder
-
-
-class TargetReached(Exception):
-    """The study's target was covered by complete and running trials before this one got a slot."""
-
-
-class StoppedAtRung(Exception):
-    """The trial stopped after a low-fidelity rung (``rung``: a proxy's name or a fraction)."""
-
-    def __init__(self, rung: str, score: float) -> None:
-        super().__init__(f"stopped at rung {rung} (score {score:.4f})")
-        self.rung, self.score = rung, score
-
-
-class OutOfBudget(Exception):
-    """The configuration a trial sampled cannot finish before the run's time budget ends."""
-
-    def __init__(self, expected_s: float, left_s: float) -> None:
-        super().__init__(f"expected {expected_s:.0f} s, {max(0.0, left_s):.0f} s left")
-        self.expected_s, self.left_s = expected_s, left_s
 
 
 class TrialObjective:
@@ -195,7 +169,7 @@ class TrialObjective:
             attrs.update(api_usage_attributes(embedder.stats.api_tokens - api_tokens, self.rates_for(config.embedder)))
         for key, value in attrs.items():
             trial.set_user_attr(key, value)
-        trial.storage.set_trial_system_attr(trial._trial_id, PER_QUERY_SYSTEM_ATTR, encode_per_query(result))
+        trial.storage.set_trial_system_attr(trial_id_of(trial), PER_QUERY_SYSTEM_ATTR, encode_per_query(result))
         # Optuna's trial constraints: TPE ranks an infeasible trial below the feasible ones, the dashboard's
         # Pareto front (study.best_trials) leaves it out, and chunkwise never recommends it.
         for name, violation in self.settings.constraints.violations(attrs).items():
@@ -326,7 +300,7 @@ class TrialObjective:
         the ``work`` its models did, as any trial that stopped)."""
         proxy = confirmed_trial(trial.study, trial)
         if proxy is not None and (distribution := proxy.distributions.get("k")) is not None:
-            trial.storage.set_trial_param(trial._trial_id, "k", distribution.to_internal_repr(attrs[K_ATTR]),
+            trial.storage.set_trial_param(trial_id_of(trial), "k", distribution.to_internal_repr(attrs[K_ATTR]),
                                           distribution)
         taken = claim(attrs[CONFIG_ATTR], chosen=True)
         holder = taken.holder if taken.outcome == Claim.DUPLICATE else None

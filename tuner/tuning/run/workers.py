@@ -37,7 +37,16 @@ from ..._faults import arm_during_tell, fault_point, hold_point
 from ..._io.secrets import redact
 from ...data.corpus import Corpus
 from ...data.evalset import EvaluationSet
-from ...errors import ChunkwiseError, StudyError
+from ...errors import (
+    ChunkwiseError,
+    ConfigurationTaken,
+    OutOfBudget,
+    StoppedAtRung,
+    StudyError,
+    TargetReached,
+    WorkerStopped,
+)
+from ..core.optuna_seam import trial_id_of
 from ..core.records import (
     BASELINE_ATTR,
     BUDGET_ATTR,
@@ -60,7 +69,6 @@ from .processes import (
     EXIT_INTERRUPTED,
     EXIT_TERMINATED,
     Heartbeat,
-    WorkerStopped,
     _die_with_parent,
     _quiet_worker_process,
     _report_error,
@@ -69,13 +77,7 @@ from .processes import (
     stop_handlers,
 )
 from .reclaim import ask_owned, reclaim, retry_trial
-from .trial import (
-    ConfigurationTaken,
-    OutOfBudget,
-    StoppedAtRung,
-    TargetReached,
-    TrialObjective,
-)
+from .trial import TrialObjective
 
 #: Consecutive failed trials after which a worker gives up.
 MAX_FAILURES_IN_A_ROW = 5
@@ -288,7 +290,7 @@ def _run_trial(study: optuna.Study, study_id: int, ledger: Ledger, trial: optuna
     claimed: list[str] = []
 
     def claim(config_key: str, chosen: bool = False) -> ClaimResult:
-        result = ledger.claim(study_id, trial._trial_id, config_key, chosen=chosen)
+        result = ledger.claim(study_id, trial_id_of(trial), config_key, chosen=chosen)
         if result.outcome == Claim.GRANTED and not chosen:
             claimed.append(config_key)
             fault_point("mid_trial")

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ...errors import InvalidParameterError
+from ...schema import invalid
 from ..core.objective import Scales, Weights, modelled_utilities, utility_slope, weighted_score
 from ..core.records import TrialRecord
 from .significance import SignFlipTest, flips_for, minimum_questions, paired_tests
@@ -109,9 +109,9 @@ class Candidate:
                 modelled += weight * (mine_modelled[name] - theirs_modelled[name])
                 continue
             if name not in mine or name not in theirs:
-                raise InvalidParameterError(f"weights.{name} is set, but the {name} of trial "
-                                            f"{self.number if name not in mine else other.number} is unknown "
-                                            "(recorded before chunkwise measured it)")
+                raise invalid(f"weights.{name}", weight, f"0: the {name} of trial "
+                              f"{self.number if name not in mine else other.number} is unknown "
+                              "(recorded before chunkwise measured it)")
             first, second = mine[name], theirs[name]
             slope = utility_slope(name, (float(first.mean()) + float(second.mean())) / 2, scales)
             measured = measured + weight * slope * (first - second)
@@ -218,7 +218,7 @@ def pairwise_level(candidates: int, confidence: float = CONFIDENCE) -> float:
     same questions, as the largest of them, so the gap between it and the others is the largest of
     all the gaps, not a typical one. Corrected for only the comparisons it makes, the gate left a
     configuration as good as the best out of its tie set in 11% of simulated studies of 5 equal
-    configurations on 30 questions and 26% of 30 (``benchmarks/significance_rates.py``); shared
+    configurations on 30 questions and 26% of 30 (``benchmarks/search/significance_rates.py``); shared
     among every pair, no such claim is wrong more often than ``1 - confidence`` (a wrong claim
     needs some pair of equal configurations to reach the level, whichever pair the data made the
     best).
@@ -271,7 +271,7 @@ def recommend(candidates: Sequence[Candidate], weights: Weights, scales: Scales,
               confidence: float = CONFIDENCE, samples: int = BOOTSTRAP_SAMPLES, seed: int = 0) -> Recommendation:
     """The tie gate (see the module docstring) over ``candidates``, which share their questions."""
     if not candidates:
-        raise InvalidParameterError("no candidate to recommend")
+        raise invalid("candidates", list(candidates), "one candidate or more to recommend")
     order = ranked(candidates, weights, scales)
     observed = np.array([c.score(weights, scales) for c in candidates])
     best = order[0]

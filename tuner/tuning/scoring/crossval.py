@@ -21,7 +21,7 @@ second level of cross-validation, which would multiply the work by the folds aga
 each inner choice fewer questions), and is known to err on the wide side. Chosen over Corani and
 Benavoli's correlated Bayesian t (2015), which gives the same interval under a flat prior and is
 read as a posterior, not as the frequentist figure the rest of the summary quotes.
-``benchmarks/crossval_coverage.py`` measures its coverage by simulation (BENCHMARKS: "What the
+``benchmarks/search/crossval_coverage.py`` measures its coverage by simulation (BENCHMARKS: "What the
 search adds, told truthfully (issue 60)").
 
 **What is evidence.** The score's modelled latency and cost are constants per configuration, not
@@ -35,7 +35,7 @@ for IoU, latency or cost.
 
 The cross-validation runs over every question, the held-out ones included. The search questions
 also steered the sampler, so the candidates it chooses among were shaped by some of the folds it
-scores: ``benchmarks/fresh_questions.py`` measures what the figure is worth against questions no
+scores: ``benchmarks/search/fresh_questions.py`` measures what the figure is worth against questions no
 part of the study saw.
 
 >>> import numpy as np
@@ -149,7 +149,7 @@ class Gain:
         """Where the mean score gain over ``questions`` *new* questions should fall: the interval of
         the expected gain widened by those questions' own spread (``sqrt(se**2 + sd**2 / questions)``).
         The summary's interval is for the expected gain; a handful of new questions scatter around
-        it, which is what ``benchmarks/fresh_questions.py`` checks this against."""
+        it, which is what ``benchmarks/search/fresh_questions.py`` checks this against."""
         se = 0.0 if self.test is None else self.test.se
         df = 1_000_000 if self.test is None else self.test.df
         half = float(stats.t.ppf(0.5 + confidence / 2, df)) * math.sqrt(se**2 + self.question_sd**2 / questions)

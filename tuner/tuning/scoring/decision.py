@@ -6,7 +6,7 @@ candidates: :func:`decide` reads the cross-validated gain of :mod:`.crossval`, a
 Before issue 60 a held-out check decided instead: the tie gate's choice on the search questions had
 to be significantly better than the best baseline on the held-out questions (8-10 of them by
 default), while the cross-validated line beside it could say the opposite. A check of 10 questions
-has almost no power; cross-validation reads every question. ``benchmarks/fresh_questions.py``
+has almost no power; cross-validation reads every question. ``benchmarks/search/fresh_questions.py``
 compares the rules on questions neither saw.
 """
 
@@ -23,7 +23,7 @@ from .crossval import SearchGain
 #: How the cross-validated gain decides (:func:`decide`), by name: ``"ahead"``, the search's choice
 #: when its out-of-fold score gain over the best baseline is above 0 (the expected gain on the next
 #: questions is positive); ``"beats"``, only when that gain is significant. :data:`DECISION_RULE` is
-#: the one chunkwise uses; ``benchmarks/fresh_questions.py`` compares them on fresh questions.
+#: the one chunkwise uses; ``benchmarks/search/fresh_questions.py`` compares them on fresh questions.
 DECISION_RULES = ("ahead", "beats")
 DECISION_RULE = "ahead"
 

@@ -23,9 +23,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ...errors import InvalidParameterError
 from ...evaluation.evaluator import EvaluationResult
 from ...retrieval.config import RetrievalConfig
+from ...schema import invalid
 from ..core.records import SCORE_ATTR, exported_metric_attrs
 
 
@@ -57,5 +57,5 @@ def best_point(result: EvaluationResult, ks: Sequence[int],
             if best is None or rank > best[:2]:
                 best = (*rank, point, attrs)
     if best is None:
-        raise InvalidParameterError("an inner loop needs at least one k")
+        raise invalid("ks", list(ks), "one k or more (the cut-offs an inner loop scores)")
     return best[2], best[3], points

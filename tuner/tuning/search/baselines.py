@@ -26,6 +26,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from ..core.optuna_seam import storage_of, trial_id_of
 from ..core.records import (
     BASELINE_ATTR,
     BUDGET_ATTR,
@@ -136,11 +137,11 @@ def unqueue_baselines(study: optuna.Study) -> list[int]:
     Ctrl-C, the time budget): each becomes PRUNED and marked skipped, so no trial is left WAITING and
     a later run queues it again. Returns their numbers."""
     settled = []
-    storage = study._storage
+    storage = storage_of(study)
     for trial in study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
         if not {BASELINE_ATTR, CONFIRMS_ATTR, WARM_ATTR} & set(trial.user_attrs):
             continue
-        storage.set_trial_user_attr(trial._trial_id, SKIPPED_ATTR, "the run ended before this trial ran")
-        if storage.set_trial_state_values(trial._trial_id, TrialState.PRUNED):
+        storage.set_trial_user_attr(trial_id_of(trial), SKIPPED_ATTR, "the run ended before this trial ran")
+        if storage.set_trial_state_values(trial_id_of(trial), TrialState.PRUNED):
             settled.append(trial.number)
     return settled

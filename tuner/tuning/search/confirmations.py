@@ -63,7 +63,7 @@ def chooses_k(space: SearchSpace) -> bool:
     """Whether a confirmation in ``space`` chooses its ``k`` at full fidelity: the proxy judges chunkings
     well but ``k`` poorly (on real documents it favoured k = 3 where full fidelity scores k = 5 best, so
     its best three confirmed at their own k lost 4.5 points of score against the best of a study clustered
-    on its favourites, and at their best k none: issue 51, ``benchmarks/proxy_bar.py judge --choose-k``).
+    on its favourites, and at their best k none: issue 51, ``benchmarks/scale/proxy_bar.py judge --choose-k``).
     Every k costs one ranking, no embedding more. Not in an inner loop, which chooses every query-time
     setting already, nor where k is fixed."""
     return not space.inner_loop and not space.k.is_constant

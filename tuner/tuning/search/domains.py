@@ -12,7 +12,7 @@ import optuna
 
 from ...chunkers.base import ParamSpec
 from ...errors import InvalidParameterError, SearchSpaceError
-from ...schema import invalid
+from ...schema import check_keys, invalid
 
 DOMAIN_TYPES = ("int", "float", "categorical", "fraction")
 
@@ -117,10 +117,7 @@ def parse_domain(raw: Any, spec: ParamSpec, where: str, earlier: dict[str, Domai
             fail(where, raw, spec.describe())
         return Domain("constant", constant=value)
     kind = raw["type"]
-    allowed = {"type", "low", "high", "step", "log", "choices", "of"}
-    unknown = sorted(set(raw) - allowed)
-    if unknown:
-        raise SearchSpaceError(f"{where}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}")
+    check_keys(raw, where, ("type", "low", "high", "step", "log", "choices", "of"), SearchSpaceError)
     if kind not in DOMAIN_TYPES:
         raise invalid(f"{where}.type", kind, ", ".join(DOMAIN_TYPES), SearchSpaceError)
     if kind == "categorical":

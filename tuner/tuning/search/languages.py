@@ -65,7 +65,7 @@ INSTALL = "pip install 'chunkwise[multilingual]'"
 class MeasuredGain:
     """Dense recall at k = 5 of MiniLM and of :data:`MULTILINGUAL` on one language's benchmark, the
     lowest and highest over the chunkings measured (docs/results/languages.md, issue 53); ``benchmark``
-    is the script that measured it (``benchmarks/manpages.py`` runs one language at a time: its
+    is the script that measured it (``benchmarks/languages/manpages.py`` runs one language at a time: its
     ``--language``)."""
 
     language: str
@@ -88,9 +88,9 @@ def _span(values: tuple[float, float]) -> str:
 #: What the multilingual model bought, per language measured: token 256, recursive 256, sentence 3
 #: (and recursive 512 on Korean), dense retrieval, k = 5.
 MEASURED: dict[str, MeasuredGain] = {gain.language: gain for gain in (
-    MeasuredGain("ko", (0.25, 0.35), (0.55, 0.75), 20, "benchmarks/ko_chroma.py"),
-    MeasuredGain("zh", (0.20, 0.40), (0.933, 1.0), 15, "benchmarks/manpages.py"),
-    MeasuredGain("ja", (0.071, 0.143), (0.643, 0.714), 14, "benchmarks/manpages.py"),
+    MeasuredGain("ko", (0.25, 0.35), (0.55, 0.75), 20, "benchmarks/languages/ko_chroma.py"),
+    MeasuredGain("zh", (0.20, 0.40), (0.933, 1.0), 15, "benchmarks/languages/manpages.py"),
+    MeasuredGain("ja", (0.071, 0.143), (0.643, 0.714), 14, "benchmarks/languages/manpages.py"),
 )}
 #: Its time per corpus pass against MiniLM's, on two cores (English chroma-dev: 3.5-4x).
 PASS_TIME = "about 4x MiniLM's time per corpus pass"

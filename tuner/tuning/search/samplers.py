@@ -43,46 +43,27 @@ from typing import Any
 import optuna
 from optuna.distributions import BaseDistribution
 from optuna.samplers import BaseSampler, RandomSampler, TPESampler
-from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
 from ...evaluation.fidelity import PROXIES
+from ..core.optuna_seam import SingleObjectiveView, trial_id_of, trials_of
 from ..core.records import DUPLICATE_ATTR, RUNG_SCORES_ATTR, SCORE_ATTR, SKIPPED_ATTR
 from .confirmations import proxy_score
 
 
-class _ScoreView:
+class _ScoreView(SingleObjectiveView):
     """A read-only view of a study in which each trial's value is its weighted score."""
 
-    def __init__(self, study: optuna.Study) -> None:
-        self._study = study
-
-    direction = StudyDirection.MAXIMIZE
-
-    @property
-    def directions(self) -> list[StudyDirection]:
-        return [StudyDirection.MAXIMIZE]
-
-    def _is_multi_objective(self) -> bool:
-        return False
-
-    def _get_trials(self, deepcopy: bool = True, states: Container[TrialState] | None = None,
-                    use_cache: bool = False) -> list[FrozenTrial]:
+    def view_trials(self, states: Container[TrialState] | None, use_cache: bool) -> list[FrozenTrial]:
         # Duplicates and skipped trials carry no information: the configuration's own trial counts.
         # A proxy's trials are stored PRUNED and shown COMPLETE: read both, filter once they are shown.
         wanted = None if states is None else set(states)
         read = None if wanted is None else wanted | ({TrialState.PRUNED} if TrialState.COMPLETE in wanted else set())
-        trials = self._study._get_trials(deepcopy=False, states=read, use_cache=use_cache)
+        trials = trials_of(self.study, states=read, use_cache=use_cache)
         shown = [_as_scored(t) for t in trials
                  if DUPLICATE_ATTR not in t.user_attrs and SKIPPED_ATTR not in t.user_attrs
                  and (t.state != TrialState.COMPLETE or SCORE_ATTR in t.user_attrs)]
         return shown if wanted is None else [t for t in shown if t.state in wanted]
-
-    def get_trials(self, deepcopy: bool = True, states: Container[TrialState] | None = None) -> list[FrozenTrial]:
-        return self._get_trials(deepcopy=deepcopy, states=states)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._study, name)
 
 
 def _rung_order(rung: str) -> float:
@@ -135,25 +116,24 @@ class WeightedScoreSampler(BaseSampler):
 
     def sample_relative(self, study: optuna.Study, trial: FrozenTrial,
                         search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
-        if trial._trial_id in self._explore:
+        if trial_id_of(trial) in self._explore:
             return {}
         return self._tpe.sample_relative(_ScoreView(study), trial, search_space)
 
     def sample_independent(self, study: optuna.Study, trial: FrozenTrial, param_name: str,
                            param_distribution: BaseDistribution) -> Any:
-        if trial._trial_id in self._explore:
+        if trial_id_of(trial) in self._explore:
             return self._random.sample_independent(study, trial, param_name, param_distribution)
         return self._tpe.sample_independent(_ScoreView(study), trial, param_name, param_distribution)
 
     def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
-        finished = study._get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED),
-                                     use_cache=False)
+        finished = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
         if finished and DUPLICATE_ATTR in max(finished, key=lambda t: t.number).user_attrs:
-            self._explore.add(trial._trial_id)
+            self._explore.add(trial_id_of(trial))
         self._tpe.before_trial(_ScoreView(study), trial)
 
     def after_trial(self, study: optuna.Study, trial: FrozenTrial, state: TrialState,
                     values: Sequence[float] | None) -> None:
-        self._explore.discard(trial._trial_id)
+        self._explore.discard(trial_id_of(trial))
         score = None if values is None else [float(trial.user_attrs.get(SCORE_ATTR, 0.0))]
         self._tpe.after_trial(_ScoreView(study), trial, state, score)

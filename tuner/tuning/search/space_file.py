@@ -79,6 +79,7 @@ from ...errors import InvalidParameterError
 from ...retrieval.config import NO_RERANK
 from ...retrieval.methods import declaring, method_options
 from ...retrieval.rerank import check_model_folder
+from ...schema import check_keys, invalid
 from .domains import Domain, SearchSpaceError, fraction_value, parse_domain
 from .space import SearchSpace, retrieval_specs
 
@@ -125,15 +126,12 @@ def load_search_space(path: str | Path) -> SearchSpace:
 def parse_search_space(data: Any, source: str = "<space>") -> SearchSpace:
     """Validate a search space given as a mapping (the YAML's content)."""
     if not isinstance(data, dict):
-        raise SearchSpaceError(f"{source}: a search space must be a mapping with 'chunkers' and 'k'")
-    unknown = sorted(set(data) - {"chunkers", "k", "embedders", "retrieval", "inner_loop"})
-    if unknown:
-        raise SearchSpaceError(f"{source}: unknown key(s) {', '.join(unknown)}; allowed: chunkers, k, embedders, "
-                               "retrieval, inner_loop")
+        raise invalid("search space", data, "a mapping with 'chunkers' and 'k'", SearchSpaceError, owner=source)
+    check_keys(data, source, ("chunkers", "k", "embedders", "retrieval", "inner_loop"), SearchSpaceError)
     chunkers = data.get("chunkers")
     if not isinstance(chunkers, dict) or not chunkers:
-        raise SearchSpaceError(f"{source}: 'chunkers' must map chunker names to their parameters; "
-                               f"available chunkers: {', '.join(chunker_names())}")
+        raise invalid("chunkers", chunkers, f"a mapping of chunker names to their parameters (chunkers: "
+                      f"{', '.join(chunker_names())})", SearchSpaceError, owner=source)
     parsed: dict[str, dict[str, Domain]] = {}
     kinds: dict[str, str] = {}
     for label, params in chunkers.items():
@@ -141,17 +139,15 @@ def parse_search_space(data: Any, source: str = "<space>") -> SearchSpace:
         params = dict(params or {}) if isinstance(params, dict) else params
         name = params.pop("chunker", label) if isinstance(params, dict) else label
         if not isinstance(label, str) or "." in label:
-            raise SearchSpaceError(f"{where}: a label must be a name without '.'")
+            raise invalid("chunkers", label, "labels without '.'", SearchSpaceError, owner=source)
         if name not in chunker_names():
-            if name != label:
-                raise SearchSpaceError(f"{where}.chunker: unknown chunker {name!r}; "
-                                       f"available: {', '.join(chunker_names())}")
-            raise SearchSpaceError(f"{where}: unknown chunker; available: {', '.join(chunker_names())}")
+            raise invalid("chunker", name, ", ".join(chunker_names()), SearchSpaceError, owner=where)
         parsed[label] = _parse_chunker(name, params, where)
         kinds[label] = name
     k = parse_domain(data.get("k", 5), ParamSpec(int, low=1), f"{source}: k", {})
     if k.type not in ("int", "constant", "categorical"):
-        raise SearchSpaceError(f"{source}: k must be an integer domain, a list of choices or a constant")
+        raise invalid("k.type", k.type, "int, categorical (a list of choices), or a constant", SearchSpaceError,
+                      owner=source)
     embedders = tuple(_parse_embedders(data.get("embedders", []), source))
     labels = tuple(_embedder_label(e) for e in embedders)
     retrieval = _parse_retrieval(data.get("retrieval"), source)
@@ -164,7 +160,7 @@ def parse_search_space(data: Any, source: str = "<space>") -> SearchSpace:
                                "pooled from the document itself; search late chunking with context none")
     inner_loop = data.get("inner_loop", False)
     if not isinstance(inner_loop, bool):
-        raise SearchSpaceError(f"{source}: inner_loop must be true or false, not {inner_loop!r}")
+        raise invalid("inner_loop", inner_loop, "true or false", SearchSpaceError, owner=source)
     if inner_loop:
         for key in method_options():
             if key in retrieval and not retrieval[key].is_constant:
@@ -181,11 +177,9 @@ def _parse_retrieval(raw: Any, source: str) -> dict[str, Domain]:
     where = f"{source}: retrieval"
     specs = retrieval_specs()
     if not isinstance(raw, dict):
-        raise SearchSpaceError(f"{where} must map {', '.join(specs)} to values or domains")
-    unknown = sorted(set(raw) - set(specs))
-    if unknown:
-        raise SearchSpaceError(f"{where}: unknown key(s) {', '.join(map(str, unknown))}; allowed: "
-                               f"{', '.join(specs)}")
+        raise invalid("retrieval", raw, f"a mapping of {', '.join(specs)} to values or domains", SearchSpaceError,
+                      owner=source)
+    check_keys(raw, where, specs, SearchSpaceError)
     domains: dict[str, Domain] = {}
     for key, spec in specs.items():  # in sampling order
         if key in raw:
@@ -236,13 +230,11 @@ def _parse_retrieval(raw: Any, source: str) -> dict[str, Domain]:
 
 def _parse_chunker(name: str, params: Any, where: str) -> dict[str, Domain]:
     if not isinstance(params, dict):
-        raise SearchSpaceError(f"{where} must map parameter names to domains")
+        raise invalid("parameters", params, "a mapping of parameter names to domains", SearchSpaceError, owner=where)
     specs = chunker_class(name).param_specs()
+    check_keys(params, where, specs, SearchSpaceError, what="parameter")
     domains: dict[str, Domain] = {}
     for param, raw in params.items():
-        if param not in specs:
-            raise SearchSpaceError(f"{where}.{param}: {name} has no parameter {param!r}; "
-                                   f"it takes: {', '.join(specs)}")
         domains[param] = parse_domain(raw, specs[param], f"{where}.{param}", domains)
     _check_corners(name, domains, where)
     return domains
@@ -277,7 +269,7 @@ def _check_corners(name: str, domains: dict[str, Domain], where: str) -> None:
 
 def _parse_embedders(raw: Any, source: str) -> Iterator[EmbedderConfig]:
     if not isinstance(raw, list):
-        raise SearchSpaceError(f"{source}: embedders must be a list of {{provider, model}} mappings")
+        raise invalid("embedders", raw, "a list of {provider, model} mappings", SearchSpaceError, owner=source)
     for i, item in enumerate(raw):
         try:
             yield EmbedderConfig.from_dict(item, where="")

@@ -19,7 +19,8 @@ from typing import Any
 
 import optuna
 
-from ...errors import StudyError, option, shown
+from ...errors import StudyError, option
+from ...schema import invalid
 from ..core.records import (
     SETTINGS_ATTR,
 )
@@ -62,8 +63,8 @@ def check_name(value: Any, what: str) -> str:
     'handbook-v2'
     """
     if not isinstance(value, str) or not _SAFE_NAME.fullmatch(value):
-        raise StudyError(f"{what} {shown(value)} is invalid; allowed: 1-100 letters, digits, '.', '_' or '-', "
-                         "starting with a letter or digit")
+        raise invalid(what, value, "1-100 letters, digits, '.', '_' or '-', starting with a letter or digit",
+                      StudyError)
     return value
 
 

@@ -71,7 +71,7 @@ AUTO_PROXY_MIN_CHARS = 500_000
 #: at their own k it failed the bar on realdocs and Valgrind (issue 51: 87-90% of studies), and more
 #: confirmations did not help; with each confirmation choosing its k at full fidelity
 #: (:func:`~..search.confirmations.chooses_k`) it passes on every kind of trial `auto` screens, on six
-#: corpora (97.5% at the least; ``benchmarks/proxy_bar.py judge --choose-k``).
+#: corpora (97.5% at the least; ``benchmarks/scale/proxy_bar.py judge --choose-k``).
 AUTO_CONFIRM = 3
 
 _REQUIRED = dataclasses.MISSING

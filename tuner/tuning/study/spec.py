@@ -56,7 +56,7 @@ from ...errors import InvalidParameterError, StudyError, option, shown
 from ...evaluation.config import COPIES
 from ...evaluation.fidelity import Fidelity, parse_fidelity
 from ...evaluation.metrics import UNITS
-from ...schema import check_settings, setting
+from ...schema import check_keys, check_settings, invalid, setting
 from ..core.objective import Constraints, Rates, Scales, Weights, check_pareto
 from ..search.domains import SearchSpaceError
 from ..search.space_file import DEFAULT_SPACE, resolve_space
@@ -224,11 +224,10 @@ def parse_duration(value: Any, where: str) -> float:
     negative = (isinstance(value, str) and value.strip().startswith("-")
                 and _DURATION.fullmatch(value.strip()[1:]) is not None) or (seconds is not None and seconds < 0)
     if negative:
-        raise StudyError(f"{where}={shown(value)} is a negative duration: a time budget must be above 0, such as 45m, "
-                         "2h, 90s or a number of seconds")
+        raise invalid(where, value, "a duration above 0 (a negative one is no time budget), such as 45m, 2h, 90s or a "
+                      "number of seconds", StudyError)
     if seconds is None or not seconds > 0:
-        raise StudyError(f"{where}={shown(value)} is invalid; allowed: a duration above 0 such as 45m, 2h, 90s or "
-                         "a number of seconds")
+        raise invalid(where, value, "a duration above 0 such as 45m, 2h, 90s or a number of seconds", StudyError)
     return seconds
 
 
@@ -242,9 +241,9 @@ def _read_corpora(value: Any, where: str) -> tuple[tuple[str, str], ...]:
     elif isinstance(value, (list, tuple)):
         pairs = [item if isinstance(item, tuple) else parse_corpus_spec(str(item)) for item in value]
     else:
-        raise StudyError(f"{where} must map corpus names to paths, got {shown(value)}")
+        pairs = [("", value)]  # refused below
     if not all(isinstance(path, (str, Path)) for _, path in pairs):
-        raise StudyError(f"{where} must map corpus names to paths, got {shown(value)}")
+        raise invalid(where, value, "a mapping of corpus names to paths", StudyError)
     return tuple((name, str(path)) for name, path in pairs)
 
 
@@ -326,10 +325,8 @@ def study_options() -> tuple[str, ...]:
 def read_options(options: Mapping[str, Any], where: Callable[[str], str] = option) -> dict[str, Any]:
     """``options`` (names of :class:`StudySpec`'s fields) read into the fields' types; ``where(name)``
     names an option in a message (``--jobs`` on the command line, ``file.yaml: jobs`` in a study file)."""
-    unknown = sorted(set(options) - set(study_options()))
-    if unknown:
-        raise StudyError(f"unknown option(s) {', '.join(map(where, unknown))}; allowed: "
-                         f"{', '.join(study_options())}")
+    if unknown := sorted(set(options) - set(study_options())):
+        raise invalid(where(unknown[0]), options[unknown[0]], f"the options {', '.join(study_options())}", StudyError)
     try:
         return {key: OPTION_READERS.get(key, lambda value, _where: value)(value, where(key))
                 for key, value in options.items()}
@@ -347,10 +344,8 @@ def load_study_file(path: str | Path) -> StudySpec:
     data = read_yaml(path, "study file", StudyError)
     where = str(path)
     if not isinstance(data, dict):
-        raise StudyError(f"{where}: a study file must be a mapping")
-    unknown = sorted(set(data) - set(STUDY_KEYS))
-    if unknown:
-        raise StudyError(f"{where}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(STUDY_KEYS)}")
+        raise invalid("study file", data, f"a mapping (keys: {', '.join(STUDY_KEYS)})", StudyError, owner=where)
+    check_keys(data, where, STUDY_KEYS, StudyError)
     for key in ("name", "corpora", "queries", "space"):
         if key not in data:
             raise StudyError(f"{where}: missing key {key!r}")
@@ -375,7 +370,7 @@ def load_study_file(path: str | Path) -> StudySpec:
     if isinstance(corpora, list):
         corpora = {default_corpus_name(str(p)): p for p in corpora}
     if not isinstance(corpora, dict) or not corpora:
-        raise StudyError(f"{where}: corpora must map corpus names to paths")
+        raise invalid("corpora", corpora, "a mapping of corpus names to paths", StudyError, owner=where)
     options["corpora"] = {str(name): relative(p, f"corpora.{name}") for name, p in corpora.items()}
     options["queries"] = relative(data["queries"], "queries")
     options["space"] = space(data["space"])
@@ -384,7 +379,7 @@ def load_study_file(path: str | Path) -> StudySpec:
         options["cache"] = relative(data["cache"], "cache")
     heartbeat = data.get("heartbeat") or {}
     if not isinstance(heartbeat, dict) or set(heartbeat) - {"interval", "grace_period"}:
-        raise StudyError(f"{where}: heartbeat must be a mapping with interval and/or grace_period")
+        raise invalid("heartbeat", heartbeat, "a mapping with interval and/or grace_period", StudyError, owner=where)
     options.update({field: heartbeat[key] for key, field in (("interval", "heartbeat_interval"),
                                                              ("grace_period", "grace_period")) if key in heartbeat})
     storage = options.get("storage")
