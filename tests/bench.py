@@ -1,4 +1,4 @@
-"""Import a script of ``benchmarks/`` as a module, for the tests of its pure functions."""
+"""Import a module of ``benchmarks/`` (a script or a shared helper), for the tests of its pure functions."""
 
 from __future__ import annotations
 
@@ -7,13 +7,14 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def import_benchmark(name: str) -> ModuleType:
-    """``benchmarks/NAME.py`` (and the helpers beside it) as a module; ``sys.path`` is restored."""
-    sys.path.insert(0, str(BENCHMARKS))
+    """``benchmarks.NAME`` (``corpora.realdocs`` is ``benchmarks/corpora/realdocs.py``) as a module; the
+    repository root is on ``sys.path`` while it is imported, and ``sys.path`` is restored."""
+    sys.path.insert(0, str(ROOT))
     try:
-        return importlib.import_module(name)
+        return importlib.import_module(f"benchmarks.{name}")
     finally:
-        sys.path.remove(str(BENCHMARKS))
+        sys.path.remove(str(ROOT))

@@ -12,7 +12,8 @@ held before the move (``git show 3697131:BENCHMARKS.md``), so this test needs no
   of the new text states them (a sentence may be rewrapped or moved, not lose a figure).
 
 Each must be found in BENCHMARKS.md or a page of ``docs/results/``. A figure that a later
-measurement replaces moves to the appendix; it is never deleted.
+measurement replaces moves to the appendix; it is never deleted. The list's paths to benchmark scripts
+and their data follow the layout by question they moved to in issue 64 (``benchmarks/FOLDER/``).
 
     python tests/test_benchmarks_findable.py --freeze REV   # rewrite the list from REV's BENCHMARKS.md
 """

@@ -1,4 +1,4 @@
-"""benchmarks/proxy_agreement.py's agreement figures on constructed recalls whose answers are known."""
+"""benchmarks/scale/proxy_agreement.py's agreement figures on constructed recalls whose answers are known."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from bench import import_benchmark
 
 @pytest.fixture(scope="module")
 def bench():
-    return import_benchmark("proxy_agreement")
+    return import_benchmark("scale.proxy_agreement")
 
 
 def table(recalls: list[float]) -> dict[str, dict[str, float]]:

@@ -7,7 +7,7 @@ with the alternatives considered. Fidelity: how many of the handbook's prose sen
 found in the output in order (whitespace normalised), and how many of its headings come out
 as markdown headings.
 
-    python benchmarks/conversion.py [--copies 4] [--repeats 3]
+    python benchmarks/conversion/conversion.py [--copies 4] [--repeats 3]
 
 Needs the test extras (fpdf2, python-docx); alternatives (pypdf, pdfminer.six, html2text)
 are measured only when installed.
@@ -19,14 +19,17 @@ import argparse
 import importlib.util
 import re
 import statistics
+import sys
 import tempfile
 import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
 
-from _common import ROOT
-from _render import parse_markdown, plain, sentences, write_docx, write_html, write_pdf
+if __name__ == "__main__":  # run as a file: `benchmarks` is imported from the repository root
+    sys.path.append(str(Path(__file__).resolve().parents[2]))
+from benchmarks._common import ROOT
+from benchmarks._render import parse_markdown, plain, sentences, write_docx, write_html, write_pdf
 
 
 def write_pptx(blocks, path: Path) -> None:
@@ -108,11 +111,15 @@ def timed(convert: Callable[[Path], str], path: Path, repeats: int) -> tuple[flo
     return statistics.median(times), text
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--copies", type=int, default=4, help="handbook copies per document (4)")
     parser.add_argument("--repeats", type=int, default=3, help="timed conversions per file; the median counts (3)")
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> int:
+    args = parser().parse_args()
     warnings.simplefilter("ignore")
     from tuner.data.convert import convert_file
 

@@ -1,6 +1,6 @@
 """Body text kept by HTML conversion, per documentation generator, on real pages.
 
-For each generator of ``benchmarks/conversion_coverage.yaml`` (DocBook, Sphinx, MkDocs,
+For each generator of ``benchmarks/data/conversion_coverage.yaml`` (DocBook, Sphinx, MkDocs,
 Javadoc, rustdoc, mdBook, Doxygen, pandoc), pages that a Debian package installed under
 ``/usr/share/doc`` are converted with chunkwise (uncached) and compared with a reference made
 without chunkwise's rules: the page's visible body text (no ``head``, script, style, hidden
@@ -19,7 +19,7 @@ install them with::
     apt-get install postgresql-doc-15 python3.11-doc mkdocs-doc libcommons-lang3-java-doc \\
         rust-doc libjson-c-doc doxygen-doc bup-doc
 
-    python benchmarks/conversion_coverage.py [--pages-shown 8] [--count N] [--only TEXT]
+    python benchmarks/conversion/conversion_coverage.py [--pages-shown 8] [--count N] [--only TEXT]
 
 With ``PYTHONPATH`` pointing at another checkout, the same pages measure that version of
 chunkwise (the "before" column of BENCHMARKS.md).
@@ -36,9 +36,11 @@ from pathlib import Path
 
 import yaml
 
-from _common import ROOT
+if __name__ == "__main__":  # run as a file: `benchmarks` is imported from the repository root
+    sys.path.append(str(Path(__file__).resolve().parents[2]))
+from benchmarks._common import DATA
 
-DATA = ROOT / "benchmarks" / "conversion_coverage.yaml"
+GENERATORS = DATA / "conversion_coverage.yaml"
 #: Pages whose reference holds fewer words are left out (redirects, empty index stubs).
 MIN_WORDS = 50
 WORD = re.compile(r"\w+")
@@ -79,18 +81,22 @@ def pages(entry: dict) -> list[Path]:
     return chosen
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pages-shown", type=int, default=8, help="pages with the least body kept to list (8)")
     parser.add_argument("--count", type=int, help="pages per generator (default: each entry's count)")
     parser.add_argument("--only", help="only the generators whose name holds this text")
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> int:
+    args = parser().parse_args()
     warnings.simplefilter("ignore")
     from tuner.data.convert import convert_file
 
     rows, low, everything = [], [], []
     totals = Counter()
-    for entry in yaml.safe_load(DATA.read_text(encoding="utf-8"))["generators"]:
+    for entry in yaml.safe_load(GENERATORS.read_text(encoding="utf-8"))["generators"]:
         if args.only and args.only not in entry["generator"]:
             continue
         chosen = pages({**entry, "count": args.count or entry["count"]})

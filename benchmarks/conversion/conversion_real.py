@@ -2,7 +2,7 @@
 
 The pages and PDFs come from Debian packages (``apt-get download`` then ``dpkg-deb -x``, into
 ``--cache``, default ``~/.cache/chunkwise-bench``; nothing is committed but the hand-made
-lists). ``benchmarks/conversion_real.yaml`` names each document and lists, written by reading
+lists). ``benchmarks/data/conversion_real.yaml`` names each document and lists, written by reading
 it: body sentences in reading order, the headings of its content (HTML), and strings or
 lines that are page furniture. For each document and converter this prints:
 
@@ -24,7 +24,7 @@ generator containers first, then a library on pages they do not fit (readability
 region, as chunkwise does; readability-lxml's or trafilatura's own extract), against each
 library alone on every page (after the same furniture rules).
 
-    python benchmarks/conversion_real.py [--cache DIR] [--repeats 3] [--variants]
+    python benchmarks/conversion/conversion_real.py [--cache DIR] [--repeats 3] [--variants]
 
 Needs ``apt-get`` (Debian) to fetch the packages the first time; ``--variants`` also needs
 trafilatura (``pip install trafilatura``; not a chunkwise dependency).
@@ -36,6 +36,7 @@ import argparse
 import re
 import statistics
 import subprocess
+import sys
 import time
 import warnings
 from collections.abc import Callable
@@ -43,9 +44,11 @@ from pathlib import Path
 
 import yaml
 
-from _common import ROOT
+if __name__ == "__main__":  # run as a file: `benchmarks` is imported from the repository root
+    sys.path.append(str(Path(__file__).resolve().parents[2]))
+from benchmarks._common import DATA
 
-DATA = ROOT / "benchmarks" / "conversion_real.yaml"
+DOCUMENTS = DATA / "conversion_real.yaml"
 
 
 def fetch(package: str, cache: Path) -> Path:
@@ -146,20 +149,24 @@ def html_variants() -> dict[str, Callable[[Path], str]]:
     }
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "chunkwise-bench",
                         help="folder for the downloaded packages (~/.cache/chunkwise-bench)")
     parser.add_argument("--repeats", type=int, default=3, help="timed conversions per file; the median counts (3)")
     parser.add_argument("--variants", action="store_true",
                         help="also compare other HTML main-content strategies (landmarks vs libraries)")
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> int:
+    args = parser().parse_args()
     warnings.simplefilter("ignore")
     from tuner.data.convert import CONVERSION_VERSION, convert_file, furniture_share, raw_text
 
     after = f"after (chunkwise-convert {CONVERSION_VERSION})"
 
-    data = yaml.safe_load(DATA.read_text(encoding="utf-8"))
+    data = yaml.safe_load(DOCUMENTS.read_text(encoding="utf-8"))
     converters: dict[str, Callable[[Path], str]] = {
         "before (chunkwise-convert 1)": raw_text,
         after: lambda p: convert_file(p, cache_dir=False)[0],

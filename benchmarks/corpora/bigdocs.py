@@ -19,9 +19,9 @@ machine, with one evaluation set for the whole of it:
 
 Sub-commands::
 
-    python benchmarks/bigdocs.py build --mb 20 [--root DIR] [--chroma-dev DIR] [--realdocs DIR]
-    python benchmarks/bigdocs.py describe [--root DIR]   # documents, characters, tokens, MB, questions
-    python benchmarks/bigdocs.py phases --storage URL    # wall time per phase of a study on it
+    python benchmarks/corpora/bigdocs.py build --mb 20 [--root DIR] [--chroma-dev DIR] [--realdocs DIR]
+    python benchmarks/corpora/bigdocs.py describe [--root DIR]   # documents, characters, tokens, MB, questions
+    python benchmarks/corpora/bigdocs.py phases --storage URL    # wall time per phase of a study on it
 
 Files live under ``--root`` (default ``~/.cache/chunkwise-bench/bigdocs``): ``bigdocs/`` (the
 corpus, so that chunkwise names it ``bigdocs``), ``questions.jsonl`` (the evaluation set, document
@@ -55,10 +55,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TypeVar
 
-import realdocs
-from realdocs import BenchError, count_questions, sha256_file, tuner_command
-
-from _common import CHROMA_DEV
+if __name__ == "__main__":  # run as a file: `benchmarks` is imported from the repository root
+    sys.path.append(str(Path(__file__).resolve().parents[2]))
+from benchmarks._common import CHROMA_DEV
+from benchmarks._corpus import BenchError, count_questions, sha256_file, tuner_command
+from benchmarks.corpora import realdocs
 
 DEFAULT_ROOT = Path.home() / ".cache" / "chunkwise-bench" / "bigdocs"
 CORPUS = "bigdocs"
@@ -327,7 +328,7 @@ def describe(root: Path) -> None:
 
     folder, queries = root / CORPUS, root / "questions.jsonl"
     if not folder.is_dir() or not queries.is_file():
-        raise BenchError(f"{folder} or {queries} not found: run `python benchmarks/bigdocs.py build` first")
+        raise BenchError(f"{folder} or {queries} not found: run `python benchmarks/corpora/bigdocs.py build` first")
     corpus = load_corpus(folder, name=CORPUS)
     chars = sum(len(document.text) for document in corpus)
     size = sum(len(document.text.encode()) for document in corpus)
@@ -417,7 +418,7 @@ def study_passes(study) -> str:
 # --- main -------------------------------------------------------------------------------------------
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--root", type=Path, default=DEFAULT_ROOT,
                         help=f"where bigdocs/, questions.jsonl and manifest.json live (default {DEFAULT_ROOT})")
@@ -434,7 +435,11 @@ def main() -> int:
     phases_parser = commands.add_parser("phases", parents=[common], help="wall time per phase of a study on it")
     phases_parser.add_argument("--storage", required=True, help="the study's storage URL")
     phases_parser.add_argument("--study", default=f"{CORPUS}/{CORPUS}", help="the study's name (RUN/CORPUS)")
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> int:
+    args = parser().parse_args()
     root = args.root.expanduser().resolve()
     try:
         if args.command == "build":

@@ -4,16 +4,16 @@ The corpus is documentation nobody on this project wrote, as a team would point 
 it: 57 pages of the Flask 2.2 documentation as Sphinx built them (Debian's
 ``python-flask-doc``) and three PDF manuals (*An Introduction to R* and *R Data
 Import/Export* from ``r-doc-pdf``, the *Bash Reference Manual* from ``bash-doc``). The
-questions (``benchmarks/realdocs/questions.yaml``) were written by hand for this benchmark;
+questions (``benchmarks/data/realdocs/questions.yaml``) were written by hand for this benchmark;
 each names the file it is answered in and one to three short verbatim excerpts of it.
 
 Sub-commands::
 
-    python benchmarks/realdocs.py fetch      # apt-get download the pinned packages, check hashes
-    python benchmarks/realdocs.py build      # convert with chunkwise, locate the excerpts, write the JSONL
-    python benchmarks/realdocs.py evaluate   # fixed configurations on all questions (no tuning)
-    python benchmarks/realdocs.py run --budgets 10m,30m,60m   # cold tune per budget, then the table
-    python benchmarks/realdocs.py agree --generated Q.jsonl   # a fixed grid ranked on both sets (Kendall tau)
+    python benchmarks/corpora/realdocs.py fetch      # apt-get download the pinned packages, check hashes
+    python benchmarks/corpora/realdocs.py build      # convert with chunkwise, locate the excerpts, write the JSONL
+    python benchmarks/corpora/realdocs.py evaluate   # fixed configurations on all questions (no tuning)
+    python benchmarks/corpora/realdocs.py run --budgets 10m,30m,60m   # cold tune per budget, then the table
+    python benchmarks/corpora/realdocs.py agree --generated Q.jsonl   # a fixed grid ranked on both sets (Kendall tau)
 
 Files live outside the repository, under ``--root`` (default
 ``~/.cache/chunkwise-bench/realdocs``): ``raw/`` (the 60 documents, never committed),
@@ -39,7 +39,6 @@ configurations (``--match`` narrows them).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import re
@@ -51,10 +50,20 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-DATA = HERE / "realdocs"
-QUESTIONS = DATA / "questions.yaml"
-FILE_HASHES = DATA / "files.sha256"
+if __name__ == "__main__":  # run as a file: `benchmarks` is imported from the repository root
+    sys.path.append(str(Path(__file__).resolve().parents[2]))
+from benchmarks._common import DATA
+from benchmarks._corpus import (
+    BenchError,
+    count_questions,
+    locate,
+    sha256_file,
+    tuner_command,
+    write_questions,
+)
+
+QUESTIONS = DATA / "realdocs" / "questions.yaml"
+FILE_HASHES = DATA / "realdocs" / "files.sha256"
 DEFAULT_ROOT = Path.home() / ".cache" / "chunkwise-bench" / "realdocs"
 CORPUS = "realdocs"
 
@@ -92,19 +101,7 @@ PACKAGES = (
 )
 
 
-class BenchError(Exception):
-    """A problem the user can fix; printed without a traceback (exit 2)."""
-
-
 # --- fetch ------------------------------------------------------------------------------------------
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def expected_files() -> dict[str, str]:
@@ -178,7 +175,7 @@ def fetch(root: Path, debs: Path | None) -> None:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(source, target)
         if not verify_raw(staged, files, quiet=False):
-            raise BenchError("the extracted files do not match benchmarks/realdocs/files.sha256")
+            raise BenchError("the extracted files do not match benchmarks/data/realdocs/files.sha256")
         if raw.exists():
             shutil.rmtree(raw)
         staged.rename(raw)
@@ -213,19 +210,14 @@ def summary_of_raw(raw: Path) -> str:
 def require_raw(root: Path) -> Path:
     raw = root / "raw"
     if not raw.is_dir():
-        raise BenchError(f"{raw} not found: run `python benchmarks/realdocs.py fetch` first")
+        raise BenchError(f"{raw} not found: run `python benchmarks/corpora/realdocs.py fetch` first")
     if not verify_raw(raw, expected_files(), quiet=False):
-        raise BenchError(f"{raw} is not the pinned corpus (see above): run `python benchmarks/realdocs.py fetch`")
+        raise BenchError(f"{raw} is not the pinned corpus (see above): run "
+                         "`python benchmarks/corpora/realdocs.py fetch`")
     return raw
 
 
 # --- build ------------------------------------------------------------------------------------------
-
-
-def tuner_command(*args: str, env: dict[str, str] | None = None, capture: bool = False) -> subprocess.CompletedProcess:
-    """``python -m tuner ARGS`` with this interpreter (the chunkwise being benchmarked)."""
-    return subprocess.run([sys.executable, "-m", "tuner", *args], env=env, text=True,
-                          capture_output=capture, check=False)
 
 
 def load_questions() -> list[dict]:
@@ -252,73 +244,6 @@ def load_questions() -> list[dict]:
         if question["document"] not in expected_files():
             raise BenchError(f"{where} ({question['id']}): {question['document']} is not a corpus file")
     return questions
-
-
-def excerpt_pattern(excerpt: str) -> re.Pattern[str]:
-    """The excerpt's words in order with any whitespace between them (line wrapping may change);
-    a backtick may be absent (inline code may lose its markdown marks)."""
-    words = excerpt.split()
-    return re.compile(r"\s+".join(re.escape(word).replace("`", "`?") for word in words))
-
-
-def locate(text: str, excerpt: str) -> tuple[int, int] | str:
-    """(start, end) of the excerpt's only occurrence in ``text``, or why there is none."""
-    matches = [m.span() for m in excerpt_pattern(excerpt).finditer(text)]
-    if not matches:
-        return "not found"
-    if len(matches) > 1:
-        return f"found {len(matches)} times (make it longer)"
-    return matches[0]
-
-
-def located_records(corpus, questions: Path, corpus_name: str) -> tuple[list[dict], list[str]]:
-    """The JSONL records of the hand-written ``questions`` (YAML: id, question, document, excerpts), every
-    excerpt located once in ``corpus`` (:func:`locate`), and a line for each question left out because an
-    excerpt of it was not found."""
-    import yaml
-
-    records, problems = [], []
-    for question in yaml.safe_load(questions.read_text(encoding="utf-8")):
-        text = corpus.document(question["document"]).text
-        references = []
-        for excerpt in question["excerpts"]:
-            found = locate(text, excerpt)
-            if isinstance(found, str):
-                problems.append(f"{question['id']}: excerpt {excerpt[:60]!r}... in {question['document']}: {found}")
-                break
-            start, end = found
-            references.append({"document": question["document"], "start_index": start, "end_index": end,
-                               "content": text[start:end]})
-        else:
-            records.append({"id": question["id"], "question": question["question"], "corpus": corpus_name,
-                            "references": references})
-    return records, problems
-
-
-def build_located(root: Path, raw: Path, corpus_name: str, questions: Path) -> int:
-    """Load ``raw`` as chunkwise does (corpus ``corpus_name``), locate the hand-written ``questions``
-    (:func:`located_records`), write ``root/questions.jsonl`` and end with ``chunkwise validate``: 1 when an
-    excerpt was not located (its question is left out and reported) or validate refuses the file, else 0."""
-    import tuner
-
-    corpus = tuner.load_corpus(raw, name=corpus_name)
-    records, problems = located_records(corpus, questions, corpus_name)
-    output = write_questions(root / "questions.jsonl", records)
-    characters = sum(len(document.text) for document in corpus)
-    print(f"corpus {corpus_name}: {len(corpus)} pages, {characters:,} characters in {raw}; wrote {len(records)} "
-          f"questions to {output}")
-    if problems:
-        print("\n".join(["excerpts not located (their questions were left out):", *problems]), file=sys.stderr)
-    checked = tuner_command("validate", "--corpus", f"{corpus_name}={raw}", "--queries", str(output))
-    return 1 if problems or checked.returncode != 0 else 0
-
-
-def write_questions(output: Path, records: list[dict]) -> Path:
-    """Write the located questions as JSONL, replacing ``output`` only once the whole file is written."""
-    partial = output.with_suffix(".jsonl.partial")
-    partial.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
-    partial.replace(output)
-    return output
 
 
 def build(root: Path, strict: bool, validate: bool) -> int:
@@ -453,14 +378,10 @@ def print_table(title: str, results: list[dict], questions: int) -> None:
               f"{r['chunks']} | {r['seconds']:.0f} |")
 
 
-def count_questions(queries: Path) -> int:
-    return sum(1 for line in queries.read_text(encoding="utf-8").splitlines() if line.strip())
-
-
 def require_queries(root: Path) -> Path:
     queries = root / "questions.jsonl"
     if not queries.is_file():
-        raise BenchError(f"{queries} not found: run `python benchmarks/realdocs.py build` first")
+        raise BenchError(f"{queries} not found: run `python benchmarks/corpora/realdocs.py build` first")
     return queries
 
 
@@ -688,7 +609,7 @@ def compare(first: Path, second: Path) -> None:
 # --- main -------------------------------------------------------------------------------------------
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--root", type=Path, default=DEFAULT_ROOT,
                         help=f"where raw/, text/ and questions.jsonl live (default {DEFAULT_ROOT})")
@@ -729,7 +650,11 @@ def main() -> int:
     run_parser.add_argument("--match", action="append", default=[],
                             help="score only the fixed reference configurations whose label contains this text "
                                  "(repeatable; default: all of them)")
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> int:
+    args = parser().parse_args()
     root = args.root.expanduser().resolve()
     try:
         if args.command == "fetch":

@@ -5,36 +5,37 @@ Fifty-seven pages of the book that Debian's ``rust-doc`` 1.63.0+dfsg1-2 package 
 common concepts, ownership, structs, enums, modules, collections, error handling, generics, traits
 and lifetimes, tests, closures and iterators, smart pointers, concurrency), about 675,000 characters
 (168,000 cl100k tokens) as chunkwise converts them. The questions
-(``benchmarks/rustbook/questions.yaml``) were written for this benchmark by reading those pages, in a
+(``benchmarks/data/rustbook/questions.yaml``) were written for this benchmark by reading those pages, in a
 Rust learner's words rather than the book's; each names its page and one or two verbatim excerpts.
 No chunkwise default or search space was chosen by looking at it.
 
     apt-get download rust-doc     # rust-doc_1.63.0+dfsg1-2_all.deb (Debian 12, bookworm)
-    python benchmarks/rustbook.py build --deb rust-doc_1.63.0+dfsg1-2_all.deb [--root DIR]
+    python benchmarks/corpora/rustbook.py build --deb rust-doc_1.63.0+dfsg1-2_all.deb [--root DIR]
 
 ``build`` unpacks the .deb (``dpkg-deb -x``) into a temporary folder, copies the pages into
 ``ROOT/raw`` (default ``~/.cache/chunkwise-bench/rustbook``; any other file there is removed: the
 corpus is the folder), prints each one's sha256 beside the one the questions were written against (a
 different Debian version may move an excerpt; the build then says which), loads them as chunkwise
 does (corpus ``rustbook``), locates every excerpt exactly once (any whitespace between its words, a
-backtick optional: ``realdocs.locate``) and writes ``ROOT/questions.jsonl``; it ends with
+backtick optional: ``_corpus.locate``) and writes ``ROOT/questions.jsonl``; it ends with
 ``chunkwise validate``. A question any of whose excerpts is not found is left out and reported.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
-import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from realdocs import BenchError, build_located
+if __name__ == "__main__":  # run as a file: `benchmarks` is imported from the repository root
+    sys.path.append(str(Path(__file__).resolve().parents[2]))
+from benchmarks._common import DATA
+from benchmarks._corpus import BenchError, build_located, copy_pinned, sha256_file
 
 CORPUS = "rustbook"
-QUESTIONS = Path(__file__).resolve().parent / "rustbook" / "questions.yaml"
+QUESTIONS = DATA / "rustbook" / "questions.yaml"
 DEFAULT_ROOT = Path.home() / ".cache" / "chunkwise-bench" / CORPUS
 #: The package the pages come from, and its sha256 (Debian 12's rust-doc_1.63.0+dfsg1-2_all.deb).
 DEB = "rust-doc_1.63.0+dfsg1-2_all.deb"
@@ -112,11 +113,8 @@ PAGES = {
 def build(root: Path, deb: Path) -> int:
     if not deb.is_file():
         raise BenchError(f"{deb} not found: get it with `apt-get download rust-doc` ({DEB})")
-    digest = hashlib.sha256(deb.read_bytes()).hexdigest()
+    digest = sha256_file(deb)
     print(f"{deb.name}: sha256 {digest} ({'as pinned' if digest == DEB_SHA256 else f'pinned {DEB_SHA256}'})")
-    raw = root / "raw"
-    raw.mkdir(parents=True, exist_ok=True)
-    changed = []
     with tempfile.TemporaryDirectory(prefix="rustbook-") as tmp:
         unpacked = Path(tmp)
         try:
@@ -125,31 +123,22 @@ def build(root: Path, deb: Path) -> int:
             raise BenchError("dpkg-deb not found: it unpacks the .deb (Debian's dpkg package)") from None
         except subprocess.CalledProcessError as exc:
             raise BenchError(f"`dpkg-deb -x {deb}` failed (exit {exc.returncode})") from None
-        for stale in raw.iterdir():
-            if stale.name not in PAGES:
-                shutil.rmtree(stale) if stale.is_dir() else stale.unlink()
-        for page, expected in PAGES.items():
-            source = unpacked / BOOK / page
-            if not source.is_file():
-                raise BenchError(f"{deb.name} has no {BOOK / page}: is it Debian's rust-doc ({DEB})?")
-            shutil.copyfile(source, raw / page)
-            digest = hashlib.sha256((raw / page).read_bytes()).hexdigest()
-            print(f"  {page}: {digest} {'ok' if digest == expected else f'DIFFERS from pinned {expected}'}")
-            if digest != expected:
-                changed.append(page)
-    if changed:
-        print(f"these pages differ from the ones the questions were written on: {', '.join(changed)}",
-              file=sys.stderr)
-    return build_located(root, raw, CORPUS, QUESTIONS)
+        copy_pinned(PAGES, unpacked / BOOK, root / "raw",
+                    lambda page: f"{deb.name} has no {BOOK / page}: is it Debian's rust-doc ({DEB})?")
+    return build_located(root, root / "raw", CORPUS, QUESTIONS)
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     build_parser = commands.add_parser("build", help="unpack the pages, locate the excerpts, write questions.jsonl")
     build_parser.add_argument("--root", type=Path, default=DEFAULT_ROOT, help=f"where to build ({DEFAULT_ROOT})")
     build_parser.add_argument("--deb", type=Path, help=f"Debian's {DEB} (`apt-get download rust-doc`)")
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> int:
+    args = parser().parse_args()
     if args.deb is None:
         print(f"rustbook: give --deb {DEB}; get it with `apt-get download rust-doc` (Debian 12, bookworm; "
               f"sha256 {DEB_SHA256})", file=sys.stderr)

@@ -4,33 +4,34 @@ Eleven pages of the HTML manual that Debian's ``valgrind`` package installs unde
 ``/usr/share/doc/valgrind/html`` (:data:`PAGES`: the core manual, its advanced topics, the FAQ,
 the quick start, and the manuals of Memcheck, Cachegrind, Callgrind, Helgrind, DRD, Massif and
 DHAT), about 560,000 characters as chunkwise converts them. The questions
-(``benchmarks/valgrind/questions.yaml``) were written for this benchmark by reading those pages,
+(``benchmarks/data/valgrind/questions.yaml``) were written for this benchmark by reading those pages,
 in a user's words rather than the manual's; each names its page and one or two verbatim excerpts.
 No chunkwise default or search space was chosen by looking at it: it is the fifth corpus of
-``benchmarks/proxy_agreement.py --valgrind ROOT``.
+``benchmarks/scale/proxy_agreement.py --valgrind ROOT``.
 
-    python benchmarks/valgrind.py build [--root DIR] [--source /usr/share/doc/valgrind/html]
+    python benchmarks/corpora/valgrind.py build [--root DIR] [--source /usr/share/doc/valgrind/html]
 
 ``build`` copies the pages into ``ROOT/raw`` (default ``~/.cache/chunkwise-bench/valgrind``),
 prints each one's sha256 beside the one the questions were written against (a different Debian
 version may move an excerpt; the build then says which), loads them as chunkwise does (corpus
 ``valgrind``), locates every excerpt exactly once (any whitespace between its words, a backtick
-optional: ``realdocs.locate``) and writes ``ROOT/questions.jsonl``; it ends with ``chunkwise
+optional: ``_corpus.locate``) and writes ``ROOT/questions.jsonl``; it ends with ``chunkwise
 validate``. A question any of whose excerpts is not found is left out and reported.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
-import shutil
 import sys
 from pathlib import Path
 
-from realdocs import BenchError, build_located
+if __name__ == "__main__":  # run as a file: `benchmarks` is imported from the repository root
+    sys.path.append(str(Path(__file__).resolve().parents[2]))
+from benchmarks._common import DATA
+from benchmarks._corpus import BenchError, build_located, copy_pinned
 
 CORPUS = "valgrind"
-QUESTIONS = Path(__file__).resolve().parent / "valgrind" / "questions.yaml"
+QUESTIONS = DATA / "valgrind" / "questions.yaml"
 DEFAULT_ROOT = Path.home() / ".cache" / "chunkwise-bench" / CORPUS
 DEFAULT_SOURCE = Path("/usr/share/doc/valgrind/html")
 #: The pages, with the sha256 of Debian's valgrind 1:3.19.0-1 copies the questions were written on.
@@ -50,31 +51,23 @@ PAGES = {
 
 
 def build(root: Path, source: Path) -> int:
-    raw = root / "raw"
-    raw.mkdir(parents=True, exist_ok=True)
-    changed = []
-    for page, expected in PAGES.items():
-        if not (source / page).is_file():
-            raise BenchError(f"{source / page} not found: install Debian's valgrind package (apt-get install "
-                             "valgrind) or give --source")
-        shutil.copyfile(source / page, raw / page)
-        digest = hashlib.sha256((raw / page).read_bytes()).hexdigest()
-        if expected and digest != expected:
-            changed.append(page)
-    if changed:
-        print(f"these pages differ from the ones the questions were written on: {', '.join(changed)}",
-              file=sys.stderr)
-    return build_located(root, raw, CORPUS, QUESTIONS)
+    copy_pinned(PAGES, source, root / "raw", lambda page: f"{source / page} not found: install Debian's valgrind "
+                "package (apt-get install valgrind) or give --source")
+    return build_located(root, root / "raw", CORPUS, QUESTIONS)
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     build_parser = commands.add_parser("build", help="copy the pages, locate the excerpts, write questions.jsonl")
     build_parser.add_argument("--root", type=Path, default=DEFAULT_ROOT, help=f"where to build ({DEFAULT_ROOT})")
     build_parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE,
                               help=f"the installed HTML manual ({DEFAULT_SOURCE})")
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> int:
+    args = parser().parse_args()
     try:
         return build(args.root.expanduser().resolve(), args.source)
     except BenchError as exc:

@@ -19,7 +19,7 @@ times ``tuner`` code elsewhere calls into each of :data:`ROOMS` (a call from wit
 a library's callback into it such as SQLAlchemy's connection hooks, is part of a visit, not an
 entry; a ``with`` of one of its context managers counts once).
 
-    python benchmarks/code_walk.py            # prints both measures, and the walk itself
+    python benchmarks/development/code_walk.py            # prints both measures, and the walk itself
 """
 
 from __future__ import annotations
@@ -29,7 +29,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+if __name__ == "__main__":  # run as a file: `benchmarks` is imported from the repository root
+    sys.path.append(str(Path(__file__).resolve().parents[2]))
+from benchmarks._common import ROOT
+
 #: The shapes a run's settings take on the way (whichever of them exist in the version measured).
 SETTINGS_CLASSES = ("StudySpec", "RunSettings", "WorkerOptions", "StudySettings")
 #: The modules whose entries the issue counts (by their last name: they move between subpackages).
@@ -115,8 +118,12 @@ def measure() -> dict[str, tuple[int, int, list[str]]]:
     return {"the spec's walk": visits(walk), "the stack": visits(stack), "rooms": rooms}
 
 
+def parser() -> argparse.ArgumentParser:
+    return argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+
+
 def main() -> None:
-    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()
+    parser().parse_args()
     measured = measure()
     rooms = measured.pop("rooms")
     for label, (entered, returns, path) in measured.items():

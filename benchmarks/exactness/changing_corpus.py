@@ -1,7 +1,7 @@
 """Documents that change (issue 62): a real corpus edited as documentation changes, with the ground
 truth of where every excerpt went, and how well ``chunkwise validate --update`` follows it.
 
-**edit** takes a built corpus (the Rust book: ``benchmarks/rustbook.py build``; or realdocs) and its
+**edit** takes a built corpus (the Rust book: ``benchmarks/corpora/rustbook.py build``; or realdocs) and its
 questions, writes the text chunkwise reads of every page as ``v1/PAGE.md`` (so that the edits below
 are edits of the text, as a documentation source in markdown is edited) with the questions anchored
 there (``questions-v1.jsonl``), then makes ``v2/``: about 10% of the pages edited (in each, a
@@ -19,10 +19,12 @@ compares every reference with the truth: re-anchored to exactly the right offset
 (edited or stale) where its text changed or went, and **silently wrong** (anything else: unflagged
 at other offsets, or unflagged where its text changed).
 
-    python benchmarks/rustbook.py build --deb rust-doc_1.63.0+dfsg1-2_all.deb
-    python benchmarks/changing_corpus.py edit --root ~/.cache/chunkwise-bench/rustbook --out /tmp/rustbook-changes
-    python benchmarks/changing_corpus.py measure --out /tmp/rustbook-changes
-    python benchmarks/changing_corpus.py campaign --root ~/.cache/chunkwise-bench/rustbook --out /tmp/rbc --seeds 10
+    python benchmarks/corpora/rustbook.py build --deb rust-doc_1.63.0+dfsg1-2_all.deb
+    python benchmarks/exactness/changing_corpus.py edit --root ~/.cache/chunkwise-bench/rustbook \\
+        --out /tmp/rustbook-changes
+    python benchmarks/exactness/changing_corpus.py measure --out /tmp/rustbook-changes
+    python benchmarks/exactness/changing_corpus.py campaign --root ~/.cache/chunkwise-bench/rustbook \\
+        --out /tmp/rbc --seeds 10
 """
 
 from __future__ import annotations
@@ -281,7 +283,105 @@ def campaign_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def main() -> int:
+def chunkwise(*args: str) -> subprocess.CompletedProcess:
+    """``chunkwise ARGS``, its output captured."""
+    return subprocess.run(["chunkwise", *args], capture_output=True, text=True)
+
+
+def check_command(args: argparse.Namespace) -> int:
+    """``chunkwise check`` of one production configuration on each edit folder's pages before (v1) and
+    after (v2) the edits: the verdict, the best other configuration, its lead and the test's p."""
+    rows = []
+    for folder in args.out:
+        truth = json.loads((folder / "truth.json").read_text(encoding="utf-8"))
+        for version in ("v1", "v2"):
+            target = folder / f"check-{version}.json"
+            started = time.perf_counter()
+            done = chunkwise("check", "--config", str(args.config), "--corpus", f"{truth['corpus']}={folder / version}",
+                             "--queries", str(folder / f"questions-{version}.jsonl"), "--json", str(target),
+                             *(["--cache", str(args.cache)] if args.cache else []))
+            if done.returncode not in (0, 1):
+                raise SystemExit(f"chunkwise check exited {done.returncode}: {done.stderr[-2000:]}")
+            verdict = json.loads(target.read_text(encoding="utf-8"))
+            comparison = verdict["comparison"]
+            rows.append({"folder": str(folder), "faq": (folder / "v2" / "faq-added.md").exists(), "version": version,
+                         "exit": done.returncode, "seconds": round(time.perf_counter() - started, 1),
+                         "questions": verdict["questions"], "best": comparison["best"],
+                         "score_difference": round(comparison["difference"], 4),
+                         "interval": [round(comparison["low"], 4), round(comparison["high"], 4)],
+                         "recall_points": round(100 * comparison["recall_difference"], 1),
+                         "p": comparison["test"]["p_value"], "level": round(comparison["level"], 5)})
+            print(json.dumps(rows[-1]))
+    result = {"production": json.loads(args.config.read_text(encoding="utf-8")), "rows": rows}
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    return 0
+
+
+def tuned(work: Path, run: str, corpus: str, pages: Path, questions: Path, minutes: float, cache: Path) -> dict:
+    """``chunkwise tune`` of one study for a time budget: its wall time, its summary and its export
+    (the recommended configuration and the trials tied with the best)."""
+    storage = f"sqlite:///{work / (run + '.db')}"
+    started = time.perf_counter()
+    done = chunkwise("tune", "--name", run, "--corpus", f"{corpus}={pages}", "--queries", str(questions),
+                     "--timeout", f"{minutes * 60:.0f}s", "--storage", storage, "--cache", str(cache))
+    seconds = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"chunkwise tune {run} exited {done.returncode}: {done.stderr[-2000:]}")
+    export = work / f"{run}-export.json"
+    exported = chunkwise("export", "--storage", storage, "--study", run, "--corpus", corpus, "-o", str(export))
+    if exported.returncode != 0:
+        raise SystemExit(f"chunkwise export {run} exited {exported.returncode}: {exported.stderr[-2000:]}")
+    data = json.loads(export.read_text(encoding="utf-8"))
+    return {"seconds": round(seconds, 1), "summary": done.stdout, "export": str(export), "storage": storage,
+            "config": data["config"], "study": data["source"]["study"], "trial": data["source"]["trial"],
+            "tied": data["source"]["selection"]["tied_with_best"], "metrics": data["metrics"]}
+
+
+def retune_command(args: argparse.Namespace) -> int:
+    """A study of ``v1/``, then ``v2/`` (the edited pages, with the updated questions) tuned cold (a new
+    study, ``--minutes``) and warm (the same study continued: its next version, ``--warm-share`` of the
+    cold budget), each from a copy of the embedding cache the first study left. The warm run's
+    recommendation is compared with the cold run's: the same configuration, one of its tie set, or
+    neither, and ``chunkwise check`` of it against the cold study's recommendation and tie set."""
+    out, work = args.out, args.out / "retune"
+    truth = json.loads((out / "truth.json").read_text(encoding="utf-8"))
+    corpus = truth["corpus"]
+    work.mkdir(parents=True, exist_ok=True)
+    cache = work / "cache.sqlite3"
+    if args.cache and not cache.exists():
+        shutil.copyfile(args.cache, cache)
+    first = tuned(work, "first", corpus, out / "v1", out / "questions-v1.jsonl", args.minutes, cache)
+    for name in ("cold", "warm"):
+        shutil.copyfile(cache, work / f"cache-{name}.sqlite3")
+    cold = tuned(work, "cold", corpus, out / "v2", out / "questions-v2.jsonl", args.minutes,
+                 work / "cache-cold.sqlite3")
+    warm = tuned(work, "first", corpus, out / "v2", out / "questions-v2.jsonl", args.minutes * args.warm_share,
+                 work / "cache-warm.sqlite3")
+    tie_set = []
+    for trial in cold["tied"]:
+        target = work / f"cold-trial{trial}.json"
+        chunkwise("export", "--storage", cold["storage"], "--study", "cold", "--corpus", corpus, "--trial",
+                  str(trial), "-o", str(target))
+        tie_set.append(json.loads(target.read_text(encoding="utf-8"))["config"])
+    held = chunkwise("check", "--config", warm["export"], "--corpus", f"{corpus}={out / 'v2'}", "--queries",
+                     str(out / "questions-v2.jsonl"), "--study", "cold", "--storage", cold["storage"],
+                     "--cache", str(work / "cache-warm.sqlite3"), "--json", str(work / "warm-vs-cold.json"))
+    result = {"minutes": args.minutes, "warm_share": args.warm_share, "first": first, "cold": cold, "warm": warm,
+              "same_as_cold": warm["config"] == cold["config"], "in_cold_tie_set": warm["config"] in tie_set,
+              "cold_tie_set": len(tie_set), "check_exit": held.returncode, "check": held.stdout,
+              "warm_time_share": round(warm["seconds"] / cold["seconds"], 3)}
+    for run in ("first", "cold", "warm"):
+        print(f"--- {run} ({result[run]['seconds']} s): {result[run]['study']} trial {result[run]['trial']}")
+        print(result[run]["summary"])
+    print(json.dumps({key: result[key] for key in ("same_as_cold", "in_cold_tie_set", "cold_tie_set", "check_exit",
+                                                    "warm_time_share")}, indent=1))
+    print(held.stdout)
+    (work / "retune.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     edit = commands.add_parser("edit", help="write v1/ and an edited v2/ of a built corpus, with the truth")
@@ -297,8 +397,24 @@ def main() -> int:
     campaign.add_argument("--root", type=Path, required=True)
     campaign.add_argument("--out", type=Path, required=True)
     campaign.add_argument("--seeds", type=int, default=10)
-    args = parser.parse_args()
-    run = {"edit": edit_command, "measure": measure_command, "campaign": campaign_command}
+    check = commands.add_parser("check", help="chunkwise check of a production configuration before and after the "
+                                              "edits of each folder")
+    check.add_argument("--config", type=Path, required=True, help="the configuration in production")
+    check.add_argument("--out", type=Path, nargs="+", required=True, help="folders `edit` wrote")
+    check.add_argument("--cache", type=Path, help="embedding cache (default: chunkwise's)")
+    check.add_argument("--json", type=Path, help="write the verdicts here")
+    retune = commands.add_parser("retune", help="a study of v1, then v2 tuned cold and warm, side by side")
+    retune.add_argument("--out", type=Path, required=True, help="a folder `edit` and `measure` wrote")
+    retune.add_argument("--minutes", type=float, default=12.0, help="the first and the cold study's budget")
+    retune.add_argument("--warm-share", type=float, default=0.25, help="the warm run's budget, a share of the cold's")
+    retune.add_argument("--cache", type=Path, help="an embedding cache to start from (copied)")
+    return parser
+
+
+def main() -> int:
+    args = parser().parse_args()
+    run = {"edit": edit_command, "measure": measure_command, "campaign": campaign_command, "check": check_command,
+           "retune": retune_command}
     return run[args.command](args)
 
 

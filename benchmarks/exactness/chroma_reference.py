@@ -5,7 +5,7 @@ Pooled retrieval over the three corpora, all-MiniLM-L6-v2, k=5, as in
 unit) and in cl100k tokens. Then times a cold and a warm evaluation of one
 configuration (fresh cache vs. the cache that run filled).
 
-    python benchmarks/chroma_reference.py [--data ../shared/datasets/chroma-dev]
+    python benchmarks/exactness/chroma_reference.py [--data ../shared/datasets/chroma-dev]
 """
 
 from __future__ import annotations
@@ -19,8 +19,10 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_DATA = ROOT.parent / "shared" / "datasets" / "chroma-dev"
+if __name__ == "__main__":  # run as a file: `benchmarks` is imported from the repository root
+    sys.path.append(str(Path(__file__).resolve().parents[2]))
+from benchmarks._common import CHROMA_DEV, require_chroma_dev
+
 CONFIGS = [("recursive", 250, 125), ("token", 250, 125), ("recursive", 250, 0),
            ("token", 250, 0), ("recursive", 200, 0), ("token", 200, 0), ("token", 800, 400)]
 
@@ -57,13 +59,15 @@ def evaluate_configs(data: Path, configs, cache_path: Path, units=("chars", "tok
             yield (name, size, overlap), unit, overall, result
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    args = parser.parse_args()
-    if not (args.data / "questions.csv").is_file():
-        print(f"chroma-dev not found at {args.data}; nothing to compare", file=sys.stderr)
-        return 1
+    parser.add_argument("--data", type=Path, default=CHROMA_DEV)
+    return parser
+
+
+def main() -> int:
+    args = parser().parse_args()
+    require_chroma_dev(args.data)
     reference = reference_figures(args.data)
     rows: dict = {}
     repeats = None

@@ -23,10 +23,10 @@ Reported per precision against fp32: the largest and mean absolute difference of
 and IoU in points, and whether the top-5 configurations by recall and by IoU are the same.
 The bar for a faster default: every configuration within 0.3 points, same top-5.
 
-    python benchmarks/embedding_precision.py --part throughput [--repeats 5]
-    python benchmarks/embedding_precision.py --part agreement --grid full [--cache-dir DIR] [--out FILE]
-    python benchmarks/embedding_precision.py --part agreement --tables FILE   # report again from --out
-    python benchmarks/embedding_precision.py --part agreement --judge --grid small --out FILE
+    python benchmarks/exactness/embedding_precision.py --part throughput [--repeats 5]
+    python benchmarks/exactness/embedding_precision.py --part agreement --grid full [--cache-dir DIR] [--out FILE]
+    python benchmarks/exactness/embedding_precision.py --part agreement --tables FILE   # report again from --out
+    python benchmarks/exactness/embedding_precision.py --part agreement --judge --grid small --out FILE
 
 ``--cache-dir`` keeps one embedding cache per precision, so a second run only re-scores.
 
@@ -52,7 +52,9 @@ from typing import Any
 
 import numpy as np
 
-from _common import CHROMA_DEV, ROOT, grid_configs, require_chroma_dev
+if __name__ == "__main__":  # run as a file: `benchmarks` is imported from the repository root
+    sys.path.append(str(Path(__file__).resolve().parents[2]))
+from benchmarks._common import CHROMA_DEV, chroma_dev_sets, grid_configs, require_chroma_dev
 
 PRECISIONS = ("fp32", "bf16", "int8")
 BAR_POINTS = 0.3
@@ -145,11 +147,7 @@ def agreement_tables(args: argparse.Namespace, precision: str, cache_dir: Path) 
     rates = resolve_rates(Rates(embed_tokens_per_s=JUDGE_TOKENS_PER_S), embedder, "sentence-transformers")
     weights, scales = Weights(), Scales()
     scopes = [] if args.judge else [("pooled", corpora, pooled_set)]
-    for corpus in corpora:
-        if args.corpora and corpus.name not in args.corpora:
-            continue
-        scopes.append((corpus.name, corpus, tuner.load_evaluation_set(
-            args.data / "questions.csv", corpus, ignore_other_corpora=True)))
+    scopes += [(corpus.name, corpus, evalset) for corpus, evalset in chroma_dev_sets(args.data, args.corpora, corpora)]
     tables: dict[str, dict[str, Any]] = {}
     started = time.perf_counter()
     for scope, data, evalset in scopes:
@@ -234,7 +232,7 @@ def agreement(args: argparse.Namespace) -> dict[str, Any]:
 
 def judge(results: dict[str, Any]) -> None:
     """The decision bar (``benchmarks/decision_bar.py``) for each precision against fp32, per corpus."""
-    from decision_bar import decision_bar, studies_kept
+    from benchmarks.decision_bar import decision_bar, studies_kept
 
     reference = results["fp32"]
     print("\nDecision bar (issue 21), per corpus against fp32: criterion 1, the recommendation inside the other's "
@@ -264,7 +262,7 @@ def judge(results: dict[str, Any]) -> None:
                   f"| {studies:.1%} |")
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=CHROMA_DEV)
     parser.add_argument("--part", choices=("throughput", "agreement", "all"), default="all")
@@ -278,10 +276,13 @@ def main() -> int:
     parser.add_argument("--corpora", nargs="+", help="only these chroma-dev corpora (default: all three)")
     parser.add_argument("--precisions", nargs="+", choices=PRECISIONS,
                         help="the precisions to evaluate (default: every one this CPU runs well; fp32 always)")
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> int:
+    args = parser().parse_args()
     require_chroma_dev(args.data)
     warnings.simplefilter("ignore")
-    sys.path.insert(0, str(ROOT))
     if args.part in ("throughput", "all"):
         throughput(args)
     if args.part in ("agreement", "all"):

@@ -1,8 +1,9 @@
 """Would capping a generated set's lexical overlap (``generate --max-overlap``) bring its ranking
 closer to the team's? Measured after the fact on sets already generated (issue 49).
 
-    python benchmarks/lexical_cap.py --caps 1.0,0.6,0.5 realdocs=~/.cache/chunkwise-bench/realdocs/raw \\
-        benchmarks/realdocs/generated/mix-users40-2026-11-29.jsonl own60.jsonl ...
+    python benchmarks/generated_questions/lexical_cap.py --caps 1.0,0.6,0.5 \\
+        realdocs=~/.cache/chunkwise-bench/realdocs/raw \\
+        benchmarks/data/realdocs/generated/mix-users40-2026-11-29.jsonl own60.jsonl ...
 
 Each case is a corpus (``NAME=FOLDER``), a generated set and the team's own questions about it. The
 grid of ``chunkwise validate --agreement`` is scored once on both sets; for each cap the generated
@@ -20,12 +21,16 @@ import sys
 from pathlib import Path
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--caps", default="1.0,0.6,0.5", help="comma-separated overlap caps (1.0: none)")
     parser.add_argument("cases", nargs="+", metavar="CORPUS GENERATED OWN",
                         help="triples: NAME=FOLDER, the generated set, the team's own questions")
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> int:
+    args = parser().parse_args()
     if len(args.cases) % 3:
         print("lexical_cap: give the cases as triples: NAME=FOLDER GENERATED OWN", file=sys.stderr)
         return 2

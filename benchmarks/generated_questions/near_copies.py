@@ -6,8 +6,8 @@ word, merges two sentences or straightens a quote, and the excerpt is then "not 
 locator now anchors a near copy to the document's own words (``tuner.data.generate.passages
 .near_copy``). This script measures that on replies the writer really gave:
 
-    python benchmarks/near_copies.py collect -o replies.jsonl      # from this machine's LLM cache
-    python benchmarks/near_copies.py measure replies.jsonl -o anchored.jsonl
+    python benchmarks/generated_questions/near_copies.py collect -o replies.jsonl      # from this machine's LLM cache
+    python benchmarks/generated_questions/near_copies.py measure replies.jsonl -o anchored.jsonl
 
 ``collect`` reads every cached reply of the question request (a question and the excerpts it
 copied) from chunkwise's LLM cache, one JSON line each, without the passage it was asked about
@@ -132,7 +132,7 @@ def measure(replies_path: Path, output: Path) -> None:
     print(f"{output}: the {len(kept)} kept near-copy questions")
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     collect_parser = commands.add_parser("collect", help="the question request's replies in this machine's LLM cache")
@@ -140,7 +140,11 @@ def main() -> int:
     measure_parser = commands.add_parser("measure", help="locate each copy without and with near copies")
     measure_parser.add_argument("replies", type=Path)
     measure_parser.add_argument("-o", "--output", type=Path, required=True)
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> int:
+    args = parser().parse_args()
     try:
         if args.command == "collect":
             collect(args.output)

@@ -6,7 +6,7 @@ retrieval, with a fresh embedding cache per embedder and chunking, so the dense 
 time is a cold pass over the chunks and the questions (the price of one corpus pass), and its
 throughput in cl100k tokens per second.
 
-    python benchmarks/english_embedders.py [--data ../shared/datasets/chroma-dev] [--embedders minilm mpnet]
+    python benchmarks/languages/english_embedders.py [--data ../shared/datasets/chroma-dev] [--embedders minilm mpnet]
 """
 
 from __future__ import annotations
@@ -17,7 +17,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from _common import CHROMA_DEV, require_chroma_dev
+if __name__ == "__main__":  # run as a file: `benchmarks` is imported from the repository root
+    sys.path.append(str(Path(__file__).resolve().parents[2]))
+from benchmarks._common import CHROMA_DEV, require_chroma_dev
 
 CHUNKINGS = [("recursive", {"size": 256, "overlap": 0}), ("token", {"size": 256, "overlap": 0})]
 EMBEDDERS = {"minilm": "sentence-transformers:all-MiniLM-L6-v2", "mpnet": "sentence-transformers:all-mpnet-base-v2",
@@ -31,7 +33,7 @@ def run(data: Path, embedders: list[str]) -> None:
     corpora = [tuner.load_corpus(path, name=path.stem) for path in sorted((data / "corpora").glob("*.md"))]
     evalset = tuner.load_evaluation_set(str(data / "questions.csv"), corpora)
     print(f"chroma-dev ({', '.join(c.name for c in corpora)}), {len(evalset)} questions, k=5, pooled; "
-          f"`python benchmarks/english_embedders.py --embedders {' '.join(embedders)}`, "
+          f"`python benchmarks/languages/english_embedders.py --embedders {' '.join(embedders)}`, "
           f"{dt.date.today().isoformat()}\n")
     print("| chunking | embedder | dense recall | dense IoU | hybrid recall | cold pass s | cl100k tokens/s |")
     print("|---|---|---|---|---|---|---|")
@@ -51,11 +53,15 @@ def run(data: Path, embedders: list[str]) -> None:
                   f"{tokens / seconds if seconds else 0:,.0f} |", flush=True)
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=CHROMA_DEV)
     parser.add_argument("--embedders", nargs="+", choices=sorted(EMBEDDERS), default=["minilm", "mpnet"])
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> int:
+    args = parser().parse_args()
     require_chroma_dev(args.data)
     run(args.data, args.embedders)
     return 0

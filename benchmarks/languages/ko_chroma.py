@@ -3,14 +3,14 @@
 The corpus is the Korean translation of Chroma's technical report (one markdown document,
 ``../shared/datasets/ko-chroma/chroma-report-ko.md``, read where it lies, never copied into the
 repository); the 20 questions were written by hand for this benchmark
-(``benchmarks/ko/questions.yaml``), each with one or two verbatim excerpts.
+(``benchmarks/data/ko/questions.yaml``), each with one or two verbatim excerpts.
 
-    python benchmarks/ko_chroma.py build [--root DIR] [--source FILE]
-    python benchmarks/ko_chroma.py run [--root DIR] [--source FILE] [--embedders minilm e5 use] [-k 5]
-    python benchmarks/ko_chroma.py study [--root DIR] [--source FILE] [--name ko-default]
+    python benchmarks/languages/ko_chroma.py build [--root DIR] [--source FILE]
+    python benchmarks/languages/ko_chroma.py run [--root DIR] [--source FILE] [--embedders minilm e5 use] [-k 5]
+    python benchmarks/languages/ko_chroma.py study [--root DIR] [--source FILE] [--name ko-default]
 
 ``build`` loads the document as chunkwise does (corpus ``ko``), locates every excerpt exactly once
-(``realdocs.locate``), writes ``ROOT/questions.jsonl`` (default ``~/.cache/chunkwise-bench/ko-chroma``)
+(``_corpus.locate``), writes ``ROOT/questions.jsonl`` (default ``~/.cache/chunkwise-bench/ko-chroma``)
 and ends with ``chunkwise validate``. ``run`` builds first, then scores each chunking of
 :data:`CHUNKINGS` with every embedder (a fresh embedding cache per embedder, so the dense run's
 embedding time is a cold pass over the chunks and the questions) by dense and hybrid (rrf 60)
@@ -39,12 +39,15 @@ import sys
 import tempfile
 from pathlib import Path
 
-from realdocs import BenchError, locate, tuner_command, write_questions
+if __name__ == "__main__":  # run as a file: `benchmarks` is imported from the repository root
+    sys.path.append(str(Path(__file__).resolve().parents[2]))
+from benchmarks._common import DATA, ROOT
+from benchmarks._corpus import BenchError, locate, tuner_command, write_questions
 
 CORPUS = "ko"
-QUESTIONS = Path(__file__).resolve().parent / "ko" / "questions.yaml"
+QUESTIONS = DATA / "ko" / "questions.yaml"
 DEFAULT_ROOT = Path.home() / ".cache" / "chunkwise-bench" / "ko-chroma"
-DEFAULT_SOURCE = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "ko-chroma" / "chroma-report-ko.md"
+DEFAULT_SOURCE = ROOT.parent / "shared" / "datasets" / "ko-chroma" / "chroma-report-ko.md"
 #: The chunkings of the issue's own check (sizes in cl100k tokens), and recursive 512: larger chunks,
 #: which a multilingual model reads whole (MiniLM truncates them).
 CHUNKINGS = [("token", {"size": 256, "overlap": 0}), ("recursive", {"size": 256, "overlap": 0}),
@@ -95,7 +98,7 @@ def run(root: Path, source: Path, embedders: list[str], k: int) -> None:
     corpus = tuner.load_corpus(source, name=CORPUS)
     evalset = tuner.load_evaluation_set(queries, [corpus])
     print(f"Korean (ko-chroma), {len(evalset)} questions, k={k}, pooled; "
-          f"`python benchmarks/ko_chroma.py run --embedders {' '.join(embedders)} -k {k}`, "
+          f"`python benchmarks/languages/ko_chroma.py run --embedders {' '.join(embedders)} -k {k}`, "
           f"{dt.date.today().isoformat()}\n")
     score([corpus], evalset, CHUNKINGS, embedders, k)
 
@@ -175,7 +178,7 @@ def study(root: Path, source: Path, name: str) -> bool:
         model = (config.get("embedder") or {}).get("model", "?")
         if model not in best_dense or record.score > best_dense[model].score:
             best_dense[model] = record
-    print(f"\n`python benchmarks/ko_chroma.py study --name {name}`, {started:%Y-%m-%d %H:%M} UTC, "
+    print(f"\n`python benchmarks/languages/ko_chroma.py study --name {name}`, {started:%Y-%m-%d %H:%M} UTC, "
           f"{minutes:.1f} minutes; {settings['queries']} questions, {len(settings['validation'].get('queries', []))} "
           f"held out; the space's embedders: "
           f"{', '.join(e['model'] for e in settings['space'].get('embedders', [])) or 'the study embedder only'}; "
@@ -202,7 +205,7 @@ def study(root: Path, source: Path, name: str) -> bool:
     return met
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     for command in ("build", "run", "study"):
@@ -214,7 +217,11 @@ def main() -> int:
             sub.add_argument("-k", type=int, default=5)
         if command == "study":
             sub.add_argument("--name", default="ko-default", help="the study's name (ko-default)")
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> int:
+    args = parser().parse_args()
     try:
         if args.command == "build":
             build(args.root.expanduser().resolve(), args.source)

@@ -4,18 +4,18 @@ Two pages per language of Debian's translated manual pages (:data:`SETS`), rende
 renders them on 3,000 columns (so a paragraph stays on one line) through ``col -b``, trailing
 whitespace removed: Simplified Chinese (``manpages-zh`` 1.6.4.0-1, GFDL-1.2+: ssh(1), with
 systemctl(1) beside it as a distractor) and Japanese (``manpages-ja`` 0.5.0.0.20221215+dfsg-1:
-bzip2(1), with xz(1) beside it). The questions (``benchmarks/zh/questions.yaml``,
-``benchmarks/ja/questions.yaml``: 15 and 14) were written by hand for this benchmark, on the first
+bzip2(1), with xz(1) beside it). The questions (``benchmarks/data/zh/questions.yaml``,
+``benchmarks/data/ja/questions.yaml``: 15 and 14) were written by hand for this benchmark, on the first
 page of each.
 
     apt-get download manpages-zh manpages-ja      # the .debs, from Debian's archive
-    python benchmarks/manpages.py build --language zh --deb manpages-zh_1.6.4.0-1_all.deb [--root DIR]
-    python benchmarks/manpages.py run --language ja --deb manpages-ja_*.deb [--embedders minilm e5 use] [-k 5]
+    python benchmarks/languages/manpages.py build --language zh --deb manpages-zh_1.6.4.0-1_all.deb [--root DIR]
+    python benchmarks/languages/manpages.py run --language ja --deb manpages-ja_*.deb [--embedders minilm e5 use] [-k 5]
 
 ``build`` extracts the pages into ``ROOT/raw`` (default ``~/.cache/chunkwise-bench/LANGUAGE-manpages``),
 says when the .deb or a rendered page differs from the ones the questions were written on (another
 groff may wrap or space them otherwise), locates every excerpt exactly once and writes
-``ROOT/questions.jsonl``. ``run`` builds, then prints the table of ``benchmarks/ko_chroma.py``.
+``ROOT/questions.jsonl``. ``run`` builds, then prints the table of ``benchmarks/languages/ko_chroma.py``.
 """
 
 from __future__ import annotations
@@ -31,10 +31,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ko_chroma import EMBEDDERS, score
-from realdocs import BenchError, located_records, tuner_command, write_questions
-
-HERE = Path(__file__).resolve().parent
+if __name__ == "__main__":  # run as a file: `benchmarks` is imported from the repository root
+    sys.path.append(str(Path(__file__).resolve().parents[2]))
+from benchmarks._common import DATA
+from benchmarks._corpus import BenchError, located_records, sha256_file, tuner_command, write_questions
+from benchmarks.languages.ko_chroma import EMBEDDERS, score
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,7 @@ def render(language: str, deb: Path, raw: Path) -> None:
     chosen = SETS[language]
     if not deb.is_file():
         raise BenchError(f"{deb} not found: `apt-get download manpages-{language}`, then give --deb")
-    if hashlib.sha256(deb.read_bytes()).hexdigest() != chosen.deb_sha256:
+    if sha256_file(deb) != chosen.deb_sha256:
         print(f"{deb} is not the .deb the questions were written on", file=sys.stderr)
     raw.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as folder:
@@ -90,7 +91,7 @@ def build(language: str, root: Path, deb: Path) -> Path:
 
     render(language, deb, root / "raw")
     corpus = tuner.load_corpus(root / "raw", name=language)
-    records, problems = located_records(corpus, HERE / language / "questions.yaml", language)
+    records, problems = located_records(corpus, DATA / language / "questions.yaml", language)
     if problems:
         raise BenchError("\n".join(["excerpts not located:", *problems]))
     output = write_questions(root / "questions.jsonl", records)
@@ -101,7 +102,7 @@ def build(language: str, root: Path, deb: Path) -> Path:
     return output
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     for command in ("build", "run"):
@@ -112,7 +113,11 @@ def main() -> int:
         if command == "run":
             sub.add_argument("--embedders", nargs="+", choices=sorted(EMBEDDERS), default=["minilm", "e5", "use"])
             sub.add_argument("-k", type=int, default=5)
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> int:
+    args = parser().parse_args()
     root = args.root or Path.home() / ".cache" / "chunkwise-bench" / f"{args.language}-manpages"
     root = root.expanduser().resolve()
     try:
@@ -123,7 +128,7 @@ def main() -> int:
             corpus = tuner.load_corpus(root / "raw", name=args.language)
             evalset = tuner.load_evaluation_set(queries, [corpus])
             print(f"{SETS[args.language].name}, {len(evalset)} questions, k={args.k}, pooled; "
-                  f"`python benchmarks/manpages.py run --language {args.language} --deb ... --embedders "
+                  f"`python benchmarks/languages/manpages.py run --language {args.language} --deb ... --embedders "
                   f"{' '.join(args.embedders)} -k {args.k}`, {dt.date.today().isoformat()}\n")
             score([corpus], evalset, CHUNKINGS, args.embedders, args.k)
     except (BenchError, subprocess.CalledProcessError) as exc:

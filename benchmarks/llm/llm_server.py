@@ -6,8 +6,8 @@ chunkwise's LLM features (``chunkwise generate``, the ``llm`` and ``logprob`` ch
 at run time), for the ``real_llm`` tests and the LLM benchmarks::
 
     pip install -e '.[llm]'
-    python benchmarks/llm_server.py smollm2               # prints the base URL; Ctrl-C stops it
-    python benchmarks/llm_server.py gemma3 --logits-all   # what the logprob chunker needs
+    python benchmarks/llm/llm_server.py smollm2               # prints the base URL; Ctrl-C stops it
+    python benchmarks/llm/llm_server.py gemma3 --logits-all   # what the logprob chunker needs
 
 or from Python::
 
@@ -60,7 +60,7 @@ from tuner.llm.local_server import (  # noqa: F401  (the tests and benchmarks im
 )
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("model", nargs="?", default="smollm2", choices=sorted(MODELS))
     parser.add_argument("--logits-all", action="store_true",
@@ -68,7 +68,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n-ctx", type=int, default=DEFAULT_N_CTX, help="context length in tokens")
     parser.add_argument("--threads", type=int, help="CPU threads (default: half the cores, at least one)")
     parser.add_argument("--log", help="write the server's log here (default: a temporary file)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     server = LocalLLMServer(args.model, logits_all=args.logits_all, n_ctx=args.n_ctx, threads=args.threads,
                             log_path=args.log)
     stop = False

@@ -1,13 +1,13 @@
 """The LLM features on a real local model: what ``generate`` keeps, and the two LLM chunkers
 beside the recursive one.
 
-    python benchmarks/real_llm.py generate --corpus PATH [--attempts 10] [--excerpts sampled] [--keep FILE]
-    python benchmarks/real_llm.py chunk --document chroma-dev:state_of_the_union [--chunkers llm,logprob]
-    python benchmarks/real_llm.py chunk --document realdocs:flask/patterns/fileuploads.html
-    python benchmarks/real_llm.py context [--max-document-tokens 12000] [--size 400]
-    python benchmarks/real_llm.py critique --corpus RAW --name realdocs --questions Q.jsonl [--labels CHECK.md]
+    python benchmarks/llm/real_llm.py generate --corpus PATH [--attempts 10] [--excerpts sampled] [--keep FILE]
+    python benchmarks/llm/real_llm.py chunk --document chroma-dev:state_of_the_union [--chunkers llm,logprob]
+    python benchmarks/llm/real_llm.py chunk --document realdocs:flask/patterns/fileuploads.html
+    python benchmarks/llm/real_llm.py context [--max-document-tokens 12000] [--size 400]
+    python benchmarks/llm/real_llm.py critique --corpus RAW --name realdocs --questions Q.jsonl [--labels CHECK.md]
 
-Each run starts llama.cpp's server with a bundled model (``benchmarks/llm_server.py``; the
+Each run starts llama.cpp's server with a bundled model (``benchmarks/llm/llm_server.py``; the
 ``llm`` extra), with a cold reply cache in a temporary ``CHUNKWISE_CACHE_DIR``, and prints
 ``uptime``'s load average beside its table: on a shared machine the seconds say as much about
 the neighbours as about the model.
@@ -19,7 +19,7 @@ reply"), every excerpt
 found in the document (``located``), and kept by the duplicate and relevance filters
 (``kept``), with the HTTP requests the server answered (retries included) and seconds per kept
 question. The default corpus is the realdocs benchmark's converted text
-(``benchmarks/realdocs.py build``), where it has been built.
+(``benchmarks/corpora/realdocs.py build``), where it has been built.
 
 ``chunk``: each chunker on one document (a file, or ``chroma-dev:CORPUS``): chunks, their
 cl100k token sizes (p10, median, p90, mean), seconds and requests; for a chroma-dev corpus or a realdocs document also
@@ -58,10 +58,11 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import CHROMA_DEV, require_chroma_dev
-from llm_server import LLMServerFailed, LLMServerUnavailable, LocalLLMServer
+if __name__ == "__main__":  # run as a file: `benchmarks` is imported from the repository root
+    sys.path.append(str(Path(__file__).resolve().parents[2]))
+from benchmarks._common import CHROMA_DEV, require_chroma_dev
+from benchmarks.llm.llm_server import LLMServerFailed, LLMServerUnavailable, LocalLLMServer
 
-HERE = Path(__file__).resolve().parent
 REALDOCS_TEXT = Path.home() / ".cache" / "chunkwise-bench" / "realdocs" / "text"
 ANSWER_TIMEOUT_S = 900
 
@@ -335,11 +336,12 @@ def run_critique(server: LocalLLMServer, corpus_path: Path, name: str | None, qu
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("what", choices=("generate", "chunk", "context", "critique"))
     parser.add_argument("--model", default="smollm2",
-                        help="qwen2.5-coder-1.5b (the bundled writer), smollm2 or gemma3 (benchmarks/llm_server.py)")
+                        help="qwen2.5-coder-1.5b (the bundled writer), smollm2 or gemma3 "
+                             "(benchmarks/llm/llm_server.py)")
     parser.add_argument("--minutes", type=float, help="generate: stop asking after this many minutes")
     parser.add_argument("--corpus", type=Path, default=REALDOCS_TEXT, help="generate: the corpus (realdocs text)")
     parser.add_argument("--attempts", type=int, default=10, help="generate: passages asked about (10)")
@@ -361,18 +363,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-document-tokens", type=int, default=12000,
                         help="context: the longest realdocs document kept (cl100k tokens; 12000)")
     parser.add_argument("--size", type=int, default=400, help="context: the recursive chunker's size (400)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     chunkers = [c for c in args.chunkers.split(",") if c]
     if args.what == "critique" and not (args.questions and args.questions.is_file()):
         print("real_llm: critique needs --questions FILE (the questions to rate)", file=sys.stderr)
         return 2
     if args.what in ("generate", "critique") and not args.corpus.is_dir():
-        print(f"real_llm: no corpus at {args.corpus} (build realdocs with benchmarks/realdocs.py, or give --corpus)",
-              file=sys.stderr)
+        print(f"real_llm: no corpus at {args.corpus} (build realdocs with benchmarks/corpora/realdocs.py, or give "
+              "--corpus)", file=sys.stderr)
         return 2
     if args.what == "context" and not (REALDOCS_TEXT.parent / "questions.jsonl").is_file():
-        print(f"real_llm: no realdocs benchmark at {REALDOCS_TEXT.parent} (build it with benchmarks/realdocs.py)",
-              file=sys.stderr)
+        print(f"real_llm: no realdocs benchmark at {REALDOCS_TEXT.parent} (build it with "
+              "benchmarks/corpora/realdocs.py)", file=sys.stderr)
         return 2
     params = {"logprob": {"window_tokens": args.logprob_window}} if args.logprob_window else {}
     with tempfile.TemporaryDirectory(prefix="real-llm-") as cache:

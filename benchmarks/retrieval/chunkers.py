@@ -6,7 +6,7 @@ units (sentences, windows or pieces), cold (empty cache) and warm (cached), and 
 segmentation itself. Then the cluster DP alone on the whole wikitexts corpus with
 size=400, piece_size=50 (warm), whose segmentation must take under 1 s.
 
-    python benchmarks/chunkers.py [--data ../shared/datasets/chroma-dev]
+    python benchmarks/retrieval/chunkers.py [--data ../shared/datasets/chroma-dev]
 """
 
 from __future__ import annotations
@@ -18,7 +18,9 @@ import time
 import warnings
 from pathlib import Path
 
-from _common import CHROMA_DEV, require_chroma_dev
+if __name__ == "__main__":  # run as a file: `benchmarks` is imported from the repository root
+    sys.path.append(str(Path(__file__).resolve().parents[2]))
+from benchmarks._common import CHROMA_DEV, require_chroma_dev
 
 CONFIGS = [
     ("recursive", {"size": 250, "overlap": 125}),
@@ -39,11 +41,15 @@ def label(name: str, params: dict) -> str:
     return f"{name} " + ", ".join(f"{k}={v}" for k, v in params.items() if k != "threshold_type")
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=CHROMA_DEV)
     parser.add_argument("--only", metavar="NAME", help="run only this chunker's rows (and skip the DP timing)")
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> int:
+    args = parser().parse_args()
     require_chroma_dev(args.data)
     warnings.simplefilter("ignore")
     import tuner

@@ -5,25 +5,32 @@ its texts have no markdown headings) and the bundled handbook (five markdown doc
 headings, 30 queries). all-MiniLM-L6-v2, k=5; recall and IoU in cl100k tokens (chunkwise's
 default unit) and, for chroma-dev, in characters (Chroma's unit).
 
-    python benchmarks/markdown_chunker.py [--data ../shared/datasets/chroma-dev]
+    python benchmarks/retrieval/markdown_chunker.py [--data ../shared/datasets/chroma-dev]
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 import warnings
 from pathlib import Path
 
-from _common import CHROMA_DEV, ROOT, require_chroma_dev
+if __name__ == "__main__":  # run as a file: `benchmarks` is imported from the repository root
+    sys.path.append(str(Path(__file__).resolve().parents[2]))
+from benchmarks._common import CHROMA_DEV, ROOT, require_chroma_dev
 
 SETTINGS = [(200, 0), (250, 0), (400, 0), (250, 125)]
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=CHROMA_DEV)
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> int:
+    args = parser().parse_args()
     require_chroma_dev(args.data)
     warnings.simplefilter("ignore")
     import tuner

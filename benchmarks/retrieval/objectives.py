@@ -19,7 +19,7 @@ Parts (``--part studies|own|reselect|rerank``, all by default):
   cross-encoder/ms-marco-MiniLM-L6-v2 costs; on the handbook only). Their scores are
   meaningless, so only timing is reported: quality needs a real, trained cross-encoder.
 
-    nice -n 10 python benchmarks/objectives.py [--part studies] [--trials 20] [--seed 0]
+    nice -n 10 python benchmarks/retrieval/objectives.py [--part studies] [--trials 20] [--seed 0]
         [--data ../shared/datasets/chroma-dev] [--storage-dir objective-studies] [--out FILE]
 """
 
@@ -34,7 +34,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import CHROMA_DEV, ROOT
+if __name__ == "__main__":  # run as a file: `benchmarks` is imported from the repository root
+    sys.path.append(str(Path(__file__).resolve().parents[2]))
+from benchmarks._common import CHROMA_DEV, ROOT
 
 sys.path.insert(0, str(ROOT / "tests"))  # the tests' tiny cross-encoder
 
@@ -210,7 +212,7 @@ def rerank(args: argparse.Namespace, out) -> None:
                   f"{first} |", file=out, flush=True)
 
 
-def main() -> None:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--part", choices=("studies", "own", "reselect", "rerank"), action="append")
     parser.add_argument("--three-studies", nargs="*", default=["handbook"],
@@ -221,7 +223,11 @@ def main() -> None:
     parser.add_argument("--data", default=str(CHROMA_DEV))
     parser.add_argument("--storage-dir", default="objective-studies")
     parser.add_argument("--out", help="also write the tables to this file")
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    args = parser().parse_args()
     parts = args.part or ["studies", "own", "reselect", "rerank"]
     with contextlib.ExitStack() as stack:
         sinks = [sys.stdout] + ([stack.enter_context(open(args.out, "a", encoding="utf-8"))] if args.out else [])

@@ -13,7 +13,7 @@ Three parts (``--part fixed|studies|parity``, all by default):
 * ``parity``: a collection built by ``build_collection`` from chroma-dev's corpora, queried
   with every question, against the evaluation's top 5 (real MiniLM vectors, HNSW).
 
-    python benchmarks/retrieval_methods.py [--part fixed] [--trials 30] [--seed 0]
+    python benchmarks/retrieval/retrieval_methods.py [--part fixed] [--trials 30] [--seed 0]
         [--data ../shared/datasets/chroma-dev] [--storage-dir retrieval-studies]
         [--spaces dense "all methods"] [--sets chroma-dev]
 """
@@ -32,7 +32,9 @@ from pathlib import Path
 import optuna
 import yaml
 
-from _common import CHROMA_DEV, ROOT, require_chroma_dev
+if __name__ == "__main__":  # run as a file: `benchmarks` is imported from the repository root
+    sys.path.append(str(Path(__file__).resolve().parents[2]))
+from benchmarks._common import CHROMA_DEV, ROOT, require_chroma_dev
 
 HANDBOOK = (("handbook", str(ROOT / "examples" / "handbook")),)
 HANDBOOK_QUERIES = str(ROOT / "examples" / "handbook-queries.jsonl")
@@ -170,7 +172,7 @@ def parity(data_path: Path, out) -> None:
     print(file=out)
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--part", choices=("fixed", "studies", "parity", "all"), default="all")
     parser.add_argument("--data", type=Path, default=CHROMA_DEV)
@@ -181,7 +183,11 @@ def main() -> int:
                         help=f"studies' spaces (default: all of {', '.join(SPACES)})")
     parser.add_argument("--sets", nargs="+", choices=("chroma-dev", "handbook"), default=["chroma-dev", "handbook"],
                         help="data sets of the fixed and studies parts (default: both)")
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> int:
+    args = parser().parse_args()
     require_chroma_dev(args.data)
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     warnings.simplefilter("ignore")

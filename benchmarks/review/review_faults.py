@@ -6,9 +6,9 @@ JSON error with the right status from the server; the file unchanged) and record
 An attempt misbehaves on a traceback (on the server's terminal or the command line's), a dropped
 connection, a hang (over 10 s), a file half-written or lost, a message that names the wrong thing
 or differs between the commands, an error body that is not JSON, or an exit status other than 2
-for bad input. No browser is needed (the page's speed is ``benchmarks/review_page.py``).
+for bad input. No browser is needed (the page's speed is ``benchmarks/speed/review_page.py``).
 
-    python benchmarks/review_faults.py [--group NAME] [--list]
+    python benchmarks/review/review_faults.py [--group NAME] [--list]
 
 It prints each attempt as it runs, then the attempts and misbehaviours per group, each misbehaving
 attempt with what was expected (every attempt with ``--list``) and the load average; the exit
@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-ROOT = next((p for p in (Path(__file__).resolve().parents[1], Path.cwd()) if (p / "examples" / "handbook").is_dir()),
+ROOT = next((p for p in (Path(__file__).resolve().parents[2], Path.cwd()) if (p / "examples" / "handbook").is_dir()),
             Path.cwd())
 CORPUS = ROOT / "examples" / "handbook"
 QUESTIONS = ROOT / "examples" / "handbook-queries.jsonl"
@@ -1123,11 +1123,15 @@ GROUPS = {"files": group_files, "accepted": group_accepted_files, "paths": group
           "models": group_models}
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--group", action="append", choices=sorted(GROUPS), help="run only these groups")
     parser.add_argument("--list", action="store_true", help="print every attempt, not only the misbehaving ones")
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> int:
+    args = parser().parse_args()
     if not CORPUS.is_dir():
         sys.exit(f"{CORPUS} not found: run from a chunkwise checkout")
     started = time.monotonic()

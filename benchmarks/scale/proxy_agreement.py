@@ -18,9 +18,9 @@ does, and what does one more configuration cost with each?
   *the proxy pass* is the distillation, once per model, kept in the cache folder), chunks and
   questions embedded by it.
 
-``--realdocs ROOT`` adds the realdocs benchmark (``benchmarks/realdocs.py fetch``/``build``: its
+``--realdocs ROOT`` adds the realdocs benchmark (``benchmarks/corpora/realdocs.py fetch``/``build``: its
 60 documents under ``ROOT/raw`` and 68 questions) as a fourth corpus.
-``--valgrind ROOT`` adds Valgrind's manual (``benchmarks/valgrind.py build``: 11 pages under
+``--valgrind ROOT`` adds Valgrind's manual (``benchmarks/corpora/valgrind.py build``: 11 pages under
 ``ROOT/raw`` and 26 hand-written questions), a corpus nobody tuned chunkwise on, as a fifth.
 
 **Reported** per corpus and proxy: Spearman's rank correlation of the proxy's mean recall with
@@ -44,9 +44,10 @@ model's first distillation included); the default grid, ``full``, is 59 (token a
 sizes 100-1000 by 100, overlap 0 and a quarter; sentence windows of 1-10 sentences, overlap 0
 and 1); ``half`` is every other size and window of it, 29 (for a larger corpus such as realdocs).
 
-    python benchmarks/proxy_agreement.py --quick [--data DIR]
-    python benchmarks/proxy_agreement.py [--out FILE] [--judge] [--realdocs ROOT] [--valgrind ROOT] [--corpora NAME ...]
-    python benchmarks/proxy_agreement.py --tables FILE [--judge]   # report again from --out
+    python benchmarks/scale/proxy_agreement.py --quick [--data DIR]
+    python benchmarks/scale/proxy_agreement.py [--out FILE] [--judge] [--realdocs ROOT] [--valgrind ROOT] \\
+        [--corpora NAME ...]
+    python benchmarks/scale/proxy_agreement.py --tables FILE [--judge]   # report again from --out
 """
 
 from __future__ import annotations
@@ -62,7 +63,9 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from _common import CHROMA_DEV, ROOT, require_chroma_dev
+if __name__ == "__main__":  # run as a file: `benchmarks` is imported from the repository root
+    sys.path.append(str(Path(__file__).resolve().parents[2]))
+from benchmarks._common import CHROMA_DEV, chroma_dev_sets, chunking_label, require_chroma_dev
 
 #: Every proxy path, in the tables' order (``late-bf16`` only where the CPU computes bf16 natively).
 PROXIES = ("late", "late-bf16", "static")
@@ -95,21 +98,11 @@ def grid(name: str) -> list[tuple[str, dict[str, int]]]:
     return out
 
 
-def label(name: str, params: dict[str, int]) -> str:
-    return f"{name} " + "/".join(str(v) for v in params.values())
-
-
 def load_corpora(args: argparse.Namespace) -> list[tuple[Any, Any]]:
     """(corpus, evaluation set) of each chroma-dev corpus asked for, then realdocs if given."""
     import tuner
-    from tuner.data.evalset import load_chroma_dataset
 
-    out = []
-    corpora, _ = load_chroma_dataset(args.data)
-    for corpus in corpora:
-        if not args.corpora or corpus.name in args.corpora:
-            out.append((corpus, tuner.load_evaluation_set(args.data / "questions.csv", corpus,
-                                                          ignore_other_corpora=True)))
+    out = chroma_dev_sets(args.data, args.corpora)
     for root, name in ((args.realdocs, "realdocs"), (args.valgrind, "valgrind")):
         if root and (not args.corpora or name in args.corpora):
             corpus = tuner.load_corpus(root / "raw", name=name)
@@ -169,10 +162,10 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                     result = tuner.evaluate(corpus, evalset, config, embedder=model, cache=None)
                 seconds = time.perf_counter() - started
                 per_question = result.scores.at(K)["recall"]
-                table[path][label(name, params)] = {"recall": float(per_question.mean()), "seconds": seconds,
+                table[path][chunking_label(name, params)] = {"recall": float(per_question.mean()), "seconds": seconds,
                                                     "per_question": [round(float(v), 6) for v in per_question]}
-            print(f"  {corpus.name} {label(name, params)}: "
-                  + ", ".join(f"{p} {table[p][label(name, params)]['seconds']:.1f} s" for p in embedders),
+            print(f"  {corpus.name} {chunking_label(name, params)}: "
+                  + ", ".join(f"{p} {table[p][chunking_label(name, params)]['seconds']:.1f} s" for p in embedders),
                   file=sys.stderr, flush=True)
     return out
 
@@ -237,8 +230,8 @@ def proxies(paths: dict[str, Any]) -> list[str]:
 def judge(tables: dict[str, Any], trials: int, simulations: int) -> None:
     """The decision bar: each proxy instead of the full model, as a screening rung, and as the
     product's ``fidelity: {proxy: ..., confirm: N}``."""
-    from decision_bar import decision_bar as bar
-    from decision_bar import judge_adaptive, judge_confirmed, judge_fidelity
+    from benchmarks.decision_bar import decision_bar as bar
+    from benchmarks.decision_bar import judge_adaptive, judge_confirmed, judge_fidelity
 
     print("\nDecision bar on per-question recall: the proxy instead of the full model (recommendation in the "
           "other's tie set both ways; mean |diff| < 0.1 x median CI half-width), and the proxy as a first rung "
@@ -286,7 +279,7 @@ def judge(tables: dict[str, Any], trials: int, simulations: int) -> None:
             print(f"| {corpus} | {proxy} | " + " | ".join(cells) + " |")
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=CHROMA_DEV)
     parser.add_argument("--grid", choices=GRIDS, default="full", help="configurations: 6, 29 or 59 (default: full)")
@@ -296,7 +289,7 @@ def main() -> int:
     parser.add_argument("--realdocs", type=Path, metavar="ROOT",
                         help="add the realdocs benchmark (its ROOT/raw and ROOT/questions.jsonl) as a corpus")
     parser.add_argument("--valgrind", type=Path, metavar="ROOT",
-                        help="add the Valgrind manual benchmark (benchmarks/valgrind.py build: ROOT/raw and "
+                        help="add the Valgrind manual benchmark (benchmarks/corpora/valgrind.py build: ROOT/raw and "
                              "ROOT/questions.jsonl), a corpus nobody tuned on")
     parser.add_argument("--static-folder", type=Path, help="where distilled static models are kept "
                         "(default: static-models in the cache folder)")
@@ -305,8 +298,11 @@ def main() -> int:
     parser.add_argument("--judge", action="store_true", help="apply the decision bar (benchmarks/decision_bar.py)")
     parser.add_argument("--trials", type=int, default=60)
     parser.add_argument("--simulations", type=int, default=1000)
-    args = parser.parse_args()
-    sys.path.insert(0, str(ROOT))
+    return parser
+
+
+def main() -> int:
+    args = parser().parse_args()
     warnings.simplefilter("ignore")
     if args.tables:
         tables = json.loads(args.tables.read_text(encoding="utf-8"))

@@ -2,7 +2,7 @@
 
 ``auto`` screens dense and hybrid trials with the late-chunking proxy and confirms the proxy's best
 three at full fidelity (:data:`tuner.tuning.study.settings.AUTO_CONFIRM`). The earlier bar
-(``benchmarks/proxy_agreement.py --judge``) judged dense grids at k = 5 on recall alone. This one
+(``benchmarks/scale/proxy_agreement.py --judge``) judged dense grids at k = 5 on recall alone. This one
 judges the trials ``auto`` actually screens:
 
 * **the grid** (:data:`CHUNKINGS` x :data:`RETRIEVALS` x :data:`KS`, 180 configurations): token,
@@ -38,10 +38,10 @@ too (most configurations tie), the bar cannot tell them apart, and the proxy's r
 that share of chance's. For item 2 each cell also says the fewest
 confirmations (1-3) with which the proxy's best, and the best of distinct chunkings, pass the bar.
 
-    python benchmarks/proxy_bar.py measure --corpora chatlogs state_of_the_union wikitexts --out chroma.json
-    python benchmarks/proxy_bar.py measure --realdocs ~/.cache/chunkwise-bench/realdocs --out realdocs.json
-    python benchmarks/proxy_bar.py judge chroma.json realdocs.json [--simulations 1000]
-    python benchmarks/proxy_bar.py judge benchmarks/results/proxy-bar/*.json.gz   # the measured scores, kept
+    python benchmarks/scale/proxy_bar.py measure --corpora chatlogs state_of_the_union wikitexts --out chroma.json
+    python benchmarks/scale/proxy_bar.py measure --realdocs ~/.cache/chunkwise-bench/realdocs --out realdocs.json
+    python benchmarks/scale/proxy_bar.py judge chroma.json realdocs.json [--simulations 1000]
+    python benchmarks/scale/proxy_bar.py judge benchmarks/results/proxy-bar/*.json.gz   # the measured scores, kept
 """
 
 from __future__ import annotations
@@ -57,7 +57,9 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from _common import CHROMA_DEV, ROOT
+if __name__ == "__main__":  # run as a file: `benchmarks` is imported from the repository root
+    sys.path.append(str(Path(__file__).resolve().parents[2]))
+from benchmarks._common import CHROMA_DEV, chroma_dev_sets, chunking_label
 
 #: (chunker, parameters, contexts): the chunkings and the headers each is indexed with.
 CHUNKINGS: tuple[tuple[str, dict[str, int], tuple[str, ...]], ...] = (
@@ -84,22 +86,11 @@ CLEAR_SHARE = 0.5
 TRIALS = 60
 
 
-def chunking_label(chunker: str, params: dict[str, int]) -> str:
-    return f"{chunker} " + "/".join(str(v) for v in params.values())
-
-
 def load(args: argparse.Namespace) -> list[tuple[Any, Any]]:
     """(corpus, evaluation set) of each corpus asked for."""
     import tuner
-    from tuner.data.evalset import load_chroma_dataset
 
-    out = []
-    if args.corpora:
-        corpora, _ = load_chroma_dataset(args.data)
-        for corpus in corpora:
-            if corpus.name in args.corpora:
-                out.append((corpus, tuner.load_evaluation_set(args.data / "questions.csv", corpus,
-                                                              ignore_other_corpora=True)))
+    out = chroma_dev_sets(args.data, args.corpora) if args.corpora else []
     for root in args.realdocs or []:
         corpus = tuner.load_corpus(root / "raw", name=root.name)
         out.append((corpus, tuner.load_evaluation_set(root / "questions.jsonl", corpus)))
@@ -200,7 +191,7 @@ def judge_part(configs: dict[str, Any], names: list[str], simulations: int,
                confirm: int = CONFIRM, choose_k: bool = False) -> dict[str, dict[str, Any]]:
     """Every rule's verdict on one part of a corpus's grid, studies drawn uniformly and clustered. With
     ``choose_k``, every rule confirms ``confirm`` distinct settings, each at every k (:func:`every_k`)."""
-    from decision_bar import at_random, judge_rules, top_by
+    from benchmarks.decision_bar import at_random, judge_rules, top_by
 
     full = {n: configs[n]["full"] for n in names}
     proxy = {n: statistics.fmean(configs[n]["late"]) for n in names}
@@ -299,7 +290,7 @@ def judge(files: list[Path], simulations: int, confirm: int = CONFIRM, choose_k:
     return {"kinds": {part: [list(v) for v in said] for part, said in kinds.items()}}
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("measure", help="score the grid on both paths and write the per-question scores")
@@ -318,8 +309,11 @@ def main() -> int:
                            "the product's confirmations do since issue 51; without it, configurations at their own k")
     said.add_argument("--confirm", type=int, default=CONFIRM,
                       help=f"configurations each rule confirms ({CONFIRM}, the product's AUTO_CONFIRM)")
-    args = parser.parse_args()
-    sys.path.insert(0, str(ROOT))
+    return parser
+
+
+def main() -> int:
+    args = parser().parse_args()
     warnings.simplefilter("ignore")
     if args.command == "measure":
         tables = measure(args)

@@ -24,7 +24,7 @@ cost 0.1).
   0.0001-0.001 of score: the share of comparisons (:func:`~tuner.tuning.scoring.comparisons.compare`)
   called significant, at 6, 10 and 17 questions.
 
-    python benchmarks/crossval_coverage.py --simulations 2000 --out benchmarks/results/crossval_coverage.json
+    python benchmarks/search/crossval_coverage.py --simulations 2000 --out benchmarks/results/crossval_coverage.json
 """
 
 from __future__ import annotations
@@ -147,14 +147,19 @@ def ties(simulations: int) -> dict:
     return out
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--simulations", type=int, default=2000)
     parser.add_argument("--sizes", default="20,40,100", help="numbers of questions, comma-separated")
     parser.add_argument("--out", help="write the figures as JSON here")
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> int:
+    cli = parser()
+    args = cli.parse_args()
     if args.simulations < 1:
-        parser.error(f"--simulations={args.simulations} is invalid; allowed: an integer >= 1")
+        cli.error(f"--simulations={args.simulations} is invalid; allowed: an integer >= 1")
     started = time.monotonic()
     result = {"simulations": args.simulations, "winner's true recall gain": true_gain_of_winner(),
               "ties": ties(args.simulations),

@@ -33,8 +33,8 @@ fresh score of each rule's recommendation.
 The pool is random, not steered by a sampler: it measures the choice, the interval and the rule,
 not how much a sampler that saw the search questions flatters its own candidates.
 
-    python benchmarks/fresh_questions.py pool --out benchmarks/results/fresh-questions
-    python benchmarks/fresh_questions.py draws --pools benchmarks/results/fresh-questions --draws 15 \\
+    python benchmarks/search/fresh_questions.py pool --out benchmarks/results/fresh-questions
+    python benchmarks/search/fresh_questions.py draws --pools benchmarks/results/fresh-questions --draws 15 \\
         --json benchmarks/results/fresh-questions/draws.json
 """
 
@@ -52,7 +52,9 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import CHROMA_DEV, require_chroma_dev
+if __name__ == "__main__":  # run as a file: `benchmarks` is imported from the repository root
+    sys.path.append(str(Path(__file__).resolve().parents[2]))
+from benchmarks._common import CHROMA_DEV, chroma_dev_questions, require_chroma_dev
 
 K_MAX = 10
 #: Fixed rates (a MiniLM throughput of this machine's order), so no calibration runs.
@@ -88,20 +90,6 @@ def baselines() -> list[tuple[str, dict]]:
                   "retrieval": {"method": baseline.method, "k": 5}}
         out.append((baseline.name, config))
     return out
-
-
-def corpus_questions(data: Path, corpus: str, folder: Path) -> Path:
-    """chroma-dev's questions of one corpus, as a CSV of their own."""
-    with (data / "questions.csv").open(newline="", encoding="utf-8") as handle:
-        reader = csv.DictReader(handle)
-        rows = [row for row in reader if row["corpus_id"] == corpus]
-        fields = reader.fieldnames
-    target = folder / f"{corpus}.csv"
-    with target.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(rows)
-    return target
 
 
 def build_pool(corpus_path: Path, queries: Path, configurations: int, seed: int) -> dict:
@@ -152,7 +140,8 @@ def pool_command(args: argparse.Namespace) -> int:
             if not path.is_file():
                 raise SystemExit(f"--corpora: {name} is not a chroma-dev corpus ({path} not found)")
             print(f"{name}:", file=sys.stderr, flush=True)
-            pool = build_pool(path, corpus_questions(args.data, name, Path(folder)), args.configurations, args.seed)
+            questions = chroma_dev_questions(args.data, [name], Path(folder) / f"{name}.csv")
+            pool = build_pool(path, questions, args.configurations, args.seed)
             with gzip.open(args.out / f"{name}.json.gz", "wt", encoding="utf-8") as handle:
                 json.dump(pool, handle)
     return 0
@@ -382,7 +371,7 @@ def studies_command(args: argparse.Namespace) -> int:
     rows = []
     with tempfile.TemporaryDirectory(prefix="fresh-studies-") as folder:
         folder = Path(folder)
-        every = corpus_questions(args.data, args.corpus, folder)
+        every = chroma_dev_questions(args.data, [args.corpus], folder / f"{args.corpus}.csv")
         with every.open(newline="", encoding="utf-8") as handle:
             reader = csv.DictReader(handle)
             questions, fields = list(reader), reader.fieldnames
@@ -447,7 +436,7 @@ def studies_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     pool = commands.add_parser("pool", help="score a pool of configurations on every question, per corpus")
@@ -470,10 +459,15 @@ def main() -> int:
     studies.add_argument("--trials", type=int, default=40, help="trials per study (the baselines among them)")
     studies.add_argument("--seed", type=int, default=0)
     studies.add_argument("--json", type=Path)
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> int:
+    cli = parser()
+    args = cli.parse_args()
     for name in ("configurations", "draws", "tune", "trials"):
         if getattr(args, name, 1) < 1:
-            parser.error(f"--{name}={getattr(args, name)} is invalid; allowed: an integer >= 1")
+            cli.error(f"--{name}={getattr(args, name)} is invalid; allowed: an integer >= 1")
     commands_run = {"pool": pool_command, "draws": draws_command, "studies": studies_command}
     return commands_run[args.command](args)
 

@@ -14,7 +14,7 @@ the default weights and under recall-only weights, with:
 three seeds each (``--seeds``). Reported: best score found / exhaustive best, mean over
 seeds.
 
-    python benchmarks/sampler_efficiency.py [--data ../shared/datasets/chroma-dev] [--trials 60] [--seeds 3]
+    python benchmarks/search/sampler_efficiency.py [--data ../shared/datasets/chroma-dev] [--trials 60] [--seeds 3]
 """
 
 from __future__ import annotations
@@ -28,7 +28,9 @@ from pathlib import Path
 
 import optuna
 
-from _common import CHROMA_DEV, ROOT, require_chroma_dev
+if __name__ == "__main__":  # run as a file: `benchmarks` is imported from the repository root
+    sys.path.append(str(Path(__file__).resolve().parents[2]))
+from benchmarks._common import CHROMA_DEV, ROOT, require_chroma_dev
 
 SEEDS = (0, 1, 2)
 
@@ -103,13 +105,17 @@ def rescore(table: dict, weights, scales) -> dict:
             for key, a in table.items()}
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=CHROMA_DEV)
     parser.add_argument("--trials", type=int, default=60)
     parser.add_argument("--seeds", type=int, default=3, help="seeds per sampler (3)")
     parser.add_argument("--cache", help="embedding cache file (default: the user cache)")
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> int:
+    args = parser().parse_args()
     require_chroma_dev(args.data)
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     warnings.simplefilter("ignore")

@@ -8,10 +8,10 @@ over the token 800/400 default, with 95% intervals; how often the search's own c
 baseline; and how many questions would tell the gain over the best baseline from none.
 
 Corpora: chroma-dev's three (``--data``), and with ``--realdocs ROOT`` / ``--valgrind ROOT`` the
-realdocs and Valgrind benchmarks (``benchmarks/realdocs.py fetch`` + ``build``;
-``benchmarks/valgrind.py build``). The table is printed as markdown and written as JSON (``--out``).
+realdocs and Valgrind benchmarks (``benchmarks/corpora/realdocs.py fetch`` + ``build``;
+``benchmarks/corpora/valgrind.py build``). The table is printed as markdown and written as JSON (``--out``).
 
-    python benchmarks/search_gain.py --budget 6m --realdocs ~/.cache/chunkwise-bench/realdocs \\
+    python benchmarks/search/search_gain.py --budget 6m --realdocs ~/.cache/chunkwise-bench/realdocs \\
         --valgrind ~/.cache/chunkwise-bench/valgrind --out benchmarks/results/search_gain.json
 """
 
@@ -27,7 +27,9 @@ from pathlib import Path
 
 import optuna
 
-from _common import CHROMA_DEV, require_chroma_dev
+if __name__ == "__main__":  # run as a file: `benchmarks` is imported from the repository root
+    sys.path.append(str(Path(__file__).resolve().parents[2]))
+from benchmarks._common import CHROMA_DEV, chroma_dev_questions, require_chroma_dev
 
 
 def parse_budget(text: str) -> float:
@@ -39,24 +41,10 @@ def parse_budget(text: str) -> float:
 
 
 def questions_for(args: argparse.Namespace, corpora: tuple[tuple[str, str], ...], folder: Path) -> str:
-    """chroma-dev's questions, only those of ``corpora`` when ``--corpora`` chose some (its file names
-    a corpus per question, and a question of a corpus not loaded is refused)."""
-    source = args.data / "questions.csv"
+    """chroma-dev's questions, only those of ``corpora`` when ``--corpora`` chose some."""
     if not args.corpora:
-        return str(source)
-    import csv
-
-    names = {name for name, _ in corpora}
-    with source.open(newline="", encoding="utf-8") as handle:
-        reader = csv.DictReader(handle)
-        rows = [row for row in reader if Path(row["corpus_id"]).stem in names]
-        fields = reader.fieldnames
-    target = folder / "questions.csv"
-    with target.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(rows)
-    return str(target)
+        return str(args.data / "questions.csv")
+    return str(chroma_dev_questions(args.data, {name for name, _ in corpora}, folder / "questions.csv"))
 
 
 def specs(args: argparse.Namespace, storage: str, folder: Path) -> list:
@@ -79,7 +67,7 @@ def specs(args: argparse.Namespace, storage: str, folder: Path) -> list:
     return out
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=CHROMA_DEV)
     parser.add_argument("--realdocs", type=Path, metavar="ROOT")
@@ -94,7 +82,11 @@ def main() -> int:
                         help="let each run judge the search half-way and stop where it is futile, as a run does by "
                              "default (without it, each study spends its whole budget: what the search adds at the "
                              "full budget)")
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> int:
+    args = parser().parse_args()
     require_chroma_dev(args.data)
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     warnings.simplefilter("ignore")

@@ -10,7 +10,7 @@ said before), under recall-only and under the default weights. Then the tie gate
 equal configurations: the share of studies in which one is left out of the tie set, with the
 level shared among every pair (chunkwise) and among the comparisons with the best only (Holm).
 
-    python benchmarks/significance_rates.py [--simulations 3000]
+    python benchmarks/search/significance_rates.py [--simulations 3000]
 """
 
 from __future__ import annotations
@@ -48,10 +48,14 @@ def holm_only_tie_gate(candidates: list[Candidate]) -> bool:
     return p[0] <= (1 - CONFIDENCE) / len(p)  # Holm rejects something iff its first step does
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--simulations", type=int, default=3000)
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> int:
+    args = parser().parse_args()
     print("| weights | questions | sign-flip test: significant | paired bootstrap: significant |")
     print("|---|---|---|---|")
     for name, weights in (("recall only", RECALL_ONLY), ("default", Weights())):

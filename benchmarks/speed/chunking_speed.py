@@ -26,10 +26,10 @@ per-process cache emptied before each configuration) and *warm* (the whole grid 
 one go, each configuration after whatever the previous ones cached), and with ``--before``
 also requires the older checkout's chunks to be identical, configuration by configuration.
 
-    python benchmarks/chunking_speed.py [--repeats 5] [--before /tmp/i12-before]
-    python benchmarks/chunking_speed.py --check-only      # equality only
-    python benchmarks/chunking_speed.py --no-check --before /tmp/i12-before   # timings only
-    python benchmarks/chunking_speed.py --record          # (re)record the reference fingerprints
+    python benchmarks/speed/chunking_speed.py [--repeats 5] [--before /tmp/i12-before]
+    python benchmarks/speed/chunking_speed.py --check-only      # equality only
+    python benchmarks/speed/chunking_speed.py --no-check --before /tmp/i12-before   # timings only
+    python benchmarks/speed/chunking_speed.py --record          # (re)record the reference fingerprints
 """
 
 from __future__ import annotations
@@ -46,9 +46,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import CHROMA_DEV, ROOT, require_chroma_dev
+if __name__ == "__main__":  # run as a file: `benchmarks` is imported from the repository root
+    sys.path.append(str(Path(__file__).resolve().parents[2]))
+from benchmarks._common import CHROMA_DEV, DATA, ROOT, require_chroma_dev
 
-FINGERPRINTS = Path(__file__).with_name("chunking_fingerprints.json")
+FINGERPRINTS = DATA / "chunking_fingerprints.json"
 
 #: (chunker, params) measured for speed; peers are configured to the same token budget.
 SPEED_CONFIGS: list[tuple[str, dict[str, Any]]] = [
@@ -314,7 +316,7 @@ def available_peers() -> list[str]:
     return [label for label, lib, *_ in PEER_CONFIGS if lib in present]
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=CHROMA_DEV)
     parser.add_argument("--repeats", type=int, default=5)
@@ -323,7 +325,11 @@ def main() -> int:
     parser.add_argument("--check-only", action="store_true", help="check equality and stop")
     parser.add_argument("--no-check", action="store_true", help="skip the equality check (timings only)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> int:
+    args = parser().parse_args()
     if args.worker:
         payload = json.loads(args.worker)
         print(json.dumps(peer_worker(payload) if payload["mode"] == "peer" else worker(payload)))

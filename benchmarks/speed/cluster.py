@@ -9,7 +9,7 @@ request (a remote API). Each run gets a fresh database on one throwaway PostgreS
 cache in it, so both start cold. The cluster (4 worker processes, one thread each, on
 127.0.0.1) is started before its clock starts; its start-up is reported apart.
 
-    python benchmarks/cluster.py [--latency 0.2] [--repeats 1]
+    python benchmarks/speed/cluster.py [--latency 0.2] [--repeats 1]
 """
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ import time
 import uuid
 from pathlib import Path
 
-from _common import ROOT
+if __name__ == "__main__":  # run as a file: `benchmarks` is imported from the repository root
+    sys.path.append(str(Path(__file__).resolve().parents[2]))
+from benchmarks._common import ROOT
 
 sys.path.insert(0, str(ROOT / "tests"))
 
@@ -58,11 +60,15 @@ def run(spec: StudySpec) -> tuple[float, float, int]:
     return time.perf_counter() - started, outcome.best.score, outcome.complete
 
 
-def main() -> None:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--latency", type=float, default=0.2)
     parser.add_argument("--repeats", type=int, default=1)
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    args = parser().parse_args()
     os.environ["OPENAI_API_KEY"] = "bench"  # before the cluster starts: its workers inherit it
     from distributed import LocalCluster
 

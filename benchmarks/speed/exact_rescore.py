@@ -7,7 +7,7 @@ order near ties alike. This times both side by side in one process, on random un
 MiniLM's dimension, medians of ``--repeats`` interleaved runs, and prints the load average beside
 them.
 
-    python benchmarks/exact_rescore.py [--repeats 7]
+    python benchmarks/speed/exact_rescore.py [--repeats 7]
 """
 
 from __future__ import annotations
@@ -24,10 +24,14 @@ import numpy as np
 CASES = ((5_000, 300, 5), (5_000, 300, 100), (50_000, 300, 100))
 
 
-def main() -> None:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=7)
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    args = parser().parse_args()
     from tuner.retrieval.indexes import NumpyIndex
     from tuner.retrieval.ranking import top_rows
 

@@ -10,7 +10,7 @@ run this small would be one request). Reported: median seconds and texts/s per c
 the median per-round speed-up over concurrency 1, and whether every run returned the same
 vectors (bit for bit).
 
-    python benchmarks/hosted_embedding.py [--texts 1024] [--batch-inputs 32] [--latency 0.2] [--repeats 3]
+    python benchmarks/speed/hosted_embedding.py [--texts 1024] [--batch-inputs 32] [--latency 0.2] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -19,10 +19,13 @@ import argparse
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
-from _common import ROOT
+if __name__ == "__main__":  # run as a file: `benchmarks` is imported from the repository root
+    sys.path.append(str(Path(__file__).resolve().parents[2]))
+from benchmarks._common import ROOT
 
 sys.path.insert(0, str(ROOT / "tests"))
 
@@ -39,13 +42,17 @@ def texts(count: int) -> list[str]:
     return [f"{paragraphs[i % len(paragraphs)]} ({i})" for i in range(count)]
 
 
-def main() -> None:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--texts", type=int, default=1024)
     parser.add_argument("--batch-inputs", type=int, default=32)
     parser.add_argument("--latency", type=float, default=0.2)
     parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    args = parser().parse_args()
     inputs = texts(args.texts)
     seconds: dict[int, list[float]] = {c: [] for c in CONCURRENCY}
     vectors: dict[int, list[np.ndarray]] = {c: [] for c in CONCURRENCY}

@@ -11,7 +11,7 @@ measured inside the page (``performance.now()``). It prints a table of the media
 100,000 to 300 questions, and the load average before and after (timings on a busy machine are
 slower; the ratio is what is compared).
 
-    python benchmarks/review_page.py [--sizes 300,100000]
+    python benchmarks/speed/review_page.py [--sizes 300,100000]
 """
 
 from __future__ import annotations
@@ -27,7 +27,10 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+if __name__ == "__main__":  # run as a file: `benchmarks` is imported from the repository root
+    sys.path.append(str(Path(__file__).resolve().parents[2]))
+from benchmarks._common import ROOT
+
 #: The longest a single step may take before the measurement gives up (the page before issue 54 took 26 s).
 STEP_LIMIT_S = 600
 #: Moves and accepts measured per size (their median is reported).
@@ -89,10 +92,14 @@ def measure(driver, binary: str, count: int, folder: Path) -> dict[str, float]:
     return {"load": load, "move": statistics.median(moves), "accept": statistics.median(accepts)}
 
 
-def main() -> None:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="300,100000", help="question counts, smallest first (default 300,100000)")
-    sizes = [int(n) for n in parser.parse_args().sizes.split(",")]
+    return parser
+
+
+def main() -> None:
+    sizes = [int(n) for n in parser().parse_args().sizes.split(",")]
     driver = _driver()
     binary = driver.chromium_binary()
     if binary is None:

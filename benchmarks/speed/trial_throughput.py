@@ -7,7 +7,7 @@ are), so the same driver measures an older checkout too: pass ``--before DIR``
 ``--repeats`` times, and compared by median. Cold: an empty embedding cache. Warm: the same
 study spec (same seed) again into a new study, on the cache the cold run filled.
 
-    python benchmarks/trial_throughput.py [--before DIR] [--data handbook|chroma-dev] [--trials 12]
+    python benchmarks/speed/trial_throughput.py [--before DIR] [--data handbook|chroma-dev] [--trials 12]
         [--space quick] [--repeats 3]
 
 The bundled handbook (small documents, fast trials) makes per-trial overhead (storage,
@@ -25,7 +25,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from _common import CHROMA_DEV, ROOT, require_chroma_dev
+if __name__ == "__main__":  # run as a file: `benchmarks` is imported from the repository root
+    sys.path.append(str(Path(__file__).resolve().parents[2]))
+from benchmarks._common import CHROMA_DEV, ROOT, require_chroma_dev
 
 # Runs inside the measured checkout (PYTHONPATH), one phase per process, as a user's `chunkwise
 # tune` is one process per run (a pool kept alive between two run_study_spec() calls in one process, as
@@ -65,14 +67,18 @@ def measure(code: Path, args: argparse.Namespace, corpora, queries: str, jobs: i
         return result
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--before", type=Path, help="checkout of the code to compare with (default: none)")
     parser.add_argument("--data", default="handbook", help="handbook (bundled) or chroma-dev")
     parser.add_argument("--trials", type=int, default=12, help="trials per corpus")
     parser.add_argument("--space", default=str(ROOT / "search_spaces" / "quick.yaml"))
     parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> int:
+    args = parser().parse_args()
     if args.data == "chroma-dev":
         require_chroma_dev(CHROMA_DEV)
         corpora = [(p.stem, str(p)) for p in sorted((CHROMA_DEV / "corpora").glob("*.md"))]

@@ -1,4 +1,4 @@
-"""The 20 MB benchmark corpus's page selection (benchmarks/bigdocs.py).
+"""The 20 MB benchmark corpus's page selection (benchmarks/corpora/bigdocs.py).
 
 The corpus is assembled at benchmark time from manuals installed under /usr/share/doc, so
 these tests check the selection rules that make ``build`` reproducible, on lists written here:
@@ -13,7 +13,7 @@ from bench import import_benchmark
 
 @pytest.fixture(scope="module")
 def bigdocs():
-    return import_benchmark("bigdocs")
+    return import_benchmark("corpora.bigdocs")
 
 
 def test_interleave_takes_one_of_each_in_turn(bigdocs):

@@ -1,4 +1,4 @@
-"""The real-document benchmark's hand-written data and its excerpt locator (benchmarks/realdocs.py).
+"""The real-document benchmark's hand-written data and its excerpt locator (benchmarks/corpora/realdocs.py).
 
 The documents themselves are fetched at benchmark time (Debian packages), so these tests check
 what is committed: the question file's shape and rules, the pinned file list, and how an
@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def realdocs():
-    return import_benchmark("realdocs")
+    return import_benchmark("corpora.realdocs")
 
 
 def test_questions_follow_the_rules(realdocs):

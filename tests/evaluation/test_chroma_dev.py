@@ -23,7 +23,7 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def benchmark_module():
-    return import_benchmark("chroma_reference")
+    return import_benchmark("exactness.chroma_reference")
 
 
 def test_recall_and_iou_within_two_points_of_chroma(benchmark_module, tmp_path):

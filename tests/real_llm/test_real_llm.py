@@ -1,6 +1,6 @@
 """Every LLM feature end to end against a real model: llama.cpp's OpenAI-compatible server
 (llama-cpp-python) with SmolLM2-135M-Instruct, started on a free local port for the session
-(``benchmarks/llm_server.py``), reached through the real ``openai`` client.
+(``benchmarks/llm/llm_server.py``), reached through the real ``openai`` client.
 
 Marked ``real_llm`` (and ``slow``): the default test run leaves them out. Run them with::
 
@@ -38,7 +38,7 @@ ANSWER_TIMEOUT_S = 600
 
 @pytest.fixture(scope="session")
 def server():
-    llm_server = import_benchmark("llm_server")
+    llm_server = import_benchmark("llm.llm_server")
     local = llm_server.LocalLLMServer(MODEL, logits_all=True)  # logits of every token: the logprob chunker
     try:
         local.start()

@@ -139,7 +139,7 @@ def test_the_tie_gate_leaves_an_equal_configuration_out_at_most_five_percent_of_
         questions, configurations, simulations):
     # The best is the largest of several on the same questions; without a correction for that
     # choice (comparisons with the best alone, Holm-corrected) equal configurations were left out of
-    # the tie set in 9% (n=17, 5) and 26% (n=30, 30) of such studies (benchmarks/significance_rates.py).
+    # the tie set in 9% (n=17, 5) and 26% (n=30, 30) of such studies (benchmarks/search/significance_rates.py).
     rng = np.random.default_rng(configurations)
     wrong = 0
     for _ in range(simulations):
@@ -214,7 +214,7 @@ def test_a_modelled_difference_still_orders_a_measured_tie():
 
 def test_the_cross_validated_interval_over_equal_configurations_excludes_zero_at_most_five_percent():
     # 30 configurations that do not differ, 5 of them baselines, 40 questions: before issue 60 the
-    # bootstrap interval excluded 0 in 27-36% of such studies (benchmarks/crossval_coverage.py has
+    # bootstrap interval excluded 0 in 27-36% of such studies (benchmarks/search/crossval_coverage.py has
     # the full simulation at 20, 40 and 100 questions).
     simulations = 300
     rng = np.random.default_rng(40)
