@@ -126,7 +126,7 @@ class TrialObjective:
         config_key = json.dumps(config.to_dict(), sort_keys=True)
         trial.set_user_attr(CONFIG_ATTR, config_key)
         if self.deadline is not None:
-            expected = self.expected_seconds(trial, config) + self.confirmation_reserve(trial)
+            expected = self.expected_seconds(trial, config) + self.confirmation_reserve(trial, config)
             if time.time() + expected > self.deadline:
                 raise OutOfBudget(expected, self.deadline - time.time())
         # A confirmation holds a claim of its own: the proxy trial it confirms holds the configuration's.
@@ -202,13 +202,15 @@ class TrialObjective:
             return measured
         return measured if measured is not None else fidelity.rungs[0] * self.cold_seconds(config)
 
-    def confirmation_reserve(self, trial: optuna.Trial) -> float:
-        """Behind a proxy, what a sampled trial leaves of the time budget for the run's confirmations
-        (:func:`~..search.confirmations.reserve_seconds`)."""
+    def confirmation_reserve(self, trial: optuna.Trial, config: EvaluationConfig | None = None) -> float:
+        """Behind a proxy, what a sampled trial of ``config`` leaves of the time budget for the run's
+        confirmations (:func:`~..search.confirmations.reserve_seconds`); one that does not climb behind the
+        proxy (BM25) adds no confirmation of its own."""
         if self.settings.fidelity.proxy is None or {BASELINE_ATTR, CONFIRMS_ATTR} & set(trial.user_attrs):
             return 0.0
+        asking = config is None or self.ladder(trial, config)[1] is not None
         return reserve_seconds(trial.study, self.settings.fidelity.confirm,
-                               lambda proxy: self.confirmation_seconds(trial.study, proxy), self.workers())
+                               lambda proxy: self.confirmation_seconds(trial.study, proxy), self.workers(), asking)
 
     def confirmation_seconds(self, study: optuna.Study, proxy: FrozenTrial | None) -> float:
         """A full evaluation of ``proxy``'s configuration: the tokens its proxy rung counted (headers and

@@ -37,7 +37,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from ...evaluation.fidelity import PROXIES
-from ..core.records import CONFIG_ATTR, CONFIRMS_ATTR, RUNG_SCORES_ATTR, STOPPED_AT_ATTR
+from ..core.records import BASELINE_ATTR, CONFIG_ATTR, CONFIRMS_ATTR, RUNG_SCORES_ATTR, STOPPED_AT_ATTR
 from .baselines import settles
 from .space import SearchSpace
 
@@ -112,12 +112,18 @@ def candidates(study: optuna.Study, count: int) -> list[FrozenTrial]:
 
 
 def reserve_seconds(study: optuna.Study, count: int, price: Callable[[FrozenTrial | None], float],
-                    workers: int = 1) -> float:
+                    workers: int = 1, asking: bool = True) -> float:
     """How long the run's ``count`` confirmations will take on ``workers`` workers: ``price`` of each of
     :func:`candidates` (the proxy trials they would confirm now), and ``price(None)`` for each candidate
-    still missing, shared among the workers (:func:`makespan`)."""
+    that can still join them, shared among the workers (:func:`makespan`). Only a proxy trial becomes a
+    candidate: the asking trial when it climbs behind the proxy (``asking``) and the sampled trials running
+    elsewhere. (Reserving for ``count`` candidates that may never exist kept a run whose proxy trials were
+    all confirmed from starting anything, BM25 trials of a second included, with half its budget left.)"""
     best = candidates(study, count)
-    return makespan([price(trial) for trial in best] + [price(None)] * (count - len(best)), workers)
+    running = sum(1 for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+                  if not {BASELINE_ATTR, CONFIRMS_ATTR} & set(trial.user_attrs) and CONFIG_ATTR in trial.user_attrs)
+    missing = min(count - len(best), running + int(asking))
+    return makespan([price(trial) for trial in best] + [price(None)] * missing, workers)
 
 
 def makespan(seconds: list[float], workers: int) -> float:
