@@ -212,6 +212,17 @@ def invalid(name: str, value: Any, allowed: str, error: type[Exception] = Invali
     return error(f"{owner}: " * bool(owner) + f"{name}={shown(value)} is invalid; allowed: {allowed}")
 
 
+def misplaced(options: Sequence[str], rule: str, error: type[Exception] = InvalidParameterError) -> Exception:
+    """The one message of options given where they mean nothing, or missing where they are needed (not a
+    bad value: :func:`invalid` says those): the options, then the rule they break.
+
+    >>> str(misplaced(["--tied"], "only with --study NAME"))
+    '--tied: only with --study NAME'
+    >>> str(misplaced(["--storage", "--tied"], "only with --study NAME"))
+    '--storage, --tied: only with --study NAME'
+    """
+    return error(f"{', '.join(options)}: {rule}")
+
 def setting_spec(cls: type, name: str) -> ParamSpec:
     """The declaration of field ``name`` of a configuration class."""
     return next(f.metadata["spec"] for f in dataclasses.fields(cls) if f.name == name)

@@ -160,9 +160,9 @@ def test_a_study_adds_its_recommendation_and_tie_set(tmp_path, openai_server, da
 
 @pytest.mark.parametrize(("args", "message"), [
     (["--margin", "-1"], "--margin=-1.0 is invalid; allowed: a number of score units >= 0"),
-    (["--tied", "2"], "--tied=2 is invalid; allowed: nothing without --study NAME: --tied only applies with it"),
+    (["--tied", "2"], "--tied: only with --study NAME"),
     (["--study", "nope", "--storage", "sqlite:///missing.db"], "no study storage at sqlite:///"),
-    (["--json", "x.json", "--markdown", "x.json"], "--markdown='x.json' is invalid; allowed: a file of its own"),
+    (["--json", "x.json", "--markdown", "x.json"], "--json, --markdown: one file each (both name x.json)"),
     (["--json", "missing/x.json"], "cannot write missing/x.json: the folder"),
     (["--weights", "recall"], "--weights='recall' is invalid; allowed: NAME=NUMBER pairs"),
 ])

@@ -140,10 +140,8 @@ def test_sets_about_different_corpora_are_refused(tmp_path, capsys):
 
 
 @pytest.mark.parametrize(("extra", "named"), [
-    (["--method", "bm25"], '--method=["bm25"] is invalid; allowed: nothing without --agreement FILE (your own '
-                           "questions): --method only applies with it"),
-    (["--json", "--resamples", "500"], "--resamples=500 is invalid; allowed: nothing without --agreement FILE (your "
-                                       "own questions): --resamples, --json only apply with it"),
+    (["--method", "bm25"], "--method: only with --agreement FILE (your own questions)"),
+    (["--json", "--resamples", "500"], "--resamples, --json: only with --agreement FILE (your own questions)"),
 ])
 def test_agreement_options_without_agreement_are_refused(capsys, extra, named):
     err = error_of(capsys, ["validate", "--corpus", str(EXAMPLE), "--queries", str(QUERIES), *extra])
@@ -154,5 +152,5 @@ def test_too_few_resamples_and_standard_output_twice_are_refused(tmp_path, capsy
     base = ["validate", "--corpus", str(EXAMPLE), "--queries", str(QUERIES), "--agreement", str(QUERIES)]
     refused = error_of(capsys, [*base, "--resamples", "10"])
     assert "--resamples=10 is invalid; allowed: an integer in [100, 20000]" in refused
-    assert "-o='-' is invalid; allowed: a file (-o FILE) with --agreement, which prints on standard output" in \
+    assert "-o -, --agreement: not together: both print on standard output (give -o FILE)" in \
         error_of(capsys, [*base, "-o", "-"])

@@ -8,7 +8,7 @@ import sys
 
 from .._io.files import check_writable, is_stdout, write_atomically
 from ..errors import InvalidParameterError
-from ..schema import invalid
+from ..schema import invalid, misplaced
 from ..tuning.run import stop_handlers
 from ._args import add_cache_arguments, add_data_arguments, load_data
 
@@ -100,16 +100,13 @@ def _run(args: argparse.Namespace) -> int:
 def _check_options(args: argparse.Namespace) -> None:
     """Refuse, before anything is read or scored, options that cannot work together."""
     if not args.study:
-        given = {flag: value for flag, value in (("--storage", args.storage), ("--tied", args.tied))
-                 if value is not None}
+        given = [flag for flag, value in (("--storage", args.storage), ("--tied", args.tied)) if value is not None]
         if given:
-            flag, value = next(iter(given.items()))
-            raise invalid(flag, value, f"nothing without --study NAME: {' and '.join(given)} only "
-                                       f"appl{'ies' if len(given) == 1 else 'y'} with it")
+            raise misplaced(given, "only with --study NAME (the study whose recommendation and tie set to score)")
     if args.tied is not None and args.tied < 1:
         raise invalid("--tied", args.tied, "an integer >= 1 (the tie set's highest-scoring configurations)")
     outputs = [path for path in (args.json, args.markdown) if path]
     if len(outputs) == 2 and (outputs[0] == outputs[1] or all(map(is_stdout, outputs))):
-        raise invalid("--markdown", args.markdown, "a file of its own (--json names this one)")
+        raise misplaced(["--json", "--markdown"], f"one file each (both name {outputs[0]})")
     for path in outputs:
         check_writable(path, InvalidParameterError)

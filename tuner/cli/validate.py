@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from .._io.files import is_stdout, write_atomically
 from ..errors import InvalidParameterError
 from ..retrieval import method_names
-from ..schema import invalid
+from ..schema import invalid, misplaced
 from ._args import RegistryChoices, add_cache_arguments, add_data_arguments, add_precision_argument, load_data
 
 if TYPE_CHECKING:
@@ -130,15 +130,13 @@ def _update(args: argparse.Namespace) -> int:
     from ..data.evalset.update import update_evaluation_set
 
     if not args.update:
-        raise invalid("--report", args.report, "a report only with --update (it reports what an update did)")
+        raise misplaced(["--report"], "only with --update (it reports what an update did)")
     given = _given(args, ("agreement", "repair_references", "json", *AGREEMENT_ONLY))
     if given:
-        flag, value = next(iter(given.items()))
-        raise invalid(flag, value, f"nothing with --update, which re-anchors every reference and measures nothing: "
-                                   f"leave out {', '.join(given)}")
+        raise misplaced(list(given), "not with --update, which re-anchors every reference and measures nothing")
     if not args.output:
-        raise invalid("-o", args.output, "a file for the updated set, with --update (the questions file itself is "
-                                         "fine: it is replaced only once the new set is complete)")
+        raise misplaced(["-o FILE"], "needed with --update, for the updated set (the questions file itself is "
+                                     "fine: it is replaced only once the new set is complete)")
     if not is_stdout(args.output) and Path(args.output).suffix.lower() == ".csv":
         raise invalid("-o", args.output, "a .jsonl file (an updated set is written as chunkwise JSONL, with each "
                                          "question's fate)")
@@ -189,12 +187,10 @@ def _check_agreement_options(args: argparse.Namespace) -> None:
     if not args.agreement:
         given = _given(args, AGREEMENT_ONLY)
         if given:
-            flag, value = next(iter(given.items()))
-            raise invalid(flag, value, f"nothing without --agreement FILE (your own questions): {', '.join(given)} "
-                                       f"only appl{'ies' if len(given) == 1 else 'y'} with it")
+            raise misplaced(list(given), "only with --agreement FILE (your own questions)")
         return
     if args.output and is_stdout(args.output):
-        raise invalid("-o", args.output, "a file (-o FILE) with --agreement, which prints on standard output")
+        raise misplaced(["-o -", "--agreement"], "not together: both print on standard output (give -o FILE)")
     if args.resamples is not None:
         from ..evaluation.agreement import check_resamples
 
