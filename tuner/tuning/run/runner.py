@@ -29,9 +29,10 @@ from ..study.opening import LoadedStudyData, load_study_data, open_study
 from ..study.settings import StudySettings, build_settings, resolve_study_rates
 from ..study.spec import StudySpec
 from ..study.storage import StudyStorage, make_storage, storage_errors
+from .crew import Crew
 from .ledger import Ledger
 from .processes import stop_handlers
-from .study_run import TARGET_WAIT_S, Crew, run_study
+from .study_run import TARGET_WAIT_S, run_study
 from .workers import WAIT_POLL_S, WorkerInputs, WorkerOptions
 
 Echo = Callable[[str], None]

@@ -16,13 +16,11 @@ import dataclasses
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import optuna
 from optuna.trial import TrialState
 
 from ..._faults import hold_point
-from ..._io.cpus import usable_cpus
 from ...errors import ChunkwiseError, StudyError, WorkerStopped, option
 from ..core.records import (
     BUDGET_ATTR,
@@ -41,49 +39,17 @@ from ..search.confirmations import chooses_k, k_choice, queue_confirmations
 from ..study import defaults
 from ..study.settings import StudySettings
 from ..study.storage import StudyStorage, storage_errors
+from .crew import Crew
 from .ledger import Ledger
 from .processes import Heartbeat, PoolReport, WorkerPool, new_worker_id
 from .progress import ProgressBar
 from .reclaim import reclaim, retry_interrupted
-from .workers import WAIT_POLL_S, WorkerInputs, WorkerOptions, run_worker
+from .workers import WAIT_POLL_S, WorkerInputs, run_worker
 
 Echo = Callable[[str], None]
 #: How long a run that adds no trials (``worker`` without a trial count) waits for the run that
 #: created the study to set its target.
 TARGET_WAIT_S = 30.0
-
-
-@dataclass(frozen=True)
-class Crew:
-    """Who works a run's studies: ``jobs`` workers, each started with ``worker`` (its study filled
-    in per study), here or on the Dask cluster at ``scheduler``, within ``timeout`` seconds."""
-
-    worker: WorkerOptions
-    jobs: int = defaults.JOBS
-    backend: str = "local"
-    scheduler: str | None = None
-    timeout: float | None = None
-    #: Spend the whole budget whatever the futility checkpoint shows (see :meth:`StudyRun.work`).
-    full_budget: bool = False
-
-    @property
-    def storage(self) -> str:
-        return self.worker.storage
-
-    @property
-    def deadline(self) -> float | None:
-        return self.worker.deadline
-
-    def time_left(self) -> bool:
-        return self.deadline is None or time.time() < self.deadline
-
-    def workers_for(self, study: str) -> list[WorkerOptions]:
-        return [dataclasses.replace(self.worker, study=study, threads=max(1, usable_cpus() // self.jobs))
-                for _ in range(self.jobs)]
-
-    def describe(self) -> str:
-        workers = f"{self.jobs} worker{'s' if self.jobs > 1 else ''}"
-        return workers + (f" on the Dask cluster at {self.scheduler}" if self.backend == "dask" else "")
 
 
 class StudyRun:
