@@ -15,6 +15,7 @@ import time
 import optuna
 from optuna.trial import TrialState
 
+from tuner.tuning.core.optuna_seam import trial_id_of
 from tuner.tuning.core.records import WORKER_ATTR
 from tuner.tuning.run.ledger import Ledger, WorkerRow, worker_alive
 from tuner.tuning.run.processes import new_worker_id, this_host
@@ -53,7 +54,7 @@ def test_a_trial_is_owned_from_the_moment_it_exists(tmp_path):
     worker = new_worker_id()
     ledger.register(study_id, worker)
     trial = ask_owned(study, worker)
-    stored = storage.get_trial(trial._trial_id)
+    stored = storage.get_trial(trial_id_of(trial))
     assert stored.state == TrialState.RUNNING and stored.user_attrs == {WORKER_ATTR: worker}
     # However long the worker takes before its next step, and however stale its heartbeat, a
     # live local worker's trial is not reclaimed, even with no grace at all.
@@ -61,7 +62,7 @@ def test_a_trial_is_owned_from_the_moment_it_exists(tmp_path):
     with ledger.engine.begin() as conn:
         conn.exec_driver_sql("UPDATE chunkwise_workers SET seen = 0")
     assert reclaim(study, ledger, study_id, grace_period=0, max_retry=1) == []
-    assert storage.get_trial(trial._trial_id).state == TrialState.RUNNING
+    assert storage.get_trial(trial_id_of(trial)).state == TrialState.RUNNING
 
 
 def test_a_queued_retry_is_owned_before_it_runs(tmp_path):
@@ -71,7 +72,7 @@ def test_a_queued_retry_is_owned_before_it_runs(tmp_path):
     ledger.register(study_id, worker)
     trial = ask_owned(study, worker)
     assert trial.number == 0  # the queued trial, not a new one
-    assert storage.get_trial(trial._trial_id).user_attrs == {WORKER_ATTR: worker}
+    assert storage.get_trial(trial_id_of(trial)).user_attrs == {WORKER_ATTR: worker}
     ledger.retire(worker)  # its worker stopped (Ctrl-C, a crash): reclaimed at once
     assert reclaim(study, ledger, study_id, grace_period=HOUR, max_retry=0) == [0]
 
@@ -93,8 +94,8 @@ def test_the_loser_of_a_race_for_a_queued_trial_never_names_itself_its_owner(tmp
         seen if states == (TrialState.WAITING,) else real(*args, states=states, **kwargs)))
     other = ask_owned(study, loser)
     assert (taken.number, other.number) == (0, 1)  # the loser made a trial of its own
-    assert storage.get_trial(taken._trial_id).user_attrs == {WORKER_ATTR: winner}
-    assert storage.get_trial(other._trial_id).user_attrs == {WORKER_ATTR: loser}
+    assert storage.get_trial(trial_id_of(taken)).user_attrs == {WORKER_ATTR: winner}
+    assert storage.get_trial(trial_id_of(other)).user_attrs == {WORKER_ATTR: loser}
 
 
 def test_a_killed_workers_row_gets_its_end(tmp_path):
