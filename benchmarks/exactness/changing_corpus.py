@@ -270,7 +270,7 @@ def campaign_command(args: argparse.Namespace) -> int:
     fates: dict[str, int] = {}
     for seed in range(args.seeds):
         folder = args.out / f"seed{seed}"
-        edit_command(argparse.Namespace(root=args.root, out=folder, seed=seed, faq=False))
+        edit_command(argparse.Namespace(root=args.root, out=folder, seed=seed, faq=args.faq))
         measure_command(argparse.Namespace(out=folder))
         measured = json.loads((folder / "measured.json").read_text(encoding="utf-8"))
         for key, value in measured["tally"].items():
@@ -397,6 +397,7 @@ def parser() -> argparse.ArgumentParser:
     campaign.add_argument("--root", type=Path, required=True)
     campaign.add_argument("--out", type=Path, required=True)
     campaign.add_argument("--seeds", type=int, default=10)
+    campaign.add_argument("--faq", action="store_true", help="each edit with the keyword-bait page (see edit)")
     check = commands.add_parser("check", help="chunkwise check of a production configuration before and after the "
                                               "edits of each folder")
     check.add_argument("--config", type=Path, required=True, help="the configuration in production")
