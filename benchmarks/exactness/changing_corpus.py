@@ -318,7 +318,8 @@ def check_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def tuned(work: Path, run: str, corpus: str, pages: Path, questions: Path, minutes: float, cache: Path) -> dict:
+def tuned(work: Path, run: str, corpus: str, pages: Path, questions: Path, minutes: float, cache: Path,
+          label: str) -> dict:
     """``chunkwise tune`` of one study for a time budget: its wall time, its summary and its export
     (the recommended configuration and the trials tied with the best)."""
     storage = f"sqlite:///{work / (run + '.db')}"
@@ -328,7 +329,7 @@ def tuned(work: Path, run: str, corpus: str, pages: Path, questions: Path, minut
     seconds = time.perf_counter() - started
     if done.returncode != 0:
         raise SystemExit(f"chunkwise tune {run} exited {done.returncode}: {done.stderr[-2000:]}")
-    export = work / f"{run}-export.json"
+    export = work / f"{label}-export.json"
     exported = chunkwise("export", "--storage", storage, "--study", run, "--corpus", corpus, "-o", str(export))
     if exported.returncode != 0:
         raise SystemExit(f"chunkwise export {run} exited {exported.returncode}: {exported.stderr[-2000:]}")
@@ -351,13 +352,13 @@ def retune_command(args: argparse.Namespace) -> int:
     cache = work / "cache.sqlite3"
     if args.cache and not cache.exists():
         shutil.copyfile(args.cache, cache)
-    first = tuned(work, "first", corpus, out / "v1", out / "questions-v1.jsonl", args.minutes, cache)
+    first = tuned(work, "first", corpus, out / "v1", out / "questions-v1.jsonl", args.minutes, cache, "first")
     for name in ("cold", "warm"):
         shutil.copyfile(cache, work / f"cache-{name}.sqlite3")
     cold = tuned(work, "cold", corpus, out / "v2", out / "questions-v2.jsonl", args.minutes,
-                 work / "cache-cold.sqlite3")
+                 work / "cache-cold.sqlite3", "cold")
     warm = tuned(work, "first", corpus, out / "v2", out / "questions-v2.jsonl", args.minutes * args.warm_share,
-                 work / "cache-warm.sqlite3")
+                 work / "cache-warm.sqlite3", "warm")
     tie_set = []
     for trial in cold["tied"]:
         target = work / f"cold-trial{trial}.json"
