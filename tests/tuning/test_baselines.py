@@ -294,6 +294,7 @@ def test_a_configuration_that_cannot_finish_in_the_budget_is_not_started(tmp_pat
     assert outcome.budget_ended and outcome.added == 0
     assert not [t for t in trials if t.state in (TrialState.RUNNING, TrialState.WAITING)]
     assert "the time budget" in format_outcomes([outcome])
+    assert "before its end" not in format_outcomes([outcome])  # it ended at its end
 
 
 def test_a_budget_lets_cheap_trials_run_and_stops_expensive_ones(tmp_path, openai_server):
@@ -316,6 +317,25 @@ def test_a_budget_lets_cheap_trials_run_and_stops_expensive_ones(tmp_path, opena
     assert over and all(t.state == TrialState.PRUNED for t in over)
     assert outcome.budget_ended
     assert not [t for t in trials if t.state in (TrialState.RUNNING, TrialState.WAITING)]
+
+
+def test_a_budget_nothing_fits_in_says_it_ended_the_run_early(tmp_path, openai_server):
+    """Every configuration priced at an hour against a 10-minute budget: nothing starts, the worker
+    stops after its proposals in a row do not fit, and the summary says the budget ended the run
+    minutes before its end because nothing fitted (not only that it ended)."""
+    from tuner.tuning.run import trial as trial_module
+    spec = _spec(tmp_path, openai_server, trials=None, timeout=600, full_budget=True)
+    original = trial_module.TrialObjective.cold_seconds
+    trial_module.TrialObjective.cold_seconds = lambda self, config: 3600.0
+    try:
+        outcome = run_study_spec(spec, progress=False, echo=lambda _: None)[0]
+    finally:
+        trial_module.TrialObjective.cold_seconds = original
+    assert outcome.budget_ended and outcome.added == 0
+    assert outcome.budget_left > 500  # the proposals are refused in seconds
+    said = format_outcomes([outcome])
+    assert "ended the run after 0 trial(s), " in said
+    assert " min before its end: no trial the sampler proposed fitted in what was left" in said
 
 
 # --- honest progress -------------------------------------------------------------------------------

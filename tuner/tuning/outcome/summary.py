@@ -42,6 +42,10 @@ def format_duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
+#: A time budget that ends a run with at least this much of it left (and 5% of it) is said to have ended early.
+EARLY_END_S = 30.0
+
+
 @dataclass
 class CorpusOutcome:
     """What a run left in one corpus's study."""
@@ -58,6 +62,8 @@ class CorpusOutcome:
     recommendation: StudyRecommendation | None = None
     #: The time budget ended the run before the study reached its target.
     budget_ended: bool = False
+    #: Seconds of the time budget still left when it ended the run: no trial the sampler proposed fitted in them.
+    budget_left: float = 0.0
     timeout: float | None = None
     #: Why the futility checkpoint stopped the run early (empty: it did not).
     futile: str = ""
@@ -139,8 +145,12 @@ def _run_notes(item: CorpusOutcome) -> list[str]:
         notes.append(f"{summary.running} trial(s) still running in other processes")
     evaluated = summary.complete + summary.stopped_early
     if item.budget_ended:
+        # A budget that ends the run well before its end does so because nothing proposed fitted: say so,
+        # or "the 12 min budget ended the run" after 5 minutes reads as a fault.
+        early = (f", {format_duration(item.budget_left)} before its end: no trial the sampler proposed fitted in "
+                 "what was left" if item.budget_left >= max(EARLY_END_S, 0.05 * (item.timeout or 0)) else "")
         notes.append(f"the time budget ({format_duration(item.timeout or 0)}) ended the run after {item.added} "
-                     "trial(s); run the same command to continue the study")
+                     f"trial(s){early}; run the same command to continue the study")
     if item.futile:
         notes.append(f"{item.futile}; the rest of the budget was not spent (give {option('full_budget', True)} to "
                      "spend it all; running the same command continues the study)")

@@ -323,6 +323,7 @@ class StudyRun:
                 best=best_trial(self.study), target=self.target, added=finished - self.before.finished,
                 reclaimed=self.reclaimed, lost_workers=self.pool.lost_workers, exhausted=self.exhausted,
                 recommendation=recommend_for_study(self.study, self.settings), budget_ended=budget_ended,
+                budget_left=max(0.0, (self.crew.deadline or 0.0) - time.time()) if budget_ended else 0.0,
                 timeout=self.crew.timeout, futile=self.futile, embedders=compare_embedders(self.study))
             write_note(self.study, outcome, self.settings)
             # Beside the note, the same verdict.
