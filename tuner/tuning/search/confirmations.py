@@ -87,12 +87,12 @@ def setting_key(trial: FrozenTrial) -> str | None:
     return json.dumps(data, sort_keys=True)
 
 
-def candidates(study: optuna.Study, count: int) -> list[FrozenTrial]:
+def candidates(study: optuna.Study, count: int, trials: list[FrozenTrial] | None = None) -> list[FrozenTrial]:
     """The ``count`` best proxy-scored trials (ties: the earlier trial) of distinct settings (their
     configurations but for ``k``, :func:`setting_key`): one per setting, whose configuration no trial has
     evaluated at full fidelity and whose setting no confirmation has evaluated, is evaluating or is
-    queued to."""
-    trials = study.get_trials(deepcopy=False)
+    queued to. ``trials``: the study's, when the caller read them already."""
+    trials = study.get_trials(deepcopy=False) if trials is None else trials
     by_number = {t.number: t for t in trials}
     at_full = {t.user_attrs.get(CONFIG_ATTR) for t in trials if t.state == TrialState.COMPLETE}
     confirmed = {t.user_attrs[CONFIRMS_ATTR] for t in trials
@@ -119,9 +119,10 @@ def reserve_seconds(study: optuna.Study, count: int, price: Callable[[FrozenTria
     candidate: the asking trial when it climbs behind the proxy (``asking``) and the sampled trials running
     elsewhere. (Reserving for ``count`` candidates that may never exist kept a run whose proxy trials were
     all confirmed from starting anything, BM25 trials of a second included, with half its budget left.)"""
-    best = candidates(study, count)
-    running = sum(1 for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
-                  if not {BASELINE_ATTR, CONFIRMS_ATTR} & set(trial.user_attrs) and CONFIG_ATTR in trial.user_attrs)
+    trials = study.get_trials(deepcopy=False)  # one read serves the candidates and the running trials
+    best = candidates(study, count, trials)
+    running = sum(1 for trial in trials if trial.state == TrialState.RUNNING
+                  and not {BASELINE_ATTR, CONFIRMS_ATTR} & set(trial.user_attrs) and CONFIG_ATTR in trial.user_attrs)
     missing = min(count - len(best), running + int(asking))
     return makespan([price(trial) for trial in best] + [price(None)] * missing, workers)
 
