@@ -7,9 +7,10 @@ all questions; the study's choice on four folds scored on the fifth) over the be
 over the token 800/400 default, with 95% intervals; how often the search's own choice was a
 baseline; and how many questions would tell the gain over the best baseline from none.
 
-Corpora: chroma-dev's three (``--data``), and with ``--realdocs ROOT`` / ``--valgrind ROOT`` the
-realdocs and Valgrind benchmarks (``benchmarks/corpora/realdocs.py fetch`` + ``build``;
-``benchmarks/corpora/valgrind.py build``). The table is printed as markdown and written as JSON (``--out``).
+Corpora: chroma-dev's three (``--data``), and with ``--realdocs ROOT`` / ``--valgrind ROOT`` /
+``--rustbook ROOT`` the realdocs, Valgrind and Rust book benchmarks (``benchmarks/corpora/realdocs.py
+fetch`` + ``build``; ``benchmarks/corpora/valgrind.py build``; ``benchmarks/corpora/rustbook.py
+build``). The table is printed as markdown and written as JSON (``--out``).
 
     python benchmarks/search/search_gain.py --budget 6m --realdocs ~/.cache/chunkwise-bench/realdocs \\
         --valgrind ~/.cache/chunkwise-bench/valgrind --out benchmarks/results/search_gain.json
@@ -59,7 +60,7 @@ def specs(args: argparse.Namespace, storage: str, folder: Path) -> list:
         out.append(StudySpec(name="gain", corpora=corpora, queries=questions_for(args, corpora, folder),
                              space=args.space, storage=storage, timeout=budget * len(corpora), seed=args.seed,
                              validation=0.25, full_budget=not args.checkpoint))
-    for root, name in ((args.realdocs, "realdocs"), (args.valgrind, "valgrind")):
+    for root, name in ((args.realdocs, "realdocs"), (args.valgrind, "valgrind"), (args.rustbook, "rustbook")):
         if root and (not args.corpora or name in args.corpora):
             out.append(StudySpec(name="gain", corpora=((name, str(root / "raw")),),
                                  queries=str(root / "questions.jsonl"), space=args.space, storage=storage,
@@ -72,6 +73,7 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--data", type=Path, default=CHROMA_DEV)
     parser.add_argument("--realdocs", type=Path, metavar="ROOT")
     parser.add_argument("--valgrind", type=Path, metavar="ROOT")
+    parser.add_argument("--rustbook", type=Path, metavar="ROOT")
     parser.add_argument("--corpora", nargs="*", help="only these corpora")
     parser.add_argument("--budget", default="6m", help="time budget per corpus (default 6m)")
     parser.add_argument("--space", default="default", help="search space (default: the default space)")
