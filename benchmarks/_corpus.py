@@ -15,7 +15,9 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Mapping
+import tempfile
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -128,3 +130,23 @@ def copy_pinned(pages: Mapping[str, str], source: Path, raw: Path, missing: Call
     if changed:
         print(f"these pages differ from the ones the questions were written on: {', '.join(changed)}",
               file=sys.stderr)
+
+
+@contextmanager
+def unpacked_deb(deb: Path, expected_sha256: str, missing: str) -> Iterator[Path]:
+    """A temporary folder holding the .deb's files (``dpkg-deb -x``), removed on leaving; prints the
+    .deb's sha256 against ``expected_sha256`` first. ``missing``: the :class:`BenchError` when there is
+    no ``deb`` (how to get it)."""
+    if not deb.is_file():
+        raise BenchError(f"{deb} not found: {missing}")
+    digest = sha256_file(deb)
+    print(f"{deb.name}: sha256 {digest} ({'as pinned' if digest == expected_sha256 else f'pinned {expected_sha256}'})")
+    with tempfile.TemporaryDirectory(prefix="deb-") as tmp:
+        unpacked = Path(tmp)
+        try:
+            subprocess.run(["dpkg-deb", "-x", str(deb), str(unpacked)], check=True)
+        except FileNotFoundError:
+            raise BenchError("dpkg-deb not found: it unpacks the .deb (Debian's dpkg package)") from None
+        except subprocess.CalledProcessError as exc:
+            raise BenchError(f"`dpkg-deb -x {deb}` failed (exit {exc.returncode})") from None
+        yield unpacked

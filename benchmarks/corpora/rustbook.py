@@ -24,15 +24,13 @@ backtick optional: ``_corpus.locate``) and writes ``ROOT/questions.jsonl``; it e
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 if __name__ == "__main__":  # run as a file: `benchmarks` is imported from the repository root
     sys.path.append(str(Path(__file__).resolve().parents[2]))
 from benchmarks._common import DATA
-from benchmarks._corpus import BenchError, build_located, copy_pinned, sha256_file
+from benchmarks._corpus import BenchError, build_located, copy_pinned, unpacked_deb
 
 CORPUS = "rustbook"
 QUESTIONS = DATA / "rustbook" / "questions.yaml"
@@ -111,18 +109,7 @@ PAGES = {
 
 
 def build(root: Path, deb: Path) -> int:
-    if not deb.is_file():
-        raise BenchError(f"{deb} not found: get it with `apt-get download rust-doc` ({DEB})")
-    digest = sha256_file(deb)
-    print(f"{deb.name}: sha256 {digest} ({'as pinned' if digest == DEB_SHA256 else f'pinned {DEB_SHA256}'})")
-    with tempfile.TemporaryDirectory(prefix="rustbook-") as tmp:
-        unpacked = Path(tmp)
-        try:
-            subprocess.run(["dpkg-deb", "-x", str(deb), str(unpacked)], check=True)
-        except FileNotFoundError:
-            raise BenchError("dpkg-deb not found: it unpacks the .deb (Debian's dpkg package)") from None
-        except subprocess.CalledProcessError as exc:
-            raise BenchError(f"`dpkg-deb -x {deb}` failed (exit {exc.returncode})") from None
+    with unpacked_deb(deb, DEB_SHA256, f"get it with `apt-get download rust-doc` ({DEB})") as unpacked:
         copy_pinned(PAGES, unpacked / BOOK, root / "raw",
                     lambda page: f"{deb.name} has no {BOOK / page}: is it Debian's rust-doc ({DEB})?")
     return build_located(root, root / "raw", CORPUS, QUESTIONS)

@@ -35,6 +35,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                                "no endpoint, no key, no network; instead of --model and --base-url")
     generate.add_argument("--base-url", help="OpenAI-compatible endpoint (default: $OPENAI_BASE_URL or OpenAI)")
     generate.add_argument("--passage-chars", type=int, default=4000, help="characters per sampled passage (4000)")
+    generate.add_argument("--per-passage", type=int, default=1, metavar="N",
+                          help="questions asked of each passage in one request (1-5, default 1; not with "
+                               "--excerpts sampled): the passage is read once for all of them, each question is "
+                               "filtered on its own")
     generate.add_argument("--duplicate-threshold", type=float, default=0.9,
                           help="drop a question this similar to an earlier one (cosine, 0.9)")
     generate.add_argument("--relevance-threshold", type=float, default=0.3,
@@ -88,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
     from ..data.corpus import load_corpus
     from ..data.evalset import load_evaluation_set
     from ..data.generate import format_distributions, read_example_questions, similarity_distributions
-    from ..data.generate.writer import MAX_OVERLAP, check_output
+    from ..data.generate.writer import MAX_OVERLAP, check_output, check_per_passage
     from ..embedding import EmbeddingCache
     from ..embedding.config import EmbedderConfig
     from ..llm.client import LLMClient
@@ -96,6 +100,7 @@ def run(args: argparse.Namespace) -> int:
 
     # Before the corpus is read, the embedder loaded and the writer started: what cannot work is refused.
     check_value(MAX_OVERLAP, args.max_overlap, "--max-overlap")
+    check_per_passage(args.per_passage, args.excerpts)
     if not args.calibrate:
         check_output(args.output)
     # The team's questions are read before anything else: a bad file is one message, and nothing started.
@@ -173,7 +178,7 @@ def _generate(args: argparse.Namespace, corpus, embedder, client, examples: list
         duplicate_threshold=args.duplicate_threshold, relevance_threshold=args.relevance_threshold, seed=args.seed,
         max_attempts=args.max_attempts, price_in=args.price_in, price_out=args.price_out, progress=True,
         excerpts=args.excerpts, critique=critiquing(args), examples=examples, draw=args.draw,
-        answer_check=args.answer_check, style=args.style, max_overlap=args.max_overlap,
+        answer_check=args.answer_check, style=args.style, max_overlap=args.max_overlap, per_passage=args.per_passage,
         echo=lambda line: print(line, file=sys.stderr))
     rejected = ", ".join(f"{reason}: {count}" for reason, count in report.rejected.most_common()) or "none"
     print(f"{args.output}: {report.already + report.accepted} queries ({report.accepted} new from "

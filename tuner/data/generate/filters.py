@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -71,14 +72,27 @@ class Checks:
 
 def attempt(corpus, client, embedder, rng, passage, accepted, question_vectors, duplicate_threshold,
             relevance_threshold, excerpts="model", critique=True, checks: Checks | None = None
-            ) -> tuple[Query | None, str]:
+            ) -> Iterator[tuple[Query | None, str]]:
+    """One question request about ``passage``, then each question its reply holds through the
+    filters: yields ``(query, "")`` for a question kept, ``(None, reason)`` for one rejected. A
+    question is filtered only when the caller asks for it, after it has added the one before to
+    ``accepted`` (the id and the near-duplicate check count it); a caller with enough stops there."""
     checks = checks if checks is not None else Checks(critique=critique)
     document_id, start, end = passage
     text = corpus.document(document_id).text
     asked = ask_about_sampled_excerpt if excerpts == "sampled" else ask_for_question_and_excerpts
-    question, references, reason = asked(client, rng, document_id, text, (start, end), checks.asking)
-    if question is None:
-        return None, reason
+    for question, references, reason in asked(client, rng, document_id, text, (start, end), checks.asking):
+        if question is None:
+            yield None, reason
+            continue
+        yield _filtered(question, references, corpus, client, embedder, (document_id, start, end), accepted,
+                        question_vectors, duplicate_threshold, relevance_threshold, checks)
+
+
+def _filtered(question, references, corpus, client, embedder, passage, accepted, question_vectors,
+              duplicate_threshold, relevance_threshold, checks: Checks) -> tuple[Query | None, str]:
+    """``question`` and its located ``references`` through every filter after the request."""
+    document_id, start, end = passage
     excerpt = " ".join(r.content for r in references)
     if reason := question_flaw(question, excerpt):
         return None, reason
@@ -91,6 +105,7 @@ def attempt(corpus, client, embedder, rng, passage, accepted, question_vectors, 
         return None, "near-duplicate question"
     if float(np.min(vectors[1:] @ vectors[0])) < relevance_threshold:
         return None, "weakest reference too dissimilar"
+    text = corpus.document(document_id).text
     if checks.answer_check and not _answer_inside(client, question, document_id, text, (start, end), references):
         return None, "answer outside its excerpt"
     if checks.critique and (reason := _critique(client, question, references)):

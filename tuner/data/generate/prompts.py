@@ -1,11 +1,13 @@
 """What the model is asked and how its replies are read: the instructions and reply schemas of the
-four requests (a question with the excerpts that answer it; a question about a sampled excerpt;
-the answer round trip of a question; the critique of a question against its excerpt), what changes
-a question request (:class:`Asking`: the style asked for, the team's questions shown as examples),
+four requests (questions with the excerpts that answer them, one or several per passage; a question
+about a sampled excerpt; the answer round trip of a question; the critique of a question against its
+excerpt), what changes a question request (:class:`Asking`: the style asked for, the team's
+questions shown as examples, the questions asked per passage),
 the requests themselves, and the parsers that read a reply as real models write it."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
@@ -40,6 +42,31 @@ REPLY_SCHEMA = {"type": "object", "properties": {
                    "items": {"type": "object", "properties": {"content": {"type": "string"}},
                              "required": ["content"]}}},
     "required": ["question", "references"]}
+
+SEVERAL_PROMPT_VERSION = "generate-several-v1"
+#: The instructions of a request for several questions about one passage (``Asking.per_passage``
+#: above 1): the passage's prompt is evaluated once for all of them.
+SEVERAL_INSTRUCTIONS = """You write questions to evaluate a retrieval system over a document collection.
+You are given a passage of one document. Write {count} different questions that a user of these
+documents could ask and that this passage answers, each about a different part of the passage, and
+for each copy the parts of the passage that answer it.
+
+Rules:
+- Each question is specific: it has one clear answer found in the passage.
+- Ask about one thing only: no compound questions joined by "and".
+- References are exact copies of consecutive text from the passage, character for character:
+  do not fix typos, change punctuation, or use ellipses. Use 1 to 3 references per question, each
+  at most a few sentences long.
+
+Answer with a JSON object: {{"questions": [{{"question": "...", "references": [{{"content": "..."}}]}}, ...]}}"""
+
+
+def several_schema(count: int) -> dict:
+    """The reply's JSON schema of a request for ``count`` questions: 1 to ``count`` of :data:`REPLY_SCHEMA`."""
+    return {"type": "object", "properties": {
+        "questions": {"type": "array", "minItems": 1, "maxItems": count, "items": REPLY_SCHEMA}},
+        "required": ["questions"]}
+
 
 CRITIQUE_PROMPT_VERSION = "critique-v2"
 #: The model's critique of a question against its excerpt (the Hugging Face RAG-evaluation
@@ -90,6 +117,8 @@ class Asking:
     #: The documents' language (a code of :data:`~tuner.text.language.LANGUAGES`): a question is
     #: asked in it; English, the prompts' own language, adds no rule.
     language: str = "en"
+    #: Questions asked of one passage in one request (:data:`SEVERAL_INSTRUCTIONS` above 1).
+    per_passage: int = 1
 
     def instructions(self, base: str) -> str:
         """``base`` (:data:`INSTRUCTIONS` or :data:`SAMPLED_INSTRUCTIONS`) with the style's rule and
@@ -121,8 +150,12 @@ class Asking:
         ('generate-v4', 'generate-v4+users')
         >>> Asking(examples=("Why?",)).version(PROMPT_VERSION)
         'generate-v4+examples-5d8a995a6fa7'
+        >>> Asking(per_passage=3).version(SEVERAL_PROMPT_VERSION)
+        'generate-several-v1+3-per-passage'
         """
         parts = [base]
+        if self.per_passage > 1:
+            parts.append(f"{self.per_passage}-per-passage")
         if self.language != "en":
             parts.append(f"lang-{self.language}")
         if self.style != "lookup":
@@ -240,14 +273,25 @@ def answer_reply(reply: str) -> str:
 
 
 def ask_for_question_and_excerpts(client, rng, document_id, text, window, asking: Asking = Asking()):
-    """Chroma's request: a question and the excerpts that answer it, copied by the model and located here."""
+    """Chroma's request: questions and the excerpts that answer them, copied by the model and
+    located here; one ``(question, references, reason)`` per question the reply holds (one, or up to
+    ``asking.per_passage``), ``reason`` saying why a question has no located references."""
     start, end = window
-    user = (f"{asking.instructions(INSTRUCTIONS)}\n\nPassage from {document_id}:\n<passage>\n{text[start:end]}\n"
+    several = asking.per_passage > 1
+    base = SEVERAL_INSTRUCTIONS.format(count=asking.per_passage) if several else INSTRUCTIONS
+    user = (f"{asking.instructions(base)}\n\nPassage from {document_id}:\n<passage>\n{text[start:end]}\n"
             "</passage>\n")
-    question, contents = client.chat([{"role": "user", "content": user}],
-                                     prompt_version=asking.version(PROMPT_VERSION),
-                                     json_mode=True, json_schema=REPLY_SCHEMA, temperature=0.7,
-                                     parse=generated_reply, max_tokens=REPLY_TOKENS)
+    written = client.chat([{"role": "user", "content": user}],
+                          prompt_version=asking.version(SEVERAL_PROMPT_VERSION if several else PROMPT_VERSION),
+                          json_mode=True, json_schema=several_schema(asking.per_passage) if several else REPLY_SCHEMA,
+                          temperature=0.7, parse=several_replies if several else generated_reply,
+                          max_tokens=REPLY_TOKENS * asking.per_passage)
+    return [_located(question, contents, document_id, text, window)
+            for question, contents in (written if several else [written])]
+
+
+def _located(question: str, contents: list[str], document_id: str, text: str, window: tuple[int, int]):
+    """``(question, references, reason)``: each of ``contents`` located in ``text``'s ``window``."""
     if not contents:
         return None, [], "question without excerpts"
     references = []
@@ -260,17 +304,18 @@ def ask_for_question_and_excerpts(client, rng, document_id, text, window, asking
 
 
 def ask_about_sampled_excerpt(client, rng, document_id, text, window, asking: Asking = Asking()):
-    """An excerpt picked here (:func:`sample_excerpt`), and the model asked only for its question."""
+    """An excerpt picked here (:func:`sample_excerpt`), and the model asked only for its question:
+    a list of one ``(question, references, reason)``, as :func:`ask_for_question_and_excerpts` gives."""
     span = sample_excerpt(text, window, rng)
     if span is None:
-        return None, [], "no sentence to ask about"
+        return [(None, [], "no sentence to ask about")]
     excerpt = text[span[0] : span[1]]
     user = (f"{asking.instructions(SAMPLED_INSTRUCTIONS)}\n\nPassage from {document_id}:\n<passage>\n"
             f"{text[window[0] : window[1]]}\n</passage>\n\nExcerpt:\n<excerpt>\n{excerpt}\n</excerpt>\n")
     question = client.chat([{"role": "user", "content": user}],
                            prompt_version=asking.version(SAMPLED_PROMPT_VERSION),
                            temperature=0.7, parse=sampled_question, max_tokens=REPLY_TOKENS)
-    return question, [Reference(document_id, span[0], span[1], excerpt)], ""
+    return [(question, [Reference(document_id, span[0], span[1], excerpt)], "")]
 
 
 def sampled_question(reply: str) -> str:
@@ -320,6 +365,11 @@ def generated_reply(reply: str) -> tuple[str, list[str]]:
     if data is None:
         start = " ".join(reply[:60].split())
         raise AskAgain(f"the reply holds no JSON object (it starts {start!r})")
+    return _written(data)
+
+
+def _written(data: dict) -> tuple[str, list[str]]:
+    """The question and excerpt texts of one question object (see :func:`generated_reply`)."""
     question = data.get("question")
     if not isinstance(question, str) or not question.strip():
         raise AskAgain(f"the reply's JSON object has no question (keys: {', '.join(map(str, data)) or 'none'})")
@@ -330,6 +380,30 @@ def generated_reply(reply: str) -> tuple[str, list[str]]:
         if isinstance(content, str) and content.strip():
             contents.append(content)
     return question.strip(), contents
+
+
+def several_replies(reply: str) -> list[tuple[str, list[str]]]:
+    """The questions and excerpt texts of a reply to a request for several questions: the
+    ``questions`` of its JSON object, each read as :func:`generated_reply` reads one (a reply with
+    one question object, as a model may answer, counts as that one); items without a question are
+    skipped, and an :class:`~tuner.errors.AskAgain` when none has one.
+
+    >>> several_replies('{"questions": [{"question": "Why?", "references": [{"content": "Because."}]}, {"x": 1}]}')
+    [('Why?', ['Because.'])]
+    >>> several_replies('{"question": "How?", "references": ["Thus."]}')
+    [('How?', ['Thus.'])]
+    """
+    data = _json_object(reply)
+    items = data.get("questions") if isinstance(data, dict) and "questions" in data else [data]
+    written = []
+    for item in items if isinstance(items, list) else []:
+        if isinstance(item, dict):
+            with contextlib.suppress(AskAgain):
+                written.append(_written(item))
+    if not written:
+        start = " ".join(reply[:60].split())
+        raise AskAgain(f"the reply holds no question (it starts {start!r})")
+    return written
 
 
 def _json_object(text: str) -> dict | None:

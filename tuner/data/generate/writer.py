@@ -20,7 +20,7 @@ from ...embedding import Embedder
 from ...errors import ChunkwiseError, option
 from ...llm.client import LLMClient
 from ...llm.endpoint import requests_for
-from ...schema import ParamSpec, check_value
+from ...schema import ParamSpec, check_value, misplaced
 from ...text.language import detect_language
 from ..corpus import Corpus
 from ..evalset import Query, load_evaluation_set
@@ -41,7 +41,11 @@ class GenerationReport:
 
     accepted: int = 0
     already: int = 0
+    #: Question requests sent (each asks for ``per_passage`` questions).
     attempts: int = 0
+    #: The questions those requests' replies held, each kept or rejected (a reply without a usable
+    #: question counts as one rejected); ``None``: one per request.
+    questions: int | None = None
     rejected: Counter = field(default_factory=Counter)
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -58,14 +62,19 @@ class GenerationReport:
         """Each filter in the order it runs: the questions that reached it and those it rejected,
         then what was kept and the seconds per kept question."""
         lines = [f"{'filter':<40}{'reached':>8}{'rejected':>9}"]
-        left = self.attempts
+        written = self.attempts if self.questions is None else self.questions
+        left = written
         for reason in REJECTIONS:
             lines.append(f"{reason:<40}{left:>8}{self.rejected[reason]:>9}")
             left -= self.rejected[reason]
         for reason, count in self.rejected.items():  # a reason a newer check added (none today)
             if reason not in REJECTIONS:
                 lines.append(f"{reason:<40}{'':>8}{count:>9}")
-        kept = f"{self.accepted / self.attempts:.0%} of the requests" if self.attempts else "no request"
+        if written != self.attempts:
+            kept = (f"{self.accepted / written:.0%} of {written} questions written in {self.attempts} requests, "
+                    f"{self.accepted / self.attempts:.2f} per request")
+        else:
+            kept = f"{self.accepted / self.attempts:.0%} of the requests" if self.attempts else "no request"
         per = f", {self.seconds / self.accepted:.1f} s per kept question" if self.accepted else ""
         lines.append(f"kept {self.accepted} ({kept}){per}")
         return "\n".join(lines)
@@ -73,6 +82,9 @@ class GenerationReport:
 
 #: The values ``max_overlap`` may take (``None``: no cap).
 MAX_OVERLAP = ParamSpec(float, low=0.0, high=1.0, optional=True)
+#: The most questions one request may ask of a passage, and the values ``per_passage`` may take.
+MAX_PER_PASSAGE = 5
+PER_PASSAGE = ParamSpec(int, low=1, high=MAX_PER_PASSAGE)
 
 
 def generate_evaluation_set(corpus: Corpus, output: str | Path, n: int, client: LLMClient, embedder: Embedder, *,
@@ -82,7 +94,7 @@ def generate_evaluation_set(corpus: Corpus, output: str | Path, n: int, client: 
                             excerpts: str = "model", critique: bool = True,
                             examples: str | Path | Sequence[str] | None = None, draw: str = "size",
                             answer_check: bool = False, style: str = "lookup", max_overlap: float | None = None,
-                            echo=print) -> GenerationReport:
+                            per_passage: int = 1, echo=print) -> GenerationReport:
     """Generate (or continue generating) ``n`` accepted queries into ``output``.
 
     Args:
@@ -110,12 +122,16 @@ def generate_evaluation_set(corpus: Corpus, output: str | Path, n: int, client: 
         max_overlap: reject a question when more than this share (0 to 1) of its content words
             appear in its excerpts ("question too lexical", :func:`tuner.data.lexical.overlap_of`):
             such a question favours BM25 and small chunks however the team asks. ``None``: no cap.
+        per_passage: questions asked of each passage in one request (1 to :data:`MAX_PER_PASSAGE`;
+            ``excerpts="model"`` only): the passage's prompt is read once for all of them, and each
+            question goes through the filters on its own.
     """
     check_value(ParamSpec(int, low=1), n, option("n"))
     check_value(ParamSpec(str, choices=EXCERPT_SOURCES), excerpts, option("excerpts"))
     check_value(ParamSpec(str, choices=DRAWS), draw, option("draw"))
     check_value(ParamSpec(str, choices=STYLES), style, option("style"))
     check_value(MAX_OVERLAP, max_overlap, option("max_overlap"))
+    check_per_passage(per_passage, excerpts)
     shown = _examples(examples, seed)
     output = check_output(output)
     accepted: list[Query] = list(load_evaluation_set(output, corpus, rejected=True)) if output.is_file() and \
@@ -127,8 +143,8 @@ def generate_evaluation_set(corpus: Corpus, output: str | Path, n: int, client: 
     passages = passage_sampler(corpus, draw, passage_chars, limit, rng)
     # Questions are asked in the documents' language (detected as BM25 reads them; CHUNKWISE_LANGUAGE sets it).
     language = detect_language(d.text for d in corpus)
-    checks = Checks(Asking(style, shown, language), embedder.embed(list(shown)) if shown else None, answer_check,
-                    critique, max_overlap)
+    checks = Checks(Asking(style, shown, language, per_passage), embedder.embed(list(shown)) if shown else None,
+                    answer_check, critique, max_overlap)
     bar = None
     if progress:
         from tqdm import tqdm
@@ -137,22 +153,28 @@ def generate_evaluation_set(corpus: Corpus, output: str | Path, n: int, client: 
     before = (client.usage.sent_prompt_tokens, client.usage.sent_completion_tokens, client.usage.cached)
     started = time.monotonic()
     out = _AppendOnly(output)
+    report.questions = 0 if per_passage > 1 else None
     try:
         while len(accepted) < n and report.attempts < limit:
             report.attempts += 1
             # What a slow request waits for is said in this loop's count too (--max-attempts counts
             # question requests; each may take several HTTP tries).
             with requests_for(f"question request {report.attempts} of {option('max_attempts', limit)}"):
-                query, reason = attempt(corpus, client, embedder, rng, passages.next(), accepted, question_vectors,
-                                        duplicate_threshold, relevance_threshold, excerpts, checks=checks)
-            if query is None:
-                report.rejected[reason] += 1
-                continue
-            out.append(json.dumps(query.to_dict(), ensure_ascii=False) + "\n", kept=len(accepted))
-            accepted.append(query)
-            report.accepted += 1
-            if bar is not None:
-                bar.update(1)
+                for query, reason in attempt(corpus, client, embedder, rng, passages.next(), accepted,
+                                             question_vectors, duplicate_threshold, relevance_threshold, excerpts,
+                                             checks=checks):
+                    if report.questions is not None:
+                        report.questions += 1
+                    if query is None:
+                        report.rejected[reason] += 1
+                        continue
+                    out.append(json.dumps(query.to_dict(), ensure_ascii=False) + "\n", kept=len(accepted))
+                    accepted.append(query)
+                    report.accepted += 1
+                    if bar is not None:
+                        bar.update(1)
+                    if len(accepted) >= n:
+                        break  # the reply's other questions are not needed: not filtered, not counted
     finally:
         if bar is not None:
             bar.close()
@@ -167,6 +189,14 @@ def generate_evaluation_set(corpus: Corpus, output: str | Path, n: int, client: 
         echo(f"stopped after {report.attempts} requests with {len(accepted)} of {n} queries{why}; run again to "
              "continue")
     return report
+
+
+def check_per_passage(per_passage: int, excerpts: str) -> None:
+    """Refuse a ``per_passage`` out of range, or above 1 where the excerpt is sampled (one per request)."""
+    check_value(PER_PASSAGE, per_passage, option("per_passage"))
+    if per_passage > 1 and excerpts == "sampled":
+        raise misplaced([option("per_passage", per_passage)], f"only with {option('excerpts', 'model')}: a sampled "
+                        "excerpt is asked about alone")
 
 
 def _examples(examples: str | Path | Sequence[str] | None, seed: int) -> tuple[str, ...]:
