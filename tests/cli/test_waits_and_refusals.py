@@ -104,7 +104,7 @@ def test_a_slow_endpoint_says_what_it_waits_for_and_names_both_limits(tmp_path, 
     # No silence of more than a few seconds after the corpus is read (the first request waits 5 s).
     gaps = [later - earlier for (earlier, _), (later, _) in itertools.pairwise(seen)]
     assert max(gaps) < 9, list(zip(gaps, lines[1:]))
-    assert status == 130 and lines[-1] == "chunkwise: interrupted"
+    assert status == 130 and lines[-1] == "chunkwise: interrupted", (status, lines, process.stdout.read())
     assert "Traceback" not in "\n".join(lines) and not out.exists()
 
 

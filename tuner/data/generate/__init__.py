@@ -2,8 +2,9 @@
 
 For each request a passage of about ``passage_chars`` characters is sampled (documents
 weighted by length); the model is asked, in JSON mode, for one specific question about
-it and the excerpts that answer it, copied exactly; it is shown no earlier questions (see
-below). A query is accepted only when every excerpt is
+it (or up to ``per_passage`` different ones, each then filtered on its own: the passage is read
+once for all of them) and the excerpts that answer it, copied exactly; it is shown no earlier
+questions (see below). A query is accepted only when every excerpt is
 found in the document: exactly first, then with whitespace normalised and mapped back to
 exact offsets. The reply is read as real models write it (:func:`generated_reply`): the JSON
 object alone, in a ```json code fence, or with prose before and after it; a reply with no
