@@ -81,7 +81,6 @@ class Timings:
     generation_ms: float = 0.0
     generated_tokens: int = 0
     total_ms: float = 0.0
-    requests: int = 0
     per_request_ms: list[float] = field(default_factory=list)
 
     @classmethod
@@ -97,7 +96,6 @@ class Timings:
                 timings.generated_tokens += count
             else:
                 timings.total_ms += ms
-                timings.requests += 1
                 timings.per_request_ms.append(ms)
         return timings
 

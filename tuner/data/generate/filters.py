@@ -85,14 +85,15 @@ def attempt(corpus, client, embedder, rng, passage, accepted, question_vectors, 
         if question is None:
             yield None, reason
             continue
-        yield _filtered(question, references, corpus, client, embedder, (document_id, start, end), accepted,
+        yield _filtered(question, references, corpus, client, embedder, (document_id, text, start, end), accepted,
                         question_vectors, duplicate_threshold, relevance_threshold, checks)
 
 
 def _filtered(question, references, corpus, client, embedder, passage, accepted, question_vectors,
               duplicate_threshold, relevance_threshold, checks: Checks) -> tuple[Query | None, str]:
-    """``question`` and its located ``references`` through every filter after the request."""
-    document_id, start, end = passage
+    """``question`` and its located ``references`` (in ``passage``: document id, its text, start, end)
+    through every filter after the request."""
+    document_id, text, start, end = passage
     excerpt = " ".join(r.content for r in references)
     if reason := question_flaw(question, excerpt):
         return None, reason
@@ -105,7 +106,6 @@ def _filtered(question, references, corpus, client, embedder, passage, accepted,
         return None, "near-duplicate question"
     if float(np.min(vectors[1:] @ vectors[0])) < relevance_threshold:
         return None, "weakest reference too dissimilar"
-    text = corpus.document(document_id).text
     if checks.answer_check and not _answer_inside(client, question, document_id, text, (start, end), references):
         return None, "answer outside its excerpt"
     if checks.critique and (reason := _critique(client, question, references)):
