@@ -5,6 +5,7 @@ in the middle of a reply once it has what it wants, and the request says how man
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -148,3 +149,22 @@ def test_the_python_api_names_the_parameter(openai_server, client, corpus, tmp_p
         generate_evaluation_set(corpus, tmp_path / "g.jsonl", 1, client, HashedWordsEmbedder(), per_passage=2,
                                 excerpts="sampled")
     assert openai_server.requests == [] and not (tmp_path / "g.jsonl").exists()
+
+
+def test_a_reply_without_a_usable_question_is_asked_again_and_never_cached(openai_server, corpus, tmp_path):
+    # The first reply holds no question (an empty list, then an item without one); the third is good.
+    replies = iter([json.dumps({"questions": []}), json.dumps({"questions": [{"references": ["x"]}]}),
+                    json.dumps({"questions": [{"question": "Which compression methods can the backup tool use?",
+                                               "references": [{"content": METHODS}]}]})])
+    openai_server.chat_handler = lambda body: next(replies)
+    cache = tmp_path / "llm.sqlite3"
+    client = LLMClient(model="stub-llm", base_url=openai_server.base_url, api_key="k", max_retries=2,
+                       cache_path=cache)
+    report = generate_evaluation_set(corpus, tmp_path / "g.jsonl", 1, client, HashedWordsEmbedder(),
+                                     relevance_threshold=-1.0, critique=False, per_passage=2)
+    assert (report.attempts, report.questions, report.accepted) == (1, 1, 1)
+    assert len(openai_server.requests_to("/v1/chat/completions")) == 3
+
+    with sqlite3.connect(cache) as db:
+        (stored,) = db.execute("SELECT value FROM responses").fetchone()
+    assert "Which compression methods" in stored and db.execute("SELECT COUNT(*) FROM responses").fetchone() == (1,)
